@@ -1,0 +1,282 @@
+//! Strict JSON parsing and RFC 8785 (JSON Canonicalization Scheme) output.
+//!
+//! `params` are canonicalized **once**, at submission; the exact string is stored and every
+//! later hash is computed from that stored string (DESIGN.md, "The grant"). The guide's failure
+//! mode "grant does not match this proposal" is what happens otherwise.
+//!
+//! The strict parser rejects what RFC 8785 / I-JSON (RFC 7493) leave undefined or lossy:
+//! - duplicate object keys anywhere (`{"amount":10,"amount":5000}`): serde_json would keep the
+//!   last one silently;
+//! - integers beyond ±(2^53−1) (`Number.MAX_SAFE_INTEGER`), including integral doubles such as
+//!   `1e21`: the serializer would round them silently; send such values as strings;
+//! - non-finite numbers, lone surrogates, invalid UTF-8, trailing data, nesting deeper than 128
+//!   (these four are rejected by serde_json itself).
+//!
+//! No Unicode normalization is applied: RFC 8785 §3.2.2 preserves strings as given.
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+use std::cell::RefCell;
+use std::fmt::Write as _;
+
+/// `Number.MAX_SAFE_INTEGER` (2^53−1): the largest integer every JSON peer represents exactly
+/// (RFC 7493 §2.2).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// A rejection of JSON input. `path` is the dotted path to the offending value ("" for the
+/// document root), `rule` the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {rule}", if path.is_empty() { "body" } else { path.as_str() })]
+pub struct CanonicalError {
+    /// Dotted path (`params.items[2].amount`), empty for the root.
+    pub path: String,
+    /// What was wrong.
+    pub rule: String,
+}
+
+#[derive(Clone)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// Formats a path from segments: `a.b[2].c`; keys that are not identifiers are quoted.
+fn format_path(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in segs {
+        match s {
+            Seg::Key(k) => {
+                let plain = !k.is_empty()
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if plain {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                } else {
+                    let _ = write!(out, "[{}]", Value::String(k.clone()));
+                }
+            }
+            Seg::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
+        }
+    }
+    out
+}
+
+struct Strict<'a> {
+    path: &'a RefCell<Vec<Seg>>,
+}
+
+impl<'a> Strict<'a> {
+    fn err<E: de::Error>(&self, rule: impl std::fmt::Display) -> E {
+        // The path is encoded into the message and recovered by `parse_strict`.
+        E::custom(format!("\u{0}{}\u{0}{rule}", format_path(&self.path.borrow())))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an I-JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(b.into())
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(s.into())
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(s.into())
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+        if n > MAX_SAFE_INTEGER {
+            return Err(self.err(format!(
+                "integer {n} is outside ±(2^53−1); send it as a string"
+            )));
+        }
+        Ok(n.into())
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+        if n.unsigned_abs() > MAX_SAFE_INTEGER {
+            return Err(self.err(format!(
+                "integer {n} is outside ±(2^53−1); send it as a string"
+            )));
+        }
+        Ok(n.into())
+    }
+    fn visit_f64<E: de::Error>(self, x: f64) -> Result<Value, E> {
+        // `1e21` and integer literals wider than u64 arrive here.
+        if x.fract() == 0.0 && x.abs() > MAX_SAFE_INTEGER as f64 {
+            return Err(self.err(format!(
+                "number {x} is an integer outside ±(2^53−1); send it as a string"
+            )));
+        }
+        Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| self.err("number is not finite"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        loop {
+            self.path.borrow_mut().push(Seg::Index(v.len()));
+            match a.next_element_seed(Strict { path: self.path })? {
+                Some(x) => v.push(x),
+                None => {
+                    self.path.borrow_mut().pop();
+                    break;
+                }
+            }
+            self.path.borrow_mut().pop();
+        }
+        Ok(Value::Array(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Value, A::Error> {
+        let mut o = Map::new();
+        while let Some(k) = m.next_key::<String>()? {
+            self.path.borrow_mut().push(Seg::Key(k.clone()));
+            if o.contains_key(&k) {
+                return Err(self.err("duplicate key"));
+            }
+            let v = m.next_value_seed(Strict { path: self.path })?;
+            self.path.borrow_mut().pop();
+            o.insert(k, v);
+        }
+        Ok(Value::Object(o))
+    }
+}
+
+/// Parses `raw` strictly (see the module doc). Errors carry the path of the offending value.
+///
+/// The caller caps the length of `raw` first (the API's body limit is 64 KiB).
+pub fn parse_strict(raw: &[u8]) -> Result<Value, CanonicalError> {
+    let path = RefCell::new(Vec::new());
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let result = Strict { path: &path }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    // serde_json appends " at line L column C" to the rule; it helps find the spot.
+    result.map_err(|e| decode_error(&e.to_string(), &path))
+}
+
+/// Reads any serde data format (the tenant document's YAML, for one) with the same strict rules
+/// as [`parse_strict`]: duplicate keys anywhere, unsafe integers and non-finite numbers are
+/// refused, with the path of the offending value.
+pub fn deserialize_strict<'de, D>(d: D) -> Result<Value, CanonicalError>
+where
+    D: Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
+    let path = RefCell::new(Vec::new());
+    Strict { path: &path }.deserialize(d).map_err(|e| decode_error(&e.to_string(), &path))
+}
+
+fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>) -> CanonicalError {
+    if let Some(pos) = msg.find('\u{0}') {
+        let rest = &msg[pos + 1..];
+        let mut parts = rest.splitn(2, '\u{0}');
+        let p = parts.next().unwrap_or_default().to_owned();
+        let rule = parts.next().unwrap_or_default();
+        CanonicalError { path: p, rule: rule.to_owned() }
+    } else {
+        CanonicalError { path: format_path(&path.borrow()), rule: msg.to_owned() }
+    }
+}
+
+/// RFC 8785 canonical form of a JSON value, as a string.
+///
+/// Errors only on values that cannot be represented (non-finite numbers), which
+/// [`parse_strict`] never produces.
+pub fn canonicalize(v: &Value) -> Result<String, CanonicalError> {
+    serde_json_canonicalizer::to_string(v)
+        .map_err(|e| CanonicalError { path: String::new(), rule: e.to_string() })
+}
+
+/// Lowercase hex SHA-256 of `bytes` (64 characters).
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode(Sha256::digest(bytes.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(s: &str) -> Result<String, CanonicalError> {
+        canonicalize(&parse_strict(s.as_bytes())?)
+    }
+
+    #[test]
+    fn numbers_follow_es6_serialization() {
+        assert_eq!(canon("[50.0, 5e1, -0.0, 4.50, 2e-3, 1e-7]").unwrap(), "[50,50,0,4.5,0.002,1e-7]");
+        // 1e21 is canonically "1e+21" (checked in the vector test without the strict check),
+        // but as a param it is an integer beyond 2^53 and is refused.
+        let e = canon(r#"{"a":1e21}"#).unwrap_err();
+        assert_eq!(e.path, "a");
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        assert_eq!(
+            canon(r#"{"\uFF61":1,"\uD83D\uDE00":2,"b":3,"a":4}"#).unwrap(),
+            "{\"a\":4,\"b\":3,\"😀\":2,\"｡\":1}"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_with_their_path() {
+        let e = parse_strict(br#"{"amount":10,"amount":5000}"#).unwrap_err();
+        assert_eq!(e.path, "amount");
+        assert!(e.rule.contains("duplicate key"), "{e}");
+        let e = parse_strict(br#"{"params":{"x":[{"a":1},{"b":1,"b":2}]}}"#).unwrap_err();
+        assert_eq!(e.path, "params.x[1].b");
+    }
+
+    #[test]
+    fn unsafe_integers_are_refused() {
+        assert!(parse_strict(b"9007199254740991").is_ok());
+        let e = parse_strict(br#"{"n":9007199254740992}"#).unwrap_err();
+        assert_eq!(e.path, "n");
+        assert!(e.rule.contains("send it as a string"));
+        assert!(parse_strict(b"-9007199254740992").is_err());
+        assert!(parse_strict(b"18446744073709551616").is_err());
+    }
+
+    #[test]
+    fn lone_surrogates_and_garbage_are_refused() {
+        let e = parse_strict(br#"{"s":"\uD800"}"#).unwrap_err();
+        assert_eq!(e.path, "s");
+        assert!(parse_strict(br#""\uDE00x""#).is_err());
+        assert!(parse_strict(b"{} x").is_err());
+        assert!(parse_strict(b"\xEF\xBB\xBF{}").is_err());
+        assert!(parse_strict(b"1e400").is_err());
+        assert!(parse_strict(&[b'['; 200]).is_err());
+    }
+
+    #[test]
+    fn no_unicode_normalization() {
+        // "é" precomposed (U+00E9) and decomposed (e + U+0301) stay different.
+        let a = canon("\"\u{e9}\"").unwrap();
+        let b = canon("\"e\u{301}\"").unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn key_order_does_not_change_the_canonical_form() {
+        assert_eq!(
+            canon(r#"{"zone":"a","ttl":300}"#).unwrap(),
+            canon(r#"{"ttl":300,"zone":"a"}"#).unwrap()
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! Grants: signed, single-use permissions bound to one intent (DESIGN.md, "The grant").
+//!
+//! A grant is `{version: 1, id, proposal_id, tenant_id, intent_hash, doc_version, expires_at,
+//! key_id, sig}`. `sig` is Ed25519 (RFC 8032, via `ring`) over the bytes
+//! `"actiond/grant/v1\0"` followed by the RFC 8785 canonical JSON of the other fields.
+//! `expires_at` is integer microseconds since the Unix epoch, taken from the database clock.
+//!
+//! The key id says who signed, by prefix: `policy-…` (the policy worker's automatic allow),
+//! `web-…` (a person through the approval app), `breakglass-…` (an operator through the CLI).
+//! The executor re-checks policy differently for the two kinds (see [`KeyKind`]), and trusts
+//! only the public keys in its own configuration.
+
+use crate::canonical::canonicalize;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use ring::rand::SystemRandom;
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// Domain-separation prefix of the signed message.
+pub const SIGNING_CONTEXT: &[u8] = b"actiond/grant/v1\0";
+/// The only grant version this build understands.
+pub const GRANT_VERSION: u32 = 1;
+/// Length of an Ed25519 signature in bytes.
+pub const SIGNATURE_LEN: usize = 64;
+
+/// The signed fields of a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantClaims {
+    /// Always [`GRANT_VERSION`]; any other value is refused.
+    pub version: u32,
+    /// Grant id (also used as the provider idempotency key where the provider honours one).
+    pub id: Uuid,
+    /// The proposal this grant permits.
+    pub proposal_id: Uuid,
+    /// The proposal's tenant.
+    pub tenant_id: String,
+    /// The intent hash of the proposal as it was decided.
+    pub intent_hash: String,
+    /// The tenant document version whose handler settings the execution must use.
+    pub doc_version: i32,
+    /// Expiry, microseconds since the Unix epoch, from the database clock.
+    pub expires_at: i64,
+    /// Which key signed it; its prefix gives the [`KeyKind`].
+    pub key_id: String,
+}
+
+impl GrantClaims {
+    /// The exact bytes that are signed: [`SIGNING_CONTEXT`] ‖ JCS(claims).
+    pub fn signing_input(&self) -> Vec<u8> {
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        let jcs = canonicalize(&value).unwrap_or_default();
+        let mut msg = Vec::with_capacity(SIGNING_CONTEXT.len() + jcs.len());
+        msg.extend_from_slice(SIGNING_CONTEXT);
+        msg.extend_from_slice(jcs.as_bytes());
+        msg
+    }
+}
+
+/// Who issued a grant, from the key id's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyKind {
+    /// `policy-…`: automatic allow. The executor requires `allow` from current policy.
+    Policy,
+    /// `web-…`: a person in the approval app. The executor requires "not block" now.
+    Approver,
+    /// `breakglass-…`: an operator on the CLI. Treated like a person; trusted only where
+    /// configured.
+    BreakGlass,
+}
+
+impl KeyKind {
+    /// Kind of a key id, or `None` when the prefix is unknown.
+    pub fn of_key_id(key_id: &str) -> Option<Self> {
+        if key_id.starts_with("policy-") {
+            Some(Self::Policy)
+        } else if key_id.starts_with("web-") {
+            Some(Self::Approver)
+        } else if key_id.starts_with("breakglass-") {
+            Some(Self::BreakGlass)
+        } else {
+            None
+        }
+    }
+    /// Stable name for metrics and audit events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "policy",
+            Self::Approver => "approver",
+            Self::BreakGlass => "breakglass",
+        }
+    }
+}
+
+/// Why a key file or grant was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// The grant's version is not [`GRANT_VERSION`].
+    #[error("unknown grant version {0}")]
+    UnknownVersion(u32),
+    /// No trusted public key has this id.
+    #[error("grant key {0:?} is not trusted by this executor")]
+    UntrustedKey(String),
+    /// The signature is not 64 bytes, or does not verify.
+    #[error("grant signature is invalid")]
+    BadSignature,
+    /// A key file could not be read as the expected format.
+    #[error("invalid key: {0}")]
+    BadKey(String),
+}
+
+/// Key ids are `^[a-z0-9-]{1,64}$` and start with `policy-`, `web-` or `breakglass-`.
+pub fn validate_key_id(key_id: &str) -> Result<KeyKind, GrantError> {
+    let shape = !key_id.is_empty()
+        && key_id.len() <= 64
+        && key_id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    match KeyKind::of_key_id(key_id) {
+        Some(k) if shape => Ok(k),
+        _ => Err(GrantError::BadKey(format!(
+            "key id {key_id:?} must match ^(policy|web|breakglass)-[a-z0-9-]+$"
+        ))),
+    }
+}
+
+/// A grant-signing key (private). Held by policy, web and the break-glass CLI only.
+pub struct GrantSigner {
+    key_id: String,
+    pair: Ed25519KeyPair,
+}
+
+impl std::fmt::Debug for GrantSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrantSigner").field("key_id", &self.key_id).finish_non_exhaustive()
+    }
+}
+
+/// A newly generated key pair, encoded for files: `private_pkcs8_b64` is the secret
+/// (base64 PKCS#8 v2), `public_b64` the 32-byte public key in base64.
+pub struct GeneratedKey {
+    /// Base64 of the PKCS#8 document. Secret.
+    pub private_pkcs8_b64: String,
+    /// Base64 of the raw 32-byte Ed25519 public key.
+    pub public_b64: String,
+}
+
+/// Generates a new Ed25519 key pair.
+pub fn generate_key() -> Result<GeneratedKey, GrantError> {
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new())
+        .map_err(|_| GrantError::BadKey("key generation failed".into()))?;
+    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+        .map_err(|e| GrantError::BadKey(e.to_string()))?;
+    Ok(GeneratedKey {
+        private_pkcs8_b64: B64.encode(pkcs8.as_ref()),
+        public_b64: B64.encode(pair.public_key().as_ref()),
+    })
+}
+
+impl GrantSigner {
+    /// Loads a signer from base64 PKCS#8 text (as written by [`generate_key`]; OpenSSL's v1
+    /// PKCS#8 is accepted too).
+    pub fn from_pkcs8_b64(key_id: &str, text: &str) -> Result<Self, GrantError> {
+        validate_key_id(key_id)?;
+        let der = B64
+            .decode(text.trim())
+            .map_err(|_| GrantError::BadKey("signing key file is not base64".into()))?;
+        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
+            .map_err(|e| GrantError::BadKey(format!("signing key is not Ed25519 PKCS#8: {e}")))?;
+        Ok(Self { key_id: key_id.to_owned(), pair })
+    }
+    /// The key id written into every grant this signer makes.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    /// Base64 of the public key, for the executor's trusted-keys directory.
+    pub fn public_b64(&self) -> String {
+        B64.encode(self.pair.public_key().as_ref())
+    }
+    /// Signs claims; `claims.key_id` must be this signer's id.
+    pub fn sign(&self, claims: &GrantClaims) -> Result<Vec<u8>, GrantError> {
+        if claims.key_id != self.key_id {
+            return Err(GrantError::BadKey("claims name another key id".into()));
+        }
+        Ok(self.pair.sign(&claims.signing_input()).as_ref().to_vec())
+    }
+}
+
+/// The public keys an executor trusts, by key id. Loaded from its own configuration only.
+#[derive(Debug, Default, Clone)]
+pub struct TrustedKeys {
+    keys: HashMap<String, (KeyKind, Vec<u8>)>,
+}
+
+impl TrustedKeys {
+    /// Adds a key from base64 of the raw 32-byte public key.
+    pub fn insert_b64(&mut self, key_id: &str, public_b64: &str) -> Result<(), GrantError> {
+        let kind = validate_key_id(key_id)?;
+        let raw = B64
+            .decode(public_b64.trim())
+            .map_err(|_| GrantError::BadKey(format!("public key {key_id} is not base64")))?;
+        if raw.len() != 32 {
+            return Err(GrantError::BadKey(format!("public key {key_id} is not 32 bytes")));
+        }
+        self.keys.insert(key_id.to_owned(), (kind, raw));
+        Ok(())
+    }
+    /// Number of trusted keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+    /// True when no key is trusted.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+    /// Trusted key ids, sorted.
+    pub fn key_ids(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.keys.keys().cloned().collect();
+        v.sort();
+        v
+    }
+    /// Verifies a grant. Any signature length but 64 bytes, an unknown version or an untrusted
+    /// key is an error, never a panic. Returns who signed it.
+    pub fn verify(&self, claims: &GrantClaims, sig: &[u8]) -> Result<KeyKind, GrantError> {
+        if claims.version != GRANT_VERSION {
+            return Err(GrantError::UnknownVersion(claims.version));
+        }
+        let (kind, public) = self
+            .keys
+            .get(&claims.key_id)
+            .ok_or_else(|| GrantError::UntrustedKey(claims.key_id.clone()))?;
+        // Compare lengths first (the guide's timingSafeEqual failure mode); ring also refuses.
+        if sig.len() != SIGNATURE_LEN {
+            return Err(GrantError::BadSignature);
+        }
+        UnparsedPublicKey::new(&ED25519, public)
+            .verify(&claims.signing_input(), sig)
+            .map_err(|_| GrantError::BadSignature)?;
+        Ok(*kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(key_id: &str) -> GrantClaims {
+        GrantClaims {
+            version: 1,
+            id: Uuid::nil(),
+            proposal_id: Uuid::max(),
+            tenant_id: "acme".into(),
+            intent_hash: "ab".repeat(32),
+            doc_version: 3,
+            expires_at: 1_800_000_000_000_000,
+            key_id: key_id.into(),
+        }
+    }
+
+    #[test]
+    fn sign_and_verify_and_attacks() {
+        let k = generate_key().unwrap();
+        let signer = GrantSigner::from_pkcs8_b64("policy-1", &k.private_pkcs8_b64).unwrap();
+        let mut trusted = TrustedKeys::default();
+        trusted.insert_b64("policy-1", &k.public_b64).unwrap();
+        let c = claims("policy-1");
+        let sig = signer.sign(&c).unwrap();
+        assert_eq!(trusted.verify(&c, &sig), Ok(KeyKind::Policy));
+
+        // Truncated, empty, odd-length, extended, zeroed signatures: errors, no panic.
+        for bad in [&sig[..63], &[][..], &sig[..33], &[0u8; 64][..]] {
+            assert_eq!(trusted.verify(&c, bad), Err(GrantError::BadSignature));
+        }
+        let mut longer = sig.clone();
+        longer.push(0);
+        assert_eq!(trusted.verify(&c, &longer), Err(GrantError::BadSignature));
+
+        // Tampered fields.
+        let mut t = c.clone();
+        t.expires_at += 1;
+        assert_eq!(trusted.verify(&t, &sig), Err(GrantError::BadSignature));
+        let mut t = c.clone();
+        t.intent_hash = "cd".repeat(32);
+        assert_eq!(trusted.verify(&t, &sig), Err(GrantError::BadSignature));
+        let mut t = c.clone();
+        t.version = 2;
+        assert_eq!(trusted.verify(&t, &sig), Err(GrantError::UnknownVersion(2)));
+
+        // A key the executor does not trust.
+        let other = generate_key().unwrap();
+        let web = GrantSigner::from_pkcs8_b64("web-1", &other.private_pkcs8_b64).unwrap();
+        let c2 = claims("web-1");
+        let s2 = web.sign(&c2).unwrap();
+        assert_eq!(trusted.verify(&c2, &s2), Err(GrantError::UntrustedKey("web-1".into())));
+    }
+
+    #[test]
+    fn key_ids_are_checked() {
+        assert!(validate_key_id("policy-1").is_ok());
+        assert!(validate_key_id("admin-1").is_err());
+        assert!(validate_key_id("policy-../x").is_err());
+        assert!(GrantSigner::from_pkcs8_b64("policy-1", "not base64!").is_err());
+    }
+
+    #[test]
+    fn signing_input_is_domain_separated_jcs() {
+        let c = claims("policy-1");
+        let input = c.signing_input();
+        assert!(input.starts_with(b"actiond/grant/v1\0{\"doc_version\":3,"));
+    }
+}

@@ -1,0 +1,55 @@
+//! actiond-core: the domain of the approval gateway, with no I/O.
+//!
+//! - [`canonical`]: strict JSON parsing and RFC 8785 (JCS) canonical form of `params`.
+//! - [`intent`]: the intent hash that binds a grant to exactly one action.
+//! - [`grant`]: Ed25519-signed, single-use grants (signing and verification).
+//! - [`state`]: proposal states and their legal transitions.
+//! - [`policy`]: effects, CEL rules, and the deterministic decision procedure.
+//! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
+//! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
+//! - [`ids`]: validated identifiers and durations.
+
+pub mod canonical;
+pub mod grant;
+pub mod handlers;
+pub mod ids;
+pub mod intent;
+pub mod policy;
+pub mod state;
+pub mod tenant;
+pub mod text;
+
+/// One rejected input field: `field` is a dotted path (`params.amount`,
+/// `handlers["billing.refund.issue"].max_amount`), `rule` says what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FieldError {
+    /// Dotted path of the offending field.
+    pub field: String,
+    /// The rule it broke, readable by a person ("must be an integer between 1 and 100000").
+    pub rule: String,
+}
+
+impl FieldError {
+    /// Builds a field error from a path and a rule.
+    pub fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self { field: field.into(), rule: rule.into() }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.rule)
+    }
+}
+
+/// A list of field errors, reported together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct FieldErrors(pub Vec<FieldError>);
+
+impl FieldErrors {
+    /// A single error.
+    pub fn one(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self(vec![FieldError::new(field, rule)])
+    }
+}

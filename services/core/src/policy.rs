@@ -1,0 +1,343 @@
+//! Deterministic policy: effects, CEL rules and the decision procedure (DESIGN.md, "policy").
+//!
+//! - Severity is monotonic: `block > escalate > allow`. The most severe matching rule wins; a
+//!   later input (a rule, `min_effect`, a classifier) may raise a decision, never lower it.
+//! - An action that is not in the tenant's handler registry is blocked: "no handler for X".
+//! - A rule that fails to evaluate (missing field, type mismatch, non-boolean result) fails
+//!   closed: it counts as matched with at least `escalate` (or `block` if that is its effect).
+//!   The error goes to the audit log only; the agent sees a generic reason.
+//! - CEL has no evaluation budget; callers run [`decide`] off the async executor with a timeout
+//!   and treat an overrun as a failed evaluation ([`Decision::budget_exceeded`]).
+
+use crate::tenant::TenantDocument;
+use cel::{Context, Program, Value as Cel};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A policy outcome, ordered by severity (`Allow < Escalate < Block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Approve automatically; the policy worker issues the grant.
+    Allow,
+    /// A person must decide.
+    Escalate,
+    /// Final refusal.
+    Block,
+}
+
+impl Effect {
+    /// Parses `allow` / `escalate` / `block`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" => Some(Self::Allow),
+            "escalate" => Some(Self::Escalate),
+            "block" => Some(Self::Block),
+            _ => None,
+        }
+    }
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Escalate => "escalate",
+            Self::Block => "block",
+        }
+    }
+}
+
+/// Compiles one CEL expression; the error is CEL's message with line, column and caret.
+pub fn compile_rule(src: &str) -> Result<Program, String> {
+    // The cel parser panics on nothing we know of, but a panic here must never take down apply
+    // or the policy worker; it becomes a compile error.
+    let src = src.to_owned();
+    std::panic::catch_unwind(move || Program::compile(&src))
+        .map_err(|_| "the CEL parser failed on this expression".to_owned())?
+        .map_err(|e| e.to_string())
+}
+
+/// A compiled rule.
+#[derive(Clone)]
+pub struct CompiledRule {
+    /// Rule name.
+    pub name: String,
+    /// Effect when it matches.
+    pub effect: Effect,
+    /// Tenant-written reason.
+    pub reason: String,
+    program: Arc<Program>,
+}
+
+/// A tenant document with its rules compiled, ready to evaluate. Cheap to clone.
+#[derive(Clone)]
+pub struct CompiledPolicy {
+    /// The document.
+    pub doc: Arc<TenantDocument>,
+    /// Its version number.
+    pub version: i32,
+    /// Lowercase hex SHA-256 of its source.
+    pub sha256: String,
+    rules: Arc<Vec<CompiledRule>>,
+}
+
+impl CompiledPolicy {
+    /// Compiles every rule of a validated document.
+    pub fn new(doc: TenantDocument, version: i32, sha256: String) -> Result<Self, String> {
+        let mut rules = Vec::with_capacity(doc.policy.rules.len());
+        for r in &doc.policy.rules {
+            let program = compile_rule(&r.when).map_err(|e| format!("rule {}: {e}", r.name))?;
+            rules.push(CompiledRule { name: r.name.clone(), effect: r.effect, reason: r.reason.clone(), program: Arc::new(program) });
+        }
+        Ok(Self { doc: Arc::new(doc), version, sha256, rules: Arc::new(rules) })
+    }
+}
+
+/// The agent as rules see it (`agent.id`, `agent.name`, `agent.owner`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentFacts {
+    /// Agent UUID.
+    pub id: String,
+    /// Agent name within the tenant.
+    pub name: String,
+    /// Owner subject, empty when none is recorded.
+    pub owner: String,
+}
+
+/// The agent's recent history for the same action (`history.count`, `history.sum`) over the
+/// tenant's `history_window`, excluding the proposal being decided and blocked/denied ones.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct History {
+    /// Number of proposals.
+    pub count: i64,
+    /// Sum of the handler's summed param (`amount` for refunds), 0 when it has none.
+    pub sum: i64,
+}
+
+/// Everything a rule can read.
+#[derive(Debug, Clone)]
+pub struct EvalInput {
+    /// Action name as submitted.
+    pub action: String,
+    /// Derived target.
+    pub target: String,
+    /// Params (parsed from the stored canonical string).
+    pub params: Value,
+    /// The proposing agent.
+    pub agent: AgentFacts,
+    /// Agent-supplied session id, empty when none.
+    pub session: String,
+    /// Recent history.
+    pub history: History,
+}
+
+/// The outcome of evaluating a tenant's policy on one proposal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// Final effect.
+    pub effect: Effect,
+    /// Deciding rule (`null` for the default, `no-handler`, `min-effect` or a failure).
+    pub rule: Option<String>,
+    /// Tenant-written reason (or a fixed text), shown to the agent.
+    pub reason: String,
+    /// Evaluation errors, for the audit log only.
+    pub errors: Vec<String>,
+}
+
+impl Decision {
+    /// The fail-closed decision when evaluation ran over its time budget.
+    pub fn budget_exceeded() -> Self {
+        Self {
+            effect: Effect::Escalate,
+            rule: None,
+            reason: "policy could not be evaluated in time; a person must review this".into(),
+            errors: vec!["evaluation exceeded its time budget".into()],
+        }
+    }
+}
+
+/// JSON → CEL with integers as CEL `int` (serde's path gives `uint`, and `uint * int` errors).
+pub fn to_cel(v: &Value) -> Cel {
+    match v {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Cel::Int(i),
+            None => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::Array(a) => Cel::List(Arc::new(a.iter().map(to_cel).collect())),
+        Value::Object(o) => {
+            let m: HashMap<String, Cel> = o.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            Cel::Map(m.into())
+        }
+    }
+}
+
+/// Evaluates the tenant's policy. Pure and deterministic; may be slow on hostile rules, so run
+/// it off the async executor with a timeout.
+pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
+    let Some(handler) = policy.doc.handler(&input.action) else {
+        let shown: String = input.action.chars().take(128).collect();
+        return Decision {
+            effect: Effect::Block,
+            rule: Some("no-handler".into()),
+            reason: format!("no handler for {shown}"),
+            errors: Vec::new(),
+        };
+    };
+    let mut ctx = Context::default();
+    ctx.add_variable_from_value("action", Cel::String(Arc::new(input.action.clone())));
+    ctx.add_variable_from_value("target", Cel::String(Arc::new(input.target.clone())));
+    ctx.add_variable_from_value("params", to_cel(&input.params));
+    ctx.add_variable_from_value("session", Cel::String(Arc::new(input.session.clone())));
+    let agent = serde_json::to_value(&input.agent).unwrap_or(Value::Null);
+    ctx.add_variable_from_value("agent", to_cel(&agent));
+    let history = serde_json::to_value(input.history).unwrap_or(Value::Null);
+    ctx.add_variable_from_value("history", to_cel(&history));
+
+    let mut best: Option<(Effect, &CompiledRule, bool)> = None;
+    let mut errors = Vec::new();
+    for rule in policy.rules.iter() {
+        let (matched_effect, failed) = match rule.program.execute(&ctx) {
+            Ok(Cel::Bool(true)) => (Some(rule.effect), false),
+            Ok(Cel::Bool(false)) => (None, false),
+            Ok(other) => {
+                errors.push(format!("rule {}: result is not a boolean: {other:?}", rule.name));
+                (Some(rule.effect.max(Effect::Escalate)), true)
+            }
+            Err(e) => {
+                errors.push(format!("rule {}: {e}", rule.name));
+                (Some(rule.effect.max(Effect::Escalate)), true)
+            }
+        };
+        if let Some(eff) = matched_effect {
+            if best.as_ref().is_none_or(|(b, _, _)| eff > *b) {
+                best = Some((eff, rule, failed));
+            }
+        }
+    }
+    let mut decision = match best {
+        Some((effect, rule, false)) => {
+            Decision { effect, rule: Some(rule.name.clone()), reason: rule.reason.clone(), errors: errors.clone() }
+        }
+        Some((effect, rule, true)) => Decision {
+            effect,
+            rule: Some(rule.name.clone()),
+            reason: "a policy rule could not be evaluated; a person must review this".into(),
+            errors: errors.clone(),
+        },
+        None => Decision {
+            effect: policy.doc.policy.default,
+            rule: None,
+            reason: format!("no rule matched; the tenant's default is {}", policy.doc.policy.default.as_str()),
+            errors: errors.clone(),
+        },
+    };
+    if handler.min_effect > decision.effect {
+        decision.effect = handler.min_effect;
+        decision.rule = Some("min-effect".into());
+        decision.reason = format!("{} requires at least {} for this tenant", input.action, handler.min_effect.as_str());
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(extra_rules: &str, min_effect: &str) -> CompiledPolicy {
+        let src = format!(
+            r#"
+tenant: acme
+policy:
+  default: allow
+  rules:
+    - name: big-refund
+      when: 'action == "billing.refund.issue" && params.amount > 5000'
+      effect: escalate
+      reason: Refunds over 50.00 need a person.
+    - name: many-refunds
+      when: 'history.count >= 3 || history.sum + params.amount > 20000'
+      effect: escalate
+      reason: Many refunds in a day.
+{extra_rules}
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+    min_effect: {min_effect}
+"#
+        );
+        let doc = TenantDocument::parse(&src).unwrap();
+        CompiledPolicy::new(doc, 1, "x".into()).unwrap()
+    }
+
+    fn input(action: &str, amount: i64) -> EvalInput {
+        EvalInput {
+            action: action.into(),
+            target: "pi_1".into(),
+            params: json!({"payment_id":"pi_1","amount":amount,"currency":"USD"}),
+            agent: AgentFacts::default(),
+            session: String::new(),
+            history: History::default(),
+        }
+    }
+
+    #[test]
+    fn most_severe_rule_wins_and_defaults_apply() {
+        let p = policy("", "allow");
+        assert_eq!(decide(&p, &input("billing.refund.issue", 5000)).effect, Effect::Allow);
+        let d = decide(&p, &input("billing.refund.issue", 12000));
+        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("big-refund")));
+        let block = "    - name: blocker\n      when: 'params.amount > 10000'\n      effect: block\n      reason: too much\n";
+        let d = decide(&policy(block, "allow"), &input("billing.refund.issue", 12000));
+        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Block, Some("blocker")));
+    }
+
+    #[test]
+    fn history_splitting_escalates() {
+        let p = policy("", "allow");
+        let mut i = input("billing.refund.issue", 4000);
+        i.history = History { count: 2, sum: 17000 };
+        let d = decide(&p, &i);
+        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("many-refunds")));
+    }
+
+    #[test]
+    fn unknown_actions_are_blocked() {
+        let p = policy("", "allow");
+        for a in ["constructor", "__proto__", "toString", "shell.exec", ""] {
+            let d = decide(&p, &input(a, 1));
+            assert_eq!(d.effect, Effect::Block);
+            assert_eq!(d.reason, format!("no handler for {a}"));
+        }
+    }
+
+    #[test]
+    fn failing_rules_fail_closed() {
+        let rule = "    - name: missing\n      when: 'params.nope > 1'\n      effect: allow\n      reason: never\n";
+        let d = decide(&policy(rule, "allow"), &input("billing.refund.issue", 100));
+        assert_eq!(d.effect, Effect::Escalate);
+        assert!(!d.errors.is_empty());
+        assert!(!d.reason.contains("nope"), "errors stay out of the agent-visible reason");
+        let rule = "    - name: missing\n      when: 'params.nope > 1'\n      effect: block\n      reason: never\n";
+        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect, Effect::Block);
+        let rule = "    - name: notbool\n      when: 'params.amount'\n      effect: allow\n      reason: x\n";
+        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect, Effect::Escalate);
+    }
+
+    #[test]
+    fn min_effect_only_raises() {
+        let d = decide(&policy("", "escalate"), &input("billing.refund.issue", 100));
+        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("min-effect")));
+    }
+
+    #[test]
+    fn integers_are_cel_ints() {
+        let rule = "    - name: arith\n      when: 'params.amount * 2 > 10000'\n      effect: block\n      reason: x\n";
+        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 5001)).effect, Effect::Block);
+    }
+}

@@ -1,0 +1,108 @@
+//! Proposal states and the legal transitions between them (DESIGN.md, "Proposal states").
+//! The database enforces the same table with a trigger (`sql/migrations`).
+
+use serde::{Deserialize, Serialize};
+
+/// Where a proposal is in its life. "allowed" is an effect, not a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProposalState {
+    /// Submitted, waiting for the policy worker.
+    Pending,
+    /// A person must decide.
+    Escalated,
+    /// A grant exists; waiting for an executor.
+    Approved,
+    /// Final: policy blocked it (or it changed since approval, or its grant was refused).
+    Blocked,
+    /// Final: a person denied it.
+    Denied,
+    /// Final: nobody decided in time, or the grant expired unspent.
+    Expired,
+    /// The grant is spent; the handler is running.
+    Executing,
+    /// Final: the handler reported success.
+    Succeeded,
+    /// Final: the handler reported failure.
+    Failed,
+    /// Final: the executor lost its lease after spending the grant; never re-run automatically.
+    OutcomeUnknown,
+}
+
+impl ProposalState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ProposalState; 10] = [
+        Self::Pending,
+        Self::Escalated,
+        Self::Approved,
+        Self::Blocked,
+        Self::Denied,
+        Self::Expired,
+        Self::Executing,
+        Self::Succeeded,
+        Self::Failed,
+        Self::OutcomeUnknown,
+    ];
+
+    /// The snake_case name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Escalated => "escalated",
+            Self::Approved => "approved",
+            Self::Blocked => "blocked",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Executing => "executing",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+
+    /// Parses a stored name; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// True when no further transition is possible.
+    pub fn is_final(self) -> bool {
+        Self::ALL.iter().all(|to| !self.can_become(*to))
+    }
+
+    /// The transition table of DESIGN.md.
+    pub fn can_become(self, to: ProposalState) -> bool {
+        use ProposalState::*;
+        matches!(
+            (self, to),
+            (Pending, Approved | Escalated | Blocked | Expired)
+                | (Escalated, Approved | Denied | Expired)
+                | (Approved, Executing | Blocked | Expired)
+                | (Executing, Succeeded | Failed | OutcomeUnknown)
+        )
+    }
+}
+
+impl std::fmt::Display for ProposalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn transitions() {
+        use ProposalState::*;
+        assert!(Escalated.can_become(Approved));
+        assert!(!Pending.can_become(Succeeded));
+        assert!(!Denied.can_become(Approved));
+        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown] {
+            assert!(s.is_final());
+        }
+        for s in ProposalState::ALL {
+            assert_eq!(ProposalState::parse(s.as_str()), Some(s));
+        }
+    }
+}
