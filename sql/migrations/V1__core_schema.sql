@@ -105,8 +105,7 @@ CREATE TABLE grants (
     created_at     timestamptz NOT NULL DEFAULT now(),
     used_at        timestamptz,
     used_by        text,
-    FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals(tenant_id, id),
-    CHECK (expires_at = to_timestamp(expires_at_us / 1000000.0))
+    FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals(tenant_id, id)
 );
 ALTER TABLE grants SET (autovacuum_vacuum_scale_factor = 0.02);
 

@@ -116,7 +116,9 @@ pub enum GrantError {
 pub fn validate_key_id(key_id: &str) -> Result<KeyKind, GrantError> {
     let shape = !key_id.is_empty()
         && key_id.len() <= 64
-        && key_id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        && key_id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     match KeyKind::of_key_id(key_id) {
         Some(k) if shape => Ok(k),
         _ => Err(GrantError::BadKey(format!(
@@ -133,7 +135,9 @@ pub struct GrantSigner {
 
 impl std::fmt::Debug for GrantSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrantSigner").field("key_id", &self.key_id).finish_non_exhaustive()
+        f.debug_struct("GrantSigner")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -168,7 +172,10 @@ impl GrantSigner {
             .map_err(|_| GrantError::BadKey("signing key file is not base64".into()))?;
         let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
             .map_err(|e| GrantError::BadKey(format!("signing key is not Ed25519 PKCS#8: {e}")))?;
-        Ok(Self { key_id: key_id.to_owned(), pair })
+        Ok(Self {
+            key_id: key_id.to_owned(),
+            pair,
+        })
     }
     /// The key id written into every grant this signer makes.
     pub fn key_id(&self) -> &str {
@@ -201,7 +208,9 @@ impl TrustedKeys {
             .decode(public_b64.trim())
             .map_err(|_| GrantError::BadKey(format!("public key {key_id} is not base64")))?;
         if raw.len() != 32 {
-            return Err(GrantError::BadKey(format!("public key {key_id} is not 32 bytes")));
+            return Err(GrantError::BadKey(format!(
+                "public key {key_id} is not 32 bytes"
+            )));
         }
         self.keys.insert(key_id.to_owned(), (kind, raw));
         Ok(())
@@ -292,7 +301,10 @@ mod tests {
         let web = GrantSigner::from_pkcs8_b64("web-1", &other.private_pkcs8_b64).unwrap();
         let c2 = claims("web-1");
         let s2 = web.sign(&c2).unwrap();
-        assert_eq!(trusted.verify(&c2, &s2), Err(GrantError::UntrustedKey("web-1".into())));
+        assert_eq!(
+            trusted.verify(&c2, &s2),
+            Err(GrantError::UntrustedKey("web-1".into()))
+        );
     }
 
     #[test]

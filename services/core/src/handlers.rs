@@ -21,7 +21,11 @@ pub enum HandlerKind {
 
 impl HandlerKind {
     /// Every handler in the registry.
-    pub const ALL: [HandlerKind; 3] = [Self::WebhookPost, Self::BillingRefundIssue, Self::DnsRecordUpdate];
+    pub const ALL: [HandlerKind; 3] = [
+        Self::WebhookPost,
+        Self::BillingRefundIssue,
+        Self::DnsRecordUpdate,
+    ];
 
     /// Exact-match lookup. Unknown names, including prototype names, return `None`.
     pub fn lookup(action: &str) -> Option<Self> {
@@ -46,8 +50,12 @@ impl HandlerKind {
     pub fn description(self) -> &'static str {
         match self {
             Self::WebhookPost => "POST a JSON body to the tenant's configured webhook URL.",
-            Self::BillingRefundIssue => "Refund part or all of a card payment, in integer minor units.",
-            Self::DnsRecordUpdate => "Replace the records of one DNS name and type in an allowed zone.",
+            Self::BillingRefundIssue => {
+                "Refund part or all of a card payment, in integer minor units."
+            }
+            Self::DnsRecordUpdate => {
+                "Replace the records of one DNS name and type in an allowed zone."
+            }
         }
     }
 
@@ -79,7 +87,9 @@ impl HandlerKind {
         match self {
             Self::WebhookPost => "Send a webhook with {body_keys} to {target}",
             Self::BillingRefundIssue => "Refund {amount} {currency} on payment {payment_id}",
-            Self::DnsRecordUpdate => "Set {type} records of {name} in zone {zone} to {records} (TTL {ttl}s)",
+            Self::DnsRecordUpdate => {
+                "Set {type} records of {name} in zone {zone} to {records} (TTL {ttl}s)"
+            }
         }
     }
 
@@ -123,13 +133,21 @@ impl HandlerKind {
         };
         let mut errs = Vec::new();
         let schema = self.params_schema();
-        let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let props = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         for k in obj.keys() {
             if !props.contains_key(k) {
                 let known: Vec<&str> = props.keys().map(String::as_str).collect();
                 errs.push(FieldError::new(
                     field(k),
-                    format!("unknown parameter for {}; expected one of: {}", self.action(), known.join(", ")),
+                    format!(
+                        "unknown parameter for {}; expected one of: {}",
+                        self.action(),
+                        known.join(", ")
+                    ),
                 ));
             }
         }
@@ -153,7 +171,10 @@ impl HandlerKind {
                     check_token(&mut errs, "payment_id", v, 64);
                 }
                 if let Some(v) = obj.get("amount") {
-                    let max = settings.get("max_amount").and_then(Value::as_i64).unwrap_or(i64::MAX);
+                    let max = settings
+                        .get("max_amount")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(i64::MAX);
                     match v.as_i64() {
                         Some(n) if n >= 1 && n <= max => {}
                         Some(n) if n > max => errs.push(FieldError::new(
@@ -167,17 +188,30 @@ impl HandlerKind {
                     }
                 }
                 if let Some(v) = obj.get("currency") {
-                    let ok = v.as_str().is_some_and(|s| s.len() == 3 && s.chars().all(|c| c.is_ascii_uppercase()));
+                    let ok = v
+                        .as_str()
+                        .is_some_and(|s| s.len() == 3 && s.chars().all(|c| c.is_ascii_uppercase()));
                     if !ok {
-                        errs.push(FieldError::new("params.currency", "must be an ISO 4217 code like USD"));
-                    } else if let Some(allowed) = settings.get("currencies").and_then(Value::as_array) {
+                        errs.push(FieldError::new(
+                            "params.currency",
+                            "must be an ISO 4217 code like USD",
+                        ));
+                    } else if let Some(allowed) =
+                        settings.get("currencies").and_then(Value::as_array)
+                    {
                         if !allowed.contains(v) {
-                            errs.push(FieldError::new("params.currency", "is not enabled for this tenant"));
+                            errs.push(FieldError::new(
+                                "params.currency",
+                                "is not enabled for this tenant",
+                            ));
                         }
                     }
                 }
                 if let Some(v) = obj.get("reason") {
-                    if !matches!(v.as_str(), Some("duplicate" | "fraudulent" | "requested_by_customer")) {
+                    if !matches!(
+                        v.as_str(),
+                        Some("duplicate" | "fraudulent" | "requested_by_customer")
+                    ) {
                         errs.push(FieldError::new(
                             "params.reason",
                             "must be one of duplicate, fraudulent, requested_by_customer",
@@ -195,11 +229,19 @@ impl HandlerKind {
                         Some(z) if is_dns_name(z) => {
                             let allowed = settings.get("zones").and_then(Value::as_array);
                             let z_norm = z.trim_end_matches('.').to_ascii_lowercase();
-                            if !allowed.is_some_and(|a| a.iter().any(|x| x.as_str() == Some(z_norm.as_str()))) {
-                                errs.push(FieldError::new("params.zone", "is not one of this tenant's allowed zones"));
+                            if !allowed.is_some_and(|a| {
+                                a.iter().any(|x| x.as_str() == Some(z_norm.as_str()))
+                            }) {
+                                errs.push(FieldError::new(
+                                    "params.zone",
+                                    "is not one of this tenant's allowed zones",
+                                ));
                             }
                         }
-                        _ => errs.push(FieldError::new("params.zone", "must be a DNS name like example.com")),
+                        _ => errs.push(FieldError::new(
+                            "params.zone",
+                            "must be a DNS name like example.com",
+                        )),
                     }
                 }
                 if let Some(v) = obj.get("name") {
@@ -208,44 +250,78 @@ impl HandlerKind {
                             let n = n.trim_end_matches('.').to_ascii_lowercase();
                             let z = z.trim_end_matches('.').to_ascii_lowercase();
                             if n != z && !n.ends_with(&format!(".{z}")) {
-                                errs.push(FieldError::new("params.name", "must be inside params.zone"));
+                                errs.push(FieldError::new(
+                                    "params.name",
+                                    "must be inside params.zone",
+                                ));
                             }
                         }
                         (Some(n), _) if is_dns_name(n) => {}
-                        _ => errs.push(FieldError::new("params.name", "must be a DNS name like www.example.com")),
+                        _ => errs.push(FieldError::new(
+                            "params.name",
+                            "must be a DNS name like www.example.com",
+                        )),
                     }
                 }
                 if let Some(v) = obj.get("type") {
-                    if !matches!(v.as_str(), Some("A" | "AAAA" | "CNAME" | "TXT" | "MX" | "NS")) {
-                        errs.push(FieldError::new("params.type", "must be one of A, AAAA, CNAME, TXT, MX, NS"));
+                    if !matches!(
+                        v.as_str(),
+                        Some("A" | "AAAA" | "CNAME" | "TXT" | "MX" | "NS")
+                    ) {
+                        errs.push(FieldError::new(
+                            "params.type",
+                            "must be one of A, AAAA, CNAME, TXT, MX, NS",
+                        ));
                     }
                 }
                 if let Some(v) = obj.get("ttl") {
                     if !v.as_i64().is_some_and(|t| (60..=86_400).contains(&t)) {
-                        errs.push(FieldError::new("params.ttl", "must be an integer between 60 and 86400 (seconds)"));
+                        errs.push(FieldError::new(
+                            "params.ttl",
+                            "must be an integer between 60 and 86400 (seconds)",
+                        ));
                     }
                 }
                 if let Some(v) = obj.get("records") {
                     let ok = v.as_array().is_some_and(|a| {
                         !a.is_empty()
                             && a.len() <= 20
-                            && a.iter().all(|r| r.as_str().is_some_and(|s| !s.is_empty() && s.len() <= 255))
+                            && a.iter().all(|r| {
+                                r.as_str().is_some_and(|s| !s.is_empty() && s.len() <= 255)
+                            })
                     });
                     if !ok {
-                        errs.push(FieldError::new("params.records", "must be 1 to 20 non-empty strings of at most 255 characters"));
+                        errs.push(FieldError::new(
+                            "params.records",
+                            "must be 1 to 20 non-empty strings of at most 255 characters",
+                        ));
                     }
                 }
             }
         }
-        if errs.is_empty() { Ok(()) } else { Err(FieldErrors(errs)) }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(FieldErrors(errs))
+        }
     }
 
     /// The target as derived from (validated) params and settings: the webhook URL, the payment
     /// id, or `zone/name` for DNS.
     pub fn derive_target(self, params: &Value, settings: &Value) -> String {
-        let s = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let s = |k: &str| {
+            params
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         match self {
-            Self::WebhookPost => settings.get("url").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            Self::WebhookPost => settings
+                .get("url")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             Self::BillingRefundIssue => s("payment_id"),
             Self::DnsRecordUpdate => format!(
                 "{}/{}",
@@ -266,7 +342,10 @@ impl HandlerKind {
         };
         for k in settings.keys() {
             if !allowed.contains(&k.as_str()) {
-                errs.push(FieldError::new(format!("{path}.{k}"), format!("unknown setting; expected one of: {}", allowed.join(", "))));
+                errs.push(FieldError::new(
+                    format!("{path}.{k}"),
+                    format!("unknown setting; expected one of: {}", allowed.join(", ")),
+                ));
             }
         }
         let credential_required = !matches!(self, Self::WebhookPost);
@@ -274,24 +353,58 @@ impl HandlerKind {
             Some(Value::String(c)) if is_credential_part(c) => {}
             None if !credential_required => {}
             None => errs.push(FieldError::new(format!("{path}.credential"), "is required")),
-            Some(_) => errs.push(FieldError::new(format!("{path}.credential"), "must match ^[a-z0-9_-]+$ (a name, not a path)")),
+            Some(_) => errs.push(FieldError::new(
+                format!("{path}.credential"),
+                "must match ^[a-z0-9_-]+$ (a name, not a path)",
+            )),
         }
         match self {
-            Self::WebhookPost => match settings.get("url").and_then(Value::as_str).map(url::Url::parse) {
-                Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() && u.username().is_empty() && u.password().is_none() => {}
-                _ => errs.push(FieldError::new(format!("{path}.url"), "is required: an absolute http(s) URL without credentials")),
+            Self::WebhookPost => match settings
+                .get("url")
+                .and_then(Value::as_str)
+                .map(url::Url::parse)
+            {
+                Some(Ok(u))
+                    if matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some()
+                        && u.username().is_empty()
+                        && u.password().is_none() => {}
+                _ => errs.push(FieldError::new(
+                    format!("{path}.url"),
+                    "is required: an absolute http(s) URL without credentials",
+                )),
             },
             Self::BillingRefundIssue => {
-                if !settings.get("max_amount").and_then(Value::as_i64).is_some_and(|n| n > 0) {
-                    errs.push(FieldError::new(format!("{path}.max_amount"), "is required: a positive integer in minor units"));
+                if !settings
+                    .get("max_amount")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|n| n > 0)
+                {
+                    errs.push(FieldError::new(
+                        format!("{path}.max_amount"),
+                        "is required: a positive integer in minor units",
+                    ));
                 }
             }
             Self::DnsRecordUpdate => {
-                let ok = settings.get("zones").and_then(Value::as_array).is_some_and(|a| {
-                    !a.is_empty() && a.iter().all(|z| z.as_str().is_some_and(|z| is_dns_name(z) && z == z.to_ascii_lowercase() && !z.ends_with('.')))
-                });
+                let ok = settings
+                    .get("zones")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| {
+                        !a.is_empty()
+                            && a.iter().all(|z| {
+                                z.as_str().is_some_and(|z| {
+                                    is_dns_name(z)
+                                        && z == z.to_ascii_lowercase()
+                                        && !z.ends_with('.')
+                                })
+                            })
+                    });
                 if !ok {
-                    errs.push(FieldError::new(format!("{path}.zones"), "is required: a list of lowercase zone names without a trailing dot"));
+                    errs.push(FieldError::new(
+                        format!("{path}.zones"),
+                        "is required: a list of lowercase zone names without a trailing dot",
+                    ));
                 }
             }
         }
@@ -302,7 +415,8 @@ impl HandlerKind {
                         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
                         && !k.eq_ignore_ascii_case("authorization")
                         && !k.eq_ignore_ascii_case("host")
-                        && v.as_str().is_some_and(|s| s.chars().all(|c| (' '..='~').contains(&c)))
+                        && v.as_str()
+                            .is_some_and(|s| s.chars().all(|c| (' '..='~').contains(&c)))
                 })
             });
             if !ok {
@@ -344,7 +458,11 @@ impl HandlerKind {
                 .and_then(Value::as_object)
                 .map(|m| m.keys().cloned().collect())
                 .unwrap_or_default();
-            return if keys.is_empty() { "an empty body".into() } else { format!("fields {}", keys.join(", ")) };
+            return if keys.is_empty() {
+                "an empty body".into()
+            } else {
+                format!("fields {}", keys.join(", "))
+            };
         }
         if key == "amount" && self == Self::BillingRefundIssue {
             let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
@@ -354,7 +472,15 @@ impl HandlerKind {
         }
         match params.get(key) {
             Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())).collect::<Vec<_>>().join(", "),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| v.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             Some(v) => v.to_string(),
             None => format!("{{{key}}}"),
         }
@@ -365,7 +491,8 @@ impl HandlerKind {
 /// (2 unless listed: 0 for JPY, KRW, …; 3 for BHD, KWD, …): `12000, "USD"` → `"120.00"`.
 pub fn format_minor_units(amount: i64, currency: &str) -> String {
     let exp = match currency {
-        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX" | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
+        | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
         "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
         _ => 2,
     };
@@ -375,7 +502,12 @@ pub fn format_minor_units(amount: i64, currency: &str) -> String {
     let sign = if amount < 0 { "-" } else { "" };
     let a = amount.unsigned_abs();
     let div = 10u64.pow(exp);
-    format!("{sign}{}.{:0width$}", a / div, a % div, width = exp as usize)
+    format!(
+        "{sign}{}.{:0width$}",
+        a / div,
+        a % div,
+        width = exp as usize
+    )
 }
 
 fn field(k: &str) -> String {
@@ -388,10 +520,16 @@ fn field(k: &str) -> String {
 
 fn check_token(errs: &mut Vec<FieldError>, name: &str, v: &Value, max: usize) {
     let ok = v.as_str().is_some_and(|s| {
-        !s.is_empty() && s.len() <= max && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        !s.is_empty()
+            && s.len() <= max
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     });
     if !ok {
-        errs.push(FieldError::new(format!("params.{name}"), format!("must match ^[A-Za-z0-9_-]{{1,{max}}}$")));
+        errs.push(FieldError::new(
+            format!("params.{name}"),
+            format!("must match ^[A-Za-z0-9_-]{{1,{max}}}$"),
+        ));
     }
 }
 
@@ -406,7 +544,8 @@ pub fn is_dns_name(s: &str) -> bool {
                 && l.len() <= 63
                 && !l.starts_with('-')
                 && !l.ends_with('-')
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
 }
 
@@ -416,7 +555,16 @@ mod tests {
 
     #[test]
     fn lookup_is_exact() {
-        for name in ["constructor", "__proto__", "toString", "shell.exec", "", "Webhook.post", "webhook.post ", "hasOwnProperty"] {
+        for name in [
+            "constructor",
+            "__proto__",
+            "toString",
+            "shell.exec",
+            "",
+            "Webhook.post",
+            "webhook.post ",
+            "hasOwnProperty",
+        ] {
             assert_eq!(HandlerKind::lookup(name), None, "{name:?}");
         }
         for h in HandlerKind::ALL {
@@ -428,13 +576,29 @@ mod tests {
     fn refund_params_are_validated_against_settings() {
         let h = HandlerKind::BillingRefundIssue;
         let settings = json!({"max_amount": 100000, "currencies": ["USD"]});
-        assert!(h.validate_params(&json!({"payment_id":"pi_1","amount":12000,"currency":"USD"}), &settings).is_ok());
-        let e = h.validate_params(&json!({"payment_id":"pi_1","amount":"120.00","currency":"usd","url":"x"}), &settings).unwrap_err();
+        assert!(
+            h.validate_params(
+                &json!({"payment_id":"pi_1","amount":12000,"currency":"USD"}),
+                &settings
+            )
+            .is_ok()
+        );
+        let e = h
+            .validate_params(
+                &json!({"payment_id":"pi_1","amount":"120.00","currency":"usd","url":"x"}),
+                &settings,
+            )
+            .unwrap_err();
         let fields: Vec<_> = e.0.iter().map(|f| f.field.as_str()).collect();
         assert!(fields.contains(&"params.amount"));
         assert!(fields.contains(&"params.currency"));
         assert!(fields.contains(&"params.url"));
-        let e = h.validate_params(&json!({"payment_id":"pi_1","amount":100001,"currency":"USD"}), &settings).unwrap_err();
+        let e = h
+            .validate_params(
+                &json!({"payment_id":"pi_1","amount":100001,"currency":"USD"}),
+                &settings,
+            )
+            .unwrap_err();
         assert!(e.to_string().contains("max_amount"));
     }
 
@@ -445,14 +609,18 @@ mod tests {
         let ok = json!({"zone":"example.com","name":"www.example.com","type":"A","records":["192.0.2.1"],"ttl":300});
         assert!(h.validate_params(&ok, &s).is_ok());
         assert_eq!(h.derive_target(&ok, &s), "example.com/www.example.com");
-        let bad = json!({"zone":"evil.com","name":"www.example.com","type":"A","records":["192.0.2.1"]});
+        let bad =
+            json!({"zone":"evil.com","name":"www.example.com","type":"A","records":["192.0.2.1"]});
         assert!(h.validate_params(&bad, &s).is_err());
     }
 
     #[test]
     fn summaries_read_as_a_sentence() {
         let p = json!({"payment_id":"pi_1234","amount":12000,"currency":"USD"});
-        assert_eq!(HandlerKind::BillingRefundIssue.summary(None, &p, "pi_1234"), "Refund 120.00 USD on payment pi_1234");
+        assert_eq!(
+            HandlerKind::BillingRefundIssue.summary(None, &p, "pi_1234"),
+            "Refund 120.00 USD on payment pi_1234"
+        );
         assert_eq!(format_minor_units(500, "JPY"), "500");
         assert_eq!(format_minor_units(1234, "KWD"), "1.234");
     }

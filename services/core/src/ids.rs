@@ -17,8 +17,13 @@ impl TenantId {
         let ok = !s.is_empty()
             && s.len() <= 63
             && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-        if ok { Ok(Self(s.to_owned())) } else { Err("must match ^[a-z0-9][a-z0-9_-]{0,62}$".into()) }
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err("must match ^[a-z0-9][a-z0-9_-]{0,62}$".into())
+        }
     }
     /// The id as a string.
     pub fn as_str(&self) -> &str {
@@ -49,7 +54,8 @@ impl std::fmt::Display for TenantId {
 pub fn is_credential_part(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// Parses durations written as an integer and a unit: `90s`, `5m`, `24h`, `7d`, `250ms`.
@@ -57,7 +63,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 90s, 5m, 24h or 7d"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 5m, 24h or 7d"))?;
     let secs = match unit {
         "ms" => return Ok(Duration::from_millis(n)),
         "s" => n,

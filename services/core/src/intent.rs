@@ -49,14 +49,29 @@ mod tests {
         let p1 = canonicalize(&parse_strict(br#"{"zone":"a","ttl":300}"#).unwrap()).unwrap();
         let p2 = canonicalize(&parse_strict(br#"{"ttl":300,"zone":"a"}"#).unwrap()).unwrap();
         let h = |p: &str| {
-            Intent { tenant_id: "Acme", agent_id: "A1", action: "dns.record.update", target: "a/www", params_json: p }
-                .hash()
+            Intent {
+                tenant_id: "Acme",
+                agent_id: "A1",
+                action: "dns.record.update",
+                target: "a/www",
+                params_json: p,
+            }
+            .hash()
         };
         assert_eq!(h(&p1), h(&p2));
         assert_eq!(h(&p1).len(), 64);
-        let other = Intent { tenant_id: "acme", agent_id: "a1", action: "dns.record.update", target: "a/www", params_json: &p1 };
+        let other = Intent {
+            tenant_id: "acme",
+            agent_id: "a1",
+            action: "dns.record.update",
+            target: "a/www",
+            params_json: &p1,
+        };
         assert_eq!(other.hash(), h(&p1), "ids are lowercased");
-        let tampered = Intent { params_json: r#"{"ttl":301,"zone":"a"}"#, ..other };
+        let tampered = Intent {
+            params_json: r#"{"ttl":301,"zone":"a"}"#,
+            ..other
+        };
         assert_ne!(tampered.hash(), h(&p1));
     }
 }

@@ -32,7 +32,10 @@ pub struct FieldError {
 impl FieldError {
     /// Builds a field error from a path and a rule.
     pub fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
-        Self { field: field.into(), rule: rule.into() }
+        Self {
+            field: field.into(),
+            rule: rule.into(),
+        }
     }
 }
 

@@ -88,9 +88,19 @@ impl CompiledPolicy {
         let mut rules = Vec::with_capacity(doc.policy.rules.len());
         for r in &doc.policy.rules {
             let program = compile_rule(&r.when).map_err(|e| format!("rule {}: {e}", r.name))?;
-            rules.push(CompiledRule { name: r.name.clone(), effect: r.effect, reason: r.reason.clone(), program: Arc::new(program) });
+            rules.push(CompiledRule {
+                name: r.name.clone(),
+                effect: r.effect,
+                reason: r.reason.clone(),
+                program: Arc::new(program),
+            });
         }
-        Ok(Self { doc: Arc::new(doc), version, sha256, rules: Arc::new(rules) })
+        Ok(Self {
+            doc: Arc::new(doc),
+            version,
+            sha256,
+            rules: Arc::new(rules),
+        })
     }
 }
 
@@ -204,7 +214,10 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
             Ok(Cel::Bool(true)) => (Some(rule.effect), false),
             Ok(Cel::Bool(false)) => (None, false),
             Ok(other) => {
-                errors.push(format!("rule {}: result is not a boolean: {other:?}", rule.name));
+                errors.push(format!(
+                    "rule {}: result is not a boolean: {other:?}",
+                    rule.name
+                ));
                 (Some(rule.effect.max(Effect::Escalate)), true)
             }
             Err(e) => {
@@ -219,9 +232,12 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
         }
     }
     let mut decision = match best {
-        Some((effect, rule, false)) => {
-            Decision { effect, rule: Some(rule.name.clone()), reason: rule.reason.clone(), errors: errors.clone() }
-        }
+        Some((effect, rule, false)) => Decision {
+            effect,
+            rule: Some(rule.name.clone()),
+            reason: rule.reason.clone(),
+            errors: errors.clone(),
+        },
         Some((effect, rule, true)) => Decision {
             effect,
             rule: Some(rule.name.clone()),
@@ -231,14 +247,21 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
         None => Decision {
             effect: policy.doc.policy.default,
             rule: None,
-            reason: format!("no rule matched; the tenant's default is {}", policy.doc.policy.default.as_str()),
+            reason: format!(
+                "no rule matched; the tenant's default is {}",
+                policy.doc.policy.default.as_str()
+            ),
             errors: errors.clone(),
         },
     };
     if handler.min_effect > decision.effect {
         decision.effect = handler.min_effect;
         decision.rule = Some("min-effect".into());
-        decision.reason = format!("{} requires at least {} for this tenant", input.action, handler.min_effect.as_str());
+        decision.reason = format!(
+            "{} requires at least {} for this tenant",
+            input.action,
+            handler.min_effect.as_str()
+        );
     }
     decision
 }
@@ -289,21 +312,39 @@ handlers:
     #[test]
     fn most_severe_rule_wins_and_defaults_apply() {
         let p = policy("", "allow");
-        assert_eq!(decide(&p, &input("billing.refund.issue", 5000)).effect, Effect::Allow);
+        assert_eq!(
+            decide(&p, &input("billing.refund.issue", 5000)).effect,
+            Effect::Allow
+        );
         let d = decide(&p, &input("billing.refund.issue", 12000));
-        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("big-refund")));
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("big-refund"))
+        );
         let block = "    - name: blocker\n      when: 'params.amount > 10000'\n      effect: block\n      reason: too much\n";
-        let d = decide(&policy(block, "allow"), &input("billing.refund.issue", 12000));
-        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Block, Some("blocker")));
+        let d = decide(
+            &policy(block, "allow"),
+            &input("billing.refund.issue", 12000),
+        );
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Block, Some("blocker"))
+        );
     }
 
     #[test]
     fn history_splitting_escalates() {
         let p = policy("", "allow");
         let mut i = input("billing.refund.issue", 4000);
-        i.history = History { count: 2, sum: 17000 };
+        i.history = History {
+            count: 2,
+            sum: 17000,
+        };
         let d = decide(&p, &i);
-        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("many-refunds")));
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("many-refunds"))
+        );
     }
 
     #[test]
@@ -322,22 +363,37 @@ handlers:
         let d = decide(&policy(rule, "allow"), &input("billing.refund.issue", 100));
         assert_eq!(d.effect, Effect::Escalate);
         assert!(!d.errors.is_empty());
-        assert!(!d.reason.contains("nope"), "errors stay out of the agent-visible reason");
+        assert!(
+            !d.reason.contains("nope"),
+            "errors stay out of the agent-visible reason"
+        );
         let rule = "    - name: missing\n      when: 'params.nope > 1'\n      effect: block\n      reason: never\n";
-        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect, Effect::Block);
+        assert_eq!(
+            decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect,
+            Effect::Block
+        );
         let rule = "    - name: notbool\n      when: 'params.amount'\n      effect: allow\n      reason: x\n";
-        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect, Effect::Escalate);
+        assert_eq!(
+            decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect,
+            Effect::Escalate
+        );
     }
 
     #[test]
     fn min_effect_only_raises() {
         let d = decide(&policy("", "escalate"), &input("billing.refund.issue", 100));
-        assert_eq!((d.effect, d.rule.as_deref()), (Effect::Escalate, Some("min-effect")));
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("min-effect"))
+        );
     }
 
     #[test]
     fn integers_are_cel_ints() {
         let rule = "    - name: arith\n      when: 'params.amount * 2 > 10000'\n      effect: block\n      reason: x\n";
-        assert_eq!(decide(&policy(rule, "allow"), &input("billing.refund.issue", 5001)).effect, Effect::Block);
+        assert_eq!(
+            decide(&policy(rule, "allow"), &input("billing.refund.issue", 5001)).effect,
+            Effect::Block
+        );
     }
 }

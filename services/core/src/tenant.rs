@@ -149,15 +149,23 @@ impl TenantDocument {
     /// Parses and validates a YAML (or JSON) document. All errors are reported together.
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         if source.len() > MAX_DOCUMENT_BYTES {
-            return Err(FieldErrors::one("document", format!("is larger than {MAX_DOCUMENT_BYTES} bytes")));
+            return Err(FieldErrors::one(
+                "document",
+                format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
+            ));
         }
         // serde_yaml_ng keeps the last of duplicate keys when building a Value; the strict
         // reader refuses them (`tenant: a` then `tenant: b` must not silently pick one).
-        let value = crate::canonical::deserialize_strict(serde_yaml_ng::Deserializer::from_str(source))
-            .map_err(|e| {
-                let at = if e.path.is_empty() { "document".to_owned() } else { e.path.clone() };
-                FieldErrors::one(at, format!("is not a valid document: {}", e.rule))
-            })?;
+        let value =
+            crate::canonical::deserialize_strict(serde_yaml_ng::Deserializer::from_str(source))
+                .map_err(|e| {
+                    let at = if e.path.is_empty() {
+                        "document".to_owned()
+                    } else {
+                        e.path.clone()
+                    };
+                    FieldErrors::one(at, format!("is not a valid document: {}", e.rule))
+                })?;
         Self::from_value(&value)
     }
 
@@ -167,8 +175,17 @@ impl TenantDocument {
         let Some(root) = v.as_object() else {
             return Err(FieldErrors::one("document", "must be a mapping"));
         };
-        unknown_keys(&mut errs, "", root, &["tenant", "policy", "handlers", "approvers", "notify"]);
-        let tenant = match root.get("tenant").and_then(Value::as_str).map(TenantId::parse) {
+        unknown_keys(
+            &mut errs,
+            "",
+            root,
+            &["tenant", "policy", "handlers", "approvers", "notify"],
+        );
+        let tenant = match root
+            .get("tenant")
+            .and_then(Value::as_str)
+            .map(TenantId::parse)
+        {
             Some(Ok(t)) => Some(t),
             Some(Err(rule)) => {
                 errs.push(FieldError::new("tenant", rule));
@@ -184,9 +201,13 @@ impl TenantDocument {
         let approvers = parse_approvers(&mut errs, root.get("approvers"));
         let notify = parse_notify(&mut errs, root.get("notify"));
         match (tenant, policy) {
-            (Some(tenant), Some(policy)) if errs.is_empty() => {
-                Ok(Self { tenant, policy, handlers, approvers, notify })
-            }
+            (Some(tenant), Some(policy)) if errs.is_empty() => Ok(Self {
+                tenant,
+                policy,
+                handlers,
+                approvers,
+                notify,
+            }),
             _ => Err(FieldErrors(errs)),
         }
     }
@@ -201,13 +222,25 @@ impl TenantDocument {
 fn unknown_keys(errs: &mut Vec<FieldError>, path: &str, m: &Map<String, Value>, allowed: &[&str]) {
     for k in m.keys() {
         if !allowed.contains(&k.as_str()) {
-            let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-            errs.push(FieldError::new(p, format!("unknown field; expected one of: {}", allowed.join(", "))));
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            errs.push(FieldError::new(
+                p,
+                format!("unknown field; expected one of: {}", allowed.join(", ")),
+            ));
         }
     }
 }
 
-fn get_duration(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>, default: Duration) -> Duration {
+fn get_duration(
+    errs: &mut Vec<FieldError>,
+    path: &str,
+    v: Option<&Value>,
+    default: Duration,
+) -> Duration {
     match v {
         None => default,
         Some(Value::String(s)) => match parse_duration(s) {
@@ -218,7 +251,10 @@ fn get_duration(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>, defau
             }
         },
         Some(_) => {
-            errs.push(FieldError::new(path, "must be a duration like 90s, 5m, 24h or 7d"));
+            errs.push(FieldError::new(
+                path,
+                "must be a duration like 90s, 5m, 24h or 7d",
+            ));
             default
         }
     }
@@ -228,7 +264,10 @@ fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Opti
     match v.and_then(Value::as_str).and_then(Effect::parse) {
         Some(e) => Some(e),
         None => {
-            errs.push(FieldError::new(path, "is required: allow, escalate or block"));
+            errs.push(FieldError::new(
+                path,
+                "is required: allow, escalate or block",
+            ));
             None
         }
     }
@@ -237,9 +276,11 @@ fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Opti
 fn get_strings(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Vec<String> {
     match v {
         None => Vec::new(),
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
-            a.iter().filter_map(Value::as_str).map(str::to_owned).collect()
-        }
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         Some(_) => {
             errs.push(FieldError::new(path, "must be a list of strings"));
             Vec::new()
@@ -249,22 +290,52 @@ fn get_strings(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Vec
 
 fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicySection> {
     let Some(m) = v.and_then(Value::as_object) else {
-        errs.push(FieldError::new("policy", "is required: a mapping with default and rules"));
+        errs.push(FieldError::new(
+            "policy",
+            "is required: a mapping with default and rules",
+        ));
         return None;
     };
-    unknown_keys(errs, "policy", m, &["default", "escalation_ttl", "history_window", "max_open_escalations_per_agent", "rules"]);
+    unknown_keys(
+        errs,
+        "policy",
+        m,
+        &[
+            "default",
+            "escalation_ttl",
+            "history_window",
+            "max_open_escalations_per_agent",
+            "rules",
+        ],
+    );
     let default = get_effect(errs, "policy.default", m.get("default"));
-    let escalation_ttl = get_duration(errs, "policy.escalation_ttl", m.get("escalation_ttl"), Duration::from_secs(86_400));
+    let escalation_ttl = get_duration(
+        errs,
+        "policy.escalation_ttl",
+        m.get("escalation_ttl"),
+        Duration::from_secs(86_400),
+    );
     if escalation_ttl < Duration::from_secs(1) {
-        errs.push(FieldError::new("policy.escalation_ttl", "must be at least 1s"));
+        errs.push(FieldError::new(
+            "policy.escalation_ttl",
+            "must be at least 1s",
+        ));
     }
-    let history_window = get_duration(errs, "policy.history_window", m.get("history_window"), Duration::from_secs(86_400));
+    let history_window = get_duration(
+        errs,
+        "policy.history_window",
+        m.get("history_window"),
+        Duration::from_secs(86_400),
+    );
     let cap = match m.get("max_open_escalations_per_agent") {
         None => 20,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=10_000).contains(&n) => n as u32,
             _ => {
-                errs.push(FieldError::new("policy.max_open_escalations_per_agent", "must be an integer from 1 to 10000"));
+                errs.push(FieldError::new(
+                    "policy.max_open_escalations_per_agent",
+                    "must be an integer from 1 to 10000",
+                ));
                 20
             }
         },
@@ -274,41 +345,84 @@ fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicyS
         None => {}
         Some(Value::Array(a)) => {
             if a.len() > MAX_RULES {
-                errs.push(FieldError::new("policy.rules", format!("has more than {MAX_RULES} rules")));
+                errs.push(FieldError::new(
+                    "policy.rules",
+                    format!("has more than {MAX_RULES} rules"),
+                ));
             }
             let mut names = std::collections::HashSet::new();
             for (i, r) in a.iter().enumerate() {
                 let p = format!("policy.rules[{i}]");
                 let Some(rm) = r.as_object() else {
-                    errs.push(FieldError::new(p, "must be a mapping with name, when, effect, reason"));
+                    errs.push(FieldError::new(
+                        p,
+                        "must be a mapping with name, when, effect, reason",
+                    ));
                     continue;
                 };
                 unknown_keys(errs, &p, rm, &["name", "when", "effect", "reason"]);
-                let name = rm.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let name = rm
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 let name_ok = !name.is_empty()
                     && name.len() <= 64
                     && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+                    && name.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
+                    });
                 if !name_ok {
-                    errs.push(FieldError::new(format!("{p}.name"), "is required: ^[a-z0-9][a-z0-9_.-]{0,63}$"));
+                    errs.push(FieldError::new(
+                        format!("{p}.name"),
+                        "is required: ^[a-z0-9][a-z0-9_.-]{0,63}$",
+                    ));
                 } else if !names.insert(name.clone()) {
-                    errs.push(FieldError::new(format!("{p}.name"), format!("duplicates rule name {name:?}")));
+                    errs.push(FieldError::new(
+                        format!("{p}.name"),
+                        format!("duplicates rule name {name:?}"),
+                    ));
                 }
-                let when = rm.get("when").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let when = rm
+                    .get("when")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 if when.trim().is_empty() {
-                    errs.push(FieldError::new(format!("{p}.when"), "is required: a CEL boolean expression"));
+                    errs.push(FieldError::new(
+                        format!("{p}.when"),
+                        "is required: a CEL boolean expression",
+                    ));
                 } else if when.len() > MAX_RULE_LEN {
-                    errs.push(FieldError::new(format!("{p}.when"), format!("is longer than {MAX_RULE_LEN} characters")));
+                    errs.push(FieldError::new(
+                        format!("{p}.when"),
+                        format!("is longer than {MAX_RULE_LEN} characters"),
+                    ));
                 } else if let Err(e) = compile_rule(&when) {
-                    errs.push(FieldError::new(format!("{p}.when"), format!("does not compile as CEL: {e}")));
+                    errs.push(FieldError::new(
+                        format!("{p}.when"),
+                        format!("does not compile as CEL: {e}"),
+                    ));
                 }
                 let effect = get_effect(errs, &format!("{p}.effect"), rm.get("effect"));
-                let reason = rm.get("reason").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let reason = rm
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 if reason.trim().is_empty() || reason.len() > 500 {
-                    errs.push(FieldError::new(format!("{p}.reason"), "is required: at most 500 characters, shown to agents and approvers"));
+                    errs.push(FieldError::new(
+                        format!("{p}.reason"),
+                        "is required: at most 500 characters, shown to agents and approvers",
+                    ));
                 }
                 if let Some(effect) = effect {
-                    rules.push(RuleDef { name, when, effect, reason });
+                    rules.push(RuleDef {
+                        name,
+                        when,
+                        effect,
+                        reason,
+                    });
                 }
             }
         }
@@ -323,7 +437,14 @@ fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicyS
     })
 }
 
-const COMMON_HANDLER_KEYS: [&str; 6] = ["summary", "risky", "grant_lifetime", "approvals_required", "min_effect", "timeout"];
+const COMMON_HANDLER_KEYS: [&str; 6] = [
+    "summary",
+    "risky",
+    "grant_lifetime",
+    "approvals_required",
+    "min_effect",
+    "timeout",
+];
 
 fn parse_handlers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> BTreeMap<String, HandlerEntry> {
     let mut out = BTreeMap::new();
@@ -331,7 +452,10 @@ fn parse_handlers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> BTreeMap<Str
         None => return out,
         Some(Value::Object(m)) => m,
         Some(_) => {
-            errs.push(FieldError::new("handlers", "must be a mapping of action name to settings"));
+            errs.push(FieldError::new(
+                "handlers",
+                "must be a mapping of action name to settings",
+            ));
             return out;
         }
     };
@@ -339,7 +463,13 @@ fn parse_handlers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> BTreeMap<Str
         let p = format!("handlers[{}]", Value::String(action.clone()));
         let Some(kind) = HandlerKind::lookup(action) else {
             let known: Vec<&str> = HandlerKind::ALL.iter().map(|h| h.action()).collect();
-            errs.push(FieldError::new(p, format!("is not in the handler registry; known: {}", known.join(", "))));
+            errs.push(FieldError::new(
+                p,
+                format!(
+                    "is not in the handler registry; known: {}",
+                    known.join(", ")
+                ),
+            ));
             continue;
         };
         let empty = Map::new();
@@ -355,34 +485,59 @@ fn parse_handlers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> BTreeMap<Str
             None => None,
             Some(Value::String(s)) if !s.is_empty() && s.len() <= 300 => Some(s.clone()),
             Some(_) => {
-                errs.push(FieldError::new(format!("{p}.summary"), "must be a template of at most 300 characters"));
+                errs.push(FieldError::new(
+                    format!("{p}.summary"),
+                    "must be a template of at most 300 characters",
+                ));
                 None
             }
         };
         let schema = kind.params_schema();
-        let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let props = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let risky = match em.get("risky") {
-            None => kind.default_risky().iter().map(|s| (*s).to_owned()).collect(),
+            None => kind
+                .default_risky()
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
             Some(_) => {
                 let r = get_strings(errs, &format!("{p}.risky"), em.get("risky"));
                 for name in &r {
                     if !props.contains_key(name) {
-                        errs.push(FieldError::new(format!("{p}.risky"), format!("{name:?} is not a parameter of {action}")));
+                        errs.push(FieldError::new(
+                            format!("{p}.risky"),
+                            format!("{name:?} is not a parameter of {action}"),
+                        ));
                     }
                 }
                 r
             }
         };
-        let grant_lifetime = get_duration(errs, &format!("{p}.grant_lifetime"), em.get("grant_lifetime"), DEFAULT_GRANT_LIFETIME);
+        let grant_lifetime = get_duration(
+            errs,
+            &format!("{p}.grant_lifetime"),
+            em.get("grant_lifetime"),
+            DEFAULT_GRANT_LIFETIME,
+        );
         if grant_lifetime > MAX_GRANT_LIFETIME || grant_lifetime < Duration::from_secs(1) {
-            errs.push(FieldError::new(format!("{p}.grant_lifetime"), "must be between 1s and 15m"));
+            errs.push(FieldError::new(
+                format!("{p}.grant_lifetime"),
+                "must be between 1s and 15m",
+            ));
         }
         let approvals_required = match em.get("approvals_required") {
             None => 1,
             Some(v) => match v.as_u64() {
                 Some(n) if (1..=5).contains(&n) => n as u32,
                 _ => {
-                    errs.push(FieldError::new(format!("{p}.approvals_required"), "must be an integer from 1 to 5"));
+                    errs.push(FieldError::new(
+                        format!("{p}.approvals_required"),
+                        "must be an integer from 1 to 5",
+                    ));
                     1
                 }
             },
@@ -391,28 +546,61 @@ fn parse_handlers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> BTreeMap<Str
             None => Effect::Allow,
             some => get_effect(errs, &format!("{p}.min_effect"), some).unwrap_or(Effect::Escalate),
         };
-        let timeout = get_duration(errs, &format!("{p}.timeout"), em.get("timeout"), Duration::from_secs(10));
+        let timeout = get_duration(
+            errs,
+            &format!("{p}.timeout"),
+            em.get("timeout"),
+            Duration::from_secs(10),
+        );
         if timeout > Duration::from_secs(120) || timeout < Duration::from_millis(100) {
-            errs.push(FieldError::new(format!("{p}.timeout"), "must be between 100ms and 120s"));
+            errs.push(FieldError::new(
+                format!("{p}.timeout"),
+                "must be between 100ms and 120s",
+            ));
         }
-        let specific: Map<String, Value> =
-            em.iter().filter(|(k, _)| !COMMON_HANDLER_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let specific: Map<String, Value> = em
+            .iter()
+            .filter(|(k, _)| !COMMON_HANDLER_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         errs.extend(kind.validate_settings(&p, &specific));
         out.insert(
             action.clone(),
-            HandlerEntry { kind, summary, risky, grant_lifetime, approvals_required, min_effect, timeout, settings: Value::Object(specific) },
+            HandlerEntry {
+                kind,
+                summary,
+                risky,
+                grant_lifetime,
+                approvals_required,
+                min_effect,
+                timeout,
+                settings: Value::Object(specific),
+            },
         );
     }
     out
 }
 
 fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Approvers {
-    let Some(v) = v else { return Approvers { claim: "groups".into(), ..Approvers::default() } };
+    let Some(v) = v else {
+        return Approvers {
+            claim: "groups".into(),
+            ..Approvers::default()
+        };
+    };
     let Some(m) = v.as_object() else {
-        errs.push(FieldError::new("approvers", "must be a mapping with claim, values, subjects"));
+        errs.push(FieldError::new(
+            "approvers",
+            "must be a mapping with claim, values, subjects",
+        ));
         return Approvers::default();
     };
-    unknown_keys(errs, "approvers", m, &["issuer", "claim", "values", "subjects"]);
+    unknown_keys(
+        errs,
+        "approvers",
+        m,
+        &["issuer", "claim", "values", "subjects"],
+    );
     let claim = match m.get("claim") {
         None => "groups".to_owned(),
         Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => s.clone(),
@@ -440,7 +628,10 @@ fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Approvers {
 fn parse_notify(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Notify {
     let Some(v) = v else { return Notify::default() };
     let Some(m) = v.as_object() else {
-        errs.push(FieldError::new("notify", "must be a mapping with webhook and/or email"));
+        errs.push(FieldError::new(
+            "notify",
+            "must be a mapping with webhook and/or email",
+        ));
         return Notify::default();
     };
     unknown_keys(errs, "notify", m, &["webhook", "email"]);
@@ -448,14 +639,20 @@ fn parse_notify(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Notify {
         None => None,
         Some(Value::String(s)) if is_credential_part(s) => Some(s.clone()),
         Some(_) => {
-            errs.push(FieldError::new("notify.webhook", "must be a credential name matching ^[a-z0-9_-]+$"));
+            errs.push(FieldError::new(
+                "notify.webhook",
+                "must be a credential name matching ^[a-z0-9_-]+$",
+            ));
             None
         }
     };
     let email = get_strings(errs, "notify.email", m.get("email"));
     for (i, e) in email.iter().enumerate() {
         if e.split('@').count() != 2 || e.contains(char::is_whitespace) {
-            errs.push(FieldError::new(format!("notify.email[{i}]"), "must be an email address"));
+            errs.push(FieldError::new(
+                format!("notify.email[{i}]"),
+                "must be an email address",
+            ));
         }
     }
     Notify { webhook, email }
@@ -492,21 +689,37 @@ handlers:
 
     #[test]
     fn errors_name_the_field() {
-        let bad = DOC.replace("effect: block", "effect: maybe").replace("max_amount: 100000", "max_amount: -1\n    url: x");
+        let bad = DOC
+            .replace("effect: block", "effect: maybe")
+            .replace("max_amount: 100000", "max_amount: -1\n    url: x");
         let e = TenantDocument::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("policy.rules[0].effect"), "{e}");
-        assert!(e.contains("handlers[\"billing.refund.issue\"].max_amount"), "{e}");
-        assert!(e.contains("handlers[\"billing.refund.issue\"].url: unknown setting"), "{e}");
+        assert!(
+            e.contains("handlers[\"billing.refund.issue\"].max_amount"),
+            "{e}"
+        );
+        assert!(
+            e.contains("handlers[\"billing.refund.issue\"].url: unknown setting"),
+            "{e}"
+        );
         let bad = DOC.replace(r#"'action.startsWith("shell.")'"#, r#"'action == "x" &&'"#);
         let e = TenantDocument::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("policy.rules[0].when: does not compile as CEL"), "{e}");
+        assert!(
+            e.contains("policy.rules[0].when: does not compile as CEL"),
+            "{e}"
+        );
         let bad = DOC.replace("billing.refund.issue:", "shell.exec:");
         let e = TenantDocument::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("is not in the handler registry"), "{e}");
         let bad = DOC.replace("credential: payments", "credential: ../../etc/shadow");
         assert!(TenantDocument::parse(&bad).is_err());
-        let e = TenantDocument::parse("tenant: acme\ntenant: other\n").unwrap_err().to_string();
-        assert!(e.contains("tenant: is not a valid document: duplicate key"), "{e}");
+        let e = TenantDocument::parse("tenant: acme\ntenant: other\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tenant: is not a valid document: duplicate key"),
+            "{e}"
+        );
         let e = TenantDocument::parse("tenant: [").unwrap_err().to_string();
         assert!(e.contains("is not a valid document"), "{e}");
     }

@@ -39,7 +39,10 @@ mod tests {
     use super::*;
     #[test]
     fn bidi_and_zero_width_become_visible() {
-        assert_eq!(reveal_invisible("a\u{202E}b\u{200B}c", false), "a⟨U+202E⟩b⟨U+200B⟩c");
+        assert_eq!(
+            reveal_invisible("a\u{202E}b\u{200B}c", false),
+            "a⟨U+202E⟩b⟨U+200B⟩c"
+        );
         assert_eq!(reveal_invisible("x\ny\u{1b}[31m", true), "x\ny⟨U+001B⟩[31m");
         assert_eq!(reveal_invisible("x\ny", false), "x⟨U+000A⟩y");
     }

@@ -1,1 +1,158 @@
+//! actiond-runtime: process plumbing shared by every service. No domain logic.
+//!
+//! - [`init_tracing`]: logs to stderr (`RUST_LOG`, `ACTIOND_LOG_FORMAT=json`).
+//! - [`Metrics`]: a Prometheus registry and the admin listener (`/metrics`, `/healthz`,
+//!   `/readyz`) on its own port.
+//! - [`credentials`]: secrets read from files in `$CREDENTIALS_DIRECTORY` (systemd
+//!   `LoadCredential=`) or a mounted directory — never from environment variables.
+//! - [`shutdown_signal`]: resolves on SIGINT or SIGTERM.
 
+pub mod credentials;
+
+use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use prometheus::{Encoder, Registry, TextEncoder};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Initializes logging to stderr. `RUST_LOG` filters (default `info`); `ACTIOND_LOG_FORMAT=json`
+/// switches to one JSON object per line.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("ACTIOND_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}
+
+/// A readiness check: returns true when the service can do its work (e.g. Postgres answers).
+pub type ReadyCheck = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// A hook run before each scrape (to refresh gauges computed from the database).
+pub type ScrapeHook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// The Prometheus registry of one process.
+#[derive(Clone)]
+pub struct Metrics {
+    /// The registry every metric of this process is registered in.
+    pub registry: Registry,
+}
+
+impl Metrics {
+    /// A registry whose metrics carry the `service` const label.
+    pub fn new(service: &str) -> Self {
+        let mut labels = std::collections::HashMap::new();
+        labels.insert("service".to_owned(), service.to_owned());
+        let registry =
+            Registry::new_custom(Some("actiond".into()), Some(labels)).unwrap_or_default();
+        Self { registry }
+    }
+
+    /// Registers a collector; a duplicate registration is logged and ignored.
+    pub fn register<C: prometheus::core::Collector + Clone + 'static>(&self, c: C) -> C {
+        if let Err(e) = self.registry.register(Box::new(c.clone())) {
+            tracing::warn!(error = %e, "metric registration failed");
+        }
+        c
+    }
+
+    /// Text exposition of every registered metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    metrics: Metrics,
+    ready: ReadyCheck,
+    scrape: Option<ScrapeHook>,
+}
+
+/// Serves `/metrics`, `/healthz` (process alive) and `/readyz` (the ready check passes) on
+/// `addr` until `shutdown` resolves. Returns the bound address (port 0 picks a free port).
+pub async fn serve_admin(
+    addr: SocketAddr,
+    metrics: Metrics,
+    ready: ReadyCheck,
+    scrape: Option<ScrapeHook>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<SocketAddr> {
+    let state = AdminState {
+        metrics,
+        ready,
+        scrape,
+    };
+    let app = Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready_handler))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(error = %e, "admin listener failed");
+        }
+    });
+    Ok(bound)
+}
+
+async fn metrics_handler(State(s): State<AdminState>) -> impl IntoResponse {
+    if let Some(h) = &s.scrape {
+        h().await;
+    }
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+}
+
+async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
+    if (s.ready)().await {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+/// Prints a line for a person on stdout (CLI output). Services log with `tracing` instead.
+#[expect(clippy::print_stdout, reason = "the CLI's output channel")]
+pub fn say(line: &str) {
+    println!("{line}");
+}

@@ -1,1 +1,201 @@
+//! actiond-store: everything that talks to Postgres.
+//!
+//! - [`Db`]: the connection pool (deadpool-postgres) and migrations (refinery, under a session
+//!   advisory lock so two replicas starting at once do not race).
+//! - [`tenants`], [`agents`]: administration.
+//! - [`proposals`]: submission (idempotency, open-intent dedupe) and the agent's read.
+//! - [`policy_queue`], [`executor_queue`]: `FOR UPDATE SKIP LOCKED` claims, decisions, grant
+//!   issue and spend, outcomes and the sweeps that own each state's timeout.
+//! - [`approvals`]: decisions by people (web, break-glass CLI).
+//! - [`audit`]: the append-only audit log; every state change writes one in its transaction.
+//! - [`listen`]: the dedicated LISTEN connection used as a wake-up hint.
+//!
+//! Every repository function that touches tenant data takes the tenant id.
 
+pub mod agents;
+pub mod approvals;
+pub mod audit;
+pub mod executor_queue;
+pub mod grants;
+pub mod listen;
+pub mod metrics;
+pub mod policy_queue;
+pub mod proposals;
+pub mod tenants;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+/// Errors from the store. `Db` carries the Postgres error; callers map it to an opaque 500.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A query failed.
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool.
+    #[error("database pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// Migrations failed.
+    #[error("migration failed: {0}")]
+    Migration(String),
+    /// Invalid configuration (bad URL, pool build).
+    #[error("database configuration: {0}")]
+    Config(String),
+    /// A row that must exist does not.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// A request conflicts with the current state (message is safe to show).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl StoreError {
+    /// The SQLSTATE of a database error, if any.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            StoreError::Db(e) => e.as_db_error().map(|d| d.code().code()),
+            _ => None,
+        }
+    }
+    /// The full chain of a database error (tokio-postgres' `Display` hides the cause).
+    pub fn detail(&self) -> String {
+        match self {
+            StoreError::Db(e) => match e.as_db_error() {
+                Some(d) => format!("{} ({}): {}", d.severity(), d.code().code(), d.message()),
+                None => e.to_string(),
+            },
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Result alias for the store.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A pooled client.
+pub type Client = deadpool_postgres::Object;
+
+/// Connection pool plus the config it was built from (for dedicated connections).
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+mod embedded {
+    refinery::embed_migrations!("../../sql/migrations");
+}
+
+/// Session advisory lock key serializing migrations across replicas.
+const MIGRATION_LOCK: i64 = 0x6163_7469_6f6e_6400; // "actiond\0"
+
+impl Db {
+    /// Builds a pool from a libpq-style URL (`postgres://user@host:port/db?sslmode=disable`).
+    /// `max_size` is the pool size per process.
+    pub fn connect(url: &str, max_size: usize) -> Result<Self> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| StoreError::Config(format!("DATABASE_URL: {e}")))?;
+        if matches!(
+            config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        ) {
+            return Err(StoreError::Config(
+                "sslmode=require is not supported by this build yet; use a local socket or sslmode=disable/prefer".into(),
+            ));
+        }
+        let mut cfg = config.clone();
+        if cfg.get_application_name().is_none() {
+            cfg.application_name("actiond");
+        }
+        cfg.connect_timeout(Duration::from_secs(5));
+        let mgr = Manager::from_config(
+            cfg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(max_size)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        Ok(Self { pool, config: cfg })
+    }
+
+    /// A pooled client.
+    pub async fn client(&self) -> Result<Client> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The connection config (for a dedicated LISTEN connection).
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// Opens a dedicated (non-pooled) connection; its driver runs on a spawned task.
+    pub async fn dedicated(&self) -> Result<tokio_postgres::Client> {
+        let (client, conn) = self.config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "dedicated connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    /// Applies the embedded migrations (`sql/migrations`), idempotently. Two replicas starting at
+    /// once serialize on a session advisory lock; the second finds nothing to do.
+    /// Returns the versions applied by this call.
+    pub async fn migrate(&self) -> Result<Vec<i32>> {
+        let mut client = self.dedicated().await?;
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        let res = embedded::migrations::runner().run_async(&mut client).await;
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        match res {
+            Ok(report) => Ok(report
+                .applied_migrations()
+                .iter()
+                .map(|m| m.version())
+                .collect()),
+            Err(e) => {
+                let mut msg = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(s) = src {
+                    msg.push_str(": ");
+                    msg.push_str(&s.to_string());
+                    src = s.source();
+                }
+                Err(StoreError::Migration(msg))
+            }
+        }
+    }
+
+    /// True when a trivial query succeeds (readiness).
+    pub async fn ping(&self) -> bool {
+        match self.client().await {
+            Ok(c) => c.simple_query("SELECT 1").await.is_ok(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Sets the tenant for row-level security for the rest of the current transaction only
+/// (`SET LOCAL` semantics via `set_config(…, true)`), so a pooled connection never carries a
+/// tenant into the next request.
+pub async fn set_tenant(tx: &tokio_postgres::Transaction<'_>, tenant: &str) -> Result<()> {
+    tx.execute(
+        "SELECT set_config('actiond.tenant_id', $1, true)",
+        &[&tenant],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! Agents and their bearer tokens. A token is shown once and stored only as its SHA-256.
+//! Shape: `actiond_<43 characters of base64url randomness>` (256 bits).
+
+use crate::{Db, Result, StoreError, audit};
+use serde_json::json;
+use uuid::Uuid;
+
+/// An agent as the API sees it after authentication.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Agent {
+    /// Agent id.
+    pub id: Uuid,
+    /// Tenant id.
+    pub tenant_id: String,
+    /// Name, unique in the tenant.
+    pub name: String,
+    /// Owner subject (who may never approve this agent's proposals).
+    pub owner_subject: Option<String>,
+    /// Expiry of the token, if any.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Revocation time, if revoked.
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Creation time.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+const COLS: &str = "id, tenant_id, name, owner_subject, expires_at, revoked_at, created_at";
+
+fn row(r: &tokio_postgres::Row) -> Agent {
+    Agent {
+        id: r.get(0),
+        tenant_id: r.get(1),
+        name: r.get(2),
+        owner_subject: r.get(3),
+        expires_at: r.get(4),
+        revoked_at: r.get(5),
+        created_at: r.get(6),
+    }
+}
+
+/// Creates an agent in an existing tenant. `token_sha256` is the hex SHA-256 of the token;
+/// `expires_in_secs` sets an expiry relative to the database clock.
+pub async fn create(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner_subject: Option<&str>,
+    token_sha256: &str,
+    expires_in_secs: Option<i64>,
+) -> Result<Agent> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    if tx
+        .query_opt("SELECT 1 FROM tenants WHERE id = $1", &[&tenant])
+        .await?
+        .is_none()
+    {
+        return Err(StoreError::Conflict(format!(
+            "tenant {tenant:?} does not exist; apply its document first"
+        )));
+    }
+    let id = Uuid::new_v4();
+    let q = format!(
+        "INSERT INTO agents (id, tenant_id, name, owner_subject, token_sha256, expires_at)
+         VALUES ($1, $2, $3, $4, $5, CASE WHEN $6::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $6::bigint) END)
+         RETURNING {COLS}"
+    );
+    let r = match tx
+        .query_one(
+            &q,
+            &[
+                &id,
+                &tenant,
+                &name,
+                &owner_subject,
+                &token_sha256,
+                &expires_in_secs,
+            ],
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+            return Err(StoreError::Conflict(format!(
+                "agent {name:?} already exists in tenant {tenant:?}"
+            )));
+        }
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION) => {
+            return Err(StoreError::Conflict(
+                "agent name must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$".into(),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let agent = row(&r);
+    audit::write(
+        &tx,
+        &audit::Event {
+            tenant_id: tenant,
+            proposal_id: None,
+            kind: "agent.created",
+            actor: "operator",
+            from_state: None,
+            to_state: None,
+            intent_hash: None,
+            params_sha256: None,
+            detail: json!({"agent_id": agent.id, "name": name, "owner": owner_subject}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(agent)
+}
+
+/// Finds the live agent holding a token (by its SHA-256): not revoked, not expired.
+pub async fn authenticate(db: &Db, token_sha256: &str) -> Result<Option<Agent>> {
+    let c = db.client().await?;
+    let q = format!(
+        "SELECT {COLS} FROM agents WHERE token_sha256 = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
+    );
+    let stmt = c.prepare_cached(&q).await?;
+    Ok(c.query_opt(&stmt, &[&token_sha256])
+        .await?
+        .as_ref()
+        .map(row))
+}
+
+/// Agents of a tenant.
+pub async fn list(db: &Db, tenant: &str) -> Result<Vec<Agent>> {
+    let c = db.client().await?;
+    let q = format!("SELECT {COLS} FROM agents WHERE tenant_id = $1 ORDER BY name");
+    Ok(c.query(&q, &[&tenant]).await?.iter().map(row).collect())
+}
+
+/// One agent by id within a tenant.
+pub async fn get(db: &Db, tenant: &str, id: Uuid) -> Result<Option<Agent>> {
+    let c = db.client().await?;
+    let q = format!("SELECT {COLS} FROM agents WHERE tenant_id = $1 AND id = $2");
+    Ok(c.query_opt(&q, &[&tenant, &id]).await?.as_ref().map(row))
+}
+
+/// Revokes an agent's token (by name). Returns false when no live agent had that name.
+pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<bool> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let r = tx
+        .query_opt("UPDATE agents SET revoked_at = now() WHERE tenant_id = $1 AND name = $2 AND revoked_at IS NULL RETURNING id", &[&tenant, &name])
+        .await?;
+    let Some(r) = r else { return Ok(false) };
+    let id: Uuid = r.get(0);
+    audit::write(
+        &tx,
+        &audit::Event {
+            tenant_id: tenant,
+            proposal_id: None,
+            kind: "agent.revoked",
+            actor: "operator",
+            from_state: None,
+            to_state: None,
+            intent_hash: None,
+            params_sha256: None,
+            detail: json!({"agent_id": id, "name": name}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,220 @@
+//! The policy worker's queue: claim `pending` rows with `FOR UPDATE SKIP LOCKED`, record the
+//! decision, issue the grant on `allow` — all in one transaction with the audit events.
+
+use crate::{Result, audit, grants};
+use actiond_core::grant::GrantSigner;
+use actiond_core::policy::{Decision, Effect, History};
+use deadpool_postgres::Transaction;
+use serde_json::json;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A claimed pending proposal with what rules need about its agent.
+#[derive(Debug, Clone)]
+pub struct PendingRow {
+    /// Proposal id.
+    pub id: Uuid,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Agent id.
+    pub agent_id: Uuid,
+    /// Agent name.
+    pub agent_name: String,
+    /// Agent owner subject.
+    pub agent_owner: Option<String>,
+    /// Action.
+    pub action: String,
+    /// Target.
+    pub target: String,
+    /// Canonical params.
+    pub params_json: String,
+    /// SHA-256 of params.
+    pub params_sha256: String,
+    /// Intent hash.
+    pub intent_hash: String,
+    /// Session id.
+    pub session_id: Option<String>,
+}
+
+/// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
+/// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice.
+pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<PendingRow>> {
+    let stmt = tx
+        .prepare_cached(
+            "SELECT p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
+                    p.params_sha256, p.intent_hash, p.session_id
+             FROM proposals p JOIN agents a ON a.id = p.agent_id
+             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+        )
+        .await?;
+    Ok(tx
+        .query(&stmt, &[&limit])
+        .await?
+        .iter()
+        .map(|r| PendingRow {
+            id: r.get(0),
+            tenant_id: r.get(1),
+            agent_id: r.get(2),
+            agent_name: r.get(3),
+            agent_owner: r.get(4),
+            action: r.get(5),
+            target: r.get(6),
+            params_json: r.get(7),
+            params_sha256: r.get(8),
+            intent_hash: r.get(9),
+            session_id: r.get(10),
+        })
+        .collect())
+}
+
+/// The agent's recent history of the same action: count, and the sum of `sum_param` when the
+/// handler has one. Blocked, denied and expired proposals and `exclude` itself do not count.
+pub async fn history<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    agent: Uuid,
+    action: &str,
+    window: Duration,
+    sum_param: Option<&str>,
+    exclude: Uuid,
+) -> Result<History> {
+    let secs = window.as_secs_f64();
+    let stmt = c
+        .prepare_cached(
+            "SELECT count(*), COALESCE(sum(CASE WHEN $5::text IS NOT NULL AND jsonb_typeof(params_json::jsonb -> $5::text) = 'number'
+                        THEN (params_json::jsonb ->> $5::text)::numeric ELSE 0 END), 0)::bigint
+             FROM proposals
+             WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
+               AND created_at > now() - make_interval(secs => $4)
+               AND state NOT IN ('blocked','denied','expired')",
+        )
+        .await?;
+    let r = c
+        .query_one(
+            &stmt,
+            &[&tenant, &agent, &action, &secs, &sum_param, &exclude],
+        )
+        .await?;
+    Ok(History {
+        count: r.get(0),
+        sum: r.get(1),
+    })
+}
+
+/// How a decided row is recorded.
+pub struct Recorded {
+    /// The state the proposal moved to.
+    pub state: &'static str,
+    /// The grant id when one was issued.
+    pub grant_id: Option<Uuid>,
+}
+
+/// Records a decision on a claimed row: state, effect, rule, reason, document version and
+/// sha256; on `allow` issues the grant with `signer`; writes the audit event. CEL errors go to
+/// the audit event only.
+#[allow(clippy::too_many_arguments)]
+pub async fn record(
+    tx: &Transaction<'_>,
+    row: &PendingRow,
+    decision: &Decision,
+    doc_version: Option<i32>,
+    doc_sha256: Option<&str>,
+    signer: &GrantSigner,
+    grant_lifetime: Duration,
+) -> Result<Recorded> {
+    let state = match decision.effect {
+        Effect::Allow => "approved",
+        Effect::Escalate => "escalated",
+        Effect::Block => "blocked",
+    };
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE proposals SET state = $2, effect = $3, rule_name = $4, decision_reason = $5, doc_version = $6,
+                    doc_sha256 = $7, decided_at = now()
+             WHERE id = $1 AND state = 'pending'",
+        )
+        .await?;
+    tx.execute(
+        &stmt,
+        &[
+            &row.id,
+            &state,
+            &decision.effect.as_str(),
+            &decision.rule,
+            &decision.reason,
+            &doc_version,
+            &doc_sha256,
+        ],
+    )
+    .await?;
+    let mut grant_id = None;
+    if decision.effect == Effect::Allow {
+        if let Some(v) = doc_version {
+            let claims = grants::issue(
+                tx,
+                signer,
+                row.id,
+                &row.tenant_id,
+                &row.intent_hash,
+                v,
+                grant_lifetime,
+                "policy",
+            )
+            .await?;
+            grant_id = Some(claims.id);
+        }
+    }
+    audit::write(
+        tx,
+        &audit::Event {
+            tenant_id: &row.tenant_id,
+            proposal_id: Some(row.id),
+            kind: "proposal.decided",
+            actor: "policy",
+            from_state: Some("pending"),
+            to_state: Some(state),
+            intent_hash: Some(&row.intent_hash),
+            params_sha256: Some(&row.params_sha256),
+            detail: json!({
+                "effect": decision.effect.as_str(),
+                "rule": decision.rule,
+                "reason": decision.reason,
+                "errors": decision.errors,
+                "doc_version": doc_version,
+                "doc_sha256": doc_sha256,
+                "grant_id": grant_id,
+                "key_id": grant_id.map(|_| signer.key_id()),
+            }),
+        },
+    )
+    .await?;
+    Ok(Recorded { state, grant_id })
+}
+
+/// Moves `pending` and `escalated` proposals of `tenant` older than `ttl` to `expired`, with
+/// their audit events, in one statement. Returns how many expired.
+pub async fn expire_stale<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    ttl: Duration,
+) -> Result<u64> {
+    let secs = ttl.as_secs_f64();
+    let stmt = c
+        .prepare_cached(
+            "WITH old AS (
+                SELECT id, state FROM proposals
+                WHERE tenant_id = $1 AND state IN ('pending','escalated') AND created_at < now() - make_interval(secs => $2)
+                FOR UPDATE SKIP LOCKED
+             ), moved AS (
+                UPDATE proposals p SET state = 'expired', decision_reason = 'nobody decided before the escalation_ttl'
+                FROM old WHERE p.id = old.id
+                RETURNING p.id, old.state AS from_state, p.intent_hash, p.params_sha256
+             )
+             INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+             SELECT $1, id, 'proposal.expired', 'policy', from_state, 'expired', intent_hash, params_sha256,
+                    jsonb_build_object('ttl_seconds', $2)
+             FROM moved",
+        )
+        .await?;
+    Ok(c.execute(&stmt, &[&tenant, &secs]).await?)
+}
