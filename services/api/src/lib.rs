@@ -1,1 +1,268 @@
+//! actiond-api: the agent-facing service (`actiond api`).
+//!
+//! - `POST /v1/proposals` → `202 {proposal_id, state: "pending"}`
+//! - `GET /v1/proposals/{id}[?wait=SECONDS]` → the proposing agent's view, long-polled
+//! - `GET /openapi.yaml` → the OpenAPI 3.1 document
+//!
+//! Tenant and agent come from the bearer token only. The api holds no secrets and no grant key.
 
+pub mod problem;
+pub mod submit;
+
+use actiond_runtime::Metrics;
+use actiond_store::{Db, agents, proposals};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use problem::Problem;
+use prometheus::IntCounterVec;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+pub use submit::{SubmitRequest, SubmitResponse};
+
+/// Body limit of `POST /v1/proposals` (DESIGN.md: 64 KiB). Larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest long-poll, seconds.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+/// Command-line / environment configuration of `actiond api`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiArgs {
+    /// Address the agent-facing HTTP listener binds.
+    #[arg(long, env = "ACTIOND_API_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Address of the admin listener (/metrics, /healthz, /readyz).
+    #[arg(long, env = "ACTIOND_API_ADMIN_LISTEN", default_value = "127.0.0.1:9180")]
+    pub admin_listen: SocketAddr,
+    /// Postgres URL of the api role.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Pool size.
+    #[arg(long, env = "ACTIOND_API_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+}
+
+/// Counters of the api.
+#[derive(Clone)]
+pub struct ApiMetrics {
+    /// Proposals by result (`created`, `existing`, `invalid`, `key_reused`, `too_many_escalations`).
+    pub submissions: IntCounterVec,
+    /// Authentication failures by reason (`missing`, `invalid`).
+    pub auth_failures: IntCounterVec,
+}
+
+impl ApiMetrics {
+    fn new(m: &Metrics) -> Self {
+        Self {
+            submissions: m.counter_vec("api_submissions_total", "Proposal submissions by result", &["result"]),
+            auth_failures: m.counter_vec("api_auth_failures_total", "Rejected bearer tokens", &["reason"]),
+        }
+    }
+}
+
+/// Shared state of the api router.
+#[derive(Clone)]
+pub struct AppState {
+    /// Pool.
+    pub db: Db,
+    /// Debounced NOTIFY to wake policy workers.
+    pub notifier: actiond_store::listen::Notifier,
+    /// Tenant document cache.
+    pub docs: Arc<submit::DocCache>,
+    /// Metrics.
+    pub metrics: ApiMetrics,
+}
+
+impl AppState {
+    /// Builds the state (spawns the NOTIFY sender).
+    pub fn new(db: Db, metrics: &Metrics) -> Self {
+        let notifier = actiond_store::listen::Notifier::spawn(
+            db.clone(),
+            actiond_store::listen::CHANNEL_PENDING,
+            Duration::from_millis(20),
+        );
+        Self { db, notifier, docs: Arc::new(submit::DocCache::default()), metrics: ApiMetrics::new(metrics) }
+    }
+}
+
+/// The agent-facing router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/proposals", post(create_proposal))
+        .route("/v1/proposals/{id}", get(get_proposal))
+        .route("/openapi.yaml", get(openapi))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(|| async { Problem::not_found("route") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// The OpenAPI 3.1 document describing this API.
+pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML).into_response()
+}
+
+/// Resolves the bearer token to a live agent; 401 otherwise.
+pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agents::Agent, Problem> {
+    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        state.metrics.auth_failures.with_label_values(&["missing"]).inc();
+        return Err(Problem::unauthorized("send Authorization: Bearer <agent token>"));
+    };
+    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).unwrap_or("").trim();
+    if token.is_empty() || token.len() > 256 {
+        state.metrics.auth_failures.with_label_values(&["invalid"]).inc();
+        return Err(Problem::unauthorized("send Authorization: Bearer <agent token>"));
+    }
+    let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
+    match agents::authenticate(&state.db, &hash).await? {
+        Some(a) => Ok(a),
+        None => {
+            state.metrics.auth_failures.with_label_values(&["invalid"]).inc();
+            Err(Problem::unauthorized("the token is unknown, expired or revoked"))
+        }
+    }
+}
+
+async fn create_proposal(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+    let agent = match authenticate(&state, &headers).await {
+        Ok(a) => a,
+        Err(p) => return p.into_response(),
+    };
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "Request body too large",
+                format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+            )
+            .into_response();
+        }
+        Err(e) => return Problem::field("body", e.body_text()).into_response(),
+    };
+    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        if !ct.starts_with("application/json") {
+            return Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+                "send Content-Type: application/json",
+            )
+            .into_response();
+        }
+    }
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(s) if !s.is_empty() && s.len() <= 255 && s.chars().all(|c| (' '..='~').contains(&c)) => Some(s.to_owned()),
+            _ => return Problem::field("Idempotency-Key", "must be 1 to 255 printable ASCII characters").into_response(),
+        },
+    };
+    let req = match submit::SubmitRequest::from_json_bytes(&body) {
+        Ok(r) => r,
+        Err(p) => {
+            state.metrics.submissions.with_label_values(&["invalid"]).inc();
+            return p.into_response();
+        }
+    };
+    match submit::submit(&state, &agent, req, key).await {
+        Ok(resp) => {
+            let mut r = (StatusCode::ACCEPTED, Json(&resp)).into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("/v1/proposals/{}", resp.proposal_id)) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            if resp.replayed {
+                r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            r
+        }
+        Err(p) => p.into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WaitQuery {
+    wait: Option<String>,
+    state: Option<String>,
+}
+
+async fn get_proposal(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> Response {
+    let agent = match authenticate(&state, &headers).await {
+        Ok(a) => a,
+        Err(p) => return p.into_response(),
+    };
+    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+        return Problem::not_found("proposal").into_response();
+    };
+    let wait = match q.wait.as_deref().map(str::parse::<u64>) {
+        None => 0,
+        Some(Ok(w)) if w <= MAX_WAIT_SECS => w,
+        Some(_) => return Problem::field("wait", format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}")).into_response(),
+    };
+    match wait_for_change(&state, &agent, id, Duration::from_secs(wait), q.state.as_deref()).await {
+        Ok(Some(s)) => Json(s).into_response(),
+        Ok(None) => Problem::not_found("proposal").into_response(),
+        Err(p) => p.into_response(),
+    }
+}
+
+/// Reads the agent's proposal; with a `wait`, polls until its state differs from `seen` (the
+/// state first read when `seen` is `None`), it reaches a final state, or the wait ends.
+pub async fn wait_for_change(
+    state: &AppState,
+    agent: &agents::Agent,
+    id: uuid::Uuid,
+    wait: Duration,
+    seen: Option<&str>,
+) -> Result<Option<proposals::ProposalStatus>, Problem> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let first = proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await?;
+    let Some(first) = first else { return Ok(None) };
+    let baseline = seen.map(str::to_owned).unwrap_or_else(|| first.state.clone());
+    let is_final = |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_final());
+    if wait.is_zero() || first.state != baseline || is_final(&first.state) {
+        return Ok(Some(first));
+    }
+    let mut interval = Duration::from_millis(100);
+    let mut last = first;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(interval.min(deadline.saturating_duration_since(tokio::time::Instant::now()))).await;
+        interval = (interval * 2).min(Duration::from_secs(1));
+        match proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await? {
+            Some(s) if s.state != baseline || is_final(&s.state) => return Ok(Some(s)),
+            Some(s) => last = s,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(last))
+}
+
+/// Runs `actiond api` until SIGINT/SIGTERM.
+pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
+    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let metrics = Metrics::new("api");
+    let state = AppState::new(db.clone(), &metrics);
+    let ready_db = db.clone();
+    let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
+        let d = ready_db.clone();
+        Box::pin(async move { d.ping().await })
+    });
+    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, None, actiond_runtime::shutdown_signal()).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    tracing::info!(listen = %listener.local_addr()?, admin = %admin, "actiond api listening");
+    axum::serve(listener, router(state)).with_graceful_shutdown(actiond_runtime::shutdown_signal()).await?;
+    Ok(())
+}

@@ -86,6 +86,27 @@ impl Metrics {
         c
     }
 
+    /// Creates and registers a counter vector. Metric definitions are static strings checked by
+    /// the tests, so an invalid one is a programming error.
+    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
+    pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::IntCounterVec {
+        self.register(prometheus::IntCounterVec::new(prometheus::Opts::new(name, help), labels).expect("valid metric definition"))
+    }
+
+    /// Creates and registers a gauge vector.
+    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
+    pub fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::GaugeVec {
+        self.register(prometheus::GaugeVec::new(prometheus::Opts::new(name, help), labels).expect("valid metric definition"))
+    }
+
+    /// Creates and registers a histogram vector (seconds buckets from 0.5 ms to 10 s).
+    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
+    pub fn histogram_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::HistogramVec {
+        let opts = prometheus::HistogramOpts::new(name, help)
+            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]);
+        self.register(prometheus::HistogramVec::new(opts, labels).expect("valid metric definition"))
+    }
+
     /// Text exposition of every registered metric.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();

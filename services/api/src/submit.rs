@@ -1,0 +1,267 @@
+//! The one submission path shared by REST and MCP: the same input gives the same stored row,
+//! decision and audit events.
+//!
+//! Order of checks: strict JSON (duplicate keys, unsafe integers) → known body fields →
+//! handler params schema and tenant settings → derived target (a different submitted target is
+//! a 400) → RFC 8785 canonical params → intent hash → store (idempotency, open intent, cap).
+
+use crate::AppState;
+use crate::problem::Problem;
+use actiond_core::FieldError;
+use actiond_core::canonical::{canonicalize, parse_strict, sha256_hex};
+use actiond_core::handlers::HandlerKind;
+use actiond_core::intent::Intent;
+use actiond_core::tenant::TenantDocument;
+use actiond_store::proposals::{NewProposal, Submitted};
+use actiond_store::{agents::Agent, tenants};
+use axum::http::StatusCode;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Longest agent `reason` accepted (characters).
+pub const MAX_REASON_CHARS: usize = 4000;
+/// Longest `source_text` accepted (characters).
+pub const MAX_SOURCE_TEXT_CHARS: usize = 16_000;
+/// Longest `session` accepted (characters).
+pub const MAX_SESSION_CHARS: usize = 200;
+
+/// Body fields that are accepted and ignored: tenant and agent come from the token, state from
+/// the workflow. They are never obeyed.
+pub const IGNORED_FIELDS: [&str; 3] = ["state", "tenant_id", "agent_id"];
+const KNOWN_FIELDS: [&str; 6] = ["action", "params", "target", "reason", "source_text", "session"];
+
+/// A parsed submission body.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    /// Action name (≤ 128 characters; unknown names are stored and then blocked by policy).
+    pub action: String,
+    /// Params object.
+    pub params: Value,
+    /// Optional target; must equal the handler-derived one.
+    pub target: Option<String>,
+    /// The agent's stated reason.
+    pub reason: Option<String>,
+    /// The text that led to this proposal (ticket, email…).
+    pub source_text: Option<String>,
+    /// The agent's session id.
+    pub session: Option<String>,
+    /// SHA-256 of the canonical body without the ignored fields ("the same request").
+    pub request_sha256: String,
+}
+
+impl SubmitRequest {
+    /// Parses raw JSON strictly; errors name the field path.
+    pub fn from_json_bytes(raw: &[u8]) -> Result<Self, Problem> {
+        let v = parse_strict(raw).map_err(|e| {
+            let field = if e.path.is_empty() { "body".to_owned() } else { e.path.clone() };
+            Problem::field(&field, e.rule)
+        })?;
+        Self::from_value(v)
+    }
+
+    /// Validates an already-parsed body (MCP tool arguments arrive parsed).
+    pub fn from_value(v: Value) -> Result<Self, Problem> {
+        let Value::Object(mut obj) = v else {
+            return Err(Problem::field("body", "must be a JSON object"));
+        };
+        for f in IGNORED_FIELDS {
+            obj.remove(f);
+        }
+        let mut errs = Vec::new();
+        for k in obj.keys() {
+            if !KNOWN_FIELDS.contains(&k.as_str()) {
+                errs.push(FieldError::new(
+                    k.clone(),
+                    format!("unknown field; expected one of: {}", KNOWN_FIELDS.join(", ")),
+                ));
+            }
+        }
+        let action = match obj.get("action") {
+            Some(Value::String(s)) if s.chars().count() <= actiond_core::ids::MAX_ACTION_LEN => s.clone(),
+            Some(Value::String(_)) => {
+                errs.push(FieldError::new("action", "must be at most 128 characters"));
+                String::new()
+            }
+            _ => {
+                errs.push(FieldError::new("action", "is required: the action name, e.g. billing.refund.issue"));
+                String::new()
+            }
+        };
+        let params = match obj.get("params") {
+            Some(p @ Value::Object(_)) => p.clone(),
+            None => {
+                errs.push(FieldError::new("params", "is required: a JSON object"));
+                Value::Null
+            }
+            Some(_) => {
+                errs.push(FieldError::new("params", "must be a JSON object"));
+                Value::Null
+            }
+        };
+        let text = |errs: &mut Vec<FieldError>, name: &str, max: usize| -> Option<String> {
+            match obj.get(name) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.chars().count() <= max => Some(s.clone()),
+                Some(Value::String(_)) => {
+                    errs.push(FieldError::new(name, format!("must be at most {max} characters")));
+                    None
+                }
+                Some(_) => {
+                    errs.push(FieldError::new(name, "must be a string"));
+                    None
+                }
+            }
+        };
+        let target = text(&mut errs, "target", 512);
+        let reason = text(&mut errs, "reason", MAX_REASON_CHARS);
+        let source_text = text(&mut errs, "source_text", MAX_SOURCE_TEXT_CHARS);
+        let session = text(&mut errs, "session", MAX_SESSION_CHARS);
+        if !errs.is_empty() {
+            return Err(Problem::invalid(errs));
+        }
+        let canonical_body = canonicalize(&Value::Object(obj)).map_err(|e| Problem::field("body", e.rule))?;
+        Ok(Self { action, params, target, reason, source_text, session, request_sha256: sha256_hex(canonical_body) })
+    }
+}
+
+/// The answer to a submission.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubmitResponse {
+    /// The proposal's id.
+    pub proposal_id: uuid::Uuid,
+    /// Its state (`pending` when new).
+    pub state: String,
+    /// True when an earlier proposal answered (same idempotency key, or same open intent).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// A short-lived cache of each tenant's latest document (re-checked every second).
+#[derive(Default)]
+pub struct DocCache {
+    inner: Mutex<HashMap<String, (Instant, Arc<TenantDocument>)>>,
+}
+
+const DOC_TTL: Duration = Duration::from_secs(1);
+
+impl DocCache {
+    /// The tenant's latest document, from cache when fresh.
+    pub async fn latest(&self, db: &actiond_store::Db, tenant: &str) -> Result<Option<Arc<TenantDocument>>, Problem> {
+        if let Ok(m) = self.inner.lock() {
+            if let Some((at, d)) = m.get(tenant) {
+                if at.elapsed() < DOC_TTL {
+                    return Ok(Some(d.clone()));
+                }
+            }
+        }
+        let c = db.client().await?;
+        let Some(stored) = tenants::latest(&c, tenant).await? else { return Ok(None) };
+        let doc = Arc::new(stored.parse()?);
+        if let Ok(mut m) = self.inner.lock() {
+            m.insert(tenant.to_owned(), (Instant::now(), doc.clone()));
+        }
+        Ok(Some(doc))
+    }
+}
+
+/// Validates a request against the tenant's handler registry and stores it.
+pub async fn submit(
+    state: &AppState,
+    agent: &Agent,
+    req: SubmitRequest,
+    idempotency_key: Option<String>,
+) -> Result<SubmitResponse, Problem> {
+    let Some(doc) = state.docs.latest(&state.db, &agent.tenant_id).await? else {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "tenant_not_configured",
+            "Tenant not configured",
+            "this tenant has no document applied; ask the operator to run actiond tenant apply",
+        ));
+    };
+    let target = match doc.handler(&req.action) {
+        Some(entry) => {
+            let kind: HandlerKind = entry.kind;
+            kind.validate_params(&req.params, &entry.settings).map_err(|e| {
+                state.metrics.submissions.with_label_values(&["invalid"]).inc();
+                Problem::invalid(e.0)
+            })?;
+            let derived = kind.derive_target(&req.params, &entry.settings);
+            if let Some(t) = &req.target {
+                if *t != derived {
+                    state.metrics.submissions.with_label_values(&["invalid"]).inc();
+                    return Err(Problem::field(
+                        "target",
+                        format!("does not match the target derived from params ({derived}); omit it or send that value"),
+                    ));
+                }
+            }
+            derived
+        }
+        // Not in this tenant's registry: stored as submitted, then blocked by policy with
+        // "no handler for <action>" (a signal worth reading the transcript for).
+        None => req.target.clone().unwrap_or_default(),
+    };
+    let params_json = canonicalize(&req.params).map_err(|e| Problem::field("params", e.rule))?;
+    let params_sha256 = sha256_hex(&params_json);
+    let agent_id = agent.id.to_string();
+    let intent_hash = Intent {
+        tenant_id: &agent.tenant_id,
+        agent_id: &agent_id,
+        action: &req.action,
+        target: &target,
+        params_json: &params_json,
+    }
+    .hash();
+    let new = NewProposal {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: agent.tenant_id.clone(),
+        agent_id: agent.id,
+        action: req.action,
+        target,
+        params_json,
+        params_sha256,
+        intent_hash,
+        agent_reason: req.reason,
+        source_text: req.source_text,
+        session_id: req.session,
+        idempotency_key,
+        request_sha256: req.request_sha256,
+    };
+    let cap = i64::from(doc.policy.max_open_escalations_per_agent);
+    match actiond_store::proposals::submit(&state.db, &new, cap).await? {
+        Submitted::Created(id) => {
+            state.metrics.submissions.with_label_values(&["created"]).inc();
+            state.notifier.hint();
+            Ok(SubmitResponse { proposal_id: id, state: "pending".into(), replayed: false })
+        }
+        Submitted::Existing { id, state: s } => {
+            state.metrics.submissions.with_label_values(&["existing"]).inc();
+            Ok(SubmitResponse { proposal_id: id, state: s, replayed: true })
+        }
+        Submitted::KeyReused => {
+            state.metrics.submissions.with_label_values(&["key_reused"]).inc();
+            Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "Idempotency-Key reused",
+                "this Idempotency-Key was used with a different request body; use a new key for a new request",
+            ))
+        }
+        Submitted::TooManyEscalations { cap } => {
+            state.metrics.submissions.with_label_values(&["too_many_escalations"]).inc();
+            tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, cap, "ALERT: agent reached its cap of open escalations");
+            Err(Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_open_escalations",
+                "Too many open escalations",
+                format!("this agent already has {cap} proposals waiting for a person; wait for decisions before proposing more"),
+            )
+            .retry_after(60))
+        }
+    }
+}
+
