@@ -1,1 +1,96 @@
-fn main() {}
+//! `actiond`: one binary, one subcommand per role, plus administration, the break-glass CLI,
+//! a small client and `actiond dev`. Errors print as one readable line on stderr, exit code 1.
+
+mod admin;
+mod client;
+mod dev;
+
+use clap::{Parser, Subcommand};
+
+/// actiond — an approval gateway for AI agent actions.
+#[derive(Debug, Parser)]
+#[command(name = "actiond", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the agent-facing API (REST + MCP).
+    Api(actiond_api::ApiArgs),
+    /// Run the policy worker.
+    Policy(actiond_policy::PolicyArgs),
+    /// Run the executor (the only holder of provider credentials).
+    Executor(actiond_executor::ExecutorArgs),
+    /// Bridge MCP over stdio to the API's /mcp endpoint (for desktop agents).
+    McpStdio(actiond_api::mcp::StdioArgs),
+    /// Apply the embedded database migrations (idempotent; safe with concurrent replicas).
+    Migrate(admin::DbArgs),
+    /// Generate an Ed25519 grant key pair.
+    Keygen(admin::KeygenArgs),
+    /// Tenant documents: apply, show, history.
+    #[command(subcommand)]
+    Tenant(admin::TenantCmd),
+    /// Agents and their tokens: create, list, revoke.
+    #[command(subcommand)]
+    Agent(admin::AgentCmd),
+    /// Break-glass operator approvals: list, show, approve, deny.
+    #[command(subcommand)]
+    Approvals(admin::ApprovalsCmd),
+    /// Propose an action (small client for the REST API).
+    Propose(client::ProposeArgs),
+    /// Show a proposal's status (small client for the REST API).
+    Status(client::StatusArgs),
+    /// Run everything on this machine: a throwaway Postgres, keys, a demo tenant, an agent token.
+    Dev(dev::DevArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let quiet_logs = matches!(
+        cli.command,
+        Command::Tenant(_) | Command::Agent(_) | Command::Approvals(_) | Command::Propose(_) | Command::Status(_) | Command::Keygen(_) | Command::McpStdio(_)
+    );
+    if !quiet_logs || std::env::var_os("RUST_LOG").is_some() {
+        actiond_runtime::init_tracing();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("actiond: error: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Api(a) => actiond_api::run(a).await,
+            Command::Policy(a) => actiond_policy::run(a).await,
+            Command::Executor(a) => actiond_executor::run(a).await,
+            Command::McpStdio(a) => actiond_api::mcp::run_stdio(a).await,
+            Command::Migrate(a) => admin::migrate(a).await,
+            Command::Keygen(a) => admin::keygen(a),
+            Command::Tenant(c) => admin::tenant(c).await,
+            Command::Agent(c) => admin::agent(c).await,
+            Command::Approvals(c) => admin::approvals(c).await,
+            Command::Propose(a) => client::propose(a).await,
+            Command::Status(a) => client::status(a).await,
+            Command::Dev(a) => dev::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.contains(&c) {
+                    msg.push_str(": ");
+                    msg.push_str(&c);
+                }
+            }
+            eprintln!("actiond: error: {}", msg.replace('\n', " "));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

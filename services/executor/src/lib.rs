@@ -1,1 +1,445 @@
+//! actiond-executor: the only holder of provider credentials (`actiond executor`).
+//!
+//! For each claimed `approved` proposal (SKIP LOCKED + lease):
+//! 1. load its grant; verify the Ed25519 signature against the public keys in this executor's
+//!    own configuration (`--trusted-keys-dir`, files `<key_id>.pub`);
+//! 2. recompute the intent hash from the stored row; on mismatch refuse ("grant does not match
+//!    this proposal");
+//! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
+//!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
+//! 4. in one transaction spend the grant, move the proposal to `executing`, write the audit
+//!    event; zero rows → read the grant: `used_at` set = replay, null = expired;
+//! 5. run the handler with a timeout, using the handler settings of the document version the
+//!    grant names; record the outcome.
+//!
+//! A sweeper turns `executing` rows whose lease ran out into `outcome_unknown` (never a re-run)
+//! and `approved` rows whose grant expired unspent into `expired`.
 
+pub mod destinations;
+pub mod handlers;
+
+use actiond_core::grant::{GrantError, KeyKind, TrustedKeys};
+use actiond_core::intent::Intent;
+use actiond_core::policy::{AgentFacts, Decision, Effect, EvalInput, History, decide};
+use actiond_runtime::Metrics;
+use actiond_runtime::credentials::CredentialsDir;
+use actiond_store::executor_queue::{self, ClaimedRow, Spend};
+use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
+use actiond_store::policy_cache::PolicyCache;
+use actiond_store::{Db, grants, policy_queue};
+use handlers::{Destinations, Execution, Outcome};
+use prometheus::{HistogramVec, IntCounterVec};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore};
+
+/// Command-line / environment configuration of `actiond executor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExecutorArgs {
+    /// Postgres URL of the executor role.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Admin listener (/metrics, /healthz, /readyz).
+    #[arg(long, env = "ACTIOND_EXECUTOR_ADMIN_LISTEN", default_value = "127.0.0.1:9182")]
+    pub admin_listen: SocketAddr,
+    /// Directory of provider credentials (`<tenant>.<name>` files); default
+    /// `$CREDENTIALS_DIRECTORY`.
+    #[arg(long, env = "ACTIOND_EXECUTOR_CREDENTIALS_DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// Directory of trusted grant public keys (`<key_id>.pub`, base64 of 32 bytes); default
+    /// `<credentials dir>/trusted_keys`. A `breakglass-*.pub` here enables the break-glass CLI.
+    #[arg(long, env = "ACTIOND_EXECUTOR_TRUSTED_KEYS_DIR")]
+    pub trusted_keys_dir: Option<PathBuf>,
+    /// This executor's id in leases and audit events (default: host-pid).
+    #[arg(long, env = "ACTIOND_EXECUTOR_ID")]
+    pub id: Option<String>,
+    /// Proposals claimed per round.
+    #[arg(long, env = "ACTIOND_EXECUTOR_BATCH", default_value_t = 16)]
+    pub batch: i64,
+    /// Handlers running at once.
+    #[arg(long, env = "ACTIOND_EXECUTOR_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+    /// Lease taken at claim (before the spend), seconds.
+    #[arg(long, env = "ACTIOND_EXECUTOR_CLAIM_LEASE_SECS", default_value_t = 30)]
+    pub claim_lease_secs: u64,
+    /// Margin added to the handler timeout for the execution lease, milliseconds.
+    #[arg(long, env = "ACTIOND_EXECUTOR_LEASE_MARGIN_MS", default_value_t = 5000)]
+    pub lease_margin_ms: u64,
+    /// Poll interval without NOTIFY, milliseconds.
+    #[arg(long, env = "ACTIOND_EXECUTOR_POLL_MS", default_value_t = 1000)]
+    pub poll_ms: u64,
+    /// Sweep interval (lease and grant expiry), milliseconds.
+    #[arg(long, env = "ACTIOND_EXECUTOR_SWEEP_MS", default_value_t = 2000)]
+    pub sweep_ms: u64,
+    /// Hosts `webhook.post` may reach (comma-separated `host` or `host:port`).
+    #[arg(long, env = "ACTIOND_WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub webhook_allowed_hosts: Vec<String>,
+    /// Base URL of the Stripe-style billing API for `billing.refund.issue`.
+    #[arg(long, env = "ACTIOND_BILLING_BASE_URL")]
+    pub billing_base_url: Option<url::Url>,
+    /// Base URL of the PowerDNS HTTP API for `dns.record.update`.
+    #[arg(long, env = "ACTIOND_PDNS_BASE_URL")]
+    pub pdns_base_url: Option<url::Url>,
+    /// Allow private, loopback and link-local destinations (single-machine setups, tests).
+    #[arg(long, env = "ACTIOND_ALLOW_PRIVATE_DESTINATIONS")]
+    pub allow_private_destinations: bool,
+    /// Pool size.
+    #[arg(long, env = "ACTIOND_EXECUTOR_POOL_SIZE", default_value_t = 8)]
+    pub pool_size: usize,
+}
+
+/// Metrics of the executor.
+#[derive(Clone)]
+pub struct ExecutorMetrics {
+    grants_spent: IntCounterVec,
+    grants_rejected: IntCounterVec,
+    executions: IntCounterVec,
+    swept: IntCounterVec,
+    handler_seconds: HistogramVec,
+}
+
+impl ExecutorMetrics {
+    /// Registers the executor metrics.
+    pub fn new(m: &Metrics) -> Self {
+        Self {
+            grants_spent: m.counter_vec("grants_spent_total", "Grants spent, by issuer kind", &["issuer"]),
+            grants_rejected: m.counter_vec(
+                "grants_rejected_total",
+                "Grants refused: expired, replayed, bad_signature, untrusted_key, intent_mismatch, policy_changed, missing",
+                &["reason"],
+            ),
+            executions: m.counter_vec("executions_total", "Handler runs by action and outcome", &["action", "outcome"]),
+            swept: m.counter_vec("executor_swept_total", "Rows moved by the sweeper", &["to_state"]),
+            handler_seconds: m.histogram_vec("handler_seconds", "Handler run time", &["action"]),
+        }
+    }
+}
+
+/// The executor worker.
+pub struct Worker {
+    db: Db,
+    id: String,
+    trusted: TrustedKeys,
+    credentials: CredentialsDir,
+    destinations: Destinations,
+    http: reqwest::Client,
+    cache: PolicyCache,
+    metrics: ExecutorMetrics,
+    claim_lease: Duration,
+    lease_margin: Duration,
+}
+
+/// Loads `<key_id>.pub` files from a directory.
+pub fn load_trusted_keys(dir: &Path) -> anyhow::Result<TrustedKeys> {
+    let mut keys = TrustedKeys::default();
+    let entries = std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("trusted keys directory {}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(key_id) = name.strip_suffix(".pub") else { continue };
+        let text = std::fs::read_to_string(entry.path())?;
+        keys.insert_b64(key_id, &text).map_err(|e| anyhow::anyhow!("{}: {e}", entry.path().display()))?;
+    }
+    if keys.is_empty() {
+        anyhow::bail!("no trusted grant keys (*.pub) in {}", dir.display());
+    }
+    Ok(keys)
+}
+
+impl Worker {
+    /// Builds a worker from its configuration.
+    pub fn from_args(db: Db, args: &ExecutorArgs, metrics: ExecutorMetrics) -> anyhow::Result<Self> {
+        let credentials = CredentialsDir::resolve(args.credentials_dir.as_deref())?;
+        let keys_dir = args.trusted_keys_dir.clone().unwrap_or_else(|| credentials.path().join("trusted_keys"));
+        let trusted = load_trusted_keys(&keys_dir)?;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(destinations::GuardedResolver::new(args.allow_private_destinations))
+            .connect_timeout(Duration::from_secs(5))
+            .user_agent("actiond-executor")
+            .build()?;
+        let id = args.id.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        });
+        Ok(Self {
+            db,
+            id,
+            trusted,
+            credentials,
+            destinations: Destinations {
+                webhook_hosts: args.webhook_allowed_hosts.iter().filter(|h| !h.trim().is_empty()).cloned().collect(),
+                billing_base_url: args.billing_base_url.clone(),
+                pdns_base_url: args.pdns_base_url.clone(),
+                allow_private: args.allow_private_destinations,
+            },
+            http,
+            cache: PolicyCache::default(),
+            metrics,
+            claim_lease: Duration::from_secs(args.claim_lease_secs.max(1)),
+            lease_margin: Duration::from_millis(args.lease_margin_ms),
+        })
+    }
+
+    /// This executor's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Trusted key ids.
+    pub fn trusted_key_ids(&self) -> Vec<String> {
+        self.trusted.key_ids()
+    }
+
+    /// Claims up to `limit` approved proposals.
+    pub async fn claim(&self, limit: i64) -> anyhow::Result<Vec<ClaimedRow>> {
+        Ok(executor_queue::claim(&self.db, &self.id, self.claim_lease, limit).await?)
+    }
+
+    async fn refuse(&self, row: &ClaimedRow, to_state: &str, reason: &str, metric: &str, detail: serde_json::Value) -> anyhow::Result<()> {
+        self.metrics.grants_rejected.with_label_values(&[metric]).inc();
+        let kind = if metric == "policy_changed" { "proposal.blocked_policy_changed" } else { "grant.rejected" };
+        let detail = json!({"reason": metric, "detail": detail});
+        executor_queue::refuse(&self.db, row, &self.id, to_state, reason, kind, detail).await?;
+        Ok(())
+    }
+
+    /// Processes one claimed proposal to its end (see the crate doc).
+    pub async fn process(&self, row: ClaimedRow) -> anyhow::Result<()> {
+        let client = self.db.client().await?;
+        let Some(grant) = grants::for_proposal(&client, row.id).await? else {
+            return self.refuse(&row, "blocked", "no grant exists for this proposal", "missing", json!({})).await;
+        };
+        let kind = match self.trusted.verify(&grant.claims, &grant.sig) {
+            Ok(k) => k,
+            Err(e) => {
+                let metric = match e {
+                    GrantError::UntrustedKey(_) => "untrusted_key",
+                    GrantError::UnknownVersion(_) => "unknown_version",
+                    GrantError::BadSignature | GrantError::BadKey(_) => "bad_signature",
+                };
+                tracing::error!(proposal = %row.id, key_id = %grant.claims.key_id, error = %e, "ALERT: grant refused");
+                return self.refuse(&row, "blocked", "the grant for this proposal was refused", metric, json!({"error": e.to_string(), "key_id": grant.claims.key_id})).await;
+            }
+        };
+        let agent_id = row.agent_id.to_string();
+        let recomputed = Intent {
+            tenant_id: &row.tenant_id,
+            agent_id: &agent_id,
+            action: &row.action,
+            target: &row.target,
+            params_json: &row.params_json,
+        }
+        .hash();
+        if grant.claims.proposal_id != row.id
+            || grant.claims.tenant_id != row.tenant_id
+            || grant.claims.intent_hash != recomputed
+            || row.intent_hash != recomputed
+        {
+            tracing::error!(proposal = %row.id, "ALERT: grant does not match this proposal");
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    "grant does not match this proposal",
+                    "intent_mismatch",
+                    json!({"grant_intent": grant.claims.intent_hash, "recomputed": recomputed, "stored": row.intent_hash}),
+                )
+                .await;
+        }
+        // The tenant's current policy, once more.
+        let params: serde_json::Value = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
+        let Some(current) = self.cache.latest(&client, &row.tenant_id).await? else {
+            return self.refuse(&row, "blocked", "policy changed since approval", "policy_changed", json!({"error": "no document"})).await;
+        };
+        let history = match current.doc.handler(&row.action) {
+            Some(h) if current.doc.policy.rules.iter().any(|r| r.when.contains("history")) => {
+                policy_queue::history(&client, &row.tenant_id, row.agent_id, &row.action, current.doc.policy.history_window, h.kind.history_sum_param(), row.id).await?
+            }
+            _ => History::default(),
+        };
+        let input = EvalInput {
+            action: row.action.clone(),
+            target: row.target.clone(),
+            params: params.clone(),
+            agent: AgentFacts { id: agent_id.clone(), name: row.agent_name.clone(), owner: row.agent_owner.clone().unwrap_or_default() },
+            session: row.session_id.clone().unwrap_or_default(),
+            history,
+        };
+        let p = current.clone();
+        let now = actiond_runtime::with_budget(Duration::from_millis(200), move || decide(&p, &input))
+            .await
+            .unwrap_or_else(Decision::budget_exceeded);
+        let still_ok = match kind {
+            KeyKind::Policy => now.effect == Effect::Allow,
+            KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,
+        };
+        if !still_ok {
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    "policy changed since approval",
+                    "policy_changed",
+                    json!({"effect_now": now.effect.as_str(), "rule": now.rule, "doc_version": current.version, "grant_kind": kind.as_str()}),
+                )
+                .await;
+        }
+        // Handler settings of the version the grant names: a later apply cannot redirect it.
+        let Some(approved_doc) = self.cache.version(&client, &row.tenant_id, grant.claims.doc_version).await? else {
+            return self.refuse(&row, "blocked", "the approved policy version is missing", "missing", json!({})).await;
+        };
+        let Some(entry) = approved_doc.doc.handler(&row.action).cloned() else {
+            return self.refuse(&row, "blocked", &format!("no handler for {}", row.action), "missing", json!({})).await;
+        };
+        drop(client);
+        let run_lease = entry.timeout + self.lease_margin;
+        match executor_queue::spend_and_start(&self.db, &row, grant.claims.id, &grant.claims.key_id, &self.id, run_lease).await? {
+            Spend::Started => {}
+            Spend::Replayed { used_by } => {
+                tracing::error!(proposal = %row.id, grant = %grant.claims.id, used_by = ?used_by, "ALERT: replayed grant refused");
+                return self
+                    .refuse(&row, "blocked", "this approval was already used; nothing ran", "replayed", json!({"grant_id": grant.claims.id, "used_by": used_by}))
+                    .await;
+            }
+            Spend::Expired => {
+                return self
+                    .refuse(&row, "expired", "the approval expired before an executor ran it; propose again", "expired", json!({"grant_id": grant.claims.id}))
+                    .await;
+            }
+            Spend::LostLease => {
+                tracing::warn!(proposal = %row.id, "lease lost before the spend; another executor has it");
+                return Ok(());
+            }
+        }
+        self.metrics.grants_spent.with_label_values(&[kind.as_str()]).inc();
+        let timer = self.metrics.handler_seconds.with_label_values(&[entry.kind.action()]).start_timer();
+        let outcome = handlers::execute(
+            entry.kind,
+            &Execution {
+                tenant: &row.tenant_id,
+                proposal_id: row.id,
+                grant_id: grant.claims.id,
+                params: &params,
+                settings: &entry.settings,
+                credentials: &self.credentials,
+                http: &self.http,
+                destinations: &self.destinations,
+                timeout: entry.timeout,
+            },
+        )
+        .await;
+        timer.observe_duration();
+        self.metrics.executions.with_label_values(&[entry.kind.action(), outcome.as_str()]).inc();
+        if !matches!(outcome, Outcome::Succeeded(_)) {
+            tracing::warn!(proposal = %row.id, outcome = outcome.as_str(), detail = outcome.detail(), "handler did not succeed");
+        }
+        if !executor_queue::finish(&self.db, &row, &self.id, outcome.as_str(), outcome.detail()).await? {
+            tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");
+        }
+        Ok(())
+    }
+
+    /// One sweep of lease and grant expiry.
+    pub async fn sweep(&self) -> anyhow::Result<()> {
+        let s = executor_queue::sweep(&self.db).await?;
+        if s.outcome_unknown > 0 {
+            tracing::error!(count = s.outcome_unknown, "ALERT: executions lost their lease after the spend; marked outcome_unknown");
+            self.metrics.swept.with_label_values(&["outcome_unknown"]).inc_by(s.outcome_unknown);
+        }
+        if s.expired > 0 {
+            tracing::warn!(count = s.expired, "approved proposals expired unspent (executors lagged)");
+            self.metrics.swept.with_label_values(&["expired"]).inc_by(s.expired);
+            self.metrics.grants_rejected.with_label_values(&["expired"]).inc_by(s.expired);
+        }
+        Ok(())
+    }
+}
+
+/// Runs `actiond executor` until SIGINT/SIGTERM; running handlers finish first.
+pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
+    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let metrics = Metrics::new("executor");
+    let worker = Arc::new(Worker::from_args(db.clone(), &args, ExecutorMetrics::new(&metrics))?);
+    let ready_db = db.clone();
+    let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
+        let d = ready_db.clone();
+        Box::pin(async move { d.ping().await })
+    });
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut stop_admin = stop_rx.clone();
+    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, None, async move {
+        let _ = stop_admin.changed().await;
+    })
+    .await?;
+    tracing::info!(admin = %admin, id = worker.id(), trusted_keys = ?worker.trusted_key_ids(), "actiond executor started");
+    tokio::spawn(async move {
+        actiond_runtime::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let wake = Arc::new(Notify::new());
+    let listener = spawn_listener(&db, CHANNEL_APPROVED, wake.clone());
+    let slots = Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let poll = Duration::from_millis(args.poll_ms.max(10));
+    let sweep_every = Duration::from_millis(args.sweep_ms.max(100));
+    let mut last_sweep = tokio::time::Instant::now() - sweep_every;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop_rx.borrow() {
+            break;
+        }
+        if last_sweep.elapsed() >= sweep_every {
+            last_sweep = tokio::time::Instant::now();
+            if let Err(e) = worker.sweep().await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+        let free = slots.available_permits() as i64;
+        if free == 0 {
+            tokio::select! {
+                _ = slots.acquire() => {},
+                _ = stop_rx.changed() => {},
+            }
+            continue;
+        }
+        match worker.claim(free.min(args.batch.max(1))).await {
+            Ok(rows) if !rows.is_empty() => {
+                backoff = Duration::from_millis(100);
+                for row in rows {
+                    let Ok(permit) = slots.clone().acquire_owned().await else { break };
+                    let w = worker.clone();
+                    tokio::spawn(async move {
+                        let id = row.id;
+                        if let Err(e) = w.process(row).await {
+                            tracing::warn!(proposal = %id, error = %e, "processing failed; the lease will expire and the sweeper decides");
+                        }
+                        drop(permit);
+                    });
+                }
+            }
+            Ok(_) => {
+                tokio::select! {
+                    () = wake.notified() => {},
+                    () = tokio::time::sleep(poll) => {},
+                    _ = stop_rx.changed() => {},
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "claim failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {},
+                    _ = stop_rx.changed() => {},
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    // Let running handlers finish and record their outcomes.
+    let _ = slots.acquire_many(args.concurrency.max(1) as u32).await;
+    listener.abort();
+    tracing::info!("actiond executor stopped");
+    Ok(())
+}

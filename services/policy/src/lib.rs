@@ -1,1 +1,324 @@
+//! actiond-policy: the policy worker (`actiond policy`).
+//!
+//! Loop: wait for a NOTIFY on `actiond_pending` or the poll interval; claim a batch of
+//! `pending` proposals with `FOR UPDATE SKIP LOCKED`; for each, evaluate the tenant's latest
+//! document (CEL rules off the async executor, with a time budget; fail closed); record effect,
+//! rule, reason, document version and sha256; on `allow` issue the grant in the same
+//! transaction; commit; NOTIFY `actiond_approved` so executors wake.
+//!
+//! Policy also owns the timeouts of the states it produced: `pending` and `escalated` rows
+//! older than the tenant's `escalation_ttl` become `expired` (swept every `sweep_interval`).
+//! Its admin listener exports the database-derived queue gauges (oldest age per tenant and
+//! state), so they come from one place.
 
+use actiond_core::grant::GrantSigner;
+use actiond_core::policy::{AgentFacts, Decision, EvalInput, History, decide};
+use actiond_runtime::Metrics;
+use actiond_runtime::credentials::CredentialsDir;
+use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
+use actiond_store::policy_cache::PolicyCache;
+use actiond_store::policy_queue::{self, PendingRow};
+use actiond_store::{Db, tenants};
+use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Command-line / environment configuration of `actiond policy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PolicyArgs {
+    /// Postgres URL of the policy role.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Admin listener (/metrics with queue-age gauges, /healthz, /readyz).
+    #[arg(long, env = "ACTIOND_POLICY_ADMIN_LISTEN", default_value = "127.0.0.1:9181")]
+    pub admin_listen: SocketAddr,
+    /// Directory holding `grant_signing_key` (base64 PKCS#8 Ed25519); default
+    /// `$CREDENTIALS_DIRECTORY`.
+    #[arg(long, env = "ACTIOND_POLICY_CREDENTIALS_DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// Key id written into grants; must start with `policy-`.
+    #[arg(long, env = "ACTIOND_POLICY_KEY_ID", default_value = "policy-1")]
+    pub key_id: String,
+    /// Proposals claimed per transaction.
+    #[arg(long, env = "ACTIOND_POLICY_BATCH", default_value_t = 64)]
+    pub batch: i64,
+    /// Poll interval when no NOTIFY arrives (the fallback for lost notifications).
+    #[arg(long, env = "ACTIOND_POLICY_POLL_MS", default_value_t = 1000)]
+    pub poll_ms: u64,
+    /// Evaluation budget per proposal; an overrun escalates (fail closed).
+    #[arg(long, env = "ACTIOND_POLICY_EVAL_BUDGET_MS", default_value_t = 100)]
+    pub eval_budget_ms: u64,
+    /// How often stale `pending`/`escalated` rows are expired.
+    #[arg(long, env = "ACTIOND_POLICY_SWEEP_MS", default_value_t = 5000)]
+    pub sweep_ms: u64,
+    /// Pool size.
+    #[arg(long, env = "ACTIOND_POLICY_POOL_SIZE", default_value_t = 4)]
+    pub pool_size: usize,
+}
+
+/// Metrics of the policy worker.
+#[derive(Clone)]
+pub struct PolicyMetrics {
+    decisions: IntCounterVec,
+    no_handler: IntCounterVec,
+    grants_issued: IntCounterVec,
+    eval_failures: IntCounterVec,
+    expired: IntCounterVec,
+    eval_seconds: HistogramVec,
+    oldest_age: GaugeVec,
+    depth: GaugeVec,
+}
+
+impl PolicyMetrics {
+    /// Registers the policy metrics.
+    pub fn new(m: &Metrics) -> Self {
+        Self {
+            decisions: m.counter_vec("policy_decisions_total", "Decisions by tenant and effect", &["tenant", "effect"]),
+            no_handler: m.counter_vec(
+                "policy_no_handler_total",
+                "Proposals for actions missing from the tenant's handler registry (read the agent's transcript)",
+                &["tenant"],
+            ),
+            grants_issued: m.counter_vec("grants_issued_total", "Grants issued by issuer", &["issuer"]),
+            eval_failures: m.counter_vec("policy_eval_failures_total", "Rule evaluations that failed closed", &["tenant", "cause"]),
+            expired: m.counter_vec("policy_expired_total", "Pending/escalated proposals expired by escalation_ttl", &["tenant"]),
+            eval_seconds: m.histogram_vec("policy_eval_seconds", "Time to evaluate one proposal's rules", &[]),
+            oldest_age: m.gauge_vec(
+                "queue_oldest_age_seconds",
+                "Age of the oldest proposal per tenant and state (pending, escalated, approved)",
+                &["tenant", "state"],
+            ),
+            depth: m.gauge_vec("queue_depth", "Proposals per tenant and live state", &["tenant", "state"]),
+        }
+    }
+}
+
+/// The policy worker.
+pub struct Worker {
+    db: Db,
+    signer: Arc<GrantSigner>,
+    cache: PolicyCache,
+    metrics: PolicyMetrics,
+    batch: i64,
+    budget: Duration,
+    approved: Notifier,
+}
+
+impl Worker {
+    /// Builds a worker. `signer` must have a `policy-` key id.
+    pub fn new(db: Db, signer: GrantSigner, metrics: PolicyMetrics, batch: i64, budget: Duration) -> Self {
+        let approved = Notifier::spawn(db.clone(), CHANNEL_APPROVED, Duration::from_millis(20));
+        Self { db, signer: Arc::new(signer), cache: PolicyCache::default(), metrics, batch, budget, approved }
+    }
+
+    /// Claims and decides one batch. Returns how many proposals were decided.
+    pub async fn run_once(&self) -> anyhow::Result<usize> {
+        let mut client = self.db.client().await?;
+        let tx = client.transaction().await?;
+        let rows = policy_queue::claim(&tx, self.batch).await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let mut any_approved = false;
+        for row in &rows {
+            let (decision, version, sha, lifetime) = self.evaluate(&tx, row).await?;
+            if decision.rule.as_deref() == Some("no-handler") {
+                self.metrics.no_handler.with_label_values(&[&row.tenant_id]).inc();
+            }
+            if !decision.errors.is_empty() {
+                let cause = if decision.errors.iter().any(|e| e.contains("time budget")) { "budget" } else { "error" };
+                self.metrics.eval_failures.with_label_values(&[&row.tenant_id, cause]).inc();
+                tracing::warn!(proposal = %row.id, tenant = %row.tenant_id, errors = ?decision.errors, "rule evaluation failed closed");
+            }
+            let rec = policy_queue::record(&tx, row, &decision, version, sha.as_deref(), &self.signer, lifetime).await?;
+            self.metrics.decisions.with_label_values(&[&row.tenant_id, decision.effect.as_str()]).inc();
+            if rec.grant_id.is_some() {
+                any_approved = true;
+                self.metrics.grants_issued.with_label_values(&["policy"]).inc();
+            }
+        }
+        tx.commit().await?;
+        if any_approved {
+            self.approved.hint();
+        }
+        Ok(rows.len())
+    }
+
+    async fn evaluate(
+        &self,
+        tx: &actiond_store::Tx<'_>,
+        row: &PendingRow,
+    ) -> anyhow::Result<(Decision, Option<i32>, Option<String>, Duration)> {
+        let Some(policy) = self.cache.latest(tx, &row.tenant_id).await? else {
+            let d = Decision {
+                effect: actiond_core::policy::Effect::Block,
+                rule: Some("no-document".into()),
+                reason: "this tenant has no policy document".into(),
+                errors: Vec::new(),
+            };
+            return Ok((d, None, None, Duration::ZERO));
+        };
+        let params = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
+        let handler = policy.doc.handler(&row.action).cloned();
+        let uses_history = policy.doc.policy.rules.iter().any(|r| r.when.contains("history"));
+        let history = match (&handler, uses_history) {
+            (Some(h), true) => {
+                policy_queue::history(
+                    tx,
+                    &row.tenant_id,
+                    row.agent_id,
+                    &row.action,
+                    policy.doc.policy.history_window,
+                    h.kind.history_sum_param(),
+                    row.id,
+                )
+                .await?
+            }
+            _ => History::default(),
+        };
+        let input = EvalInput {
+            action: row.action.clone(),
+            target: row.target.clone(),
+            params,
+            agent: AgentFacts {
+                id: row.agent_id.to_string(),
+                name: row.agent_name.clone(),
+                owner: row.agent_owner.clone().unwrap_or_default(),
+            },
+            session: row.session_id.clone().unwrap_or_default(),
+            history,
+        };
+        let version = policy.version;
+        let sha = policy.sha256.clone();
+        let timer = self.metrics.eval_seconds.with_label_values::<&str>(&[]).start_timer();
+        let p = policy.clone();
+        let decision = actiond_runtime::with_budget(self.budget, move || decide(&p, &input))
+            .await
+            .unwrap_or_else(Decision::budget_exceeded);
+        timer.observe_duration();
+        let lifetime = handler.map(|h| h.grant_lifetime).unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
+        Ok((decision, Some(version), Some(sha), lifetime))
+    }
+
+    /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.
+    pub async fn sweep(&self) -> anyhow::Result<u64> {
+        let mut total = 0;
+        for tenant in tenants::list(&self.db).await? {
+            let c = self.db.client().await?;
+            let Some(policy) = self.cache.latest(&c, &tenant).await? else { continue };
+            let n = policy_queue::expire_stale(&c, &tenant, policy.doc.policy.escalation_ttl).await?;
+            if n > 0 {
+                self.metrics.expired.with_label_values(&[&tenant]).inc_by(n);
+                tracing::info!(tenant, expired = n, "expired proposals past escalation_ttl");
+            }
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Refreshes the queue gauges from the database (called at scrape time).
+    pub async fn refresh_gauges(&self) {
+        match actiond_store::metrics::queue_ages(&self.db).await {
+            Ok(rows) => {
+                self.metrics.oldest_age.reset();
+                self.metrics.depth.reset();
+                for (tenant, state, age, count) in rows {
+                    self.metrics.oldest_age.with_label_values(&[&tenant, &state]).set(age);
+                    self.metrics.depth.with_label_values(&[&tenant, &state]).set(count as f64);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.detail(), "queue gauges not refreshed"),
+        }
+    }
+}
+
+/// Loads the grant-signing key from the credentials directory (`grant_signing_key`).
+pub fn load_signer(dir: Option<&std::path::Path>, key_id: &str) -> anyhow::Result<GrantSigner> {
+    let creds = CredentialsDir::resolve(dir)?;
+    let text = creds.read("grant_signing_key")?;
+    Ok(GrantSigner::from_pkcs8_b64(key_id, &text)?)
+}
+
+/// Runs `actiond policy` until SIGINT/SIGTERM. Work in flight finishes its transaction.
+pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
+    if !args.key_id.starts_with("policy-") {
+        anyhow::bail!("--key-id must start with policy- (got {:?})", args.key_id);
+    }
+    let signer = load_signer(args.credentials_dir.as_deref(), &args.key_id)?;
+    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let metrics = Metrics::new("policy");
+    let worker = Arc::new(Worker::new(
+        db.clone(),
+        signer,
+        PolicyMetrics::new(&metrics),
+        args.batch.clamp(1, 1000),
+        Duration::from_millis(args.eval_budget_ms.max(1)),
+    ));
+    let ready_db = db.clone();
+    let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
+        let d = ready_db.clone();
+        Box::pin(async move { d.ping().await })
+    });
+    let w = worker.clone();
+    let scrape: actiond_runtime::ScrapeHook = Arc::new(move || {
+        let w = w.clone();
+        Box::pin(async move { w.refresh_gauges().await })
+    });
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut stop_admin = stop_rx.clone();
+    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, Some(scrape), async move {
+        let _ = stop_admin.changed().await;
+    })
+    .await?;
+    tracing::info!(admin = %admin, key_id = %args.key_id, "actiond policy started");
+    let wake = Arc::new(Notify::new());
+    let listener = spawn_listener(&db, CHANNEL_PENDING, wake.clone());
+    tokio::spawn(async move {
+        actiond_runtime::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let poll = Duration::from_millis(args.poll_ms.max(10));
+    let sweep_every = Duration::from_millis(args.sweep_ms.max(100));
+    let mut last_sweep = tokio::time::Instant::now() - sweep_every;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop_rx.borrow() {
+            break;
+        }
+        if last_sweep.elapsed() >= sweep_every {
+            last_sweep = tokio::time::Instant::now();
+            if let Err(e) = worker.sweep().await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+        match worker.run_once().await {
+            Ok(n) if n as i64 >= worker.batch => {
+                backoff = Duration::from_millis(100);
+                continue; // more may be waiting
+            }
+            Ok(_) => {
+                backoff = Duration::from_millis(100);
+                tokio::select! {
+                    () = wake.notified() => {},
+                    () = tokio::time::sleep(poll) => {},
+                    _ = stop_rx.changed() => {},
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "policy batch failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {},
+                    _ = stop_rx.changed() => {},
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    listener.abort();
+    tracing::info!("actiond policy stopped");
+    Ok(())
+}

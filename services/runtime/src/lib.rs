@@ -177,3 +177,12 @@ async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
 pub fn say(line: &str) {
     println!("{line}");
 }
+
+/// Runs CPU-bound work off the async executor with a time budget. `None` when the budget ran
+/// out or the work panicked (the thread may keep running: budget the inputs too).
+pub async fn with_budget<T: Send + 'static>(budget: std::time::Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::time::timeout(budget, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(v)) => Some(v),
+        _ => None,
+    }
+}

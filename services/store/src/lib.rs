@@ -19,6 +19,7 @@ pub mod executor_queue;
 pub mod grants;
 pub mod listen;
 pub mod metrics;
+pub mod policy_cache;
 pub mod policy_queue;
 pub mod proposals;
 pub mod tenants;
@@ -31,7 +32,7 @@ use tokio_postgres::NoTls;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A query failed.
-    #[error("database error: {0}")]
+    #[error("database error: {}", db_detail(.0))]
     Db(#[from] tokio_postgres::Error),
     /// No connection could be had from the pool.
     #[error("database pool: {0}")]
@@ -61,14 +62,21 @@ impl StoreError {
     /// The full chain of a database error (tokio-postgres' `Display` hides the cause).
     pub fn detail(&self) -> String {
         match self {
-            StoreError::Db(e) => match e.as_db_error() {
-                Some(d) => format!("{} ({}): {}", d.severity(), d.code().code(), d.message()),
-                None => e.to_string(),
-            },
+            StoreError::Db(e) => db_detail(e),
             other => other.to_string(),
         }
     }
 }
+
+fn db_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} ({}): {}", d.severity(), d.code().code(), d.message()),
+        None => e.to_string(),
+    }
+}
+
+/// A transaction on a pooled connection.
+pub type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
 /// Result alias for the store.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,130 @@
+//! A small client for the REST API: `actiond propose` and `actiond status`.
+
+use actiond_runtime::say;
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+
+/// Where the API is and who the agent is.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Conn {
+    /// API base URL.
+    #[arg(long, env = "ACTIOND_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// File holding the agent token (else `ACTIOND_TOKEN`).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+}
+
+impl Conn {
+    fn token(&self) -> anyhow::Result<String> {
+        if let Some(p) = &self.token_file {
+            return Ok(std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?.trim().to_owned());
+        }
+        match std::env::var("ACTIOND_TOKEN") {
+            Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
+            _ => bail!("no agent token: pass --token-file FILE or set ACTIOND_TOKEN"),
+        }
+    }
+}
+
+/// `actiond propose`.
+#[derive(Debug, clap::Args)]
+pub struct ProposeArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Action name, e.g. billing.refund.issue.
+    #[arg(long)]
+    action: String,
+    /// Params as a JSON object.
+    #[arg(long)]
+    params: String,
+    /// Why the agent proposes it.
+    #[arg(long)]
+    reason: Option<String>,
+    /// The text that led to it.
+    #[arg(long)]
+    source_text: Option<String>,
+    /// Session id.
+    #[arg(long)]
+    session: Option<String>,
+    /// Idempotency key.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Wait up to this many seconds for a decision.
+    #[arg(long, default_value_t = 0)]
+    wait: u64,
+}
+
+fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
+    if !status.is_success() {
+        let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or(body);
+        bail!("HTTP {}: {detail}", status.as_u16());
+    }
+    say(&serde_json::to_string_pretty(&v)?);
+    Ok(v)
+}
+
+/// `actiond propose`.
+pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
+    let token = a.conn.token()?;
+    // Send the params text as written: the server's strict parser must see duplicates etc.
+    let params_raw = a.params.trim();
+    if !params_raw.starts_with('{') {
+        bail!("--params must be a JSON object");
+    }
+    let mut body = format!("{{\"action\":{},\"params\":{params_raw}", serde_json::Value::String(a.action.clone()));
+    for (k, v) in [("reason", &a.reason), ("source_text", &a.source_text), ("session", &a.session)] {
+        if let Some(v) = v {
+            body.push_str(&format!(",\"{k}\":{}", serde_json::Value::String(v.clone())));
+        }
+    }
+    body.push('}');
+    let http = reqwest::Client::new();
+    let mut req = http
+        .post(format!("{}/v1/proposals", a.conn.url.trim_end_matches('/')))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(k) = &a.idempotency_key {
+        req = req.header("idempotency-key", k);
+    }
+    let resp = req.send().await.with_context(|| format!("cannot reach {}", a.conn.url))?;
+    let status = resp.status();
+    let v = print_response(status, &resp.text().await?)?;
+    if a.wait > 0 {
+        if let Some(id) = v.get("proposal_id").and_then(|x| x.as_str()) {
+            wait_status(&http, &a.conn.url, &token, id, a.wait, Some("pending")).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `actiond status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Proposal id.
+    id: String,
+    /// Wait up to this many seconds for the state to change.
+    #[arg(long, default_value_t = 0)]
+    wait: u64,
+}
+
+async fn wait_status(http: &reqwest::Client, url: &str, token: &str, id: &str, wait: u64, seen: Option<&str>) -> anyhow::Result<()> {
+    let mut q = format!("{}/v1/proposals/{id}?wait={}", url.trim_end_matches('/'), wait.min(60));
+    if let Some(s) = seen {
+        q.push_str(&format!("&state={s}"));
+    }
+    let resp = http.get(q).bearer_auth(token).send().await.with_context(|| format!("cannot reach {url}"))?;
+    let status = resp.status();
+    print_response(status, &resp.text().await?)?;
+    Ok(())
+}
+
+/// `actiond status`.
+pub async fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let token = a.conn.token()?;
+    wait_status(&reqwest::Client::new(), &a.conn.url, &token, &a.id, a.wait, None).await
+}
