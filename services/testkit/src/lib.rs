@@ -1,1 +1,388 @@
+//! Test support (dev-only): real Postgres, real processes, real HTTP.
+//!
+//! - [`TestDb`]: a fresh database per test, created from a migrated template database
+//!   (`CREATE DATABASE t_<uuid> TEMPLATE actiond_tmpl_<hash of migrations>`), dropped on drop.
+//!   The server comes from `ACTIOND_TEST_DATABASE_URL` (default
+//!   `postgres://postgres@127.0.0.1:5432/postgres`).
+//! - [`Keys`]: generated grant keys laid out like `actiond dev` does (one credentials
+//!   directory per signer, the executor's `trusted_keys/`).
+//! - [`Receiver`]: a local HTTP server that counts and records requests, optionally slow.
+//! - [`Service`]: an `actiond <role>` child process with its log in a file, killed on drop.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+
+use actiond_core::grant::{GrantSigner, generate_key};
+use actiond_store::Db;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The admin connection URL of the test Postgres server.
+pub fn server_url() -> String {
+    std::env::var("ACTIOND_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn with_db(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let head = base.rsplit_once('/').map(|x| x.0).unwrap_or(base);
+    format!("{head}/{db}{query}")
+}
+
+async fn admin_client() -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(&server_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {} ({e}); start it or set ACTIOND_TEST_DATABASE_URL", server_url()));
+    tokio::spawn(conn);
+    c
+}
+
+fn migrations_hash() -> String {
+    use sha2::{Digest, Sha256};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql/migrations");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.file_name().unwrap().to_string_lossy().as_bytes());
+        h.update(std::fs::read(&f).unwrap());
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+
+async fn template() -> String {
+    TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("actiond_tmpl_{}", migrations_hash());
+            let c = admin_client().await;
+            // Serialize template creation across test binaries running at once.
+            c.execute("SELECT pg_advisory_lock(4242424242)", &[]).await.unwrap();
+            let exists = c.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).await.unwrap().is_some();
+            if !exists {
+                let building = format!("{name}_building");
+                c.batch_execute(&format!("DROP DATABASE IF EXISTS {building}")).await.unwrap();
+                c.batch_execute(&format!("CREATE DATABASE {building}")).await.unwrap();
+                let db = Db::connect(&with_db(&server_url(), &building), 1).unwrap();
+                db.migrate().await.unwrap_or_else(|e| panic!("migrations failed: {e}"));
+                drop(db);
+                // Let the pooled connection close before using it as a template.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}")).await.unwrap();
+            }
+            c.execute("SELECT pg_advisory_unlock(4242424242)", &[]).await.unwrap();
+            name
+        })
+        .await
+        .clone()
+}
+
+/// A fresh, migrated database of its own.
+pub struct TestDb {
+    /// Database name.
+    pub name: String,
+    /// URL of the database (superuser).
+    pub url: String,
+    /// A pool on it.
+    pub db: Db,
+}
+
+impl TestDb {
+    /// Creates the database from the migrated template.
+    pub async fn new() -> Self {
+        let tmpl = template().await;
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let c = admin_client().await;
+        let mut tries = 0;
+        loop {
+            match c.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {tmpl}")).await {
+                Ok(()) => break,
+                Err(e) if tries < 20 => {
+                    // "source database is being accessed by other users": retry shortly.
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("CREATE DATABASE failed: {e}"),
+            }
+        }
+        let url = with_db(&server_url(), &name);
+        let db = Db::connect(&url, 8).unwrap();
+        Self { name, url, db }
+    }
+
+    /// A direct superuser client (for tampering like an attacker with database access).
+    pub async fn superuser(&self) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        c
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        if std::env::var_os("ACTIOND_TEST_KEEP_DB").is_some() {
+            eprintln!("kept test database {name}");
+            return;
+        }
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let c = admin_client().await;
+                let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Grant keys and credentials laid out per service in a temporary directory.
+pub struct Keys {
+    /// Root directory (removed on drop).
+    pub dir: PathBuf,
+    /// Policy credentials dir (`grant_signing_key`).
+    pub policy_dir: PathBuf,
+    /// Break-glass CLI credentials dir.
+    pub cli_dir: PathBuf,
+    /// Web credentials dir.
+    pub web_dir: PathBuf,
+    /// Executor credentials dir (`trusted_keys/`, tenant credentials).
+    pub executor_dir: PathBuf,
+    /// The break-glass signer, for tests that forge or craft grants.
+    pub breakglass: Arc<GrantSigner>,
+    /// The policy signer.
+    pub policy: Arc<GrantSigner>,
+}
+
+impl Keys {
+    /// Generates keys; the executor trusts policy-1, web-1 and breakglass-1.
+    pub fn generate() -> Self {
+        let dir = std::env::temp_dir().join(format!("actiond-test-{}", uuid::Uuid::new_v4().simple()));
+        let executor_dir = dir.join("executor");
+        std::fs::create_dir_all(executor_dir.join("trusted_keys")).unwrap();
+        let mut signers = HashMap::new();
+        for (role, key_id) in [("policy", "policy-1"), ("cli", "breakglass-1"), ("web", "web-1")] {
+            let d = dir.join(role);
+            std::fs::create_dir_all(&d).unwrap();
+            let k = generate_key().unwrap();
+            std::fs::write(d.join("grant_signing_key"), &k.private_pkcs8_b64).unwrap();
+            std::fs::write(executor_dir.join("trusted_keys").join(format!("{key_id}.pub")), &k.public_b64).unwrap();
+            signers.insert(role, Arc::new(GrantSigner::from_pkcs8_b64(key_id, &k.private_pkcs8_b64).unwrap()));
+        }
+        Self {
+            policy_dir: dir.join("policy"),
+            cli_dir: dir.join("cli"),
+            web_dir: dir.join("web"),
+            executor_dir,
+            breakglass: signers["cli"].clone(),
+            policy: signers["policy"].clone(),
+            dir,
+        }
+    }
+
+    /// Writes an executor credential `<tenant>.<name>`.
+    pub fn credential(&self, tenant: &str, name: &str, value: &str) {
+        std::fs::write(self.executor_dir.join(format!("{tenant}.{name}")), value).unwrap();
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One request seen by a [`Receiver`].
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Path.
+    pub path: String,
+    /// Headers (lowercase names).
+    pub headers: HashMap<String, String>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// A local HTTP server that records every request. Requests to paths starting with `/slow`
+/// are answered only after `slow_delay`.
+#[derive(Clone)]
+pub struct Receiver {
+    /// Base URL (`http://127.0.0.1:PORT`).
+    pub url: String,
+    /// `127.0.0.1:PORT`.
+    pub host_port: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Receiver {
+    /// Starts the receiver.
+    pub async fn start(slow_delay: Duration) -> Self {
+        use axum::body::Bytes;
+        use axum::http::{HeaderMap, Uri};
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let s2 = seen.clone();
+        let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
+            let s = s2.clone();
+            async move {
+                let path = uri.path().to_owned();
+                s.lock().unwrap().push(Seen {
+                    path: path.clone(),
+                    headers: headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned())).collect(),
+                    body: body.to_vec(),
+                });
+                if path.starts_with("/slow") {
+                    tokio::time::sleep(slow_delay).await;
+                }
+                axum::Json(serde_json::json!({"id": "re_test", "status": "succeeded"}))
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url: format!("http://{addr}"), host_port: addr.to_string(), seen }
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Number of requests so far.
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+/// Path of the `actiond` binary, built once per test process (`cargo build -p actiond`).
+pub fn actiond_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/<test> → target/<profile>/actiond
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+        let bin = profile_dir.join("actiond");
+        if std::env::var_os("ACTIOND_TEST_NO_BUILD").is_none() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-q", "-p", "actiond"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("cargo build -p actiond");
+            assert!(st.success(), "cargo build -p actiond failed");
+        }
+        assert!(bin.exists(), "{} not found", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// Directory for child process logs of one test: `target/e2e-logs/<test>/`.
+pub fn log_dir(test: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).unwrap().to_path_buf();
+    let d = target.join("e2e-logs").join(test);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A running `actiond <role>` process; SIGKILLed on drop.
+pub struct Service {
+    /// The child.
+    pub child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+    /// Role name.
+    pub role: String,
+}
+
+impl Service {
+    /// Spawns `actiond <role> <args>` with `envs`, logging to `<log_dir>/<name>.log`.
+    pub fn spawn(role: &str, name: &str, args: &[&str], envs: &[(&str, String)], log_dir: &Path) -> Self {
+        let log = log_dir.join(format!("{name}.log"));
+        let f = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(actiond_bin());
+        cmd.arg(role).args(args).env_remove("CREDENTIALS_DIRECTORY").env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::from(f));
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        Self { child, log, role: role.to_owned() }
+    }
+
+    /// SIGKILL, like a crash.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait (graceful stop).
+    pub fn terminate(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port (bind, read, release).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs the `actiond` CLI to completion; returns (success, stdout, stderr).
+pub fn cli(args: &[&str], envs: &[(&str, String)]) -> (bool, String, String) {
+    let mut cmd = Command::new(actiond_bin());
+    cmd.args(args).env_remove("CREDENTIALS_DIRECTORY").env_remove("RUST_LOG");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates an agent and returns (agent id, token).
+pub async fn agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>) -> (uuid::Uuid, String) {
+    use base64::Engine as _;
+    let bytes: [u8; 32] = rand::random();
+    let token = format!("actiond_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
+    let a = actiond_store::agents::create(db, tenant, name, owner, &hash, None).await.unwrap();
+    (a.id, token)
+}

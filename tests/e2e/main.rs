@@ -1,0 +1,8 @@
+//! End-to-end tests: the gateway's services as real processes on a fresh Postgres database per
+//! test, with a real local HTTP receiver counting what the executor sends.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api;
+mod attacks;
+mod flows;
+mod support;

@@ -1,0 +1,264 @@
+//! A whole gateway per test: a fresh database, keys, a counting receiver, and `actiond api`,
+//! `actiond policy` and `actiond executor` as real processes.
+
+use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const TENANT: &str = r#"
+tenant: acme
+policy:
+  default: escalate
+  escalation_ttl: 1h
+  rules:
+    - name: shell-never
+      when: 'action.startsWith("shell.")'
+      effect: block
+      reason: Agents never get a shell.
+    - name: small-refund
+      when: 'action == "billing.refund.issue" && params.amount <= 5000'
+      effect: allow
+      reason: Refunds up to 50.00 are automatic.
+    - name: large-refund
+      when: 'action == "billing.refund.issue" && params.amount > 5000'
+      effect: escalate
+      reason: Refunds over 50.00 need a person.
+    - name: ping-webhook
+      when: 'action == "webhook.post" && has(params.body.kind) && params.body.kind == "ping"'
+      effect: allow
+      reason: Pings are harmless.
+    - name: prod-dns
+      when: 'action == "dns.record.update" && params.zone == "prod.example.com"'
+      effect: escalate
+      reason: Production DNS changes need a person.
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+  webhook.post:
+    url: RECEIVER/WEBHOOK_PATH
+    credential: hooks
+    timeout: 4s
+  dns.record.update:
+    credential: pdns
+    zones: [prod.example.com, staging.example.com]
+approvers:
+  subjects: [alice, bob]
+"#;
+
+pub struct Stack {
+    pub tdb: TestDb,
+    pub keys: Keys,
+    pub recv: Receiver,
+    pub api_url: String,
+    pub token: String,
+    pub agent_id: uuid::Uuid,
+    pub logs: PathBuf,
+    pub services: Vec<Service>,
+    pub http: reqwest::Client,
+}
+
+pub struct Options {
+    pub webhook_path: &'static str,
+    pub slow_delay: Duration,
+    pub api: bool,
+    pub policy: bool,
+    pub executor: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { webhook_path: "hook", slow_delay: Duration::from_secs(30), api: true, policy: true, executor: true }
+    }
+}
+
+impl Stack {
+    pub async fn new(name: &str) -> Self {
+        Self::with(name, Options::default()).await
+    }
+
+    pub async fn with(name: &str, o: Options) -> Self {
+        let tdb = TestDb::new().await;
+        let keys = Keys::generate();
+        let recv = Receiver::start(o.slow_delay).await;
+        for c in ["payments", "hooks", "pdns"] {
+            keys.credential("acme", c, &format!("secret-{c}"));
+        }
+        let doc = TENANT.replace("RECEIVER", &recv.url).replace("WEBHOOK_PATH", o.webhook_path);
+        actiond_store::tenants::apply(&tdb.db, &doc, "test").await.unwrap();
+        let (agent_id, token) = agent(&tdb.db, "acme", "support-bot", Some("owner-olivia")).await;
+        let port = free_port();
+        let mut s = Self {
+            tdb,
+            keys,
+            recv,
+            api_url: format!("http://127.0.0.1:{port}"),
+            token,
+            agent_id,
+            logs: log_dir(name),
+            services: Vec::new(),
+            http: reqwest::Client::new(),
+        };
+        if o.api {
+            s.start_api(port).await;
+        }
+        if o.policy {
+            s.start_policy();
+        }
+        if o.executor {
+            s.start_executor("exec-1");
+        }
+        s
+    }
+
+    pub async fn start_api(&mut self, port: u16) {
+        let svc = Service::spawn(
+            "api",
+            "api",
+            &[],
+            &[
+                ("DATABASE_URL", self.tdb.url.clone()),
+                ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+                ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
+            ],
+            &self.logs,
+        );
+        self.services.push(svc);
+        let url = format!("{}/healthz", self.api_url);
+        let http = self.http.clone();
+        eventually(Duration::from_secs(20), "api /healthz", || {
+            let (h, u) = (http.clone(), url.clone());
+            async move { h.get(&u).send().await.ok().filter(|r| r.status().is_success()) }
+        })
+        .await;
+    }
+
+    pub fn start_policy(&mut self) {
+        let svc = Service::spawn(
+            "policy",
+            "policy",
+            &[],
+            &[
+                ("DATABASE_URL", self.tdb.url.clone()),
+                ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
+                ("ACTIOND_POLICY_CREDENTIALS_DIR", self.keys.policy_dir.display().to_string()),
+                ("ACTIOND_POLICY_POLL_MS", "200".into()),
+                ("ACTIOND_POLICY_SWEEP_MS", "500".into()),
+            ],
+            &self.logs,
+        );
+        self.services.push(svc);
+    }
+
+    pub fn executor_env(&self, id: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("DATABASE_URL", self.tdb.url.clone()),
+            ("ACTIOND_EXECUTOR_ADMIN_LISTEN", "127.0.0.1:0".into()),
+            ("ACTIOND_EXECUTOR_CREDENTIALS_DIR", self.keys.executor_dir.display().to_string()),
+            ("ACTIOND_EXECUTOR_ID", id.into()),
+            ("ACTIOND_WEBHOOK_ALLOWED_HOSTS", self.recv.host_port.clone()),
+            ("ACTIOND_BILLING_BASE_URL", format!("{}/", self.recv.url)),
+            ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
+            ("ACTIOND_EXECUTOR_POLL_MS", "200".into()),
+            ("ACTIOND_EXECUTOR_SWEEP_MS", "300".into()),
+            ("ACTIOND_EXECUTOR_LEASE_MARGIN_MS", "1000".into()),
+        ]
+    }
+
+    /// Starts an executor; returns its index in `services`.
+    pub fn start_executor(&mut self, id: &str) -> usize {
+        let env = self.executor_env(id);
+        let svc = Service::spawn("executor", id, &[], &env, &self.logs);
+        self.services.push(svc);
+        self.services.len() - 1
+    }
+
+    pub async fn post(&self, body: &str, key: Option<&str>) -> (u16, Value) {
+        self.post_as(&self.token, body, key).await
+    }
+
+    pub async fn post_as(&self, token: &str, body: &str, key: Option<&str>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .post(format!("{}/v1/proposals", self.api_url))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        if let Some(k) = key {
+            r = r.header("idempotency-key", k);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Proposes and returns the new proposal id (asserts 202).
+    pub async fn propose(&self, body: &str) -> uuid::Uuid {
+        let (st, v) = self.post(body, None).await;
+        assert_eq!(st, 202, "{v}");
+        v["proposal_id"].as_str().unwrap().parse().unwrap()
+    }
+
+    pub async fn get(&self, token: &str, id: &str, query: &str) -> (u16, Value) {
+        let resp = self.http.get(format!("{}/v1/proposals/{id}{query}", self.api_url)).bearer_auth(token).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn state(&self, id: uuid::Uuid) -> String {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query_one("SELECT state FROM proposals WHERE id = $1", &[&id]).await.unwrap().get(0)
+    }
+
+    pub async fn row(&self, id: uuid::Uuid) -> tokio_postgres::Row {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query_one(
+            "SELECT state, decision_reason, outcome, intent_hash, params_json, effect, rule_name FROM proposals WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Waits until the proposal is in `state` (panics with the service logs otherwise).
+    pub async fn wait_state(&self, id: uuid::Uuid, state: &str, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let s = self.state(id).await;
+            if s == state {
+                return;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let logs: Vec<String> = self.services.iter().map(|s| format!("--- {} ---\n{}", s.role, tail(&s.log_text()))).collect();
+                panic!("proposal {id} is {s}, expected {state}\n{}", logs.join("\n"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn audit_kinds(&self, id: uuid::Uuid) -> Vec<(String, Value)> {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query("SELECT kind, detail FROM audit_events WHERE proposal_id = $1 ORDER BY id", &[&id])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    }
+
+    pub fn cli_env(&self) -> Vec<(&'static str, String)> {
+        vec![("DATABASE_URL", self.tdb.url.clone()), ("ACTIOND_CLI_CREDENTIALS_DIR", self.keys.cli_dir.display().to_string())]
+    }
+}
+
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+pub fn refund(payment: &str, amount: i64) -> String {
+    format!(r#"{{"action":"billing.refund.issue","params":{{"payment_id":"{payment}","amount":{amount},"currency":"USD"}},"reason":"test"}}"#)
+}
