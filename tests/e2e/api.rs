@@ -4,20 +4,52 @@ use crate::support::{Options, Stack, refund};
 use std::time::Duration;
 
 fn no_workers() -> Options {
-    Options { policy: false, executor: false, ..Options::default() }
+    Options {
+        policy: false,
+        executor: false,
+        ..Options::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_clear_problem_and_nothing_is_stored() {
     let s = Stack::with("bad_input_problem", no_workers()).await;
     let cases: &[(&str, u16, &str)] = &[
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":10,"amount":5000,"currency":"USD"}}"#, 400, "params.amount"),
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":9007199254740993,"currency":"USD"}}"#, 400, "params.amount"),
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":"50.00","currency":"USD"}}"#, 400, "params.amount"),
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD","url":"http://x"}}"#, 400, "params.url"),
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD"},"target":"pi_other"}"#, 400, "target"),
-        (r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD"},"priority":"high"}"#, 400, "priority"),
-        (r#"{"action":"dns.record.update","params":{"zone":"evil.com","name":"www.evil.com","type":"A","records":["1.2.3.4"]}}"#, 400, "params.zone"),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":10,"amount":5000,"currency":"USD"}}"#,
+            400,
+            "params.amount",
+        ),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":9007199254740993,"currency":"USD"}}"#,
+            400,
+            "params.amount",
+        ),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":"50.00","currency":"USD"}}"#,
+            400,
+            "params.amount",
+        ),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD","url":"http://x"}}"#,
+            400,
+            "params.url",
+        ),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD"},"target":"pi_other"}"#,
+            400,
+            "target",
+        ),
+        (
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":500,"currency":"USD"},"priority":"high"}"#,
+            400,
+            "priority",
+        ),
+        (
+            r#"{"action":"dns.record.update","params":{"zone":"evil.com","name":"www.evil.com","type":"A","records":["1.2.3.4"]}}"#,
+            400,
+            "params.zone",
+        ),
         (r#"{"action":"x","params":{"s":"\uD800"}}"#, 400, "params.s"),
         (r#"{"action":"x","params":[]}"#, 400, "params"),
         (r#"{"params":{}}"#, 400, "action"),
@@ -27,25 +59,51 @@ async fn bad_input_gets_a_clear_problem_and_nothing_is_stored() {
     for (body, status, field) in cases {
         let (st, v) = s.post(body, None).await;
         assert_eq!(st, *status, "{body}: {v}");
-        let fields: Vec<&str> = v["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
-        assert!(fields.contains(field), "{body}: expected field {field}, got {v}");
-        assert!(v["type"].as_str().unwrap().starts_with("urn:actiond:problem:"));
+        let fields: Vec<&str> = v["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["field"].as_str().unwrap())
+            .collect();
+        assert!(
+            fields.contains(field),
+            "{body}: expected field {field}, got {v}"
+        );
+        assert!(
+            v["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:actiond:problem:")
+        );
         assert!(!v["detail"].as_str().unwrap().is_empty());
     }
     let c = s.tdb.db.client().await.unwrap();
-    let n: i64 = c.query_one("SELECT count(*) FROM proposals", &[]).await.unwrap().get(0);
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 0, "no bad proposal was stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_limit_auth_and_content_type() {
     let s = Stack::with("body_limit_auth", no_workers()).await;
-    let big = format!(r#"{{"action":"x","params":{{"pad":"{}"}}}}"#, "a".repeat(70 * 1024));
+    let big = format!(
+        r#"{{"action":"x","params":{{"pad":"{}"}}}}"#,
+        "a".repeat(70 * 1024)
+    );
     let (st, v) = s.post(&big, None).await;
     assert_eq!(st, 413, "{v}");
     let (st, _) = s.post_as("actiond_forged", &refund("pi", 100), None).await;
     assert_eq!(st, 401);
-    let r = s.http.post(format!("{}/v1/proposals", s.api_url)).body(refund("pi", 100)).send().await.unwrap();
+    let r = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .body(refund("pi", 100))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 401);
     assert!(r.headers().get("www-authenticate").is_some());
     let r = s
@@ -59,7 +117,17 @@ async fn body_limit_auth_and_content_type() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
     // A revoked token stops working at once.
-    let (ok, _, err) = actiond_testkit::cli(&["agent", "revoke", "--tenant", "acme", "--name", "support-bot"], &s.cli_env());
+    let (ok, _, err) = actiond_testkit::cli(
+        &[
+            "agent",
+            "revoke",
+            "--tenant",
+            "acme",
+            "--name",
+            "support-bot",
+        ],
+        &s.cli_env().await,
+    );
     assert!(ok, "{err}");
     let (st, _) = s.post(&refund("pi", 100), None).await;
     assert_eq!(st, 401);
@@ -86,20 +154,36 @@ async fn idempotency_key_under_100_parallel_requests() {
     assert_eq!(st, 202, "{v}");
     assert!(ids.contains(v["proposal_id"].as_str().unwrap()));
     let c = s.tdb.db.client().await.unwrap();
-    let n: i64 = c.query_one("SELECT count(*) FROM proposals", &[]).await.unwrap().get(0);
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_read_only_their_own_proposals_and_long_poll() {
-    let s = Stack::with("agents_read_own", Options { executor: false, ..Options::default() }).await;
+    let s = Stack::with(
+        "agents_read_own",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
     let id = s.propose(&refund("pi_mine", 12000)).await;
     let (_, other_token) = actiond_testkit::agent(&s.tdb.db, "acme", "other-bot", None).await;
     let (st, _) = s.get(&other_token, &id.to_string(), "").await;
     assert_eq!(st, 404, "another agent of the same tenant cannot read it");
     // A second tenant's agent cannot read it either.
-    let doc = crate::support::TENANT.replace("tenant: acme", "tenant: globex").replace("RECEIVER", &s.recv.url).replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&s.tdb.db, &doc, "test").await.unwrap();
+    let doc = crate::support::TENANT
+        .replace("tenant: acme", "tenant: globex")
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook");
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
     let (_, globex_token) = actiond_testkit::agent(&s.tdb.db, "globex", "bot", None).await;
     let (st, _) = s.get(&globex_token, &id.to_string(), "").await;
     assert_eq!(st, 404);
@@ -107,7 +191,9 @@ async fn agents_read_only_their_own_proposals_and_long_poll() {
     assert_eq!(st, 404);
     // Long-poll from pending returns as soon as policy decides.
     let started = std::time::Instant::now();
-    let (st, v) = s.get(&s.token, &id.to_string(), "?wait=20&state=pending").await;
+    let (st, v) = s
+        .get(&s.token, &id.to_string(), "?wait=20&state=pending")
+        .await;
     assert_eq!(st, 200);
     assert_eq!(v["state"], "escalated", "{v}");
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -128,13 +214,23 @@ async fn open_escalations_are_capped_per_agent() {
     assert_eq!(last, 19);
     let (st, v) = s.post(&refund("pi_cap_over", 12000), None).await;
     assert_eq!(st, 429, "{v}");
-    assert!(v["detail"].as_str().unwrap().contains("20 proposals waiting"));
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("20 proposals waiting")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_is_served() {
     let s = Stack::with("openapi_served", no_workers()).await;
-    let r = s.http.get(format!("{}/openapi.yaml", s.api_url)).send().await.unwrap();
+    let r = s
+        .http
+        .get(format!("{}/openapi.yaml", s.api_url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let text = r.text().await.unwrap();
     assert!(text.starts_with("openapi: 3.1.0"));

@@ -12,7 +12,9 @@ const T: Duration = Duration::from_secs(20);
 /// transition trigger), so the executor is shown its spent grant again.
 async fn rewind_to_approved(s: &Stack, id: uuid::Uuid) {
     let c = s.tdb.superuser().await;
-    c.batch_execute("SET session_replication_role = replica").await.unwrap();
+    c.batch_execute("SET session_replication_role = replica")
+        .await
+        .unwrap();
     c.execute(
         "UPDATE proposals SET state = 'approved', outcome = NULL, lease_owner = NULL, lease_until = NULL WHERE id = $1",
         &[&id],
@@ -32,7 +34,10 @@ async fn replayed_grant_is_refused() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(s.recv.count(), 1, "the replay did not run");
     let row = s.row(id).await;
-    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("this approval was already used; nothing ran"));
+    assert_eq!(
+        row.get::<_, Option<String>>(1).as_deref(),
+        Some("this approval was already used; nothing ran")
+    );
     let events = s.audit_kinds(id).await;
     let last = events.last().unwrap();
     assert_eq!(last.0, "grant.rejected");
@@ -49,7 +54,11 @@ async fn expired_grant_ends_expired_without_executing() {
     let c = s.tdb.superuser().await;
     let row = s.row(id).await;
     let intent: String = row.get(3);
-    let now_us: i64 = c.query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[]).await.unwrap().get(0);
+    let now_us: i64 = c
+        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
+        .await
+        .unwrap()
+        .get(0);
     let claims = GrantClaims {
         version: GRANT_VERSION,
         id: uuid::Uuid::new_v4(),
@@ -68,11 +77,20 @@ async fn expired_grant_ends_expired_without_executing() {
     )
     .await
     .unwrap();
-    c.execute("UPDATE proposals SET state = 'approved' WHERE id = $1", &[&id]).await.unwrap();
+    c.execute(
+        "UPDATE proposals SET state = 'approved' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
     s.wait_state(id, "expired", T).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(s.recv.count(), 0);
-    let used: Option<String> = c.query_one("SELECT used_by FROM grants WHERE id = $1", &[&claims.id]).await.unwrap().get(0);
+    let used: Option<String> = c
+        .query_one("SELECT used_by FROM grants WHERE id = $1", &[&claims.id])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(used, None, "an expired grant is never spent");
     let (_, v) = s.get(&s.token, &id.to_string(), "").await;
     assert_eq!(v["state"], "expired");
@@ -80,11 +98,29 @@ async fn expired_grant_ends_expired_without_executing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn params_tampered_after_approval_are_refused() {
-    let mut s = Stack::with("params_tampered_after_approval", Options { executor: false, ..Options::default() }).await;
+    let mut s = Stack::with(
+        "params_tampered_after_approval",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
     let id = s.propose(&refund("pi_t", 12000)).await;
     s.wait_state(id, "escalated", T).await;
     let intent: String = s.row(id).await.get(3);
-    let (ok, _, err) = cli(&["approvals", "approve", &id.to_string(), "--as", "alice", "--intent", &intent[..16]], &s.cli_env());
+    let (ok, _, err) = cli(
+        &[
+            "approvals",
+            "approve",
+            &id.to_string(),
+            "--as",
+            "alice",
+            "--intent",
+            &intent[..16],
+        ],
+        &s.cli_env().await,
+    );
     assert!(ok, "{err}");
     s.wait_state(id, "approved", T).await;
     // Someone with database access raises the amount after the approval.
@@ -93,22 +129,37 @@ async fn params_tampered_after_approval_are_refused() {
         .execute("UPDATE proposals SET params_json = '{\"amount\":99999,\"currency\":\"USD\",\"payment_id\":\"pi_t\"}' WHERE id = $1", &[&id])
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("immutable") || format!("{err:?}").contains("immutable"), "the trigger refuses it first: {err:?}");
-    c.batch_execute("SET session_replication_role = replica").await.unwrap();
+    assert!(
+        err.to_string().contains("immutable") || format!("{err:?}").contains("immutable"),
+        "the trigger refuses it first: {err:?}"
+    );
+    c.batch_execute("SET session_replication_role = replica")
+        .await
+        .unwrap();
     c.execute("UPDATE proposals SET params_json = '{\"amount\":99999,\"currency\":\"USD\",\"payment_id\":\"pi_t\"}' WHERE id = $1", &[&id])
         .await
         .unwrap();
-    s.start_executor("exec-late");
+    s.start_executor("exec-late").await;
     s.wait_state(id, "blocked", T).await;
     let row = s.row(id).await;
-    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("grant does not match this proposal"));
+    assert_eq!(
+        row.get::<_, Option<String>>(1).as_deref(),
+        Some("grant does not match this proposal")
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(s.recv.count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
-    let mut s = Stack::with("truncated_signatures", Options { executor: false, ..Options::default() }).await;
+    let mut s = Stack::with(
+        "truncated_signatures",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
     let a = s.propose(&refund("pi_a", 1000)).await;
     let b = s.propose(&refund("pi_b", 1000)).await;
     let d = s.propose(&refund("pi_d", 1000)).await;
@@ -116,43 +167,91 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
         s.wait_state(id, "approved", T).await;
     }
     let c = s.tdb.superuser().await;
-    c.execute("UPDATE grants SET sig = substring(sig from 1 for 63) WHERE proposal_id = $1", &[&a]).await.unwrap();
-    c.execute("UPDATE grants SET sig = ''::bytea WHERE proposal_id = $1", &[&b]).await.unwrap();
+    c.execute(
+        "UPDATE grants SET sig = substring(sig from 1 for 63) WHERE proposal_id = $1",
+        &[&a],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE grants SET sig = ''::bytea WHERE proposal_id = $1",
+        &[&b],
+    )
+    .await
+    .unwrap();
     // A grant signed by a key the executor does not trust, for an intent it otherwise matches.
-    c.execute("UPDATE grants SET key_id = 'policy-9' WHERE proposal_id = $1", &[&d]).await.unwrap();
-    let idx = s.start_executor("exec-sig");
+    c.execute(
+        "UPDATE grants SET key_id = 'policy-9' WHERE proposal_id = $1",
+        &[&d],
+    )
+    .await
+    .unwrap();
+    let idx = s.start_executor("exec-sig").await;
     for id in [a, b, d] {
         s.wait_state(id, "blocked", T).await;
-        assert_eq!(s.row(id).await.get::<_, Option<String>>(1).as_deref(), Some("the grant for this proposal was refused"));
+        assert_eq!(
+            s.row(id).await.get::<_, Option<String>>(1).as_deref(),
+            Some("the grant for this proposal was refused")
+        );
     }
     assert_eq!(s.recv.count(), 0);
-    assert!(s.services[idx].child.try_wait().unwrap().is_none(), "the executor is still running");
-    let reasons: Vec<String> = futures_util::future::join_all([a, b, d].map(|id| s.audit_kinds(id)))
-        .await
-        .into_iter()
-        .map(|ev| ev.last().unwrap().1["reason"].as_str().unwrap().to_owned())
-        .collect();
+    assert!(
+        s.services[idx].child.try_wait().unwrap().is_none(),
+        "the executor is still running"
+    );
+    let reasons: Vec<String> =
+        futures_util::future::join_all([a, b, d].map(|id| s.audit_kinds(id)))
+            .await
+            .into_iter()
+            .map(|ev| ev.last().unwrap().1["reason"].as_str().unwrap().to_owned())
+            .collect();
     assert_eq!(reasons, ["bad_signature", "bad_signature", "untrusted_key"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_changed_since_approval_blocks() {
-    let mut s = Stack::with("policy_changed_since_approval", Options { executor: false, ..Options::default() }).await;
+    let mut s = Stack::with(
+        "policy_changed_since_approval",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
     let id = s.propose(&refund("pi_p", 12000)).await;
     s.wait_state(id, "escalated", T).await;
     let intent: String = s.row(id).await.get(3);
-    let (ok, _, err) = cli(&["approvals", "approve", &id.to_string(), "--as", "alice", "--intent", &intent[..16]], &s.cli_env());
+    let (ok, _, err) = cli(
+        &[
+            "approvals",
+            "approve",
+            &id.to_string(),
+            "--as",
+            "alice",
+            "--intent",
+            &intent[..16],
+        ],
+        &s.cli_env().await,
+    );
     assert!(ok, "{err}");
     s.wait_state(id, "approved", T).await;
     // The tenant now blocks large refunds outright.
     let doc = crate::support::TENANT
         .replace("RECEIVER", &s.recv.url)
         .replace("WEBHOOK_PATH", "hook")
-        .replace("effect: escalate\n      reason: Refunds over 50.00 need a person.", "effect: block\n      reason: Large refunds are frozen.");
-    actiond_store::tenants::apply(&s.tdb.db, &doc, "test").await.unwrap();
-    s.start_executor("exec-pc");
+        .replace(
+            "effect: escalate\n      reason: Refunds over 50.00 need a person.",
+            "effect: block\n      reason: Large refunds are frozen.",
+        );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    s.start_executor("exec-pc").await;
     s.wait_state(id, "blocked", T).await;
-    assert_eq!(s.row(id).await.get::<_, Option<String>>(1).as_deref(), Some("policy changed since approval"));
+    assert_eq!(
+        s.row(id).await.get::<_, Option<String>>(1).as_deref(),
+        Some("policy changed since approval")
+    );
     assert_eq!(s.recv.count(), 0);
 }
 
@@ -164,12 +263,22 @@ async fn reordered_keys_give_the_same_intent() {
     let (st1, v1) = s.post(a, None).await;
     let (st2, v2) = s.post(b, None).await;
     assert_eq!((st1, st2), (202, 202), "{v1} {v2}");
-    assert_eq!(v1["proposal_id"], v2["proposal_id"], "the same open intent is returned");
+    assert_eq!(
+        v1["proposal_id"], v2["proposal_id"],
+        "the same open intent is returned"
+    );
     let id: uuid::Uuid = v1["proposal_id"].as_str().unwrap().parse().unwrap();
     let row = s.row(id).await;
     let params: String = row.get(4);
-    assert_eq!(params, r#"{"name":"www.prod.example.com","records":["192.0.2.1"],"ttl":300,"type":"A","zone":"prod.example.com"}"#);
+    assert_eq!(
+        params,
+        r#"{"name":"www.prod.example.com","records":["192.0.2.1"],"ttl":300,"type":"A","zone":"prod.example.com"}"#
+    );
     let c = s.tdb.db.client().await.unwrap();
-    let n: i64 = c.query_one("SELECT count(*) FROM proposals", &[]).await.unwrap().get(0);
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 1);
 }

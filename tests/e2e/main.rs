@@ -5,4 +5,5 @@
 mod api;
 mod attacks;
 mod flows;
+mod privileges;
 mod support;

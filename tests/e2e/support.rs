@@ -69,7 +69,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { webhook_path: "hook", slow_delay: Duration::from_secs(30), api: true, policy: true, executor: true }
+        Self {
+            webhook_path: "hook",
+            slow_delay: Duration::from_secs(30),
+            api: true,
+            policy: true,
+            executor: true,
+        }
     }
 }
 
@@ -85,8 +91,12 @@ impl Stack {
         for c in ["payments", "hooks", "pdns"] {
             keys.credential("acme", c, &format!("secret-{c}"));
         }
-        let doc = TENANT.replace("RECEIVER", &recv.url).replace("WEBHOOK_PATH", o.webhook_path);
-        actiond_store::tenants::apply(&tdb.db, &doc, "test").await.unwrap();
+        let doc = TENANT
+            .replace("RECEIVER", &recv.url)
+            .replace("WEBHOOK_PATH", o.webhook_path);
+        actiond_store::tenants::apply(&tdb.db, &doc, "test")
+            .await
+            .unwrap();
         let (agent_id, token) = agent(&tdb.db, "acme", "support-bot", Some("owner-olivia")).await;
         let port = free_port();
         let mut s = Self {
@@ -104,21 +114,22 @@ impl Stack {
             s.start_api(port).await;
         }
         if o.policy {
-            s.start_policy();
+            s.start_policy().await;
         }
         if o.executor {
-            s.start_executor("exec-1");
+            s.start_executor("exec-1").await;
         }
         s
     }
 
     pub async fn start_api(&mut self, port: u16) {
+        let url = self.tdb.role_url("api").await;
         let svc = Service::spawn(
             "api",
             "api",
             &[],
             &[
-                ("DATABASE_URL", self.tdb.url.clone()),
+                ("DATABASE_URL", url),
                 ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
                 ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
             ],
@@ -129,20 +140,30 @@ impl Stack {
         let http = self.http.clone();
         eventually(Duration::from_secs(20), "api /healthz", || {
             let (h, u) = (http.clone(), url.clone());
-            async move { h.get(&u).send().await.ok().filter(|r| r.status().is_success()) }
+            async move {
+                h.get(&u)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            }
         })
         .await;
     }
 
-    pub fn start_policy(&mut self) {
+    pub async fn start_policy(&mut self) {
+        let url = self.tdb.role_url("policy").await;
         let svc = Service::spawn(
             "policy",
             "policy",
             &[],
             &[
-                ("DATABASE_URL", self.tdb.url.clone()),
+                ("DATABASE_URL", url),
                 ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                ("ACTIOND_POLICY_CREDENTIALS_DIR", self.keys.policy_dir.display().to_string()),
+                (
+                    "ACTIOND_POLICY_CREDENTIALS_DIR",
+                    self.keys.policy_dir.display().to_string(),
+                ),
                 ("ACTIOND_POLICY_POLL_MS", "200".into()),
                 ("ACTIOND_POLICY_SWEEP_MS", "500".into()),
             ],
@@ -151,11 +172,14 @@ impl Stack {
         self.services.push(svc);
     }
 
-    pub fn executor_env(&self, id: &str) -> Vec<(&'static str, String)> {
+    pub async fn executor_env(&self, id: &str) -> Vec<(&'static str, String)> {
         vec![
-            ("DATABASE_URL", self.tdb.url.clone()),
+            ("DATABASE_URL", self.tdb.role_url("executor").await),
             ("ACTIOND_EXECUTOR_ADMIN_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_EXECUTOR_CREDENTIALS_DIR", self.keys.executor_dir.display().to_string()),
+            (
+                "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
+                self.keys.executor_dir.display().to_string(),
+            ),
             ("ACTIOND_EXECUTOR_ID", id.into()),
             ("ACTIOND_WEBHOOK_ALLOWED_HOSTS", self.recv.host_port.clone()),
             ("ACTIOND_BILLING_BASE_URL", format!("{}/", self.recv.url)),
@@ -167,8 +191,8 @@ impl Stack {
     }
 
     /// Starts an executor; returns its index in `services`.
-    pub fn start_executor(&mut self, id: &str) -> usize {
-        let env = self.executor_env(id);
+    pub async fn start_executor(&mut self, id: &str) -> usize {
+        let env = self.executor_env(id).await;
         let svc = Service::spawn("executor", id, &[], &env, &self.logs);
         self.services.push(svc);
         self.services.len() - 1
@@ -191,7 +215,10 @@ impl Stack {
         let resp = r.send().await.unwrap();
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// Proposes and returns the new proposal id (asserts 202).
@@ -202,15 +229,27 @@ impl Stack {
     }
 
     pub async fn get(&self, token: &str, id: &str, query: &str) -> (u16, Value) {
-        let resp = self.http.get(format!("{}/v1/proposals/{id}{query}", self.api_url)).bearer_auth(token).send().await.unwrap();
+        let resp = self
+            .http
+            .get(format!("{}/v1/proposals/{id}{query}", self.api_url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     pub async fn state(&self, id: uuid::Uuid) -> String {
         let c = self.tdb.db.client().await.unwrap();
-        c.query_one("SELECT state FROM proposals WHERE id = $1", &[&id]).await.unwrap().get(0)
+        c.query_one("SELECT state FROM proposals WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0)
     }
 
     pub async fn row(&self, id: uuid::Uuid) -> tokio_postgres::Row {
@@ -232,8 +271,15 @@ impl Stack {
                 return;
             }
             if tokio::time::Instant::now() > deadline {
-                let logs: Vec<String> = self.services.iter().map(|s| format!("--- {} ---\n{}", s.role, tail(&s.log_text()))).collect();
-                panic!("proposal {id} is {s}, expected {state}\n{}", logs.join("\n"));
+                let logs: Vec<String> = self
+                    .services
+                    .iter()
+                    .map(|s| format!("--- {} ---\n{}", s.role, tail(&s.log_text())))
+                    .collect();
+                panic!(
+                    "proposal {id} is {s}, expected {state}\n{}",
+                    logs.join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -241,16 +287,26 @@ impl Stack {
 
     pub async fn audit_kinds(&self, id: uuid::Uuid) -> Vec<(String, Value)> {
         let c = self.tdb.db.client().await.unwrap();
-        c.query("SELECT kind, detail FROM audit_events WHERE proposal_id = $1 ORDER BY id", &[&id])
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect()
+        c.query(
+            "SELECT kind, detail FROM audit_events WHERE proposal_id = $1 ORDER BY id",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
     }
 
-    pub fn cli_env(&self) -> Vec<(&'static str, String)> {
-        vec![("DATABASE_URL", self.tdb.url.clone()), ("ACTIOND_CLI_CREDENTIALS_DIR", self.keys.cli_dir.display().to_string())]
+    /// Environment of the operator CLI, connected as the admin role.
+    pub async fn cli_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("DATABASE_URL", self.tdb.role_url("admin").await),
+            (
+                "ACTIOND_CLI_CREDENTIALS_DIR",
+                self.keys.cli_dir.display().to_string(),
+            ),
+        ]
     }
 }
 
@@ -260,5 +316,7 @@ fn tail(s: &str) -> String {
 }
 
 pub fn refund(payment: &str, amount: i64) -> String {
-    format!(r#"{{"action":"billing.refund.issue","params":{{"payment_id":"{payment}","amount":{amount},"currency":"USD"}},"reason":"test"}}"#)
+    format!(
+        r#"{{"action":"billing.refund.issue","params":{{"payment_id":"{payment}","amount":{amount},"currency":"USD"}},"reason":"test"}}"#
+    )
 }

@@ -69,7 +69,10 @@ pub fn keygen(a: KeygenArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out_dir)?;
     let k = generate_key()?;
     write_secret(&a.out_dir.join("grant_signing_key"), &k.private_pkcs8_b64)?;
-    std::fs::write(a.out_dir.join(format!("{}.pub", a.key_id)), format!("{}\n", k.public_b64))?;
+    std::fs::write(
+        a.out_dir.join(format!("{}.pub", a.key_id)),
+        format!("{}\n", k.public_b64),
+    )?;
     say(&format!(
         "wrote {0}/grant_signing_key (secret, 0600) and {0}/{1}.pub (copy it into the executors' trusted_keys directory)",
         a.out_dir.display(),
@@ -120,35 +123,67 @@ pub enum TenantCmd {
 /// `actiond tenant …`.
 pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
     match cmd {
-        TenantCmd::Apply { file, applied_by, db } => {
-            let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        TenantCmd::Apply {
+            file,
+            applied_by,
+            db,
+        } => {
+            let source = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
             let db = db.connect()?;
             match tenants::apply(&db, &source, &applied_by).await? {
-                Applied::New(d) => say(&format!("tenant {}: applied version {} (sha256 {})", d.tenant_id, d.version, d.sha256)),
-                Applied::Unchanged(d) => say(&format!("tenant {}: unchanged, still version {} (sha256 {})", d.tenant_id, d.version, d.sha256)),
+                Applied::New(d) => say(&format!(
+                    "tenant {}: applied version {} (sha256 {})",
+                    d.tenant_id, d.version, d.sha256
+                )),
+                Applied::Unchanged(d) => say(&format!(
+                    "tenant {}: unchanged, still version {} (sha256 {})",
+                    d.tenant_id, d.version, d.sha256
+                )),
             }
         }
-        TenantCmd::Show { tenant, version, db } => {
+        TenantCmd::Show {
+            tenant,
+            version,
+            db,
+        } => {
             let db = db.connect()?;
             let c = db.client().await?;
             let d = match version {
                 Some(v) => tenants::version(&c, &tenant, v).await?,
                 None => tenants::latest(&c, &tenant).await?,
             };
-            let Some(d) = d else { bail!("tenant {tenant:?} has no such document") };
-            say(&format!("# tenant {} version {} sha256 {} applied by {} at {}", d.tenant_id, d.version, d.sha256, d.applied_by, d.applied_at));
+            let Some(d) = d else {
+                bail!("tenant {tenant:?} has no such document")
+            };
+            say(&format!(
+                "# tenant {} version {} sha256 {} applied by {} at {}",
+                d.tenant_id, d.version, d.sha256, d.applied_by, d.applied_at
+            ));
             say(d.source.trim_end());
         }
         TenantCmd::History { tenant, db } => {
             let db = db.connect()?;
             for d in tenants::history(&db, &tenant).await? {
-                say(&format!("v{}\t{}\t{}\t{}", d.version, d.applied_at.to_rfc3339(), d.applied_by, d.sha256));
+                say(&format!(
+                    "v{}\t{}\t{}\t{}",
+                    d.version,
+                    d.applied_at.to_rfc3339(),
+                    d.applied_by,
+                    d.sha256
+                ));
             }
         }
         TenantCmd::Validate { file } => {
-            let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let source = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
             let d = actiond_core::tenant::TenantDocument::parse(&source)?;
-            say(&format!("ok: tenant {}, {} rules, handlers: {}", d.tenant, d.policy.rules.len(), d.handlers.keys().cloned().collect::<Vec<_>>().join(", ")));
+            say(&format!(
+                "ok: tenant {}, {} rules, handlers: {}",
+                d.tenant,
+                d.policy.rules.len(),
+                d.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
         }
     }
     Ok(())
@@ -201,14 +236,27 @@ pub enum AgentCmd {
 /// A new random agent token: `actiond_` + 256 bits base64url.
 pub fn new_token() -> String {
     let bytes: [u8; 32] = rand::random();
-    format!("actiond_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    format!(
+        "actiond_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
 }
 
 /// Creates an agent; returns (agent, token).
-pub async fn create_agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>, expires_in: Option<&str>) -> anyhow::Result<(agents::Agent, String)> {
+pub async fn create_agent(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner: Option<&str>,
+    expires_in: Option<&str>,
+) -> anyhow::Result<(agents::Agent, String)> {
     let secs = match expires_in {
         None => None,
-        Some(s) => Some(i64::try_from(actiond_core::ids::parse_duration(s).map_err(anyhow::Error::msg)?.as_secs())?),
+        Some(s) => Some(i64::try_from(
+            actiond_core::ids::parse_duration(s)
+                .map_err(anyhow::Error::msg)?
+                .as_secs(),
+        )?),
     };
     let token = new_token();
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
@@ -219,16 +267,33 @@ pub async fn create_agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>
 /// `actiond agent …`.
 pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Create { tenant, name, owner, expires_in, token_file, db } => {
+        AgentCmd::Create {
+            tenant,
+            name,
+            owner,
+            expires_in,
+            token_file,
+            db,
+        } => {
             let db = db.connect()?;
-            let (a, token) = create_agent(&db, &tenant, &name, owner.as_deref(), expires_in.as_deref()).await?;
+            let (a, token) =
+                create_agent(&db, &tenant, &name, owner.as_deref(), expires_in.as_deref()).await?;
             match token_file {
                 Some(p) => {
                     write_secret(&p, &token)?;
-                    say(&format!("agent {} ({}) created in tenant {}; token written to {}", a.name, a.id, a.tenant_id, p.display()));
+                    say(&format!(
+                        "agent {} ({}) created in tenant {}; token written to {}",
+                        a.name,
+                        a.id,
+                        a.tenant_id,
+                        p.display()
+                    ));
                 }
                 None => {
-                    say(&format!("agent {} ({}) created in tenant {}", a.name, a.id, a.tenant_id));
+                    say(&format!(
+                        "agent {} ({}) created in tenant {}",
+                        a.name, a.id, a.tenant_id
+                    ));
                     say(&format!("token (shown once): {token}"));
                 }
             }
@@ -236,8 +301,20 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
         AgentCmd::List { tenant, db } => {
             let db = db.connect()?;
             for a in agents::list(&db, &tenant).await? {
-                let status = if a.revoked_at.is_some() { "revoked".to_owned() } else { a.expires_at.map(|e| format!("expires {}", e.to_rfc3339())).unwrap_or_else(|| "active".into()) };
-                say(&format!("{}\t{}\towner={}\t{}", a.name, a.id, a.owner_subject.unwrap_or_default(), status));
+                let status = if a.revoked_at.is_some() {
+                    "revoked".to_owned()
+                } else {
+                    a.expires_at
+                        .map(|e| format!("expires {}", e.to_rfc3339()))
+                        .unwrap_or_else(|| "active".into())
+                };
+                say(&format!(
+                    "{}\t{}\towner={}\t{}",
+                    a.name,
+                    a.id,
+                    a.owner_subject.unwrap_or_default(),
+                    status
+                ));
             }
         }
         AgentCmd::Revoke { tenant, name, db } => {
@@ -259,7 +336,11 @@ pub struct BreakGlassKey {
     #[arg(long, env = "ACTIOND_CLI_CREDENTIALS_DIR")]
     pub credentials_dir: Option<PathBuf>,
     /// Key id (must start with `breakglass-`); executors must trust it explicitly.
-    #[arg(long, env = "ACTIOND_BREAKGLASS_KEY_ID", default_value = "breakglass-1")]
+    #[arg(
+        long,
+        env = "ACTIOND_BREAKGLASS_KEY_ID",
+        default_value = "breakglass-1"
+    )]
     pub key_id: String,
 }
 
@@ -323,29 +404,58 @@ pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
             }
             for p in rows {
                 let summary = summary_of(&db, &p).await;
-                say(&format!("{}\t{}\t{}\t{}\tintent {}", p.id, p.tenant_id, p.created_at.format("%Y-%m-%d %H:%M:%S"), esc(&summary), &p.intent_hash[..12]));
+                say(&format!(
+                    "{}\t{}\t{}\t{}\tintent {}",
+                    p.id,
+                    p.tenant_id,
+                    p.created_at.format("%Y-%m-%d %H:%M:%S"),
+                    esc(&summary),
+                    &p.intent_hash[..12]
+                ));
             }
         }
         ApprovalsCmd::Show { id, db } => {
             let db = db.connect()?;
-            let Some(p) = approvals::get(&db, None, id).await? else { bail!("proposal {id} not found") };
+            let Some(p) = approvals::get(&db, None, id).await? else {
+                bail!("proposal {id} not found")
+            };
             let summary = summary_of(&db, &p).await;
             say(&format!("proposal   {}", p.id));
             say(&format!("tenant     {}", p.tenant_id));
             say(&format!("state      {}", p.state));
             say(&format!("action     {}", esc(&summary)));
             say(&format!("target     {}", esc(&p.target)));
-            say(&format!("agent      {} ({}), owner {}", esc(&p.agent_name), p.agent_id, p.agent_owner.clone().unwrap_or_else(|| "-".into())));
-            say(&format!("session    {}", esc(p.session_id.as_deref().unwrap_or("-"))));
-            say(&format!("rule       {} — {}", p.rule_name.clone().unwrap_or_default(), esc(p.decision_reason.as_deref().unwrap_or(""))));
+            say(&format!(
+                "agent      {} ({}), owner {}",
+                esc(&p.agent_name),
+                p.agent_id,
+                p.agent_owner.clone().unwrap_or_else(|| "-".into())
+            ));
+            say(&format!(
+                "session    {}",
+                esc(p.session_id.as_deref().unwrap_or("-"))
+            ));
+            say(&format!(
+                "rule       {} — {}",
+                p.rule_name.clone().unwrap_or_default(),
+                esc(p.decision_reason.as_deref().unwrap_or(""))
+            ));
             say(&format!("params     {}", esc(&p.params_json)));
-            say(&format!("agent says {}", esc(p.agent_reason.as_deref().unwrap_or("-"))));
+            say(&format!(
+                "agent says {}",
+                esc(p.agent_reason.as_deref().unwrap_or("-"))
+            ));
             say("source text (untrusted, written by whoever the agent read):");
             for line in p.source_text.as_deref().unwrap_or("-").lines() {
                 say(&format!("  | {}", esc(line)));
             }
             say(&format!("intent     {}", p.intent_hash));
-            say(&format!("policy     version {}", p.doc_version.map(|v| v.to_string()).unwrap_or_else(|| "-".into())));
+            say(&format!(
+                "policy     version {}",
+                p.doc_version
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into())
+            ));
             say(&format!(
                 "decide with: actiond approvals approve|deny {} --as YOUR_SUBJECT --intent {}",
                 p.id,
@@ -382,25 +492,60 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
     let creds = CredentialsDir::resolve(a.key.credentials_dir.as_deref())?;
     let signer = GrantSigner::from_pkcs8_b64(&a.key.key_id, &creds.read("grant_signing_key")?)?;
     let db = a.db.connect()?;
-    let Some(p) = approvals::get(&db, None, a.id).await? else { bail!("proposal {} not found", a.id) };
+    let Some(p) = approvals::get(&db, None, a.id).await? else {
+        bail!("proposal {} not found", a.id)
+    };
     // The operator must be an approver of this tenant (by subject: the CLI sees no ID token).
     let c = db.client().await?;
-    let doc = tenants::latest(&c, &p.tenant_id).await?.context("tenant has no document")?.parse()?;
+    let doc = tenants::latest(&c, &p.tenant_id)
+        .await?
+        .context("tenant has no document")?
+        .parse()?;
     drop(c);
-    if !doc.approvers.subjects.iter().any(|s| *s == a.as_subject) {
-        bail!("{} is not listed in approvers.subjects of tenant {}", a.as_subject, p.tenant_id);
+    if !doc.approvers.subjects.contains(&a.as_subject) {
+        bail!(
+            "{} is not listed in approvers.subjects of tenant {}",
+            a.as_subject,
+            p.tenant_id
+        );
     }
-    let approver = Approver { issuer: "breakglass".into(), subject: a.as_subject.clone(), email: None, channel: "breakglass" };
-    let out = approvals::decide(&db, &signer, &p.tenant_id, a.id, &approver, verdict, &a.intent, None, a.comment.as_deref()).await?;
+    let approver = Approver {
+        issuer: "breakglass".into(),
+        subject: a.as_subject.clone(),
+        email: None,
+        channel: "breakglass",
+    };
+    let out = approvals::decide(
+        &db,
+        &signer,
+        &p.tenant_id,
+        a.id,
+        &approver,
+        verdict,
+        &a.intent,
+        None,
+        a.comment.as_deref(),
+    )
+    .await?;
     tracing::warn!(proposal = %a.id, operator = %a.as_subject, "break-glass decision recorded");
     match out {
         Decided::Approved { grant_id } => {
             let c = db.client().await?;
-            let _ = c.execute("SELECT pg_notify($1, '')", &[&actiond_store::listen::CHANNEL_APPROVED]).await;
-            say(&format!("approved {} (grant {grant_id}); an executor will run it", a.id));
+            let _ = c
+                .execute(
+                    "SELECT pg_notify($1, '')",
+                    &[&actiond_store::listen::CHANNEL_APPROVED],
+                )
+                .await;
+            say(&format!(
+                "approved {} (grant {grant_id}); an executor will run it",
+                a.id
+            ));
         }
         Decided::Denied => say(&format!("denied {}; nothing will run", a.id)),
-        Decided::NeedsMore { have, need } => say(&format!("approval recorded ({have} of {need}); another person must approve")),
+        Decided::NeedsMore { have, need } => say(&format!(
+            "approval recorded ({have} of {need}); another person must approve"
+        )),
         Decided::AlreadyDecided { state, by, at } => bail!(
             "proposal is already {state}{}",
             match (by, at) {

@@ -18,7 +18,10 @@ pub struct Conn {
 impl Conn {
     fn token(&self) -> anyhow::Result<String> {
         if let Some(p) = &self.token_file {
-            return Ok(std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?.trim().to_owned());
+            return Ok(std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?
+                .trim()
+                .to_owned());
         }
         match std::env::var("ACTIOND_TOKEN") {
             Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
@@ -56,7 +59,8 @@ pub struct ProposeArgs {
 }
 
 fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
     if !status.is_success() {
         let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or(body);
         bail!("HTTP {}: {detail}", status.as_u16());
@@ -73,10 +77,20 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     if !params_raw.starts_with('{') {
         bail!("--params must be a JSON object");
     }
-    let mut body = format!("{{\"action\":{},\"params\":{params_raw}", serde_json::Value::String(a.action.clone()));
-    for (k, v) in [("reason", &a.reason), ("source_text", &a.source_text), ("session", &a.session)] {
+    let mut body = format!(
+        "{{\"action\":{},\"params\":{params_raw}",
+        serde_json::Value::String(a.action.clone())
+    );
+    for (k, v) in [
+        ("reason", &a.reason),
+        ("source_text", &a.source_text),
+        ("session", &a.session),
+    ] {
         if let Some(v) = v {
-            body.push_str(&format!(",\"{k}\":{}", serde_json::Value::String(v.clone())));
+            body.push_str(&format!(
+                ",\"{k}\":{}",
+                serde_json::Value::String(v.clone())
+            ));
         }
     }
     body.push('}');
@@ -89,13 +103,16 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     if let Some(k) = &a.idempotency_key {
         req = req.header("idempotency-key", k);
     }
-    let resp = req.send().await.with_context(|| format!("cannot reach {}", a.conn.url))?;
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {}", a.conn.url))?;
     let status = resp.status();
     let v = print_response(status, &resp.text().await?)?;
-    if a.wait > 0 {
-        if let Some(id) = v.get("proposal_id").and_then(|x| x.as_str()) {
-            wait_status(&http, &a.conn.url, &token, id, a.wait, Some("pending")).await?;
-        }
+    if a.wait > 0
+        && let Some(id) = v.get("proposal_id").and_then(|x| x.as_str())
+    {
+        wait_status(&http, &a.conn.url, &token, id, a.wait, Some("pending")).await?;
     }
     Ok(())
 }
@@ -112,12 +129,28 @@ pub struct StatusArgs {
     wait: u64,
 }
 
-async fn wait_status(http: &reqwest::Client, url: &str, token: &str, id: &str, wait: u64, seen: Option<&str>) -> anyhow::Result<()> {
-    let mut q = format!("{}/v1/proposals/{id}?wait={}", url.trim_end_matches('/'), wait.min(60));
+async fn wait_status(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    id: &str,
+    wait: u64,
+    seen: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut q = format!(
+        "{}/v1/proposals/{id}?wait={}",
+        url.trim_end_matches('/'),
+        wait.min(60)
+    );
     if let Some(s) = seen {
         q.push_str(&format!("&state={s}"));
     }
-    let resp = http.get(q).bearer_auth(token).send().await.with_context(|| format!("cannot reach {url}"))?;
+    let resp = http
+        .get(q)
+        .bearer_auth(token)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {url}"))?;
     let status = resp.status();
     print_response(status, &resp.text().await?)?;
     Ok(())
@@ -126,5 +159,13 @@ async fn wait_status(http: &reqwest::Client, url: &str, token: &str, id: &str, w
 /// `actiond status`.
 pub async fn status(a: StatusArgs) -> anyhow::Result<()> {
     let token = a.conn.token()?;
-    wait_status(&reqwest::Client::new(), &a.conn.url, &token, &a.id, a.wait, None).await
+    wait_status(
+        &reqwest::Client::new(),
+        &a.conn.url,
+        &token,
+        &a.id,
+        a.wait,
+        None,
+    )
+    .await
 }

@@ -50,12 +50,21 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let quiet_logs = matches!(
         cli.command,
-        Command::Tenant(_) | Command::Agent(_) | Command::Approvals(_) | Command::Propose(_) | Command::Status(_) | Command::Keygen(_) | Command::McpStdio(_)
+        Command::Tenant(_)
+            | Command::Agent(_)
+            | Command::Approvals(_)
+            | Command::Propose(_)
+            | Command::Status(_)
+            | Command::Keygen(_)
+            | Command::McpStdio(_)
     );
     if !quiet_logs || std::env::var_os("RUST_LOG").is_some() {
         actiond_runtime::init_tracing();
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("actiond: error: cannot start the runtime: {e}");

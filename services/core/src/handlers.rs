@@ -160,10 +160,10 @@ impl HandlerKind {
         }
         match self {
             Self::WebhookPost => {
-                if let Some(b) = obj.get("body") {
-                    if !b.is_object() {
-                        errs.push(FieldError::new("params.body", "must be a JSON object"));
-                    }
+                if let Some(b) = obj.get("body")
+                    && !b.is_object()
+                {
+                    errs.push(FieldError::new("params.body", "must be a JSON object"));
                 }
             }
             Self::BillingRefundIssue => {
@@ -198,25 +198,24 @@ impl HandlerKind {
                         ));
                     } else if let Some(allowed) =
                         settings.get("currencies").and_then(Value::as_array)
+                        && !allowed.contains(v)
                     {
-                        if !allowed.contains(v) {
-                            errs.push(FieldError::new(
-                                "params.currency",
-                                "is not enabled for this tenant",
-                            ));
-                        }
-                    }
-                }
-                if let Some(v) = obj.get("reason") {
-                    if !matches!(
-                        v.as_str(),
-                        Some("duplicate" | "fraudulent" | "requested_by_customer")
-                    ) {
                         errs.push(FieldError::new(
-                            "params.reason",
-                            "must be one of duplicate, fraudulent, requested_by_customer",
+                            "params.currency",
+                            "is not enabled for this tenant",
                         ));
                     }
+                }
+                if let Some(v) = obj.get("reason")
+                    && !matches!(
+                        v.as_str(),
+                        Some("duplicate" | "fraudulent" | "requested_by_customer")
+                    )
+                {
+                    errs.push(FieldError::new(
+                        "params.reason",
+                        "must be one of duplicate, fraudulent, requested_by_customer",
+                    ));
                 }
                 if let Some(v) = obj.get("order_id") {
                     check_token(&mut errs, "order_id", v, 64);
@@ -263,24 +262,24 @@ impl HandlerKind {
                         )),
                     }
                 }
-                if let Some(v) = obj.get("type") {
-                    if !matches!(
+                if let Some(v) = obj.get("type")
+                    && !matches!(
                         v.as_str(),
                         Some("A" | "AAAA" | "CNAME" | "TXT" | "MX" | "NS")
-                    ) {
-                        errs.push(FieldError::new(
-                            "params.type",
-                            "must be one of A, AAAA, CNAME, TXT, MX, NS",
-                        ));
-                    }
+                    )
+                {
+                    errs.push(FieldError::new(
+                        "params.type",
+                        "must be one of A, AAAA, CNAME, TXT, MX, NS",
+                    ));
                 }
-                if let Some(v) = obj.get("ttl") {
-                    if !v.as_i64().is_some_and(|t| (60..=86_400).contains(&t)) {
-                        errs.push(FieldError::new(
-                            "params.ttl",
-                            "must be an integer between 60 and 86400 (seconds)",
-                        ));
-                    }
+                if let Some(v) = obj.get("ttl")
+                    && !v.as_i64().is_some_and(|t| (60..=86_400).contains(&t))
+                {
+                    errs.push(FieldError::new(
+                        "params.ttl",
+                        "must be an integer between 60 and 86400 (seconds)",
+                    ));
                 }
                 if let Some(v) = obj.get("records") {
                     let ok = v.as_array().is_some_and(|a| {
@@ -375,10 +374,10 @@ impl HandlerKind {
                 )),
             },
             Self::BillingRefundIssue => {
-                if !settings
+                if settings
                     .get("max_amount")
                     .and_then(Value::as_i64)
-                    .is_some_and(|n| n > 0)
+                    .is_none_or(|n| n <= 0)
                 {
                     errs.push(FieldError::new(
                         format!("{path}.max_amount"),

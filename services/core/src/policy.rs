@@ -225,10 +225,10 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
                 (Some(rule.effect.max(Effect::Escalate)), true)
             }
         };
-        if let Some(eff) = matched_effect {
-            if best.as_ref().is_none_or(|(b, _, _)| eff > *b) {
-                best = Some((eff, rule, failed));
-            }
+        if let Some(eff) = matched_effect
+            && best.as_ref().is_none_or(|(b, _, _)| eff > *b)
+        {
+            best = Some((eff, rule, failed));
         }
     }
     let mut decision = match best {

@@ -155,13 +155,19 @@ pub async fn list_escalated(
 /// One proposal, restricted to the given tenants (all when `None`): another tenant's id is
 /// simply not found.
 pub async fn get(db: &Db, tenants: Option<&[String]>, id: Uuid) -> Result<Option<ProposalDetail>> {
-    let c = db.client().await?;
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    if let Some(t) = tenants {
+        crate::set_tenants(&tx, t).await?;
+    }
     let q = format!(
         "SELECT {DETAIL_COLS} FROM proposals p JOIN agents a ON a.id = p.agent_id
          WHERE p.id = $2 AND ($1::text[] IS NULL OR p.tenant_id = ANY($1))"
     );
     let t: Option<Vec<String>> = tenants.map(<[String]>::to_vec);
-    Ok(c.query_opt(&q, &[&t, &id]).await?.as_ref().map(detail))
+    let row = tx.query_opt(&q, &[&t, &id]).await?.as_ref().map(detail);
+    tx.commit().await?;
+    Ok(row)
 }
 
 /// Records a person's decision; see the module doc for the rules. `shown_intent` is the intent
@@ -223,12 +229,12 @@ pub async fn decide(
                 .into(),
         ));
     }
-    if let Some(v) = shown_doc_version {
-        if Some(v) != doc_version {
-            return Err(StoreError::Conflict(
-                "the policy version shown is not the one that escalated it; reload".into(),
-            ));
-        }
+    if let Some(v) = shown_doc_version
+        && Some(v) != doc_version
+    {
+        return Err(StoreError::Conflict(
+            "the policy version shown is not the one that escalated it; reload".into(),
+        ));
     }
     if owner.as_deref() == Some(approver.subject.as_str()) && verdict == Verdict::Approve {
         return Err(StoreError::Conflict(

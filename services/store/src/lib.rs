@@ -198,12 +198,31 @@ impl Db {
 
 /// Sets the tenant for row-level security for the rest of the current transaction only
 /// (`SET LOCAL` semantics via `set_config(…, true)`), so a pooled connection never carries a
-/// tenant into the next request.
+/// tenant into the next request. The policies read `actiond.tenant_ids` (V4 migration).
 pub async fn set_tenant(tx: &tokio_postgres::Transaction<'_>, tenant: &str) -> Result<()> {
+    set_tenants(tx, &[tenant.to_owned()]).await
+}
+
+/// Like [`set_tenant`] for several tenants (an approver of more than one). Tenant ids never
+/// contain commas (`^[a-z0-9][a-z0-9_-]*$`); any that would is dropped.
+pub async fn set_tenants(tx: &tokio_postgres::Transaction<'_>, tenants: &[String]) -> Result<()> {
+    let list: Vec<&str> = tenants
+        .iter()
+        .map(String::as_str)
+        .filter(|t| actiond_core::ids::TenantId::parse(t).is_ok())
+        .collect();
     tx.execute(
-        "SELECT set_config('actiond.tenant_id', $1, true)",
-        &[&tenant],
+        "SELECT set_config('actiond.tenant_ids', $1, true)",
+        &[&list.join(",")],
     )
     .await?;
+    Ok(())
+}
+
+/// Lets the current transaction of the web role see every tenant (`'*'`): only for code that
+/// must, like the escalation notifier. The api role's policies ignore `'*'`.
+pub async fn set_all_tenants(tx: &tokio_postgres::Transaction<'_>) -> Result<()> {
+    tx.execute("SELECT set_config('actiond.tenant_ids', '*', true)", &[])
+        .await?;
     Ok(())
 }

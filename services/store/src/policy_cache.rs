@@ -15,22 +15,36 @@ pub struct PolicyCache {
 
 impl PolicyCache {
     /// The tenant's latest document, compiled; `None` when the tenant has none.
-    pub async fn latest<C: GenericClient>(&self, c: &C, tenant: &str) -> Result<Option<CompiledPolicy>> {
-        let Some((v, _sha)) = tenants::latest_version(c, tenant).await? else { return Ok(None) };
+    pub async fn latest<C: GenericClient>(
+        &self,
+        c: &C,
+        tenant: &str,
+    ) -> Result<Option<CompiledPolicy>> {
+        let Some((v, _sha)) = tenants::latest_version(c, tenant).await? else {
+            return Ok(None);
+        };
         self.version(c, tenant, v).await
     }
 
     /// One version of the tenant's document, compiled.
-    pub async fn version<C: GenericClient>(&self, c: &C, tenant: &str, version: i32) -> Result<Option<CompiledPolicy>> {
+    pub async fn version<C: GenericClient>(
+        &self,
+        c: &C,
+        tenant: &str,
+        version: i32,
+    ) -> Result<Option<CompiledPolicy>> {
         let key = (tenant.to_owned(), version);
-        if let Ok(m) = self.compiled.lock() {
-            if let Some(p) = m.get(&key) {
-                return Ok(Some(p.clone()));
-            }
+        if let Ok(m) = self.compiled.lock()
+            && let Some(p) = m.get(&key)
+        {
+            return Ok(Some(p.clone()));
         }
-        let Some(stored) = tenants::version(c, tenant, version).await? else { return Ok(None) };
+        let Some(stored) = tenants::version(c, tenant, version).await? else {
+            return Ok(None);
+        };
         let doc = stored.parse()?;
-        let compiled = CompiledPolicy::new(doc, stored.version, stored.sha256).map_err(StoreError::Conflict)?;
+        let compiled = CompiledPolicy::new(doc, stored.version, stored.sha256)
+            .map_err(StoreError::Conflict)?;
         if let Ok(mut m) = self.compiled.lock() {
             m.insert(key, compiled.clone());
         }

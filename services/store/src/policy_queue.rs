@@ -148,21 +148,21 @@ pub async fn record(
     )
     .await?;
     let mut grant_id = None;
-    if decision.effect == Effect::Allow {
-        if let Some(v) = doc_version {
-            let claims = grants::issue(
-                tx,
-                signer,
-                row.id,
-                &row.tenant_id,
-                &row.intent_hash,
-                v,
-                grant_lifetime,
-                "policy",
-            )
-            .await?;
-            grant_id = Some(claims.id);
-        }
+    if decision.effect == Effect::Allow
+        && let Some(v) = doc_version
+    {
+        let claims = grants::issue(
+            tx,
+            signer,
+            row.id,
+            &row.tenant_id,
+            &row.intent_hash,
+            v,
+            grant_lifetime,
+            "policy",
+        )
+        .await?;
+        grant_id = Some(claims.id);
     }
     audit::write(
         tx,

@@ -122,8 +122,8 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             return Ok(Submitted::Created(p.id));
         }
         // Nothing inserted: an idempotency key or open intent conflicts, or the cap is reached.
-        if let Some(key) = &p.idempotency_key {
-            if let Some(r) = tx
+        if let Some(key) = &p.idempotency_key
+            && let Some(r) = tx
                 .query_opt(
                     "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
                     &[&p.tenant_id, &p.agent_id, key],
@@ -138,7 +138,6 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                     Submitted::KeyReused
                 });
             }
-        }
         if let Some(r) = tx
             .query_opt(
                 "SELECT id, state FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND intent_hash = $3

@@ -60,11 +60,11 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
     // Serialize appliers of one tenant on its row.
     tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", &[&tenant])
         .await?;
-    if let Some(latest) = latest_in(&tx, &tenant).await? {
-        if latest.sha256 == sha {
-            tx.commit().await?;
-            return Ok(Applied::Unchanged(latest));
-        }
+    if let Some(latest) = latest_in(&tx, &tenant).await?
+        && latest.sha256 == sha
+    {
+        tx.commit().await?;
+        return Ok(Applied::Unchanged(latest));
     }
     let row = tx
         .query_one(

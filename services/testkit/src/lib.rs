@@ -9,7 +9,12 @@
 //! - [`Receiver`]: a local HTTP server that counts and records requests, optionally slow.
 //! - [`Service`]: an `actiond <role>` child process with its log in a file, killed on drop.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use actiond_core::grant::{GrantSigner, generate_key};
 use actiond_store::Db;
@@ -21,7 +26,8 @@ use std::time::Duration;
 
 /// The admin connection URL of the test Postgres server.
 pub fn server_url() -> String {
-    std::env::var("ACTIOND_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("ACTIOND_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
 fn with_db(url: &str, db: &str) -> String {
@@ -44,7 +50,10 @@ async fn admin_client() -> tokio_postgres::Client {
 fn migrations_hash() -> String {
     use sha2::{Digest, Sha256};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql/migrations");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut h = Sha256::new();
     for f in files {
@@ -62,20 +71,36 @@ async fn template() -> String {
             let name = format!("actiond_tmpl_{}", migrations_hash());
             let c = admin_client().await;
             // Serialize template creation across test binaries running at once.
-            c.execute("SELECT pg_advisory_lock(4242424242)", &[]).await.unwrap();
-            let exists = c.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).await.unwrap().is_some();
+            c.execute("SELECT pg_advisory_lock(4242424242)", &[])
+                .await
+                .unwrap();
+            let exists = c
+                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+                .await
+                .unwrap()
+                .is_some();
             if !exists {
                 let building = format!("{name}_building");
-                c.batch_execute(&format!("DROP DATABASE IF EXISTS {building}")).await.unwrap();
-                c.batch_execute(&format!("CREATE DATABASE {building}")).await.unwrap();
+                c.batch_execute(&format!("DROP DATABASE IF EXISTS {building}"))
+                    .await
+                    .unwrap();
+                c.batch_execute(&format!("CREATE DATABASE {building}"))
+                    .await
+                    .unwrap();
                 let db = Db::connect(&with_db(&server_url(), &building), 1).unwrap();
-                db.migrate().await.unwrap_or_else(|e| panic!("migrations failed: {e}"));
+                db.migrate()
+                    .await
+                    .unwrap_or_else(|e| panic!("migrations failed: {e}"));
                 drop(db);
                 // Let the pooled connection close before using it as a template.
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}")).await.unwrap();
+                c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+                    .await
+                    .unwrap();
             }
-            c.execute("SELECT pg_advisory_unlock(4242424242)", &[]).await.unwrap();
+            c.execute("SELECT pg_advisory_unlock(4242424242)", &[])
+                .await
+                .unwrap();
             name
         })
         .await
@@ -100,7 +125,10 @@ impl TestDb {
         let c = admin_client().await;
         let mut tries = 0;
         loop {
-            match c.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {tmpl}")).await {
+            match c
+                .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {tmpl}"))
+                .await
+            {
                 Ok(()) => break,
                 Err(e) if tries < 20 => {
                     // "source database is being accessed by other users": retry shortly.
@@ -116,9 +144,37 @@ impl TestDb {
         Self { name, url, db }
     }
 
+    /// URL of a login user that is a member of exactly one service role
+    /// (`actiond_api`, `actiond_policy`, `actiond_web`, `actiond_executor`, `actiond_admin`),
+    /// created on first use (cluster-wide, trust authentication assumed).
+    pub async fn role_url(&self, role: &str) -> String {
+        let login = format!("actiond_test_{role}");
+        let c = admin_client().await;
+        let sql = format!(
+            "DO $$ BEGIN CREATE ROLE {login} LOGIN IN ROLE actiond_{role}; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+        );
+        c.batch_execute(&sql).await.unwrap();
+        let mut u = url::Url::parse(&self.url).unwrap();
+        u.set_username(&login).unwrap();
+        u.set_password(None).unwrap();
+        u.to_string()
+    }
+
+    /// A direct client as a service role's login user (see [`TestDb::role_url`]).
+    pub async fn as_role(&self, role: &str) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.role_url(role).await, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        c
+    }
+
     /// A direct superuser client (for tampering like an attacker with database access).
     pub async fn superuser(&self) -> tokio_postgres::Client {
-        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.unwrap();
+        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(conn);
         c
     }
@@ -132,10 +188,15 @@ impl Drop for TestDb {
             return;
         }
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async move {
                 let c = admin_client().await;
-                let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                let _ = c
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
             });
         })
         .join();
@@ -163,17 +224,31 @@ pub struct Keys {
 impl Keys {
     /// Generates keys; the executor trusts policy-1, web-1 and breakglass-1.
     pub fn generate() -> Self {
-        let dir = std::env::temp_dir().join(format!("actiond-test-{}", uuid::Uuid::new_v4().simple()));
+        let dir =
+            std::env::temp_dir().join(format!("actiond-test-{}", uuid::Uuid::new_v4().simple()));
         let executor_dir = dir.join("executor");
         std::fs::create_dir_all(executor_dir.join("trusted_keys")).unwrap();
         let mut signers = HashMap::new();
-        for (role, key_id) in [("policy", "policy-1"), ("cli", "breakglass-1"), ("web", "web-1")] {
+        for (role, key_id) in [
+            ("policy", "policy-1"),
+            ("cli", "breakglass-1"),
+            ("web", "web-1"),
+        ] {
             let d = dir.join(role);
             std::fs::create_dir_all(&d).unwrap();
             let k = generate_key().unwrap();
             std::fs::write(d.join("grant_signing_key"), &k.private_pkcs8_b64).unwrap();
-            std::fs::write(executor_dir.join("trusted_keys").join(format!("{key_id}.pub")), &k.public_b64).unwrap();
-            signers.insert(role, Arc::new(GrantSigner::from_pkcs8_b64(key_id, &k.private_pkcs8_b64).unwrap()));
+            std::fs::write(
+                executor_dir
+                    .join("trusted_keys")
+                    .join(format!("{key_id}.pub")),
+                &k.public_b64,
+            )
+            .unwrap();
+            signers.insert(
+                role,
+                Arc::new(GrantSigner::from_pkcs8_b64(key_id, &k.private_pkcs8_b64).unwrap()),
+            );
         }
         Self {
             policy_dir: dir.join("policy"),
@@ -233,7 +308,15 @@ impl Receiver {
                 let path = uri.path().to_owned();
                 s.lock().unwrap().push(Seen {
                     path: path.clone(),
-                    headers: headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned())).collect(),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.as_str().to_owned(),
+                                v.to_str().unwrap_or_default().to_owned(),
+                            )
+                        })
+                        .collect(),
                     body: body.to_vec(),
                 });
                 if path.starts_with("/slow") {
@@ -247,7 +330,11 @@ impl Receiver {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url: format!("http://{addr}"), host_port: addr.to_string(), seen }
+        Self {
+            url: format!("http://{addr}"),
+            host_port: addr.to_string(),
+            seen,
+        }
     }
 
     /// Every request so far.
@@ -272,7 +359,8 @@ pub fn actiond_bin() -> PathBuf {
         if std::env::var_os("ACTIOND_TEST_NO_BUILD").is_none() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "actiond"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+            cmd.args(["build", "-q", "-p", "actiond"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }
@@ -288,7 +376,12 @@ pub fn actiond_bin() -> PathBuf {
 /// Directory for child process logs of one test: `target/e2e-logs/<test>/`.
 pub fn log_dir(test: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).unwrap().to_path_buf();
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf();
     let d = target.join("e2e-logs").join(test);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -306,16 +399,31 @@ pub struct Service {
 
 impl Service {
     /// Spawns `actiond <role> <args>` with `envs`, logging to `<log_dir>/<name>.log`.
-    pub fn spawn(role: &str, name: &str, args: &[&str], envs: &[(&str, String)], log_dir: &Path) -> Self {
+    pub fn spawn(
+        role: &str,
+        name: &str,
+        args: &[&str],
+        envs: &[(&str, String)],
+        log_dir: &Path,
+    ) -> Self {
         let log = log_dir.join(format!("{name}.log"));
         let f = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(actiond_bin());
-        cmd.arg(role).args(args).env_remove("CREDENTIALS_DIRECTORY").env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::from(f));
+        cmd.arg(role)
+            .args(args)
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(f));
         for (k, v) in envs {
             cmd.env(k, v);
         }
         let child = cmd.spawn().unwrap();
-        Self { child, log, role: role.to_owned() }
+        Self {
+            child,
+            log,
+            role: role.to_owned(),
+        }
     }
 
     /// SIGKILL, like a crash.
@@ -326,7 +434,10 @@ impl Service {
 
     /// SIGTERM and wait (graceful stop).
     pub fn terminate(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         let _ = self.child.wait();
     }
 
@@ -345,18 +456,28 @@ impl Drop for Service {
 
 /// A free loopback port (bind, read, release).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Runs the `actiond` CLI to completion; returns (success, stdout, stderr).
 pub fn cli(args: &[&str], envs: &[(&str, String)]) -> (bool, String, String) {
     let mut cmd = Command::new(actiond_bin());
-    cmd.args(args).env_remove("CREDENTIALS_DIRECTORY").env_remove("RUST_LOG");
+    cmd.args(args)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("RUST_LOG");
     for (k, v) in envs {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
@@ -381,8 +502,13 @@ where
 pub async fn agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>) -> (uuid::Uuid, String) {
     use base64::Engine as _;
     let bytes: [u8; 32] = rand::random();
-    let token = format!("actiond_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let token = format!(
+        "actiond_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
-    let a = actiond_store::agents::create(db, tenant, name, owner, &hash, None).await.unwrap();
+    let a = actiond_store::agents::create(db, tenant, name, owner, &hash, None)
+        .await
+        .unwrap();
     (a.id, token)
 }
