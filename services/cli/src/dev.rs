@@ -317,6 +317,17 @@ async fn run_with_db(
     };
     let db = Db::connect(&url, 4)?;
     db.migrate().await.context("migrations failed")?;
+    // In our own cluster each service logs in as a user of its own role (least privilege, as in
+    // production); with DATABASE_URL every role uses that URL.
+    let role_url = |role: &str| -> String {
+        if own_pg { url.replacen("postgres://postgres@", &format!("postgres://actiond_{role}_login@"), 1) } else { url.clone() }
+    };
+    if own_pg {
+        let c = db.client().await?;
+        for role in ["api", "policy", "web", "executor", "admin"] {
+            c.batch_execute(&format!("CREATE ROLE actiond_{role}_login LOGIN IN ROLE actiond_{role}")).await?;
+        }
+    }
 
     // Keys: each signer's private key only in its own credentials directory; the executor gets
     // the public halves. Break-glass is trusted here (dev), off by default elsewhere.
@@ -359,7 +370,7 @@ async fn run_with_db(
                 &exe,
                 "api",
                 &[
-                    ("DATABASE_URL", url.clone()),
+                    ("DATABASE_URL", role_url("api")),
                     ("ACTIOND_API_LISTEN", args.api_listen.to_string()),
                     ("ACTIOND_API_ADMIN_LISTEN", any.clone()),
                 ],
@@ -371,7 +382,7 @@ async fn run_with_db(
                 &exe,
                 "policy",
                 &[
-                    ("DATABASE_URL", url.clone()),
+                    ("DATABASE_URL", role_url("policy")),
                     ("ACTIOND_POLICY_ADMIN_LISTEN", any.clone()),
                     (
                         "ACTIOND_POLICY_CREDENTIALS_DIR",
@@ -386,7 +397,7 @@ async fn run_with_db(
                 &exe,
                 "executor",
                 &[
-                    ("DATABASE_URL", url.clone()),
+                    ("DATABASE_URL", role_url("executor")),
                     ("ACTIOND_EXECUTOR_ADMIN_LISTEN", any.clone()),
                     (
                         "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
@@ -429,7 +440,8 @@ async fn run_with_db(
         String::new(),
         "Try it from another terminal:".into(),
         format!(
-            "  export ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={url} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}"
+            "  export ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
+            role_url("admin")
         ),
         "  # a refund over 50.00 escalates:".into(),
         format!(
