@@ -2,6 +2,7 @@
 //! test, with a real local HTTP receiver counting what the executor sends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod admin;
 mod api;
 mod attacks;
 mod flows;

@@ -3,9 +3,16 @@
 //! - `POST /v1/proposals` → `202 {proposal_id, state: "pending"}`
 //! - `GET /v1/proposals/{id}[?wait=SECONDS]` → the proposing agent's view, long-polled
 //! - `GET /openapi.yaml` → the OpenAPI 3.1 document
+//! - `POST /mcp` → the MCP endpoint (tools `propose_action`, `check_proposal`; see [`mcp`])
 //!
 //! Tenant and agent come from the bearer token only. The api holds no secrets and no grant key.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "Problem is the HTTP error body, built once per failed request; boxing buys nothing"
+)]
+
+pub mod mcp;
 pub mod problem;
 pub mod submit;
 
@@ -37,7 +44,11 @@ pub struct ApiArgs {
     #[arg(long, env = "ACTIOND_API_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Address of the admin listener (/metrics, /healthz, /readyz).
-    #[arg(long, env = "ACTIOND_API_ADMIN_LISTEN", default_value = "127.0.0.1:9180")]
+    #[arg(
+        long,
+        env = "ACTIOND_API_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9180"
+    )]
     pub admin_listen: SocketAddr,
     /// Postgres URL of the api role.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -45,6 +56,15 @@ pub struct ApiArgs {
     /// Pool size.
     #[arg(long, env = "ACTIOND_API_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+    /// Public origins agents reach the API by (`https://actiond.example.com`,
+    /// `http://10.0.0.5:8080`, `:*` for any port), comma-separated. `/mcp` accepts only their
+    /// `Host` and `Origin` values (DNS-rebinding protection); default: loopback only.
+    #[arg(
+        long = "public-origin",
+        env = "ACTIOND_API_PUBLIC_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub public_origins: Vec<String>,
 }
 
 /// Counters of the api.
@@ -59,8 +79,16 @@ pub struct ApiMetrics {
 impl ApiMetrics {
     fn new(m: &Metrics) -> Self {
         Self {
-            submissions: m.counter_vec("api_submissions_total", "Proposal submissions by result", &["result"]),
-            auth_failures: m.counter_vec("api_auth_failures_total", "Rejected bearer tokens", &["reason"]),
+            submissions: m.counter_vec(
+                "api_submissions_total",
+                "Proposal submissions by result",
+                &["result"],
+            ),
+            auth_failures: m.counter_vec(
+                "api_auth_failures_total",
+                "Rejected bearer tokens",
+                &["reason"],
+            ),
         }
     }
 }
@@ -86,13 +114,24 @@ impl AppState {
             actiond_store::listen::CHANNEL_PENDING,
             Duration::from_millis(20),
         );
-        Self { db, notifier, docs: Arc::new(submit::DocCache::default()), metrics: ApiMetrics::new(metrics) }
+        Self {
+            db,
+            notifier,
+            docs: Arc::new(submit::DocCache::default()),
+            metrics: ApiMetrics::new(metrics),
+        }
     }
 }
 
-/// The agent-facing router.
+/// The agent-facing router; `/mcp` accepts loopback `Host`/`Origin` only.
 pub fn router(state: AppState) -> Router {
+    router_with_mcp(state, &mcp::McpConfig::default())
+}
+
+/// The agent-facing router with `/mcp` accepting the configured public origins.
+pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
     Router::new()
+        .merge(mcp::routes(state.clone(), mcp_config))
         .route("/v1/proposals", post(create_proposal))
         .route("/v1/proposals/{id}", get(get_proposal))
         .route("/openapi.yaml", get(openapi))
@@ -111,26 +150,55 @@ async fn openapi() -> Response {
 
 /// Resolves the bearer token to a live agent; 401 otherwise.
 pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agents::Agent, Problem> {
-    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
-        state.metrics.auth_failures.with_label_values(&["missing"]).inc();
-        return Err(Problem::unauthorized("send Authorization: Bearer <agent token>"));
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        state
+            .metrics
+            .auth_failures
+            .with_label_values(&["missing"])
+            .inc();
+        return Err(Problem::unauthorized(
+            "send Authorization: Bearer <agent token>",
+        ));
     };
-    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).unwrap_or("").trim();
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .unwrap_or("")
+        .trim();
     if token.is_empty() || token.len() > 256 {
-        state.metrics.auth_failures.with_label_values(&["invalid"]).inc();
-        return Err(Problem::unauthorized("send Authorization: Bearer <agent token>"));
+        state
+            .metrics
+            .auth_failures
+            .with_label_values(&["invalid"])
+            .inc();
+        return Err(Problem::unauthorized(
+            "send Authorization: Bearer <agent token>",
+        ));
     }
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
     match agents::authenticate(&state.db, &hash).await? {
         Some(a) => Ok(a),
         None => {
-            state.metrics.auth_failures.with_label_values(&["invalid"]).inc();
-            Err(Problem::unauthorized("the token is unknown, expired or revoked"))
+            state
+                .metrics
+                .auth_failures
+                .with_label_values(&["invalid"])
+                .inc();
+            Err(Problem::unauthorized(
+                "the token is unknown, expired or revoked",
+            ))
         }
     }
 }
 
-async fn create_proposal(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+async fn create_proposal(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let agent = match authenticate(&state, &headers).await {
         Ok(a) => a,
         Err(p) => return p.into_response(),
@@ -148,28 +216,46 @@ async fn create_proposal(State(state): State<AppState>, headers: HeaderMap, body
         }
         Err(e) => return Problem::field("body", e.body_text()).into_response(),
     };
-    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
-        if !ct.starts_with("application/json") {
-            return Problem::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "Unsupported media type",
-                "send Content-Type: application/json",
-            )
-            .into_response();
-        }
+    if let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        && !ct.starts_with("application/json")
+    {
+        return Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Unsupported media type",
+            "send Content-Type: application/json",
+        )
+        .into_response();
     }
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => match v.to_str() {
-            Ok(s) if !s.is_empty() && s.len() <= 255 && s.chars().all(|c| (' '..='~').contains(&c)) => Some(s.to_owned()),
-            _ => return Problem::field("Idempotency-Key", "must be 1 to 255 printable ASCII characters").into_response(),
+            Ok(s)
+                if !s.is_empty()
+                    && s.len() <= 255
+                    && s.chars().all(|c| (' '..='~').contains(&c)) =>
+            {
+                Some(s.to_owned())
+            }
+            _ => {
+                return Problem::field(
+                    "Idempotency-Key",
+                    "must be 1 to 255 printable ASCII characters",
+                )
+                .into_response();
+            }
         },
     };
     let req = match submit::SubmitRequest::from_json_bytes(&body) {
         Ok(r) => r,
         Err(p) => {
-            state.metrics.submissions.with_label_values(&["invalid"]).inc();
+            state
+                .metrics
+                .submissions
+                .with_label_values(&["invalid"])
+                .inc();
             return p.into_response();
         }
     };
@@ -180,7 +266,8 @@ async fn create_proposal(State(state): State<AppState>, headers: HeaderMap, body
                 r.headers_mut().insert(header::LOCATION, v);
             }
             if resp.replayed {
-                r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+                r.headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
             }
             r
         }
@@ -210,9 +297,23 @@ async fn get_proposal(
     let wait = match q.wait.as_deref().map(str::parse::<u64>) {
         None => 0,
         Some(Ok(w)) if w <= MAX_WAIT_SECS => w,
-        Some(_) => return Problem::field("wait", format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}")).into_response(),
+        Some(_) => {
+            return Problem::field(
+                "wait",
+                format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}"),
+            )
+            .into_response();
+        }
     };
-    match wait_for_change(&state, &agent, id, Duration::from_secs(wait), q.state.as_deref()).await {
+    match wait_for_change(
+        &state,
+        &agent,
+        id,
+        Duration::from_secs(wait),
+        q.state.as_deref(),
+    )
+    .await
+    {
         Ok(Some(s)) => Json(s).into_response(),
         Ok(None) => Problem::not_found("proposal").into_response(),
         Err(p) => p.into_response(),
@@ -231,15 +332,21 @@ pub async fn wait_for_change(
     let deadline = tokio::time::Instant::now() + wait;
     let first = proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await?;
     let Some(first) = first else { return Ok(None) };
-    let baseline = seen.map(str::to_owned).unwrap_or_else(|| first.state.clone());
-    let is_final = |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_final());
+    let baseline = seen
+        .map(str::to_owned)
+        .unwrap_or_else(|| first.state.clone());
+    let is_final =
+        |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_final());
     if wait.is_zero() || first.state != baseline || is_final(&first.state) {
         return Ok(Some(first));
     }
     let mut interval = Duration::from_millis(100);
     let mut last = first;
     while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(interval.min(deadline.saturating_duration_since(tokio::time::Instant::now()))).await;
+        tokio::time::sleep(
+            interval.min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+        )
+        .await;
         interval = (interval * 2).min(Duration::from_secs(1));
         match proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await? {
             Some(s) if s.state != baseline || is_final(&s.state) => return Ok(Some(s)),
@@ -252,6 +359,8 @@ pub async fn wait_for_change(
 
 /// Runs `actiond api` until SIGINT/SIGTERM.
 pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
+    let mcp_config =
+        mcp::McpConfig::from_public_origins(&args.public_origins).map_err(anyhow::Error::msg)?;
     let db = Db::connect(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("api");
     let state = AppState::new(db.clone(), &metrics);
@@ -260,9 +369,18 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         let d = ready_db.clone();
         Box::pin(async move { d.ping().await })
     });
-    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, None, actiond_runtime::shutdown_signal()).await?;
+    let admin = actiond_runtime::serve_admin(
+        args.admin_listen,
+        metrics,
+        ready,
+        None,
+        actiond_runtime::shutdown_signal(),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %listener.local_addr()?, admin = %admin, "actiond api listening");
-    axum::serve(listener, router(state)).with_graceful_shutdown(actiond_runtime::shutdown_signal()).await?;
+    axum::serve(listener, router_with_mcp(state, &mcp_config))
+        .with_graceful_shutdown(actiond_runtime::shutdown_signal())
+        .await?;
     Ok(())
 }

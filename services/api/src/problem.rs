@@ -46,8 +46,17 @@ impl Problem {
     }
     /// 400 with field errors; `detail` lists them.
     pub fn invalid(errors: Vec<FieldError>) -> Self {
-        let detail = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-        let mut p = Self::new(StatusCode::BAD_REQUEST, "invalid_request", "The request is invalid", detail);
+        let detail = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut p = Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "The request is invalid",
+            detail,
+        );
         p.errors = errors;
         p
     }
@@ -57,13 +66,23 @@ impl Problem {
     }
     /// 401 with `WWW-Authenticate: Bearer`.
     pub fn unauthorized(detail: &str) -> Self {
-        let mut p = Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "Authentication required", detail);
+        let mut p = Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Authentication required",
+            detail,
+        );
         p.www_authenticate = true;
         p
     }
     /// 404.
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "Not found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "Not found",
+            format!("{what} not found"),
+        )
     }
     /// 500, opaque; logs `cause` with a fresh request id.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
@@ -82,7 +101,12 @@ impl Problem {
     pub fn unavailable(cause: &dyn std::fmt::Display) -> Self {
         let id = uuid::Uuid::new_v4().to_string();
         tracing::warn!(request_id = %id, error = %cause, "service unavailable");
-        let mut p = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Temporarily unavailable", "try again shortly");
+        let mut p = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Temporarily unavailable",
+            "try again shortly",
+        );
         p.request_id = Some(id);
         p.retry_after = Some(2);
         p
@@ -98,7 +122,9 @@ impl From<actiond_store::StoreError> for Problem {
     fn from(e: actiond_store::StoreError) -> Self {
         match &e {
             actiond_store::StoreError::Pool(_) => Problem::unavailable(&e.detail()),
-            actiond_store::StoreError::Db(d) if d.is_closed() || d.as_db_error().is_none() => Problem::unavailable(&e.detail()),
+            actiond_store::StoreError::Db(d) if d.is_closed() || d.as_db_error().is_none() => {
+                Problem::unavailable(&e.detail())
+            }
             _ => Problem::internal(&e.detail()),
         }
     }
@@ -110,14 +136,20 @@ impl IntoResponse for Problem {
         let body = serde_json::to_vec(&self).unwrap_or_default();
         let mut resp = (status, body).into_response();
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        if let Some(s) = self.retry_after {
-            if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
-                h.insert(header::RETRY_AFTER, v);
-            }
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(s) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            h.insert(header::RETRY_AFTER, v);
         }
         if self.www_authenticate {
-            h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"actiond\""));
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"actiond\""),
+            );
         }
         resp
     }

@@ -31,7 +31,14 @@ pub const MAX_SESSION_CHARS: usize = 200;
 /// Body fields that are accepted and ignored: tenant and agent come from the token, state from
 /// the workflow. They are never obeyed.
 pub const IGNORED_FIELDS: [&str; 3] = ["state", "tenant_id", "agent_id"];
-const KNOWN_FIELDS: [&str; 6] = ["action", "params", "target", "reason", "source_text", "session"];
+const KNOWN_FIELDS: [&str; 6] = [
+    "action",
+    "params",
+    "target",
+    "reason",
+    "source_text",
+    "session",
+];
 
 /// A parsed submission body.
 #[derive(Debug, Clone)]
@@ -56,7 +63,11 @@ impl SubmitRequest {
     /// Parses raw JSON strictly; errors name the field path.
     pub fn from_json_bytes(raw: &[u8]) -> Result<Self, Problem> {
         let v = parse_strict(raw).map_err(|e| {
-            let field = if e.path.is_empty() { "body".to_owned() } else { e.path.clone() };
+            let field = if e.path.is_empty() {
+                "body".to_owned()
+            } else {
+                e.path.clone()
+            };
             Problem::field(&field, e.rule)
         })?;
         Self::from_value(v)
@@ -75,18 +86,26 @@ impl SubmitRequest {
             if !KNOWN_FIELDS.contains(&k.as_str()) {
                 errs.push(FieldError::new(
                     k.clone(),
-                    format!("unknown field; expected one of: {}", KNOWN_FIELDS.join(", ")),
+                    format!(
+                        "unknown field; expected one of: {}",
+                        KNOWN_FIELDS.join(", ")
+                    ),
                 ));
             }
         }
         let action = match obj.get("action") {
-            Some(Value::String(s)) if s.chars().count() <= actiond_core::ids::MAX_ACTION_LEN => s.clone(),
+            Some(Value::String(s)) if s.chars().count() <= actiond_core::ids::MAX_ACTION_LEN => {
+                s.clone()
+            }
             Some(Value::String(_)) => {
                 errs.push(FieldError::new("action", "must be at most 128 characters"));
                 String::new()
             }
             _ => {
-                errs.push(FieldError::new("action", "is required: the action name, e.g. billing.refund.issue"));
+                errs.push(FieldError::new(
+                    "action",
+                    "is required: the action name, e.g. billing.refund.issue",
+                ));
                 String::new()
             }
         };
@@ -106,7 +125,10 @@ impl SubmitRequest {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if s.chars().count() <= max => Some(s.clone()),
                 Some(Value::String(_)) => {
-                    errs.push(FieldError::new(name, format!("must be at most {max} characters")));
+                    errs.push(FieldError::new(
+                        name,
+                        format!("must be at most {max} characters"),
+                    ));
                     None
                 }
                 Some(_) => {
@@ -122,8 +144,17 @@ impl SubmitRequest {
         if !errs.is_empty() {
             return Err(Problem::invalid(errs));
         }
-        let canonical_body = canonicalize(&Value::Object(obj)).map_err(|e| Problem::field("body", e.rule))?;
-        Ok(Self { action, params, target, reason, source_text, session, request_sha256: sha256_hex(canonical_body) })
+        let canonical_body =
+            canonicalize(&Value::Object(obj)).map_err(|e| Problem::field("body", e.rule))?;
+        Ok(Self {
+            action,
+            params,
+            target,
+            reason,
+            source_text,
+            session,
+            request_sha256: sha256_hex(canonical_body),
+        })
     }
 }
 
@@ -149,16 +180,21 @@ const DOC_TTL: Duration = Duration::from_secs(1);
 
 impl DocCache {
     /// The tenant's latest document, from cache when fresh.
-    pub async fn latest(&self, db: &actiond_store::Db, tenant: &str) -> Result<Option<Arc<TenantDocument>>, Problem> {
-        if let Ok(m) = self.inner.lock() {
-            if let Some((at, d)) = m.get(tenant) {
-                if at.elapsed() < DOC_TTL {
-                    return Ok(Some(d.clone()));
-                }
-            }
+    pub async fn latest(
+        &self,
+        db: &actiond_store::Db,
+        tenant: &str,
+    ) -> Result<Option<Arc<TenantDocument>>, Problem> {
+        if let Ok(m) = self.inner.lock()
+            && let Some((at, d)) = m.get(tenant)
+            && at.elapsed() < DOC_TTL
+        {
+            return Ok(Some(d.clone()));
         }
         let c = db.client().await?;
-        let Some(stored) = tenants::latest(&c, tenant).await? else { return Ok(None) };
+        let Some(stored) = tenants::latest(&c, tenant).await? else {
+            return Ok(None);
+        };
         let doc = Arc::new(stored.parse()?);
         if let Ok(mut m) = self.inner.lock() {
             m.insert(tenant.to_owned(), (Instant::now(), doc.clone()));
@@ -185,19 +221,30 @@ pub async fn submit(
     let target = match doc.handler(&req.action) {
         Some(entry) => {
             let kind: HandlerKind = entry.kind;
-            kind.validate_params(&req.params, &entry.settings).map_err(|e| {
-                state.metrics.submissions.with_label_values(&["invalid"]).inc();
-                Problem::invalid(e.0)
-            })?;
+            kind.validate_params(&req.params, &entry.settings)
+                .map_err(|e| {
+                    state
+                        .metrics
+                        .submissions
+                        .with_label_values(&["invalid"])
+                        .inc();
+                    Problem::invalid(e.0)
+                })?;
             let derived = kind.derive_target(&req.params, &entry.settings);
-            if let Some(t) = &req.target {
-                if *t != derived {
-                    state.metrics.submissions.with_label_values(&["invalid"]).inc();
-                    return Err(Problem::field(
-                        "target",
-                        format!("does not match the target derived from params ({derived}); omit it or send that value"),
-                    ));
-                }
+            if let Some(t) = &req.target
+                && *t != derived
+            {
+                state
+                    .metrics
+                    .submissions
+                    .with_label_values(&["invalid"])
+                    .inc();
+                return Err(Problem::field(
+                    "target",
+                    format!(
+                        "does not match the target derived from params ({derived}); omit it or send that value"
+                    ),
+                ));
             }
             derived
         }
@@ -234,16 +281,36 @@ pub async fn submit(
     let cap = i64::from(doc.policy.max_open_escalations_per_agent);
     match actiond_store::proposals::submit(&state.db, &new, cap).await? {
         Submitted::Created(id) => {
-            state.metrics.submissions.with_label_values(&["created"]).inc();
+            state
+                .metrics
+                .submissions
+                .with_label_values(&["created"])
+                .inc();
             state.notifier.hint();
-            Ok(SubmitResponse { proposal_id: id, state: "pending".into(), replayed: false })
+            Ok(SubmitResponse {
+                proposal_id: id,
+                state: "pending".into(),
+                replayed: false,
+            })
         }
         Submitted::Existing { id, state: s } => {
-            state.metrics.submissions.with_label_values(&["existing"]).inc();
-            Ok(SubmitResponse { proposal_id: id, state: s, replayed: true })
+            state
+                .metrics
+                .submissions
+                .with_label_values(&["existing"])
+                .inc();
+            Ok(SubmitResponse {
+                proposal_id: id,
+                state: s,
+                replayed: true,
+            })
         }
         Submitted::KeyReused => {
-            state.metrics.submissions.with_label_values(&["key_reused"]).inc();
+            state
+                .metrics
+                .submissions
+                .with_label_values(&["key_reused"])
+                .inc();
             Err(Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",
@@ -252,7 +319,11 @@ pub async fn submit(
             ))
         }
         Submitted::TooManyEscalations { cap } => {
-            state.metrics.submissions.with_label_values(&["too_many_escalations"]).inc();
+            state
+                .metrics
+                .submissions
+                .with_label_values(&["too_many_escalations"])
+                .inc();
             tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, cap, "ALERT: agent reached its cap of open escalations");
             Err(Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -264,4 +335,3 @@ pub async fn submit(
         }
     }
 }
-

@@ -112,6 +112,14 @@ pub enum TenantCmd {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Show what a new document would change compared with the tenant's latest version.
+    Diff {
+        /// YAML file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// Validate a document without storing it.
     Validate {
         /// YAML file.
@@ -172,6 +180,25 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
                     d.applied_by,
                     d.sha256
                 ));
+            }
+        }
+        TenantCmd::Diff { file, db } => {
+            let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let new = actiond_core::tenant::TenantDocument::parse(&source)?;
+            let db = db.connect()?;
+            let c = db.client().await?;
+            let old = match tenants::latest(&c, new.tenant.as_str()).await? {
+                Some(d) => serde_json::to_value(d.parse()?)?,
+                None => serde_json::Value::Null,
+            };
+            let changes = diff_documents(&old, &serde_json::to_value(&new)?);
+            if changes.is_empty() {
+                say(&format!("tenant {}: no change", new.tenant));
+            } else {
+                say(&format!("tenant {}: {} change(s)", new.tenant, changes.len()));
+                for ch in changes {
+                    say(&format!("  {ch}"));
+                }
             }
         }
         TenantCmd::Validate { file } => {
@@ -553,6 +580,144 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
                 _ => String::new(),
             }
         ),
+    }
+    Ok(())
+}
+
+/// Differences between two tenant documents (as JSON), one line per changed path. Rules are
+/// matched by name, so reordering shows as an order change, not as every rule changing.
+pub fn diff_documents(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    fn keyed_rules(v: &Value) -> Value {
+        // policy.rules: list → map by name, plus the order.
+        let mut v = v.clone();
+        if let Some(rules) = v.pointer("/policy/rules").and_then(Value::as_array).cloned() {
+            let mut m = serde_json::Map::new();
+            let mut order = Vec::new();
+            for r in rules {
+                let name = r.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                order.push(Value::String(name.clone()));
+                m.insert(name, r);
+            }
+            if let Some(p) = v.pointer_mut("/policy") {
+                p["rules"] = Value::Object(m);
+                p["rule_order"] = Value::Array(order);
+            }
+        }
+        v
+    }
+    fn walk(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>) {
+        match (a, b) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    walk(&p, x.get(k), y.get(k), out);
+                }
+            }
+            (Some(x), Some(y)) if x == y => {}
+            (None, Some(y)) => out.push(format!("+ {path}: {y}")),
+            (Some(x), None) => out.push(format!("- {path}: {x}")),
+            (Some(x), Some(y)) => out.push(format!("~ {path}: {x} → {y}")),
+            (None, None) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", Some(&keyed_rules(old)), Some(&keyed_rules(new)), &mut out);
+    out
+}
+
+/// `actiond policy test`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicySub {
+    /// Replay a tenant's recorded proposals through a candidate document and report how many
+    /// decisions would change, per rule and effect, before anyone applies it.
+    Test {
+        /// Candidate tenant document (YAML).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// How far back to replay, e.g. 7d, 24h.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// `actiond policy test`.
+pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
+    use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
+    use std::collections::BTreeMap;
+    let PolicySub::Test { file, since, json, db } = cmd;
+    let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    let doc = actiond_core::tenant::TenantDocument::parse(&source)?;
+    let since = actiond_core::ids::parse_duration(&since).map_err(anyhow::Error::msg)?;
+    let tenant = doc.tenant.as_str().to_owned();
+    let candidate = CompiledPolicy::new(doc, 0, actiond_core::canonical::sha256_hex(source.as_bytes())).map_err(anyhow::Error::msg)?;
+    let db = db.connect()?;
+    let c = db.client().await?;
+    let recorded = actiond_store::policy_queue::decided_since(&c, &tenant, since).await?;
+    let mut changed: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    let mut unchanged = 0u64;
+    for r in &recorded {
+        let params: serde_json::Value = serde_json::from_str(&r.row.params_json).unwrap_or_default();
+        let history = match candidate.doc.handler(&r.row.action) {
+            Some(h) => {
+                actiond_store::policy_queue::history_at(
+                    &c,
+                    &tenant,
+                    r.row.agent_id,
+                    &r.row.action,
+                    candidate.doc.policy.history_window,
+                    h.kind.history_sum_param(),
+                    r.row.id,
+                    r.created_at,
+                )
+                .await?
+            }
+            None => History::default(),
+        };
+        let input = EvalInput {
+            action: r.row.action.clone(),
+            target: r.row.target.clone(),
+            params,
+            agent: AgentFacts {
+                id: r.row.agent_id.to_string(),
+                name: r.row.agent_name.clone(),
+                owner: r.row.agent_owner.clone().unwrap_or_default(),
+            },
+            session: r.row.session_id.clone().unwrap_or_default(),
+            history,
+        };
+        let d = decide(&candidate, &input);
+        if d.effect.as_str() == r.effect {
+            unchanged += 1;
+        } else {
+            let rule = d.rule.clone().unwrap_or_else(|| "(default)".into());
+            *changed.entry((r.effect.clone(), d.effect.as_str().to_owned(), rule)).or_default() += 1;
+        }
+    }
+    let total_changed: u64 = changed.values().sum();
+    if json {
+        let rows: Vec<serde_json::Value> = changed
+            .iter()
+            .map(|((from, to, rule), n)| serde_json::json!({"from": from, "to": to, "rule": rule, "count": n}))
+            .collect();
+        say(&serde_json::to_string_pretty(&serde_json::json!({
+            "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged, "changed": total_changed, "changes": rows
+        }))?);
+    } else {
+        say(&format!("policy test: tenant {tenant}, {} decided proposals in the window", recorded.len()));
+        say(&format!("  unchanged  {unchanged}"));
+        say(&format!("  changed    {total_changed}"));
+        for ((from, to, rule), n) in &changed {
+            say(&format!("    {from} → {to}: {n} (deciding rule now: {rule})"));
+        }
     }
     Ok(())
 }

@@ -19,8 +19,8 @@ struct Cli {
 enum Command {
     /// Run the agent-facing API (REST + MCP).
     Api(actiond_api::ApiArgs),
-    /// Run the policy worker.
-    Policy(actiond_policy::PolicyArgs),
+    /// Run the policy worker; `actiond policy test` replays history through a candidate document.
+    Policy(PolicyCmd),
     /// Run the executor (the only holder of provider credentials).
     Executor(actiond_executor::ExecutorArgs),
     /// Bridge MCP over stdio to the API's /mcp endpoint (for desktop agents).
@@ -44,6 +44,16 @@ enum Command {
     Status(client::StatusArgs),
     /// Run everything on this machine: a throwaway Postgres, keys, a demo tenant, an agent token.
     Dev(dev::DevArgs),
+}
+
+/// `actiond policy [test …]`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct PolicyCmd {
+    #[command(subcommand)]
+    sub: Option<admin::PolicySub>,
+    #[command(flatten)]
+    run: Option<actiond_policy::PolicyArgs>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -74,7 +84,9 @@ fn main() -> std::process::ExitCode {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Api(a) => actiond_api::run(a).await,
-            Command::Policy(a) => actiond_policy::run(a).await,
+            Command::Policy(PolicyCmd { sub: Some(s), .. }) => admin::policy(s).await,
+            Command::Policy(PolicyCmd { run: Some(a), .. }) => actiond_policy::run(a).await,
+            Command::Policy(PolicyCmd { .. }) => Err(anyhow::anyhow!("actiond policy needs DATABASE_URL (see actiond policy --help)")),
             Command::Executor(a) => actiond_executor::run(a).await,
             Command::McpStdio(a) => actiond_api::mcp::run_stdio(a).await,
             Command::Migrate(a) => admin::migrate(a).await,

@@ -31,7 +31,11 @@ pub fn is_private(ip: IpAddr) -> bool {
                 return is_private(IpAddr::V4(v4));
             }
             let s = v6.segments();
-            v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || (s[0] & 0xfe00) == 0xfc00 || (s[0] & 0xffc0) == 0xfe80
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
         }
     }
 }
@@ -54,8 +58,12 @@ impl Resolve for GuardedResolver {
         let allow = self.allow_private;
         Box::pin(async move {
             let host = name.as_str().to_owned();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let kept: Vec<SocketAddr> = addrs.into_iter().filter(|a| allow || !is_private(a.ip())).collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let kept: Vec<SocketAddr> = addrs
+                .into_iter()
+                .filter(|a| allow || !is_private(a.ip()))
+                .collect();
             if kept.is_empty() {
                 let e: Box<dyn std::error::Error + Send + Sync> =
                     format!("{host} resolves only to private or loopback addresses, which this executor does not allow").into();
@@ -69,29 +77,35 @@ impl Resolve for GuardedResolver {
 
 /// Checks a URL's host against the operator's allow-list and, for IP literals (which bypass
 /// the resolver), the private-address rule. Returns a reason on refusal.
-pub fn check_url(url: &url::Url, allowed_hosts: &[String], allow_private: bool) -> Result<(), String> {
+pub fn check_url(
+    url: &url::Url,
+    allowed_hosts: &[String],
+    allow_private: bool,
+) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("scheme {} is not allowed", url.scheme()));
     }
-    let Some(host) = url.host_str() else { return Err("URL has no host".into()) };
+    let Some(host) = url.host_str() else {
+        return Err("URL has no host".into());
+    };
     let host_l = host.trim_end_matches('.').to_ascii_lowercase();
     let listed = allowed_hosts.iter().any(|h| {
         let h = h.trim().to_ascii_lowercase();
         h == host_l || url.port().is_some_and(|p| h == format!("{host_l}:{p}"))
     });
     if !listed {
-        return Err(format!("host {host_l} is not in the executor's allowed destinations"));
+        return Err(format!(
+            "host {host_l} is not in the executor's allowed destinations"
+        ));
     }
-    if let Some(url::Host::Ipv4(ip)) = url.host() {
-        if !allow_private && is_private(IpAddr::V4(ip)) {
+    if let Some(url::Host::Ipv4(ip)) = url.host()
+        && !allow_private && is_private(IpAddr::V4(ip)) {
             return Err(format!("{ip} is a private address"));
         }
-    }
-    if let Some(url::Host::Ipv6(ip)) = url.host() {
-        if !allow_private && is_private(IpAddr::V6(ip)) {
+    if let Some(url::Host::Ipv6(ip)) = url.host()
+        && !allow_private && is_private(IpAddr::V6(ip)) {
             return Err(format!("{ip} is a private address"));
         }
-    }
     Ok(())
 }
 
@@ -100,7 +114,17 @@ mod tests {
     use super::*;
     #[test]
     fn private_ranges() {
-        for ip in ["10.1.2.3", "127.0.0.1", "169.254.169.254", "192.168.0.1", "100.64.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1"] {
+        for ip in [
+            "10.1.2.3",
+            "127.0.0.1",
+            "169.254.169.254",
+            "192.168.0.1",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+        ] {
             assert!(is_private(ip.parse().unwrap()), "{ip}");
         }
         for ip in ["93.184.216.34", "2606:2800:220:1::"] {

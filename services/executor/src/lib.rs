@@ -43,7 +43,11 @@ pub struct ExecutorArgs {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// Admin listener (/metrics, /healthz, /readyz).
-    #[arg(long, env = "ACTIOND_EXECUTOR_ADMIN_LISTEN", default_value = "127.0.0.1:9182")]
+    #[arg(
+        long,
+        env = "ACTIOND_EXECUTOR_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9182"
+    )]
     pub admin_listen: SocketAddr,
     /// Directory of provider credentials (`<tenant>.<name>` files); default
     /// `$CREDENTIALS_DIRECTORY`.
@@ -135,13 +139,17 @@ pub struct Worker {
 /// Loads `<key_id>.pub` files from a directory.
 pub fn load_trusted_keys(dir: &Path) -> anyhow::Result<TrustedKeys> {
     let mut keys = TrustedKeys::default();
-    let entries = std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("trusted keys directory {}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("trusted keys directory {}: {e}", dir.display()))?;
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(key_id) = name.strip_suffix(".pub") else { continue };
+        let Some(key_id) = name.strip_suffix(".pub") else {
+            continue;
+        };
         let text = std::fs::read_to_string(entry.path())?;
-        keys.insert_b64(key_id, &text).map_err(|e| anyhow::anyhow!("{}: {e}", entry.path().display()))?;
+        keys.insert_b64(key_id, &text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", entry.path().display()))?;
     }
     if keys.is_empty() {
         anyhow::bail!("no trusted grant keys (*.pub) in {}", dir.display());
@@ -151,13 +159,22 @@ pub fn load_trusted_keys(dir: &Path) -> anyhow::Result<TrustedKeys> {
 
 impl Worker {
     /// Builds a worker from its configuration.
-    pub fn from_args(db: Db, args: &ExecutorArgs, metrics: ExecutorMetrics) -> anyhow::Result<Self> {
+    pub fn from_args(
+        db: Db,
+        args: &ExecutorArgs,
+        metrics: ExecutorMetrics,
+    ) -> anyhow::Result<Self> {
         let credentials = CredentialsDir::resolve(args.credentials_dir.as_deref())?;
-        let keys_dir = args.trusted_keys_dir.clone().unwrap_or_else(|| credentials.path().join("trusted_keys"));
+        let keys_dir = args
+            .trusted_keys_dir
+            .clone()
+            .unwrap_or_else(|| credentials.path().join("trusted_keys"));
         let trusted = load_trusted_keys(&keys_dir)?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(destinations::GuardedResolver::new(args.allow_private_destinations))
+            .dns_resolver(destinations::GuardedResolver::new(
+                args.allow_private_destinations,
+            ))
             .connect_timeout(Duration::from_secs(5))
             .user_agent("actiond-executor")
             .build()?;
@@ -171,7 +188,12 @@ impl Worker {
             trusted,
             credentials,
             destinations: Destinations {
-                webhook_hosts: args.webhook_allowed_hosts.iter().filter(|h| !h.trim().is_empty()).cloned().collect(),
+                webhook_hosts: args
+                    .webhook_allowed_hosts
+                    .iter()
+                    .filter(|h| !h.trim().is_empty())
+                    .cloned()
+                    .collect(),
                 billing_base_url: args.billing_base_url.clone(),
                 pdns_base_url: args.pdns_base_url.clone(),
                 allow_private: args.allow_private_destinations,
@@ -199,9 +221,23 @@ impl Worker {
         Ok(executor_queue::claim(&self.db, &self.id, self.claim_lease, limit).await?)
     }
 
-    async fn refuse(&self, row: &ClaimedRow, to_state: &str, reason: &str, metric: &str, detail: serde_json::Value) -> anyhow::Result<()> {
-        self.metrics.grants_rejected.with_label_values(&[metric]).inc();
-        let kind = if metric == "policy_changed" { "proposal.blocked_policy_changed" } else { "grant.rejected" };
+    async fn refuse(
+        &self,
+        row: &ClaimedRow,
+        to_state: &str,
+        reason: &str,
+        metric: &str,
+        detail: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        self.metrics
+            .grants_rejected
+            .with_label_values(&[metric])
+            .inc();
+        let kind = if metric == "policy_changed" {
+            "proposal.blocked_policy_changed"
+        } else {
+            "grant.rejected"
+        };
         let detail = json!({"reason": metric, "detail": detail});
         executor_queue::refuse(&self.db, row, &self.id, to_state, reason, kind, detail).await?;
         Ok(())
@@ -211,7 +247,15 @@ impl Worker {
     pub async fn process(&self, row: ClaimedRow) -> anyhow::Result<()> {
         let client = self.db.client().await?;
         let Some(grant) = grants::for_proposal(&client, row.id).await? else {
-            return self.refuse(&row, "blocked", "no grant exists for this proposal", "missing", json!({})).await;
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    "no grant exists for this proposal",
+                    "missing",
+                    json!({}),
+                )
+                .await;
         };
         let kind = match self.trusted.verify(&grant.claims, &grant.sig) {
             Ok(k) => k,
@@ -222,7 +266,15 @@ impl Worker {
                     GrantError::BadSignature | GrantError::BadKey(_) => "bad_signature",
                 };
                 tracing::error!(proposal = %row.id, key_id = %grant.claims.key_id, error = %e, "ALERT: grant refused");
-                return self.refuse(&row, "blocked", "the grant for this proposal was refused", metric, json!({"error": e.to_string(), "key_id": grant.claims.key_id})).await;
+                return self
+                    .refuse(
+                        &row,
+                        "blocked",
+                        "the grant for this proposal was refused",
+                        metric,
+                        json!({"error": e.to_string(), "key_id": grant.claims.key_id}),
+                    )
+                    .await;
             }
         };
         let agent_id = row.agent_id.to_string();
@@ -251,13 +303,38 @@ impl Worker {
                 .await;
         }
         // The tenant's current policy, once more.
-        let params: serde_json::Value = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
+        let params: serde_json::Value =
+            serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
         let Some(current) = self.cache.latest(&client, &row.tenant_id).await? else {
-            return self.refuse(&row, "blocked", "policy changed since approval", "policy_changed", json!({"error": "no document"})).await;
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    "policy changed since approval",
+                    "policy_changed",
+                    json!({"error": "no document"}),
+                )
+                .await;
         };
         let history = match current.doc.handler(&row.action) {
-            Some(h) if current.doc.policy.rules.iter().any(|r| r.when.contains("history")) => {
-                policy_queue::history(&client, &row.tenant_id, row.agent_id, &row.action, current.doc.policy.history_window, h.kind.history_sum_param(), row.id).await?
+            Some(h)
+                if current
+                    .doc
+                    .policy
+                    .rules
+                    .iter()
+                    .any(|r| r.when.contains("history")) =>
+            {
+                policy_queue::history(
+                    &client,
+                    &row.tenant_id,
+                    row.agent_id,
+                    &row.action,
+                    current.doc.policy.history_window,
+                    h.kind.history_sum_param(),
+                    row.id,
+                )
+                .await?
             }
             _ => History::default(),
         };
@@ -265,14 +342,19 @@ impl Worker {
             action: row.action.clone(),
             target: row.target.clone(),
             params: params.clone(),
-            agent: AgentFacts { id: agent_id.clone(), name: row.agent_name.clone(), owner: row.agent_owner.clone().unwrap_or_default() },
+            agent: AgentFacts {
+                id: agent_id.clone(),
+                name: row.agent_name.clone(),
+                owner: row.agent_owner.clone().unwrap_or_default(),
+            },
             session: row.session_id.clone().unwrap_or_default(),
             history,
         };
         let p = current.clone();
-        let now = actiond_runtime::with_budget(Duration::from_millis(200), move || decide(&p, &input))
-            .await
-            .unwrap_or_else(Decision::budget_exceeded);
+        let now =
+            actiond_runtime::with_budget(Duration::from_millis(200), move || decide(&p, &input))
+                .await
+                .unwrap_or_else(Decision::budget_exceeded);
         let still_ok = match kind {
             KeyKind::Policy => now.effect == Effect::Allow,
             KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,
@@ -289,25 +371,66 @@ impl Worker {
                 .await;
         }
         // Handler settings of the version the grant names: a later apply cannot redirect it.
-        let Some(approved_doc) = self.cache.version(&client, &row.tenant_id, grant.claims.doc_version).await? else {
-            return self.refuse(&row, "blocked", "the approved policy version is missing", "missing", json!({})).await;
+        let Some(approved_doc) = self
+            .cache
+            .version(&client, &row.tenant_id, grant.claims.doc_version)
+            .await?
+        else {
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    "the approved policy version is missing",
+                    "missing",
+                    json!({}),
+                )
+                .await;
         };
         let Some(entry) = approved_doc.doc.handler(&row.action).cloned() else {
-            return self.refuse(&row, "blocked", &format!("no handler for {}", row.action), "missing", json!({})).await;
+            return self
+                .refuse(
+                    &row,
+                    "blocked",
+                    &format!("no handler for {}", row.action),
+                    "missing",
+                    json!({}),
+                )
+                .await;
         };
         drop(client);
         let run_lease = entry.timeout + self.lease_margin;
-        match executor_queue::spend_and_start(&self.db, &row, grant.claims.id, &grant.claims.key_id, &self.id, run_lease).await? {
+        match executor_queue::spend_and_start(
+            &self.db,
+            &row,
+            grant.claims.id,
+            &grant.claims.key_id,
+            &self.id,
+            run_lease,
+        )
+        .await?
+        {
             Spend::Started => {}
             Spend::Replayed { used_by } => {
                 tracing::error!(proposal = %row.id, grant = %grant.claims.id, used_by = ?used_by, "ALERT: replayed grant refused");
                 return self
-                    .refuse(&row, "blocked", "this approval was already used; nothing ran", "replayed", json!({"grant_id": grant.claims.id, "used_by": used_by}))
+                    .refuse(
+                        &row,
+                        "blocked",
+                        "this approval was already used; nothing ran",
+                        "replayed",
+                        json!({"grant_id": grant.claims.id, "used_by": used_by}),
+                    )
                     .await;
             }
             Spend::Expired => {
                 return self
-                    .refuse(&row, "expired", "the approval expired before an executor ran it; propose again", "expired", json!({"grant_id": grant.claims.id}))
+                    .refuse(
+                        &row,
+                        "expired",
+                        "the approval expired before an executor ran it; propose again",
+                        "expired",
+                        json!({"grant_id": grant.claims.id}),
+                    )
                     .await;
             }
             Spend::LostLease => {
@@ -315,8 +438,15 @@ impl Worker {
                 return Ok(());
             }
         }
-        self.metrics.grants_spent.with_label_values(&[kind.as_str()]).inc();
-        let timer = self.metrics.handler_seconds.with_label_values(&[entry.kind.action()]).start_timer();
+        self.metrics
+            .grants_spent
+            .with_label_values(&[kind.as_str()])
+            .inc();
+        let timer = self
+            .metrics
+            .handler_seconds
+            .with_label_values(&[entry.kind.action()])
+            .start_timer();
         let outcome = handlers::execute(
             entry.kind,
             &Execution {
@@ -333,11 +463,16 @@ impl Worker {
         )
         .await;
         timer.observe_duration();
-        self.metrics.executions.with_label_values(&[entry.kind.action(), outcome.as_str()]).inc();
+        self.metrics
+            .executions
+            .with_label_values(&[entry.kind.action(), outcome.as_str()])
+            .inc();
         if !matches!(outcome, Outcome::Succeeded(_)) {
             tracing::warn!(proposal = %row.id, outcome = outcome.as_str(), detail = outcome.detail(), "handler did not succeed");
         }
-        if !executor_queue::finish(&self.db, &row, &self.id, outcome.as_str(), outcome.detail()).await? {
+        if !executor_queue::finish(&self.db, &row, &self.id, outcome.as_str(), outcome.detail())
+            .await?
+        {
             tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");
         }
         Ok(())
@@ -347,13 +482,28 @@ impl Worker {
     pub async fn sweep(&self) -> anyhow::Result<()> {
         let s = executor_queue::sweep(&self.db).await?;
         if s.outcome_unknown > 0 {
-            tracing::error!(count = s.outcome_unknown, "ALERT: executions lost their lease after the spend; marked outcome_unknown");
-            self.metrics.swept.with_label_values(&["outcome_unknown"]).inc_by(s.outcome_unknown);
+            tracing::error!(
+                count = s.outcome_unknown,
+                "ALERT: executions lost their lease after the spend; marked outcome_unknown"
+            );
+            self.metrics
+                .swept
+                .with_label_values(&["outcome_unknown"])
+                .inc_by(s.outcome_unknown);
         }
         if s.expired > 0 {
-            tracing::warn!(count = s.expired, "approved proposals expired unspent (executors lagged)");
-            self.metrics.swept.with_label_values(&["expired"]).inc_by(s.expired);
-            self.metrics.grants_rejected.with_label_values(&["expired"]).inc_by(s.expired);
+            tracing::warn!(
+                count = s.expired,
+                "approved proposals expired unspent (executors lagged)"
+            );
+            self.metrics
+                .swept
+                .with_label_values(&["expired"])
+                .inc_by(s.expired);
+            self.metrics
+                .grants_rejected
+                .with_label_values(&["expired"])
+                .inc_by(s.expired);
         }
         Ok(())
     }
@@ -363,7 +513,11 @@ impl Worker {
 pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
     let db = Db::connect(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("executor");
-    let worker = Arc::new(Worker::from_args(db.clone(), &args, ExecutorMetrics::new(&metrics))?);
+    let worker = Arc::new(Worker::from_args(
+        db.clone(),
+        &args,
+        ExecutorMetrics::new(&metrics),
+    )?);
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let d = ready_db.clone();
@@ -409,7 +563,9 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
             Ok(rows) if !rows.is_empty() => {
                 backoff = Duration::from_millis(100);
                 for row in rows {
-                    let Ok(permit) = slots.clone().acquire_owned().await else { break };
+                    let Ok(permit) = slots.clone().acquire_owned().await else {
+                        break;
+                    };
                     let w = worker.clone();
                     tokio::spawn(async move {
                         let id = row.id;

@@ -33,7 +33,11 @@ pub struct PolicyArgs {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// Admin listener (/metrics with queue-age gauges, /healthz, /readyz).
-    #[arg(long, env = "ACTIOND_POLICY_ADMIN_LISTEN", default_value = "127.0.0.1:9181")]
+    #[arg(
+        long,
+        env = "ACTIOND_POLICY_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9181"
+    )]
     pub admin_listen: SocketAddr,
     /// Directory holding `grant_signing_key` (base64 PKCS#8 Ed25519); default
     /// `$CREDENTIALS_DIRECTORY`.
@@ -109,9 +113,23 @@ pub struct Worker {
 
 impl Worker {
     /// Builds a worker. `signer` must have a `policy-` key id.
-    pub fn new(db: Db, signer: GrantSigner, metrics: PolicyMetrics, batch: i64, budget: Duration) -> Self {
+    pub fn new(
+        db: Db,
+        signer: GrantSigner,
+        metrics: PolicyMetrics,
+        batch: i64,
+        budget: Duration,
+    ) -> Self {
         let approved = Notifier::spawn(db.clone(), CHANNEL_APPROVED, Duration::from_millis(20));
-        Self { db, signer: Arc::new(signer), cache: PolicyCache::default(), metrics, batch, budget, approved }
+        Self {
+            db,
+            signer: Arc::new(signer),
+            cache: PolicyCache::default(),
+            metrics,
+            batch,
+            budget,
+            approved,
+        }
     }
 
     /// Claims and decides one batch. Returns how many proposals were decided.
@@ -127,18 +145,43 @@ impl Worker {
         for row in &rows {
             let (decision, version, sha, lifetime) = self.evaluate(&tx, row).await?;
             if decision.rule.as_deref() == Some("no-handler") {
-                self.metrics.no_handler.with_label_values(&[&row.tenant_id]).inc();
+                self.metrics
+                    .no_handler
+                    .with_label_values(&[&row.tenant_id])
+                    .inc();
             }
             if !decision.errors.is_empty() {
-                let cause = if decision.errors.iter().any(|e| e.contains("time budget")) { "budget" } else { "error" };
-                self.metrics.eval_failures.with_label_values(&[&row.tenant_id, cause]).inc();
+                let cause = if decision.errors.iter().any(|e| e.contains("time budget")) {
+                    "budget"
+                } else {
+                    "error"
+                };
+                self.metrics
+                    .eval_failures
+                    .with_label_values(&[&row.tenant_id, cause])
+                    .inc();
                 tracing::warn!(proposal = %row.id, tenant = %row.tenant_id, errors = ?decision.errors, "rule evaluation failed closed");
             }
-            let rec = policy_queue::record(&tx, row, &decision, version, sha.as_deref(), &self.signer, lifetime).await?;
-            self.metrics.decisions.with_label_values(&[&row.tenant_id, decision.effect.as_str()]).inc();
+            let rec = policy_queue::record(
+                &tx,
+                row,
+                &decision,
+                version,
+                sha.as_deref(),
+                &self.signer,
+                lifetime,
+            )
+            .await?;
+            self.metrics
+                .decisions
+                .with_label_values(&[&row.tenant_id, decision.effect.as_str()])
+                .inc();
             if rec.grant_id.is_some() {
                 any_approved = true;
-                self.metrics.grants_issued.with_label_values(&["policy"]).inc();
+                self.metrics
+                    .grants_issued
+                    .with_label_values(&["policy"])
+                    .inc();
             }
         }
         tx.commit().await?;
@@ -164,7 +207,12 @@ impl Worker {
         };
         let params = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
         let handler = policy.doc.handler(&row.action).cloned();
-        let uses_history = policy.doc.policy.rules.iter().any(|r| r.when.contains("history"));
+        let uses_history = policy
+            .doc
+            .policy
+            .rules
+            .iter()
+            .any(|r| r.when.contains("history"));
         let history = match (&handler, uses_history) {
             (Some(h), true) => {
                 policy_queue::history(
@@ -194,13 +242,19 @@ impl Worker {
         };
         let version = policy.version;
         let sha = policy.sha256.clone();
-        let timer = self.metrics.eval_seconds.with_label_values::<&str>(&[]).start_timer();
+        let timer = self
+            .metrics
+            .eval_seconds
+            .with_label_values::<&str>(&[])
+            .start_timer();
         let p = policy.clone();
         let decision = actiond_runtime::with_budget(self.budget, move || decide(&p, &input))
             .await
             .unwrap_or_else(Decision::budget_exceeded);
         timer.observe_duration();
-        let lifetime = handler.map(|h| h.grant_lifetime).unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
+        let lifetime = handler
+            .map(|h| h.grant_lifetime)
+            .unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
         Ok((decision, Some(version), Some(sha), lifetime))
     }
 
@@ -209,8 +263,11 @@ impl Worker {
         let mut total = 0;
         for tenant in tenants::list(&self.db).await? {
             let c = self.db.client().await?;
-            let Some(policy) = self.cache.latest(&c, &tenant).await? else { continue };
-            let n = policy_queue::expire_stale(&c, &tenant, policy.doc.policy.escalation_ttl).await?;
+            let Some(policy) = self.cache.latest(&c, &tenant).await? else {
+                continue;
+            };
+            let n =
+                policy_queue::expire_stale(&c, &tenant, policy.doc.policy.escalation_ttl).await?;
             if n > 0 {
                 self.metrics.expired.with_label_values(&[&tenant]).inc_by(n);
                 tracing::info!(tenant, expired = n, "expired proposals past escalation_ttl");
@@ -227,8 +284,14 @@ impl Worker {
                 self.metrics.oldest_age.reset();
                 self.metrics.depth.reset();
                 for (tenant, state, age, count) in rows {
-                    self.metrics.oldest_age.with_label_values(&[&tenant, &state]).set(age);
-                    self.metrics.depth.with_label_values(&[&tenant, &state]).set(count as f64);
+                    self.metrics
+                        .oldest_age
+                        .with_label_values(&[&tenant, &state])
+                        .set(age);
+                    self.metrics
+                        .depth
+                        .with_label_values(&[&tenant, &state])
+                        .set(count as f64);
                 }
             }
             Err(e) => tracing::warn!(error = %e.detail(), "queue gauges not refreshed"),
@@ -270,9 +333,15 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
     });
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let mut stop_admin = stop_rx.clone();
-    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, Some(scrape), async move {
-        let _ = stop_admin.changed().await;
-    })
+    let admin = actiond_runtime::serve_admin(
+        args.admin_listen,
+        metrics,
+        ready,
+        Some(scrape),
+        async move {
+            let _ = stop_admin.changed().await;
+        },
+    )
     .await?;
     tracing::info!(admin = %admin, key_id = %args.key_id, "actiond policy started");
     let wake = Arc::new(Notify::new());

@@ -88,22 +88,48 @@ impl Metrics {
 
     /// Creates and registers a counter vector. Metric definitions are static strings checked by
     /// the tests, so an invalid one is a programming error.
-    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
-    pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::IntCounterVec {
-        self.register(prometheus::IntCounterVec::new(prometheus::Opts::new(name, help), labels).expect("valid metric definition"))
+    #[expect(
+        clippy::expect_used,
+        reason = "static metric definitions; covered by every service's tests"
+    )]
+    pub fn counter_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> prometheus::IntCounterVec {
+        self.register(
+            prometheus::IntCounterVec::new(prometheus::Opts::new(name, help), labels)
+                .expect("valid metric definition"),
+        )
     }
 
     /// Creates and registers a gauge vector.
-    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
+    #[expect(
+        clippy::expect_used,
+        reason = "static metric definitions; covered by every service's tests"
+    )]
     pub fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::GaugeVec {
-        self.register(prometheus::GaugeVec::new(prometheus::Opts::new(name, help), labels).expect("valid metric definition"))
+        self.register(
+            prometheus::GaugeVec::new(prometheus::Opts::new(name, help), labels)
+                .expect("valid metric definition"),
+        )
     }
 
     /// Creates and registers a histogram vector (seconds buckets from 0.5 ms to 10 s).
-    #[expect(clippy::expect_used, reason = "static metric definitions; covered by every service's tests")]
-    pub fn histogram_vec(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::HistogramVec {
-        let opts = prometheus::HistogramOpts::new(name, help)
-            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]);
+    #[expect(
+        clippy::expect_used,
+        reason = "static metric definitions; covered by every service's tests"
+    )]
+    pub fn histogram_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> prometheus::HistogramVec {
+        let opts = prometheus::HistogramOpts::new(name, help).buckets(vec![
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]);
         self.register(prometheus::HistogramVec::new(opts, labels).expect("valid metric definition"))
     }
 
@@ -180,7 +206,10 @@ pub fn say(line: &str) {
 
 /// Runs CPU-bound work off the async executor with a time budget. `None` when the budget ran
 /// out or the work panicked (the thread may keep running: budget the inputs too).
-pub async fn with_budget<T: Send + 'static>(budget: std::time::Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+pub async fn with_budget<T: Send + 'static>(
+    budget: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(f)).await {
         Ok(Ok(v)) => Some(v),
         _ => None,

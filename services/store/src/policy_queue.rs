@@ -218,3 +218,78 @@ pub async fn expire_stale<C: deadpool_postgres::GenericClient>(
         .await?;
     Ok(c.execute(&stmt, &[&tenant, &secs]).await?)
 }
+
+/// A decided proposal as recorded, for `actiond policy test` (what-if replay).
+#[derive(Debug, Clone)]
+pub struct RecordedDecision {
+    /// The proposal as the policy worker saw it.
+    pub row: PendingRow,
+    /// The effect recorded at the time.
+    pub effect: String,
+    /// The rule recorded at the time.
+    pub rule: Option<String>,
+    /// Submission time.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Proposals of `tenant` created within `since` that policy decided, oldest first.
+pub async fn decided_since<C: deadpool_postgres::GenericClient>(c: &C, tenant: &str, since: Duration) -> Result<Vec<RecordedDecision>> {
+    let rows = c
+        .query(
+            "SELECT p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
+                    p.params_sha256, p.intent_hash, p.session_id, p.effect, p.rule_name, p.created_at
+             FROM proposals p JOIN agents a ON a.id = p.agent_id
+             WHERE p.tenant_id = $1 AND p.effect IS NOT NULL AND p.created_at > now() - make_interval(secs => $2)
+             ORDER BY p.created_at",
+            &[&tenant, &since.as_secs_f64()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| RecordedDecision {
+            row: PendingRow {
+                id: r.get(0),
+                tenant_id: r.get(1),
+                agent_id: r.get(2),
+                agent_name: r.get(3),
+                agent_owner: r.get(4),
+                action: r.get(5),
+                target: r.get(6),
+                params_json: r.get(7),
+                params_sha256: r.get(8),
+                intent_hash: r.get(9),
+                session_id: r.get(10),
+            },
+            effect: r.get(11),
+            rule: r.get(12),
+            created_at: r.get(13),
+        })
+        .collect())
+}
+
+/// The agent's history as it was when `at` was submitted (same rules as [`history`]).
+#[allow(clippy::too_many_arguments)]
+pub async fn history_at<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    agent: Uuid,
+    action: &str,
+    window: Duration,
+    sum_param: Option<&str>,
+    exclude: Uuid,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<History> {
+    let secs = window.as_secs_f64();
+    let r = c
+        .query_one(
+            "SELECT count(*), COALESCE(sum(CASE WHEN $5::text IS NOT NULL AND jsonb_typeof(params_json::jsonb -> $5::text) = 'number'
+                        THEN (params_json::jsonb ->> $5::text)::numeric ELSE 0 END), 0)::bigint
+             FROM proposals
+             WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
+               AND created_at > $7::timestamptz - make_interval(secs => $4) AND created_at < $7::timestamptz
+               AND state NOT IN ('blocked','denied','expired')",
+            &[&tenant, &agent, &action, &secs, &sum_param, &exclude, &at],
+        )
+        .await?;
+    Ok(History { count: r.get(0), sum: r.get(1) })
+}

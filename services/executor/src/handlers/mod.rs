@@ -85,7 +85,10 @@ pub async fn execute(kind: HandlerKind, ex: &Execution<'_>) -> Outcome {
     };
     match tokio::time::timeout(ex.timeout, fut).await {
         Ok(o) => o,
-        Err(_) => Outcome::Unknown(format!("handler timed out after {:?}; the provider may have acted", ex.timeout)),
+        Err(_) => Outcome::Unknown(format!(
+            "handler timed out after {:?}; the provider may have acted",
+            ex.timeout
+        )),
     }
 }
 
@@ -104,31 +107,55 @@ async fn send(req: reqwest::RequestBuilder) -> Outcome {
     match req.send().await {
         Ok(resp) => {
             let status = resp.status();
-            let body: String = resp.text().await.unwrap_or_default().chars().take(500).collect();
+            let body: String = resp
+                .text()
+                .await
+                .unwrap_or_default()
+                .chars()
+                .take(500)
+                .collect();
             if status.is_success() {
                 Outcome::Succeeded(format!("HTTP {}", status.as_u16()))
             } else {
-                Outcome::Failed(format!("provider answered HTTP {}: {body}", status.as_u16()))
+                Outcome::Failed(format!(
+                    "provider answered HTTP {}: {body}",
+                    status.as_u16()
+                ))
             }
         }
         // Nothing was sent if we could not connect; otherwise the provider may have acted.
-        Err(e) if e.is_connect() || e.is_builder() => Outcome::Failed(format!("could not reach the provider: {e}")),
+        Err(e) if e.is_connect() || e.is_builder() => {
+            Outcome::Failed(format!("could not reach the provider: {e}"))
+        }
         Err(e) => Outcome::Unknown(format!("request failed after it may have been sent: {e}")),
     }
 }
 
 async fn webhook_post(ex: &Execution<'_>) -> Outcome {
-    let Some(url) = ex.settings.get("url").and_then(Value::as_str).and_then(|u| url::Url::parse(u).ok()) else {
+    let Some(url) = ex
+        .settings
+        .get("url")
+        .and_then(Value::as_str)
+        .and_then(|u| url::Url::parse(u).ok())
+    else {
         return Outcome::Failed("webhook url missing from the approved settings".into());
     };
-    if let Err(reason) = check_url(&url, &ex.destinations.webhook_hosts, ex.destinations.allow_private) {
+    if let Err(reason) = check_url(
+        &url,
+        &ex.destinations.webhook_hosts,
+        ex.destinations.allow_private,
+    ) {
         return Outcome::Failed(format!("destination refused: {reason}"));
     }
     let cred = match credential(ex) {
         Ok(c) => c,
         Err(o) => return o,
     };
-    let body = ex.params.get("body").cloned().unwrap_or(Value::Object(Default::default()));
+    let body = ex
+        .params
+        .get("body")
+        .cloned()
+        .unwrap_or(Value::Object(Default::default()));
     let mut req = ex
         .http
         .post(url)
@@ -151,9 +178,13 @@ async fn webhook_post(ex: &Execution<'_>) -> Outcome {
 
 async fn refund(ex: &Execution<'_>) -> Outcome {
     let Some(base) = &ex.destinations.billing_base_url else {
-        return Outcome::Failed("no billing provider is configured on this executor (--billing-base-url)".into());
+        return Outcome::Failed(
+            "no billing provider is configured on this executor (--billing-base-url)".into(),
+        );
     };
-    let Ok(url) = base.join("v1/refunds") else { return Outcome::Failed("bad billing base URL".into()) };
+    let Ok(url) = base.join("v1/refunds") else {
+        return Outcome::Failed("bad billing base URL".into());
+    };
     let cred = match credential(ex) {
         Ok(Some(c)) => c,
         Ok(None) => return Outcome::Failed("billing.refund.issue needs a credential".into()),
@@ -161,17 +192,28 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
     };
     let p = ex.params;
     let body = {
-    let mut form = url::form_urlencoded::Serializer::new(String::new());
-    form.append_pair("payment_intent", p.get("payment_id").and_then(Value::as_str).unwrap_or_default());
-    form.append_pair("amount", &p.get("amount").and_then(Value::as_i64).unwrap_or_default().to_string());
-    if let Some(r) = p.get("reason").and_then(Value::as_str) {
-        form.append_pair("reason", r);
-    }
-    if let Some(o) = p.get("order_id").and_then(Value::as_str) {
-        form.append_pair("metadata[order_id]", o);
-    }
-    form.append_pair("metadata[actiond_proposal_id]", &ex.proposal_id.to_string());
-    form.finish()
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair(
+            "payment_intent",
+            p.get("payment_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
+        form.append_pair(
+            "amount",
+            &p.get("amount")
+                .and_then(Value::as_i64)
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if let Some(r) = p.get("reason").and_then(Value::as_str) {
+            form.append_pair("reason", r);
+        }
+        if let Some(o) = p.get("order_id").and_then(Value::as_str) {
+            form.append_pair("metadata[order_id]", o);
+        }
+        form.append_pair("metadata[actiond_proposal_id]", &ex.proposal_id.to_string());
+        form.finish()
     };
     let req = ex
         .http
@@ -185,22 +227,42 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
 
 async fn dns_update(ex: &Execution<'_>) -> Outcome {
     let Some(base) = &ex.destinations.pdns_base_url else {
-        return Outcome::Failed("no PowerDNS API is configured on this executor (--pdns-base-url)".into());
+        return Outcome::Failed(
+            "no PowerDNS API is configured on this executor (--pdns-base-url)".into(),
+        );
     };
     let p = ex.params;
-    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().trim_end_matches('.').to_ascii_lowercase();
+    let s = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .trim_end_matches('.')
+            .to_ascii_lowercase()
+    };
     let zone = s("zone");
-    let allowed = ex.settings.get("zones").and_then(Value::as_array).is_some_and(|a| a.iter().any(|z| z.as_str() == Some(zone.as_str())));
+    let allowed = ex
+        .settings
+        .get("zones")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|z| z.as_str() == Some(zone.as_str())));
     if !allowed {
-        return Outcome::Failed(format!("zone {zone} is not allowed by the approved settings"));
+        return Outcome::Failed(format!(
+            "zone {zone} is not allowed by the approved settings"
+        ));
     }
-    let server = ex.settings.get("server_id").and_then(Value::as_str).unwrap_or("localhost");
+    let server = ex
+        .settings
+        .get("server_id")
+        .and_then(Value::as_str)
+        .unwrap_or("localhost");
     let path = format!(
         "api/v1/servers/{}/zones/{}.",
         url::form_urlencoded::byte_serialize(server.as_bytes()).collect::<String>(),
         url::form_urlencoded::byte_serialize(zone.as_bytes()).collect::<String>()
     );
-    let Ok(url) = base.join(&path) else { return Outcome::Failed("bad PowerDNS base URL".into()) };
+    let Ok(url) = base.join(&path) else {
+        return Outcome::Failed("bad PowerDNS base URL".into());
+    };
     let cred = match credential(ex) {
         Ok(Some(c)) => c,
         Ok(None) => return Outcome::Failed("dns.record.update needs a credential".into()),
@@ -210,7 +272,12 @@ async fn dns_update(ex: &Execution<'_>) -> Outcome {
     let records: Vec<Value> = p
         .get("records")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(|c| serde_json::json!({"content": c, "disabled": false})).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(|c| serde_json::json!({"content": c, "disabled": false}))
+                .collect()
+        })
         .unwrap_or_default();
     let body = serde_json::json!({"rrsets": [{
         "name": format!("{}.", s("name")),

@@ -1,0 +1,474 @@
+//! The two MCP tools, `propose_action` and `check_proposal`, and the rmcp server handler that
+//! serves exactly them. The descriptions are written for the model: a proposal is only a
+//! request, and "pending"/"escalated" mean nothing has happened yet.
+
+use crate::problem::Problem;
+use crate::{AppState, MAX_WAIT_SECS, submit};
+use actiond_core::handlers::HandlerKind;
+use actiond_store::agents::Agent;
+use actiond_store::proposals::ProposalStatus;
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Name of the tool that files a proposal.
+pub const PROPOSE_ACTION: &str = "propose_action";
+/// Name of the tool that reads (and waits on) a proposal.
+pub const CHECK_PROPOSAL: &str = "check_proposal";
+/// The whole tool list, in order.
+pub const TOOL_NAMES: [&str; 2] = [PROPOSE_ACTION, CHECK_PROPOSAL];
+
+/// Server instructions sent at `initialize`.
+pub const INSTRUCTIONS: &str = "actiond is an approval gateway. You cannot perform side effects here: \
+propose_action only files a request that policy and, when needed, a person must approve before \
+actiond itself performs it. Never tell the user an action is done unless check_proposal says \
+\"succeeded\". While a proposal is pending or escalated, tell the user it is awaiting approval.";
+
+const PROPOSE_INTRO: &str = "Ask actiond for permission to perform an action with side effects \
+(a refund, a DNS change, a webhook...). This tool does NOT perform the action: it only files a \
+request (a proposal). actiond's policy then allows it, escalates it to a person, or blocks it; \
+only after approval does actiond itself execute it.
+
+The result gives a proposal_id and a state:
+- \"pending\" or \"escalated\": the action has NOT happened. Tell the user it is awaiting approval \
+(\"escalated\" means a person must approve it). Do not say it is done and do not propose it again; \
+follow it with check_proposal.
+- \"blocked\", \"denied\" or \"expired\": it has NOT happened and will not. The reason says why: \
+tell the user, and do not just retry the same request.
+- Only \"succeeded\" (from check_proposal) means the action was performed.
+If the result is an error, nothing was filed unless it says otherwise: the error names the field \
+and the rule it broke; fix that before proposing again.
+
+Money is always integer minor units with an ISO 4217 currency: 50.00 USD is amount 5000, \
+currency \"USD\". Send a new idempotency_key for each distinct request and the same key when \
+you resend the same request (for example after a timeout), so it is filed once.
+
+Actions of actiond's registry (your operator enables some of them for you; any other action \
+name is blocked):";
+
+const CHECK_DESCRIPTION: &str = "Read the current state of a proposal you filed with \
+propose_action, waiting up to wait_seconds (0-60) for it to change.
+
+States:
+- \"pending\" (policy has not decided yet) and \"escalated\" (waiting for a person to approve): \
+the action has NOT happened. Tell the user it is awaiting approval; check again later with a wait.
+- \"approved\" and \"executing\": approved, but not finished yet; check again for the outcome.
+- \"succeeded\": the action was performed. \"failed\": it was attempted and failed. \
+\"outcome_unknown\": it may or may not have happened and will not be re-run automatically; \
+tell the user to verify.
+- \"blocked\", \"denied\", \"expired\": final; the action did NOT happen. reason says why. Tell \
+the user; do not just propose the same action again.
+Only the agent that filed a proposal can read it.";
+
+/// The `propose_action` description, including the registry's actions and their params.
+pub fn propose_description() -> String {
+    let mut d = String::from(PROPOSE_INTRO);
+    let mut kinds = HandlerKind::ALL.to_vec();
+    kinds.sort_by_key(|k| k.action());
+    for k in kinds {
+        d.push_str(&format!(
+            "\n- {}: {} params: {}",
+            k.action(),
+            k.description(),
+            params_summary(&k.params_schema())
+        ));
+    }
+    d
+}
+
+/// `{name: type (description), name?: ...}` from a handler's params schema.
+fn params_summary(schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut parts = Vec::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            let opt = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            let ty = match (
+                p.get("enum").and_then(Value::as_array),
+                p.get("type").and_then(Value::as_str),
+            ) {
+                (Some(vals), _) => vals
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                (None, Some("array")) => {
+                    let item = p
+                        .get("items")
+                        .and_then(|i| i.get("type"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("any");
+                    format!("array of {item}")
+                }
+                (None, ty) => ty.unwrap_or("any").to_owned(),
+            };
+            match p.get("description").and_then(Value::as_str) {
+                Some(desc) => parts.push(format!("{name}{opt}: {ty} ({desc})")),
+                None => parts.push(format!("{name}{opt}: {ty}")),
+            }
+        }
+    }
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The input schema of `propose_action`: the REST body fields plus `idempotency_key`.
+pub fn propose_schema() -> JsonObject {
+    object(json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["action", "params"],
+        "properties": {
+            "action": {
+                "type": "string", "maxLength": actiond_core::ids::MAX_ACTION_LEN,
+                "description": "The action to request, e.g. billing.refund.issue"
+            },
+            "params": {
+                "type": "object",
+                "description": "The action's parameters (see the list of actions). Money in integer minor units: 50.00 USD is 5000."
+            },
+            "target": {
+                "type": "string", "maxLength": 512,
+                "description": "Optional; best omitted. actiond derives the target from params (e.g. the payment id); a different value is refused."
+            },
+            "reason": {
+                "type": "string", "maxLength": submit::MAX_REASON_CHARS,
+                "description": "Why you propose this, in a sentence or two, for the person who may approve it."
+            },
+            "source_text": {
+                "type": "string", "maxLength": submit::MAX_SOURCE_TEXT_CHARS,
+                "description": "The user's request or the message/ticket text that led to this proposal, verbatim."
+            },
+            "session": {
+                "type": "string", "maxLength": submit::MAX_SESSION_CHARS,
+                "description": "Your conversation or session id, so approvers can see related proposals."
+            },
+            "idempotency_key": {
+                "type": "string", "minLength": 1, "maxLength": 255,
+                "description": "Optional; printable ASCII. The same key with the same arguments returns the same proposal instead of filing another; the same key with different arguments is refused."
+            }
+        }
+    }))
+}
+
+/// The input schema of `check_proposal`.
+pub fn check_schema() -> JsonObject {
+    object(json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["proposal_id"],
+        "properties": {
+            "proposal_id": {
+                "type": "string", "format": "uuid",
+                "description": "The proposal_id that propose_action returned."
+            },
+            "wait_seconds": {
+                "type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECS, "default": 0,
+                "description": "Wait up to this many seconds for the state to change (0 answers at once)."
+            }
+        }
+    }))
+}
+
+/// The complete tool list: exactly `propose_action` and `check_proposal`.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(PROPOSE_ACTION, propose_description(), propose_schema())
+            .with_title("Propose an action for approval")
+            .with_annotations(
+                ToolAnnotations::with_title("Propose an action for approval")
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(false)
+                    .open_world(false),
+            ),
+        Tool::new(CHECK_PROPOSAL, CHECK_DESCRIPTION, check_schema())
+            .with_title("Check a proposal")
+            .with_annotations(
+                ToolAnnotations::with_title("Check a proposal")
+                    .read_only(true)
+                    .open_world(false),
+            ),
+    ]
+}
+
+/// The rmcp server handler behind `/mcp`: one per request (stateless), holding the api state.
+#[derive(Clone)]
+pub struct ActiondMcp {
+    state: AppState,
+}
+
+impl ActiondMcp {
+    /// A handler over the api state.
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+/// The agent the HTTP layer authenticated for this request. Its absence means the route was
+/// mounted without the authorization layer: refuse rather than guess.
+fn agent_of(ctx: &RequestContext<RoleServer>) -> Result<Agent, McpError> {
+    ctx.extensions
+        .get::<Parts>()
+        .and_then(|p| p.extensions.get::<Agent>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("request is not authenticated", None))
+}
+
+impl ServerHandler for ActiondMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("actiond", env!("CARGO_PKG_VERSION"))
+                    .with_title("actiond approval gateway")
+                    .with_description("Propose actions for approval and follow their state."),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let agent = agent_of(&context)?;
+        // Unknown names are refused before anything else happens: nothing is read or written.
+        let name = request.name.as_ref();
+        if !TOOL_NAMES.contains(&name) {
+            // An agent calling a tool it was never offered is worth reading its transcript for.
+            let shown: String = name.chars().take(64).collect();
+            tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, tool = ?shown, "MCP call to an unknown tool refused");
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {shown:?}: this server has exactly two tools, propose_action and check_proposal"
+                ),
+                None,
+            ));
+        }
+        let args = request.arguments.unwrap_or_default();
+        let result = if name == PROPOSE_ACTION {
+            self.propose(&agent, args).await
+        } else {
+            self.check(&agent, args).await
+        };
+        Ok(result.into())
+    }
+}
+
+impl ActiondMcp {
+    async fn propose(&self, agent: &Agent, mut args: JsonObject) -> CallToolResult {
+        let key = match args.remove("idempotency_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s))
+                if !s.is_empty()
+                    && s.len() <= 255
+                    && s.chars().all(|c| (' '..='~').contains(&c)) =>
+            {
+                Some(s)
+            }
+            Some(_) => {
+                return problem_result(Problem::field(
+                    "idempotency_key",
+                    "must be 1 to 255 printable ASCII characters",
+                ));
+            }
+        };
+        let req = match submit::SubmitRequest::from_value(Value::Object(args)) {
+            Ok(r) => r,
+            Err(p) => {
+                self.state
+                    .metrics
+                    .submissions
+                    .with_label_values(&["invalid"])
+                    .inc();
+                return problem_result(p);
+            }
+        };
+        match submit::submit(&self.state, agent, req, key).await {
+            Ok(resp) => {
+                let message = if resp.replayed {
+                    format!(
+                        "An earlier proposal answers this request (same idempotency key, or the same action still open): {} is {}. {}",
+                        resp.proposal_id,
+                        resp.state,
+                        state_advice(&resp.state, None)
+                    )
+                } else {
+                    format!(
+                        "Proposal {} filed; state \"pending\": the action has NOT happened. actiond's policy will allow, escalate or block it. Tell the user it is awaiting approval, and follow it with check_proposal.",
+                        resp.proposal_id
+                    )
+                };
+                CallToolResult::structured(json!({
+                    "proposal_id": resp.proposal_id,
+                    "state": resp.state,
+                    "replayed": resp.replayed,
+                    "message": message,
+                }))
+            }
+            Err(p) => problem_result(p),
+        }
+    }
+
+    async fn check(&self, agent: &Agent, args: JsonObject) -> CallToolResult {
+        let mut errs = Vec::new();
+        for k in args.keys() {
+            if k != "proposal_id" && k != "wait_seconds" {
+                errs.push(actiond_core::FieldError::new(
+                    k.clone(),
+                    "unknown field; expected proposal_id, wait_seconds",
+                ));
+            }
+        }
+        let id = match args
+            .get("proposal_id")
+            .and_then(Value::as_str)
+            .map(uuid::Uuid::parse_str)
+        {
+            Some(Ok(id)) => Some(id),
+            _ => {
+                errs.push(actiond_core::FieldError::new(
+                    "proposal_id",
+                    "is required: the proposal_id (a UUID) that propose_action returned",
+                ));
+                None
+            }
+        };
+        let wait = match args.get("wait_seconds") {
+            None | Some(Value::Null) => 0,
+            Some(v) => match v.as_u64() {
+                Some(w) if w <= MAX_WAIT_SECS => w,
+                _ => {
+                    errs.push(actiond_core::FieldError::new(
+                        "wait_seconds",
+                        format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}"),
+                    ));
+                    0
+                }
+            },
+        };
+        let Some(id) = id.filter(|_| errs.is_empty()) else {
+            return problem_result(Problem::invalid(errs));
+        };
+        match crate::wait_for_change(&self.state, agent, id, Duration::from_secs(wait), None).await
+        {
+            Ok(Some(status)) => status_result(&status),
+            Ok(None) => CallToolResult::structured_error(json!({
+                "proposal_id": id,
+                "message": "No proposal with this id was filed by this agent. Use the proposal_id that propose_action returned.",
+            })),
+            Err(p) => problem_result(p),
+        }
+    }
+}
+
+/// What the state means for the user, in words a model should repeat faithfully.
+fn state_advice(state: &str, reason: Option<&str>) -> String {
+    let why = reason.map(|r| format!(" Reason: {r}")).unwrap_or_default();
+    match state {
+        "pending" => "The action has NOT happened: actiond's policy has not decided yet. Tell the user it is awaiting approval; check again with wait_seconds.".to_owned(),
+        "escalated" => format!(
+            "The action has NOT happened: it is waiting for a person to approve it.{why} Tell the user it is awaiting approval; do not propose it again."
+        ),
+        "approved" => format!("Approved but NOT performed yet: actiond will execute it shortly.{why} Check again for the outcome."),
+        "executing" => "Approved and being executed now; the outcome is not known yet. Check again.".to_owned(),
+        "succeeded" => format!("The action was performed and succeeded.{why}"),
+        "failed" => format!("The action was attempted and failed.{why} Tell the user; do not retry on your own."),
+        "outcome_unknown" => "The action may or may not have happened (the executor lost track of it); it will not be re-run automatically. Tell the user to verify it.".to_owned(),
+        "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
+        "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
+        "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
+        _ => "Unknown state; treat the action as NOT performed.".to_owned(),
+    }
+}
+
+fn status_result(s: &ProposalStatus) -> CallToolResult {
+    CallToolResult::structured(json!({
+        "proposal_id": s.proposal_id,
+        "action": s.action,
+        "target": s.target,
+        "state": s.state,
+        "reason": s.reason,
+        "outcome": s.outcome,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+        "message": state_advice(&s.state, s.reason.as_deref()),
+    }))
+}
+
+/// A submission problem as a tool result with `isError`, so the model reads why.
+fn problem_result(p: Problem) -> CallToolResult {
+    let message = match p.status {
+        400 => format!(
+            "Refused as invalid; nothing was filed. {} Fix these fields and propose again.",
+            p.detail
+        ),
+        500..=599 => format!(
+            "actiond could not handle the request: {} It is not known whether the proposal was filed: retry later with the same idempotency_key so it is filed once.",
+            p.detail
+        ),
+        _ => format!("Refused; nothing was filed. {}", p.detail),
+    };
+    let mut v = serde_json::to_value(&p).unwrap_or_else(|_| json!({}));
+    if let Value::Object(m) = &mut v {
+        m.insert("message".into(), Value::String(message));
+    }
+    CallToolResult::structured_error(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exactly_two_tools_without_list_changed() {
+        let names: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, TOOL_NAMES);
+        let caps =
+            serde_json::to_value(ServerCapabilities::builder().enable_tools().build()).unwrap();
+        assert_eq!(caps, json!({"tools": {}}));
+    }
+
+    #[test]
+    fn descriptions_tell_the_truth() {
+        let d = propose_description();
+        assert!(d.contains("does NOT perform the action"));
+        assert!(d.contains("awaiting approval"));
+        assert!(d.contains("billing.refund.issue: Refund part or all of a card payment"));
+        assert!(CHECK_DESCRIPTION.contains("NOT happened"));
+        assert!(state_advice("escalated", Some("big")).contains("NOT happened"));
+    }
+}

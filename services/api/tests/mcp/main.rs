@@ -1,0 +1,504 @@
+//! `/mcp` and `actiond mcp-stdio` driven by MCP clients nobody here wrote: the official
+//! TypeScript SDK over Streamable HTTP and the official Python SDK through the stdio bridge;
+//! plus the attacks that must write nothing, and REST/MCP parity. Each test has its own database.
+//!
+//! Needs: Postgres at 127.0.0.1:5432 (or `ACTIOND_TEST_DATABASE_URL`),
+//! `npm ci --prefix services/api/e2e`,
+//! `python3 -m venv services/api/e2e/.venv && services/api/e2e/.venv/bin/pip install -r services/api/e2e/requirements.txt`,
+//! and `cargo build -p actiond` (for `actiond mcp-stdio`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test harness: a failed step stops the test loudly"
+)]
+
+mod support;
+
+use actiond_api::mcp::McpConfig;
+use actiond_api::mcp::stdio::Bridge;
+use serde_json::{Value, json};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_streamable_http() {
+    require_node_client();
+    let env = Env::start().await;
+    let artifacts = e2e_dir().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let transcript = artifacts.join("ts-client-transcript.json");
+    let mut cmd = Command::new("node");
+    cmd.arg("ts_client.mjs")
+        .current_dir(e2e_dir())
+        .env("ACTIOND_MCP_URL", format!("{}/mcp", env.base))
+        .env("ACTIOND_TOKEN", &env.token)
+        .env("ACTIOND_TRANSCRIPT", &transcript);
+    let mut script = Script::spawn(cmd);
+    let id = drive_refund_flow(&env, &mut script).await;
+    let events = script.wait_success().await;
+
+    let tools = events.iter().find(|e| e["event"] == "tools").unwrap();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["propose_action", "check_proposal"]);
+    std::fs::write(
+        artifacts.join("tools.json"),
+        serde_json::to_string_pretty(&tools["tools"]).unwrap(),
+    )
+    .unwrap();
+    let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
+    assert_eq!(
+        connected["capabilities"],
+        json!({"tools": {}}),
+        "tools only: no resources, prompts or list_changed"
+    );
+    let invalid = events.iter().find(|e| e["event"] == "invalid").unwrap();
+    assert_eq!(invalid["result"]["status"], 400);
+    let unknown = events
+        .iter()
+        .find(|e| e["event"] == "unknown_tool")
+        .unwrap();
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exactly two tools")
+    );
+    let replayed = events.iter().find(|e| e["event"] == "replayed").unwrap();
+    assert_eq!(replayed["result"]["proposal_id"], id.to_string());
+
+    // One row: the invalid proposal, the replay and the unknown tool wrote nothing.
+    assert_eq!(env.proposal_count().await, 1);
+    let row = env
+        .sql
+        .query_one("SELECT action, target, params_json, idempotency_key, session_id FROM proposals WHERE id = $1", &[&id])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "billing.refund.issue");
+    assert_eq!(row.get::<_, String>(1), "pi_ts_1042");
+    assert_eq!(
+        row.get::<_, String>(2),
+        r#"{"amount":12000,"currency":"USD","payment_id":"pi_ts_1042","reason":"requested_by_customer"}"#
+    );
+    assert_eq!(
+        row.get::<_, Option<String>>(3).as_deref(),
+        Some("ts-e2e-refund-1042")
+    );
+    assert_eq!(
+        row.get::<_, Option<String>>(4).as_deref(),
+        Some("ts-e2e-session")
+    );
+
+    // The transcript has every exchange, with the token redacted; the server never handed out a
+    // session id (stateless).
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert!(
+        !text.contains(&env.token),
+        "the transcript must not contain the token"
+    );
+    let exchanges: Vec<Value> = serde_json::from_str(&text).unwrap();
+    assert!(
+        exchanges
+            .iter()
+            .all(|x| x["response"]["session_id"].is_null())
+    );
+    assert!(
+        exchanges
+            .iter()
+            .any(|x| x["request"]["body"]["method"] == "tools/call")
+    );
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_through_actiond_mcp_stdio() {
+    let python = require_python_client().await;
+    let actiond = require_actiond_binary().await;
+    let env = Env::start().await;
+    let dir = std::env::temp_dir().join(format!("actiond-mcp-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{}\n", env.token)).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut cmd = Command::new(&python);
+    cmd.arg(e2e_dir().join("py_client.py"))
+        .arg("--")
+        .arg(&actiond)
+        .args(["mcp-stdio", "--url", &env.base, "--token-file"])
+        .arg(&token_file);
+    let mut script = Script::spawn(cmd);
+    let id = drive_refund_flow(&env, &mut script).await;
+    let events = script.wait_success().await;
+    let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
+    // mcp 2.3.0 probes server/discover and speaks the stateless 2026-07-28 revision, so the
+    // bridge's per-request headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name) are exercised.
+    assert_eq!(connected["protocol_version"], "2026-07-28");
+    let unknown = events
+        .iter()
+        .find(|e| e["event"] == "unknown_tool")
+        .unwrap();
+    assert_eq!(unknown["error"]["code"], -32602);
+    assert_eq!(env.proposal_count().await, 1);
+    let target: String = env
+        .sql
+        .query_one("SELECT target FROM proposals WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(target, "pi_py_2077");
+    std::fs::remove_dir_all(&dir).unwrap();
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
+    let env = Env::start().await;
+    let ok = RawCall {
+        base: &env.base,
+        token: Some(&env.token),
+        host: None,
+        origin: None,
+    };
+    assert_eq!(env.proposal_count().await, 0);
+
+    // Any other tool name: a JSON-RPC error at call time, whatever the arguments.
+    for (i, name) in [
+        "shell_exec",
+        "dns_update",
+        "",
+        "propose_action ",
+        "PROPOSE_ACTION",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, _, body) = ok
+            .post(&tools_call(i as u64 + 1, name, refund_args("pi_attack")))
+            .await;
+        assert_eq!(status, 200, "{name:?}: {body}");
+        assert_eq!(body["error"]["code"], -32602, "{name:?}: {body}");
+        assert!(body.get("result").is_none());
+    }
+    // Nor are there resources or prompts to read.
+    for (i, method) in [
+        "resources/list",
+        "prompts/list",
+        "resources/read",
+        "prompts/get",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let req = json!({"jsonrpc": "2.0", "id": 100 + i, "method": method, "params": {"uri": "file:///etc/passwd", "name": "x"}});
+        let (_, _, body) = ok.post(&req.to_string()).await;
+        assert!(body["error"]["code"].is_i64(), "{method}: {body}");
+    }
+
+    // No token, a wrong token, a non-bearer scheme: 401 before anything else.
+    let valid_call = tools_call(7, "propose_action", refund_args("pi_attack"));
+    let wrong = new_token();
+    for token in [None, Some(wrong.as_str()), Some("")] {
+        let (status, headers, body) = RawCall { token, ..ok }.post(&valid_call).await;
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(headers["www-authenticate"], "Bearer realm=\"actiond\"");
+        assert_eq!(body["type"], "urn:actiond:problem:unauthorized");
+    }
+    let basic = reqwest::Client::new()
+        .post(format!("{}/mcp", env.base))
+        .header("authorization", format!("Basic {}", env.token))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(valid_call.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status().as_u16(), 401);
+
+    // DNS rebinding: a foreign Host (or Origin) is refused even with a valid token.
+    for (host, origin) in [
+        (Some("attacker.example"), None),
+        (Some("attacker.example:80"), None),
+        (None, Some("http://attacker.example")),
+        (None, Some("null")),
+    ] {
+        let (status, _, body) = RawCall { host, origin, ..ok }.post(&valid_call).await;
+        assert_eq!(status, 403, "{host:?} {origin:?}: {body}");
+    }
+    // Duplicate keys are refused as on REST.
+    let dup = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"propose_action","arguments":{"action":"billing.refund.issue","params":{"payment_id":"pi_attack","amount":100,"amount":12000,"currency":"USD"}}}}"#;
+    let (status, _, body) = ok.post(dup).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["errors"][0]["field"]
+            .as_str()
+            .unwrap()
+            .ends_with("params.amount"),
+        "{body}"
+    );
+    // No sessions, no standalone stream.
+    let get = reqwest::Client::new()
+        .get(format!("{}/mcp", env.base))
+        .header("authorization", format!("Bearer {}", env.token))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+
+    assert_eq!(
+        env.proposal_count().await,
+        0,
+        "nothing above may write a proposal"
+    );
+    assert_eq!(env.proposal_event_count().await, 0);
+
+    // The control: the same call, properly sent, writes exactly one row.
+    let (status, _, body) = ok.post(&valid_call).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    assert_eq!(body["result"]["structuredContent"]["state"], "pending");
+    assert_eq!(env.proposal_count().await, 1);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_and_mcp_share_one_submission_path() {
+    let env = Env::start().await;
+    let mcp_token = env.another_agent("mcp-bot").await;
+    let body = json!({
+        "action": "billing.refund.issue",
+        "params": {"currency": "EUR", "payment_id": "pi_same", "amount": 2500, "order_id": "o-77"},
+        "reason": "duplicate charge",
+        "source_text": "Ticket: charged twice",
+        "session": "s-1",
+    });
+    let rest = reqwest::Client::new()
+        .post(format!("{}/v1/proposals", env.base))
+        .header("authorization", format!("Bearer {}", env.token))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "same-key")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 202);
+    let rest: Value = rest.json().await.unwrap();
+    let mut args = body.clone();
+    args["idempotency_key"] = json!("same-key");
+    let mcp = RawCall {
+        base: &env.base,
+        token: Some(&mcp_token),
+        host: None,
+        origin: None,
+    };
+    let (status, _, answer) = mcp.post(&tools_call(1, "propose_action", args)).await;
+    assert_eq!(status, 200);
+    let sc = &answer["result"]["structuredContent"];
+    assert_eq!(sc["state"], rest["state"]);
+
+    let cols = "action, target, params_json, params_sha256, request_sha256, agent_reason, source_text, session_id, idempotency_key, state";
+    let row = |id: &str| {
+        let sql = env.sql.clone();
+        let q = format!("SELECT {cols} FROM proposals WHERE id = $1");
+        let id = uuid::Uuid::parse_str(id).unwrap();
+        async move {
+            let r = sql.query_one(&q, &[&id]).await.unwrap();
+            (0..r.len())
+                .map(|i| r.get::<_, Option<String>>(i))
+                .collect::<Vec<_>>()
+        }
+    };
+    let rest_id = rest["proposal_id"].as_str().unwrap();
+    let mcp_id = sc["proposal_id"].as_str().unwrap();
+    assert_eq!(
+        row(rest_id).await,
+        row(mcp_id).await,
+        "the same input stores the same row"
+    );
+    let events = |id: &str| {
+        let sql = env.sql.clone();
+        let id = uuid::Uuid::parse_str(id).unwrap();
+        async move {
+            sql.query(
+                "SELECT kind, split_part(actor, ':', 1), from_state, to_state, params_sha256, detail::text FROM audit_events
+                 WHERE proposal_id = $1 ORDER BY id",
+                &[&id],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+        }
+    };
+    let rest_events = events(rest_id).await;
+    assert_eq!(rest_events.len(), 1);
+    assert_eq!(rest_events, events(mcp_id).await, "the same audit events");
+
+    // The same invalid input gives the same field errors (MCP as a tool error the model reads).
+    let bad = json!({"action": "billing.refund.issue", "params": {"payment_id": "pi_same", "amount": 200000, "currency": "usd", "extra": 1}});
+    let rest_bad: Value = reqwest::Client::new()
+        .post(format!("{}/v1/proposals", env.base))
+        .header("authorization", format!("Bearer {}", env.token))
+        .header("content-type", "application/json")
+        .body(bad.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (_, _, mcp_bad) = mcp.post(&tools_call(2, "propose_action", bad)).await;
+    assert_eq!(mcp_bad["result"]["isError"], true);
+    assert_eq!(
+        mcp_bad["result"]["structuredContent"]["errors"],
+        rest_bad["errors"]
+    );
+    assert_eq!(
+        mcp_bad["result"]["structuredContent"]["detail"],
+        rest_bad["detail"]
+    );
+    assert!(
+        mcp_bad["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("params.amount")
+    );
+    assert_eq!(env.proposal_count().await, 2);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_forwards_and_answers_refusals() {
+    let env = Env::start().await;
+    let run = |token: String| {
+        let base = env.base.clone();
+        async move {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            let (out_read, out_write) = tokio::io::duplex(64 * 1024);
+            let bridge = Bridge::new(&base, &token).unwrap();
+            let task = tokio::spawn(bridge.serve(server, out_write));
+            (client, BufReader::new(out_read).lines(), task)
+        }
+    };
+
+    // A handshake-era session through the bridge.
+    let (mut input, mut output, task) = run(env.token.clone()).await;
+    let send = |v: Value| format!("{v}\n");
+    input
+        .write_all(
+            send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bridge-test", "version": "0"}}}))
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let init: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(init["result"]["capabilities"], json!({"tools": {}}));
+    input
+        .write_all(
+            send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),
+        )
+        .await
+        .unwrap();
+    input
+        .write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).as_bytes())
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(list["id"], 2);
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 2);
+    input
+        .write_all(tools_call(3, "shell_exec", json!({"command": "id"})).as_bytes())
+        .await
+        .unwrap();
+    input.write_all(b"\n").await.unwrap();
+    let refused: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(refused["id"], 3);
+    assert_eq!(refused["error"]["code"], -32602);
+    input.write_all(b"{not json\n").await.unwrap();
+    let parse: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(parse["error"]["code"], -32700);
+    drop(input);
+    task.await.unwrap().unwrap();
+    assert!(output.next_line().await.unwrap().is_none());
+
+    // A wrong token: the request is answered with an error naming HTTP 401, not left hanging.
+    let (mut input, mut output, task) = run(new_token()).await;
+    input
+        .write_all(tools_call(1, "propose_action", refund_args("pi_bridge")).as_bytes())
+        .await
+        .unwrap();
+    input.write_all(b"\n").await.unwrap();
+    let denied: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(denied["id"], 1);
+    assert_eq!(denied["error"]["data"]["http_status"], 401, "{denied}");
+    drop(input);
+    task.await.unwrap().unwrap();
+    assert_eq!(env.proposal_count().await, 0);
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_origins_replace_loopback() {
+    let env = Env::start().await;
+    let config = McpConfig::from_public_origins(&["https://actiond.example.com"]).unwrap();
+    let app = actiond_api::router_with_mcp(
+        actiond_api::AppState::new(env.db.clone(), &actiond_runtime::Metrics::new("api")),
+        &config,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let call = RawCall {
+        base: &base,
+        token: Some(&env.token),
+        host: Some("actiond.example.com"),
+        origin: None,
+    };
+    assert_eq!(call.post(&list).await.0, 200);
+    let with_origin = RawCall {
+        origin: Some("https://actiond.example.com"),
+        ..call
+    };
+    assert_eq!(with_origin.post(&list).await.0, 200);
+    assert_eq!(
+        RawCall {
+            origin: Some("http://actiond.example.com"),
+            ..call
+        }
+        .post(&list)
+        .await
+        .0,
+        403
+    );
+    assert_eq!(
+        RawCall { host: None, ..call }.post(&list).await.0,
+        403,
+        "loopback is no longer listed"
+    );
+    assert_eq!(
+        RawCall {
+            host: Some("attacker.example"),
+            ..call
+        }
+        .post(&list)
+        .await
+        .0,
+        403
+    );
+    env.finish().await;
+}

@@ -1,0 +1,60 @@
+//! Operator tools: `actiond tenant diff` and the what-if `actiond policy test`.
+
+use crate::support::{Options, Stack, TENANT, refund};
+use actiond_testkit::cli;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_test_reports_what_a_candidate_document_would_change() {
+    let s = Stack::with("policy_test_what_if", Options { executor: false, ..Options::default() }).await;
+    let mut ids = Vec::new();
+    for (p, amount) in [("pi_1", 1000), ("pi_2", 3000), ("pi_3", 6000), ("pi_4", 12000)] {
+        ids.push(s.propose(&refund(p, amount)).await);
+    }
+    ids.push(s.propose(r#"{"action":"shell.exec","params":{"cmd":"id"}}"#).await);
+    for (id, state) in ids.iter().zip(["approved", "approved", "escalated", "escalated", "blocked"]) {
+        s.wait_state(*id, state, Duration::from_secs(20)).await;
+    }
+    // Candidate: automatic refunds only up to 20.00.
+    let candidate = TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace("params.amount <= 5000", "params.amount <= 2000")
+        .replace("params.amount > 5000", "params.amount > 2000");
+    let file = s.keys.dir.join("candidate.yaml");
+    std::fs::write(&file, &candidate).unwrap();
+    let f = file.display().to_string();
+    let env = s.cli_env().await;
+    let (ok, out, err) = cli(&["policy", "test", "-f", &f, "--since", "1h"], &env);
+    assert!(ok, "{err}");
+    assert!(out.contains("5 decided proposals"), "{out}");
+    assert!(out.contains("unchanged  4"), "{out}");
+    assert!(out.contains("allow → escalate: 1 (deciding rule now: large-refund)"), "{out}");
+    let (ok, out, err) = cli(&["policy", "test", "-f", &f, "--since", "1h", "--json"], &env);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["changed"], 1);
+    assert_eq!(v["changes"][0]["from"], "allow");
+    // Nothing was applied by the what-if.
+    let c = s.tdb.db.client().await.unwrap();
+    let versions: i64 = c.query_one("SELECT count(*) FROM tenant_documents WHERE tenant_id = 'acme'", &[]).await.unwrap().get(0);
+    assert_eq!(versions, 1);
+
+    let (ok, out, err) = cli(&["tenant", "diff", "-f", &f], &env);
+    assert!(ok, "{err}");
+    assert!(out.contains("2 change(s)"), "{out}");
+    assert!(out.contains("~ policy.rules.small-refund.when:"), "{out}");
+    // Applying records who applied it; history lists both versions.
+    let (ok, out, err) = cli(&["tenant", "apply", "-f", &f, "--as", "carol"], &env);
+    assert!(ok && out.contains("applied version 2"), "{out}{err}");
+    let (ok, out, _) = cli(&["tenant", "history", "acme"], &env);
+    assert!(ok && out.contains("v2\t") && out.contains("carol"), "{out}");
+    let (ok, out, _) = cli(&["tenant", "apply", "-f", &f], &env);
+    assert!(ok && out.contains("unchanged"), "{out}");
+    // A bad document: one readable line naming the field.
+    std::fs::write(&file, candidate.replace("effect: block", "effect: maybe")).unwrap();
+    let (ok, _, err) = cli(&["tenant", "apply", "-f", &f], &env);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("policy.rules[0].effect: is required: allow, escalate or block"), "{err}");
+}
