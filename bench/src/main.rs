@@ -12,7 +12,12 @@
 //! - `submit`: submission only (escalating proposals, no executor work): API + Postgres.
 //!
 //! Speed is measured here, never asserted in tests.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir};
 use clap::Parser;
@@ -66,7 +71,9 @@ async fn main() {
     let tdb = TestDb::new().await;
     let keys = Keys::generate();
     let recv = Receiver::start(Duration::from_secs(1)).await;
-    actiond_store::tenants::apply(&tdb.db, &DOC.replace("RECEIVER", &recv.url), "bench").await.unwrap();
+    actiond_store::tenants::apply(&tdb.db, &DOC.replace("RECEIVER", &recv.url), "bench")
+        .await
+        .unwrap();
     let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
     let logs = log_dir("bench");
     let port = free_port();
@@ -84,10 +91,19 @@ async fn main() {
         &logs,
     )];
     let api = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).build().unwrap();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .build()
+        .unwrap();
     eventually(Duration::from_secs(30), "api up", || {
         let (h, u) = (http.clone(), format!("{api}/healthz"));
-        async move { h.get(u).send().await.ok().filter(|r| r.status().is_success()) }
+        async move {
+            h.get(u)
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success())
+        }
     })
     .await;
     let allow = args.scenario == "allow";
@@ -100,7 +116,10 @@ async fn main() {
                 &[
                     ("DATABASE_URL", tdb.role_url("policy").await),
                     ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                    ("ACTIOND_POLICY_CREDENTIALS_DIR", keys.policy_dir.display().to_string()),
+                    (
+                        "ACTIOND_POLICY_CREDENTIALS_DIR",
+                        keys.policy_dir.display().to_string(),
+                    ),
                     ("RUST_LOG", "warn".into()),
                 ],
                 &logs,
@@ -114,7 +133,10 @@ async fn main() {
                 &[
                     ("DATABASE_URL", tdb.role_url("executor").await),
                     ("ACTIOND_EXECUTOR_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                    ("ACTIOND_EXECUTOR_CREDENTIALS_DIR", keys.executor_dir.display().to_string()),
+                    (
+                        "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
+                        keys.executor_dir.display().to_string(),
+                    ),
                     ("ACTIOND_EXECUTOR_ID", format!("bench-{i}")),
                     ("ACTIOND_WEBHOOK_ALLOWED_HOSTS", recv.host_port.clone()),
                     ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
@@ -161,7 +183,10 @@ async fn main() {
     submit_ms.sort_by(f64::total_cmp);
     println!("scenario          {}", args.scenario);
     println!("proposals         {}", args.proposals);
-    println!("concurrency       {} HTTP clients; {} policy, {} executor processes", args.concurrency, args.policies, args.executors);
+    println!(
+        "concurrency       {} HTTP clients; {} policy, {} executor processes",
+        args.concurrency, args.policies, args.executors
+    );
     println!(
         "submit            {:.0} proposals/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         args.proposals as f64 / submit_secs,
@@ -175,14 +200,24 @@ async fn main() {
         eventually(Duration::from_secs(600), "all proposals succeeded", || {
             let c = &c;
             async move {
-                let n: i64 = c.query_one("SELECT count(*) FROM proposals WHERE state = 'succeeded'", &[]).await.unwrap().get(0);
+                let n: i64 = c
+                    .query_one(
+                        "SELECT count(*) FROM proposals WHERE state = 'succeeded'",
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
                 (n == total).then_some(())
             }
         })
         .await;
         let e2e_secs = started.elapsed().as_secs_f64();
         let mut e2e_ms: Vec<f64> = c
-            .query("SELECT extract(epoch FROM finished_at - created_at)::float8 * 1000 FROM proposals", &[])
+            .query(
+                "SELECT extract(epoch FROM finished_at - created_at)::float8 * 1000 FROM proposals",
+                &[],
+            )
             .await
             .unwrap()
             .iter()
@@ -199,7 +234,40 @@ async fn main() {
             pct(&e2e_ms, 0.99),
             e2e_ms.last().copied().unwrap_or_default()
         );
-        assert_eq!(recv.count(), args.proposals, "each proposal executed exactly once");
+        let stage = |sql: &'static str| {
+            let c = &c;
+            async move {
+                let mut v: Vec<f64> = c
+                    .query(sql, &[])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                v.sort_by(f64::total_cmp);
+                v
+            }
+        };
+        let policy_ms = stage(
+            "SELECT extract(epoch FROM decided_at - created_at)::float8 * 1000 FROM proposals",
+        )
+        .await;
+        let exec_ms = stage(
+            "SELECT extract(epoch FROM finished_at - decided_at)::float8 * 1000 FROM proposals",
+        )
+        .await;
+        println!(
+            "stages            created → decided p50 {:.1} ms p99 {:.1} ms; decided → finished p50 {:.1} ms p99 {:.1} ms",
+            pct(&policy_ms, 0.5),
+            pct(&policy_ms, 0.99),
+            pct(&exec_ms, 0.5),
+            pct(&exec_ms, 0.99)
+        );
+        assert_eq!(
+            recv.count(),
+            args.proposals,
+            "each proposal executed exactly once"
+        );
     }
     drop(services);
 }

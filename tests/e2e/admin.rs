@@ -6,13 +6,31 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_test_reports_what_a_candidate_document_would_change() {
-    let s = Stack::with("policy_test_what_if", Options { executor: false, ..Options::default() }).await;
+    let s = Stack::with(
+        "policy_test_what_if",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
     let mut ids = Vec::new();
-    for (p, amount) in [("pi_1", 1000), ("pi_2", 3000), ("pi_3", 6000), ("pi_4", 12000)] {
+    for (p, amount) in [
+        ("pi_1", 1000),
+        ("pi_2", 3000),
+        ("pi_3", 6000),
+        ("pi_4", 12000),
+    ] {
         ids.push(s.propose(&refund(p, amount)).await);
     }
-    ids.push(s.propose(r#"{"action":"shell.exec","params":{"cmd":"id"}}"#).await);
-    for (id, state) in ids.iter().zip(["approved", "approved", "escalated", "escalated", "blocked"]) {
+    ids.push(
+        s.propose(r#"{"action":"shell.exec","params":{"cmd":"id"}}"#)
+            .await,
+    );
+    for (id, state) in ids
+        .iter()
+        .zip(["approved", "approved", "escalated", "escalated", "blocked"])
+    {
         s.wait_state(*id, state, Duration::from_secs(20)).await;
     }
     // Candidate: automatic refunds only up to 20.00.
@@ -29,15 +47,28 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     assert!(ok, "{err}");
     assert!(out.contains("5 decided proposals"), "{out}");
     assert!(out.contains("unchanged  4"), "{out}");
-    assert!(out.contains("allow → escalate: 1 (deciding rule now: large-refund)"), "{out}");
-    let (ok, out, err) = cli(&["policy", "test", "-f", &f, "--since", "1h", "--json"], &env);
+    assert!(
+        out.contains("allow → escalate: 1 (deciding rule now: large-refund)"),
+        "{out}"
+    );
+    let (ok, out, err) = cli(
+        &["policy", "test", "-f", &f, "--since", "1h", "--json"],
+        &env,
+    );
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["changed"], 1);
     assert_eq!(v["changes"][0]["from"], "allow");
     // Nothing was applied by the what-if.
     let c = s.tdb.db.client().await.unwrap();
-    let versions: i64 = c.query_one("SELECT count(*) FROM tenant_documents WHERE tenant_id = 'acme'", &[]).await.unwrap().get(0);
+    let versions: i64 = c
+        .query_one(
+            "SELECT count(*) FROM tenant_documents WHERE tenant_id = 'acme'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(versions, 1);
 
     let (ok, out, err) = cli(&["tenant", "diff", "-f", &f], &env);
@@ -56,5 +87,8 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     let (ok, _, err) = cli(&["tenant", "apply", "-f", &f], &env);
     assert!(!ok);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("policy.rules[0].effect: is required: allow, escalate or block"), "{err}");
+    assert!(
+        err.contains("policy.rules[0].effect: is required: allow, escalate or block"),
+        "{err}"
+    );
 }

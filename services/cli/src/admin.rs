@@ -183,7 +183,8 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
             }
         }
         TenantCmd::Diff { file, db } => {
-            let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let source = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
             let new = actiond_core::tenant::TenantDocument::parse(&source)?;
             let db = db.connect()?;
             let c = db.client().await?;
@@ -195,7 +196,11 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
             if changes.is_empty() {
                 say(&format!("tenant {}: no change", new.tenant));
             } else {
-                say(&format!("tenant {}: {} change(s)", new.tenant, changes.len()));
+                say(&format!(
+                    "tenant {}: {} change(s)",
+                    new.tenant,
+                    changes.len()
+                ));
                 for ch in changes {
                     say(&format!("  {ch}"));
                 }
@@ -591,11 +596,19 @@ pub fn diff_documents(old: &serde_json::Value, new: &serde_json::Value) -> Vec<S
     fn keyed_rules(v: &Value) -> Value {
         // policy.rules: list → map by name, plus the order.
         let mut v = v.clone();
-        if let Some(rules) = v.pointer("/policy/rules").and_then(Value::as_array).cloned() {
+        if let Some(rules) = v
+            .pointer("/policy/rules")
+            .and_then(Value::as_array)
+            .cloned()
+        {
             let mut m = serde_json::Map::new();
             let mut order = Vec::new();
             for r in rules {
-                let name = r.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let name = r
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 order.push(Value::String(name.clone()));
                 m.insert(name, r);
             }
@@ -613,7 +626,11 @@ pub fn diff_documents(old: &serde_json::Value, new: &serde_json::Value) -> Vec<S
                 keys.sort();
                 keys.dedup();
                 for k in keys {
-                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
                     walk(&p, x.get(k), y.get(k), out);
                 }
             }
@@ -625,7 +642,12 @@ pub fn diff_documents(old: &serde_json::Value, new: &serde_json::Value) -> Vec<S
         }
     }
     let mut out = Vec::new();
-    walk("", Some(&keyed_rules(old)), Some(&keyed_rules(new)), &mut out);
+    walk(
+        "",
+        Some(&keyed_rules(old)),
+        Some(&keyed_rules(new)),
+        &mut out,
+    );
     out
 }
 
@@ -653,19 +675,31 @@ pub enum PolicySub {
 pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
     use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
     use std::collections::BTreeMap;
-    let PolicySub::Test { file, since, json, db } = cmd;
-    let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    let PolicySub::Test {
+        file,
+        since,
+        json,
+        db,
+    } = cmd;
+    let source = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
     let doc = actiond_core::tenant::TenantDocument::parse(&source)?;
     let since = actiond_core::ids::parse_duration(&since).map_err(anyhow::Error::msg)?;
     let tenant = doc.tenant.as_str().to_owned();
-    let candidate = CompiledPolicy::new(doc, 0, actiond_core::canonical::sha256_hex(source.as_bytes())).map_err(anyhow::Error::msg)?;
+    let candidate = CompiledPolicy::new(
+        doc,
+        0,
+        actiond_core::canonical::sha256_hex(source.as_bytes()),
+    )
+    .map_err(anyhow::Error::msg)?;
     let db = db.connect()?;
     let c = db.client().await?;
     let recorded = actiond_store::policy_queue::decided_since(&c, &tenant, since).await?;
     let mut changed: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     let mut unchanged = 0u64;
     for r in &recorded {
-        let params: serde_json::Value = serde_json::from_str(&r.row.params_json).unwrap_or_default();
+        let params: serde_json::Value =
+            serde_json::from_str(&r.row.params_json).unwrap_or_default();
         let history = match candidate.doc.handler(&r.row.action) {
             Some(h) => {
                 actiond_store::policy_queue::history_at(
@@ -699,7 +733,9 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
             unchanged += 1;
         } else {
             let rule = d.rule.clone().unwrap_or_else(|| "(default)".into());
-            *changed.entry((r.effect.clone(), d.effect.as_str().to_owned(), rule)).or_default() += 1;
+            *changed
+                .entry((r.effect.clone(), d.effect.as_str().to_owned(), rule))
+                .or_default() += 1;
         }
     }
     let total_changed: u64 = changed.values().sum();
@@ -712,11 +748,16 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
             "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged, "changed": total_changed, "changes": rows
         }))?);
     } else {
-        say(&format!("policy test: tenant {tenant}, {} decided proposals in the window", recorded.len()));
+        say(&format!(
+            "policy test: tenant {tenant}, {} decided proposals in the window",
+            recorded.len()
+        ));
         say(&format!("  unchanged  {unchanged}"));
         say(&format!("  changed    {total_changed}"));
         for ((from, to, rule), n) in &changed {
-            say(&format!("    {from} → {to}: {n} (deciding rule now: {rule})"));
+            say(&format!(
+                "    {from} → {to}: {n} (deciding rule now: {rule})"
+            ));
         }
     }
     Ok(())

@@ -32,6 +32,9 @@ pub struct DevArgs {
     /// API listen address (loopback).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub api_listen: SocketAddr,
+    /// Approval web app listen address (loopback: the dev login is refused elsewhere).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub web_listen: SocketAddr,
 }
 
 const DEMO_TENANT: &str = r#"# The demo tenant of `actiond dev`. Apply changes with: actiond tenant apply -f <this file>
@@ -320,12 +323,23 @@ async fn run_with_db(
     // In our own cluster each service logs in as a user of its own role (least privilege, as in
     // production); with DATABASE_URL every role uses that URL.
     let role_url = |role: &str| -> String {
-        if own_pg { url.replacen("postgres://postgres@", &format!("postgres://actiond_{role}_login@"), 1) } else { url.clone() }
+        if own_pg {
+            url.replacen(
+                "postgres://postgres@",
+                &format!("postgres://actiond_{role}_login@"),
+                1,
+            )
+        } else {
+            url.clone()
+        }
     };
     if own_pg {
         let c = db.client().await?;
         for role in ["api", "policy", "web", "executor", "admin"] {
-            c.batch_execute(&format!("CREATE ROLE actiond_{role}_login LOGIN IN ROLE actiond_{role}")).await?;
+            c.batch_execute(&format!(
+                "CREATE ROLE actiond_{role}_login LOGIN IN ROLE actiond_{role}"
+            ))
+            .await?;
         }
     }
 
@@ -413,6 +427,24 @@ async fn run_with_db(
                 ],
             )?,
         ),
+        (
+            "web",
+            spawn_role(
+                &exe,
+                "web",
+                &[
+                    ("DATABASE_URL", role_url("web")),
+                    ("ACTIOND_WEB_LISTEN", args.web_listen.to_string()),
+                    (
+                        "ACTIOND_WEB_CREDENTIALS_DIR",
+                        creds.join("web").display().to_string(),
+                    ),
+                    ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
+                    ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
+                    ("ACTIOND_WEB_NOTIFY_ALLOW_PRIVATE", "true".into()),
+                ],
+            )?,
+        ),
     ];
 
     let api = format!("http://{}", args.api_listen);
@@ -422,7 +454,11 @@ async fn run_with_db(
     let lines = [
         String::new(),
         "actiond dev is running (Ctrl-C stops everything).".into(),
-        format!("  API           {api}   (OpenAPI document: {api}/openapi.yaml)"),
+        format!("  API           {api}   (OpenAPI document: {api}/openapi.yaml; MCP: {api}/mcp)"),
+        format!(
+            "  approvals     http://{}   (web app; dev login with the one-time code actiond web prints below)",
+            args.web_listen
+        ),
         format!(
             "  Postgres      {url}{}",
             if own_pg {

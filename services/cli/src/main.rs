@@ -23,6 +23,8 @@ enum Command {
     Policy(PolicyCmd),
     /// Run the executor (the only holder of provider credentials).
     Executor(actiond_executor::ExecutorArgs),
+    /// Run the approval web app (OIDC SSO; a loopback-only dev login for `actiond dev`).
+    Web(actiond_web::WebArgs),
     /// Bridge MCP over stdio to the API's /mcp endpoint (for desktop agents).
     McpStdio(actiond_api::mcp::StdioArgs),
     /// Apply the embedded database migrations (idempotent; safe with concurrent replicas).
@@ -86,8 +88,11 @@ fn main() -> std::process::ExitCode {
             Command::Api(a) => actiond_api::run(a).await,
             Command::Policy(PolicyCmd { sub: Some(s), .. }) => admin::policy(s).await,
             Command::Policy(PolicyCmd { run: Some(a), .. }) => actiond_policy::run(a).await,
-            Command::Policy(PolicyCmd { .. }) => Err(anyhow::anyhow!("actiond policy needs DATABASE_URL (see actiond policy --help)")),
+            Command::Policy(PolicyCmd { .. }) => Err(anyhow::anyhow!(
+                "actiond policy needs DATABASE_URL (see actiond policy --help)"
+            )),
             Command::Executor(a) => actiond_executor::run(a).await,
+            Command::Web(a) => actiond_web::run(a).await,
             Command::McpStdio(a) => actiond_api::mcp::run_stdio(a).await,
             Command::Migrate(a) => admin::migrate(a).await,
             Command::Keygen(a) => admin::keygen(a),

@@ -99,13 +99,17 @@ pub fn check_url(
         ));
     }
     if let Some(url::Host::Ipv4(ip)) = url.host()
-        && !allow_private && is_private(IpAddr::V4(ip)) {
-            return Err(format!("{ip} is a private address"));
-        }
+        && !allow_private
+        && is_private(IpAddr::V4(ip))
+    {
+        return Err(format!("{ip} is a private address"));
+    }
     if let Some(url::Host::Ipv6(ip)) = url.host()
-        && !allow_private && is_private(IpAddr::V6(ip)) {
-            return Err(format!("{ip} is a private address"));
-        }
+        && !allow_private
+        && is_private(IpAddr::V6(ip))
+    {
+        return Err(format!("{ip} is a private address"));
+    }
     Ok(())
 }
 

@@ -12,14 +12,15 @@
 //! state), so they come from one place.
 
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{AgentFacts, Decision, EvalInput, History, decide};
+use actiond_core::policy::{AgentFacts, CompiledPolicy, Decision, EvalInput, History, decide};
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
-use actiond_store::policy_queue::{self, PendingRow};
+use actiond_store::policy_queue::{self, DecidedRow, PendingRow};
 use actiond_store::{Db, tenants};
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,7 +133,7 @@ impl Worker {
         }
     }
 
-    /// Claims and decides one batch. Returns how many proposals were decided.
+    /// Claims and decides one batch in one transaction. Returns how many were decided.
     pub async fn run_once(&self) -> anyhow::Result<usize> {
         let mut client = self.db.client().await?;
         let tx = client.transaction().await?;
@@ -141,79 +142,117 @@ impl Worker {
             tx.commit().await?;
             return Ok(0);
         }
-        let mut any_approved = false;
+        // One document lookup per tenant per batch.
+        let mut policies: HashMap<String, Option<CompiledPolicy>> = HashMap::new();
         for row in &rows {
-            let (decision, version, sha, lifetime) = self.evaluate(&tx, row).await?;
-            if decision.rule.as_deref() == Some("no-handler") {
-                self.metrics
-                    .no_handler
-                    .with_label_values(&[&row.tenant_id])
-                    .inc();
+            if !policies.contains_key(&row.tenant_id) {
+                let p = self.cache.latest(&tx, &row.tenant_id).await?;
+                policies.insert(row.tenant_id.clone(), p);
             }
-            if !decision.errors.is_empty() {
-                let cause = if decision.errors.iter().any(|e| e.contains("time budget")) {
+        }
+        let mut prepared = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let policy = policies.get(&row.tenant_id).cloned().flatten();
+            let input = match &policy {
+                Some(p) => Some(self.input(&tx, p, row).await?),
+                None => None,
+            };
+            prepared.push((row, policy, input));
+        }
+        // Evaluate concurrently off the async executor, each with its own budget.
+        let timer = self
+            .metrics
+            .eval_seconds
+            .with_label_values::<&str>(&[])
+            .start_timer();
+        let decisions = futures_util::future::join_all(prepared.into_iter().map(
+            |(row, policy, input)| async move {
+                match (policy, input) {
+                    (Some(p), Some(input)) => {
+                        let lifetime = p
+                            .doc
+                            .handler(&row.action)
+                            .map(|h| h.grant_lifetime)
+                            .unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
+                        let (version, sha) = (p.version, p.sha256.clone());
+                        let d =
+                            actiond_runtime::with_budget(self.budget, move || decide(&p, &input))
+                                .await
+                                .unwrap_or_else(Decision::budget_exceeded);
+                        DecidedRow {
+                            row,
+                            decision: d,
+                            doc_version: Some(version),
+                            doc_sha256: Some(sha),
+                            grant_lifetime: lifetime,
+                        }
+                    }
+                    _ => DecidedRow {
+                        row,
+                        decision: Decision {
+                            effect: actiond_core::policy::Effect::Block,
+                            rule: Some("no-document".into()),
+                            reason: "this tenant has no policy document".into(),
+                            errors: Vec::new(),
+                        },
+                        doc_version: None,
+                        doc_sha256: None,
+                        grant_lifetime: Duration::ZERO,
+                    },
+                }
+            },
+        ))
+        .await;
+        timer.observe_duration();
+        for d in &decisions {
+            let tenant = d.row.tenant_id.as_str();
+            if d.decision.rule.as_deref() == Some("no-handler") {
+                self.metrics.no_handler.with_label_values(&[tenant]).inc();
+            }
+            if !d.decision.errors.is_empty() {
+                let cause = if d.decision.errors.iter().any(|e| e.contains("time budget")) {
                     "budget"
                 } else {
                     "error"
                 };
                 self.metrics
                     .eval_failures
-                    .with_label_values(&[&row.tenant_id, cause])
+                    .with_label_values(&[tenant, cause])
                     .inc();
-                tracing::warn!(proposal = %row.id, tenant = %row.tenant_id, errors = ?decision.errors, "rule evaluation failed closed");
+                tracing::warn!(proposal = %d.row.id, tenant, errors = ?d.decision.errors, "rule evaluation failed closed");
             }
-            let rec = policy_queue::record(
-                &tx,
-                row,
-                &decision,
-                version,
-                sha.as_deref(),
-                &self.signer,
-                lifetime,
-            )
-            .await?;
             self.metrics
                 .decisions
-                .with_label_values(&[&row.tenant_id, decision.effect.as_str()])
+                .with_label_values(&[tenant, d.decision.effect.as_str()])
                 .inc();
-            if rec.grant_id.is_some() {
-                any_approved = true;
-                self.metrics
-                    .grants_issued
-                    .with_label_values(&["policy"])
-                    .inc();
-            }
         }
+        let issued = policy_queue::record_batch(&tx, &decisions, &self.signer).await?;
         tx.commit().await?;
-        if any_approved {
+        if issued > 0 {
+            self.metrics
+                .grants_issued
+                .with_label_values(&["policy"])
+                .inc_by(issued as u64);
             self.approved.hint();
         }
         Ok(rows.len())
     }
 
-    async fn evaluate(
+    async fn input(
         &self,
         tx: &actiond_store::Tx<'_>,
+        policy: &CompiledPolicy,
         row: &PendingRow,
-    ) -> anyhow::Result<(Decision, Option<i32>, Option<String>, Duration)> {
-        let Some(policy) = self.cache.latest(tx, &row.tenant_id).await? else {
-            let d = Decision {
-                effect: actiond_core::policy::Effect::Block,
-                rule: Some("no-document".into()),
-                reason: "this tenant has no policy document".into(),
-                errors: Vec::new(),
-            };
-            return Ok((d, None, None, Duration::ZERO));
-        };
+    ) -> anyhow::Result<EvalInput> {
         let params = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
-        let handler = policy.doc.handler(&row.action).cloned();
+        let handler = policy.doc.handler(&row.action);
         let uses_history = policy
             .doc
             .policy
             .rules
             .iter()
             .any(|r| r.when.contains("history"));
-        let history = match (&handler, uses_history) {
+        let history = match (handler, uses_history) {
             (Some(h), true) => {
                 policy_queue::history(
                     tx,
@@ -228,7 +267,7 @@ impl Worker {
             }
             _ => History::default(),
         };
-        let input = EvalInput {
+        Ok(EvalInput {
             action: row.action.clone(),
             target: row.target.clone(),
             params,
@@ -239,23 +278,7 @@ impl Worker {
             },
             session: row.session_id.clone().unwrap_or_default(),
             history,
-        };
-        let version = policy.version;
-        let sha = policy.sha256.clone();
-        let timer = self
-            .metrics
-            .eval_seconds
-            .with_label_values::<&str>(&[])
-            .start_timer();
-        let p = policy.clone();
-        let decision = actiond_runtime::with_budget(self.budget, move || decide(&p, &input))
-            .await
-            .unwrap_or_else(Decision::budget_exceeded);
-        timer.observe_duration();
-        let lifetime = handler
-            .map(|h| h.grant_lifetime)
-            .unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
-        Ok((decision, Some(version), Some(sha), lifetime))
+        })
     }
 
     /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.

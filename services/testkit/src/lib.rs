@@ -348,13 +348,22 @@ impl Receiver {
     }
 }
 
+/// `target/<profile>` of the running test or binary (tests live in `target/<profile>/deps`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().unwrap().to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
 /// Path of the `actiond` binary, built once per test process (`cargo build -p actiond`).
 pub fn actiond_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/<test> → target/<profile>/actiond
-        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+        let profile_dir = profile_dir();
         let bin = profile_dir.join("actiond");
         if std::env::var_os("ACTIOND_TEST_NO_BUILD").is_none() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

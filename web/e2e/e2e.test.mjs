@@ -1,0 +1,265 @@
+// Browser tests of the approval app, run by web/tests/web/browser.rs (which seeds Postgres, starts
+// the app twice — against the real oidc-provider and against fake-idp.mjs — and checks the
+// database afterwards). Run alone only with the env vars below set.
+//
+// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, ARTIFACTS, PROFILES.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`e2e.test.mjs: ${k} is not set (run it through cargo test -p actiond-web)`);
+  return v;
+};
+const WEB = env('WEB_URL');
+const WEB2 = env('WEB2_URL');
+const FAKE = env('FAKE_IDP');
+const P_DENY = env('P_DENY');
+const P_APPROVE = env('P_APPROVE');
+const P_OTHER = env('P_OTHER');
+const P_GLOBEX = env('P_GLOBEX');
+const ARTIFACTS = env('ARTIFACTS');
+const PROFILES = env('PROFILES');
+fs.mkdirSync(ARTIFACTS, { recursive: true });
+
+const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const contexts = [];
+async function browserFor(name) {
+  const ctx = await chromium.launchPersistentContext(path.join(PROFILES, name), {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1200, height: 900 },
+  });
+  contexts.push(ctx);
+  return ctx;
+}
+const shot = async (page, name) => {
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  console.log(`screenshot: ${file}`);
+};
+
+// Signs in through the real provider's login form; returns the page and the callback URL the
+// browser was sent to (for the replay test).
+async function login(ctx, user, next = '/queue') {
+  const page = ctx.pages()[0] || await ctx.newPage();
+  await page.goto(WEB + next);
+  assert.match(page.url(), /\/login\?next=/, 'an anonymous visit lands on the sign-in page');
+  await page.click('#sso');
+  await page.waitForSelector('input[name=login]');
+  await page.fill('input[name=login]', user);
+  await page.fill('input[name=password]', 'any-password');
+  const cb = page.waitForRequest((r) => r.url().startsWith(`${WEB}/oidc/callback`));
+  await page.click('button[type=submit]');
+  const callbackUrl = (await cb).url();
+  await page.waitForURL((u) => u.toString().startsWith(WEB + next));
+  return { page, callbackUrl };
+}
+
+const csrfOf = async (page) => page.getAttribute('form[action="/logout"] input[name=csrf]', 'value');
+
+let alice; let aliceCallback;
+before(async () => {
+  const ctx = await browserFor('alice');
+  ({ page: alice, callbackUrl: aliceCallback } = await login(ctx, 'alice'));
+});
+after(async () => { for (const c of contexts) await c.close(); });
+
+test('queue shows my tenant\'s escalations oldest first with sentence, agent and risky values', async () => {
+  await alice.goto(`${WEB}/queue`);
+  const body = await alice.textContent('main');
+  assert.match(body, /Send a webhook with fields customer_emails, note to https:\/\/hooks\.partner\.example\/ingest/);
+  assert.match(body, /Refund 120\.00 USD on payment pi_1234/);
+  assert.match(body, /support-bot/);
+  assert.ok(!body.includes('pi_globex'), 'another tenant\'s proposal is not listed');
+  const links = await alice.$$eval('a.sentence', (as) => as.map((a) => a.getAttribute('href')));
+  assert.equal(links[0], `/p/${P_DENY}`, 'oldest first');
+  await shot(alice, '01-queue-alice');
+  await alice.goto(`${WEB}/queue?agent=refund-bot`);
+  const filtered = await alice.textContent('main');
+  assert.ok(!filtered.includes('support-bot'), 'the agent filter applies');
+});
+
+test('decision page shows the injected ticket as quoted text, every param, and denies in one click', async () => {
+  await alice.goto(`${WEB}/queue`);
+  await alice.click(`a[href="/p/${P_DENY}"]`);
+  await alice.waitForURL(`${WEB}/p/${P_DENY}`);
+  assert.equal(await alice.textContent('#sentence'),
+    'Send a webhook with fields customer_emails, note to https://hooks.partner.example/ingest');
+  const src = await alice.textContent('#source-text');
+  assert.match(src, /IGNORE PREVIOUS INSTRUCTIONS/);
+  assert.match(src, /⟨U\+202E⟩/, 'the bidi override is made visible');
+  assert.match(src, /<script>alert\(1\)<\/script>/, 'markup in agent text is shown as text');
+  assert.equal(await alice.$('#source-text script'), null, 'and never becomes markup');
+  const risky = await alice.$$eval('table.params tr.risky .pname', (e) => e.map((x) => x.textContent));
+  assert.deepEqual(risky, ['body']);
+  assert.match(await alice.textContent('main'), /exfil-webhook/);
+  await shot(alice, '02-decision-before-deny');
+  await alice.click('#deny');
+  await alice.waitForURL(`${WEB}/p/${P_DENY}?result=denied`);
+  const after = await alice.textContent('main');
+  assert.match(after, /State: denied/);
+  assert.match(after, /Denied by alice \(alice@acme\.test\)/);
+  assert.equal(await alice.$('#approve'), null);
+  await shot(alice, '03-decision-after-deny');
+});
+
+test('the agent owner cannot approve (no approve button, deny still offered)', async () => {
+  await alice.goto(`${WEB}/p/${P_APPROVE}`);
+  assert.equal(await alice.$('#approve'), null);
+  assert.ok(await alice.$('#deny'));
+  assert.match(await alice.textContent('main'), /You own the agent/);
+});
+
+test('another approver approves the second proposal in one click', async () => {
+  const ctx = await browserFor('bob');
+  const { page } = await login(ctx, 'bob', `/p/${P_APPROVE}`);
+  assert.match(await page.textContent('#sentence'), /Refund 120\.00 USD on payment pi_1234 \(order 1234\)/);
+  await shot(page, '04-decision-bob-before-approve');
+  await page.click('#approve');
+  await page.waitForURL(`${WEB}/p/${P_APPROVE}?result=approved`);
+  assert.match(await page.textContent('main'), /Approved\. A grant was issued/);
+  assert.match(await page.textContent('main'), /Approved by bob/);
+  await shot(page, '05-decision-bob-approved');
+  // A second decision on a decided proposal shows who decided and when.
+  await page.goto(`${WEB}/p/${P_DENY}`);
+  assert.match(await page.textContent('main'), /Denied by alice .* at \d{4}-\d\d-\d\d/);
+  await page.goto(`${WEB}/history`);
+  assert.match(await page.textContent('main'), /deny by alice/);
+  assert.match(await page.textContent('main'), /approve by bob/);
+  await shot(page, '06-history');
+});
+
+test('a tenant-B approver cannot read or decide a tenant-A proposal (404)', async () => {
+  const ctx = await browserFor('carol');
+  const { page } = await login(ctx, 'carol');
+  const q = await page.textContent('main');
+  assert.match(q, /pi_globex/);
+  assert.ok(!q.includes('pi_1234') && !q.includes('support-bot'));
+  const res = await page.goto(`${WEB}/p/${P_OTHER}`);
+  assert.equal(res.status(), 404);
+  await shot(page, '07-carol-404-on-acme-proposal');
+  await page.goto(`${WEB}/queue`);
+  const csrf = await csrfOf(page);
+  const post = await ctx.request.post(`${WEB}/p/${P_OTHER}/decide`, {
+    form: { csrf, verdict: 'approve', intent_hash: '0000000000000000', doc_version: '1' },
+    maxRedirects: 0,
+  });
+  assert.equal(post.status(), 404);
+  const own = await page.goto(`${WEB}/p/${P_GLOBEX}`);
+  assert.equal(own.status(), 200);
+});
+
+test('POSTs without the session\'s CSRF token or from another origin are refused (403)', async () => {
+  const req = alice.context().request;
+  await alice.goto(`${WEB}/p/${P_OTHER}`);
+  const intent = await alice.getAttribute('input[name=intent_hash]', 'value');
+  const csrf = await csrfOf(alice);
+  const form = { verdict: 'approve', intent_hash: intent, doc_version: '1' };
+  const noToken = await req.post(`${WEB}/p/${P_OTHER}/decide`, { form, maxRedirects: 0 });
+  assert.equal(noToken.status(), 403, 'no token');
+  const wrongToken = await req.post(`${WEB}/p/${P_OTHER}/decide`, { form: { ...form, csrf: 'x'.repeat(43) }, maxRedirects: 0 });
+  assert.equal(wrongToken.status(), 403, 'wrong token');
+  const foreign = await req.post(`${WEB}/p/${P_OTHER}/decide`, {
+    form: { ...form, csrf }, headers: { origin: 'https://evil.example' }, maxRedirects: 0,
+  });
+  assert.equal(foreign.status(), 403, 'foreign Origin, even with the token');
+  // A real cross-origin page auto-submitting a form with the victim's cookie.
+  const evil = new URL(`${FAKE}/evil-form`);
+  evil.searchParams.set('action', `${WEB}/p/${P_OTHER}/decide`);
+  for (const [k, v] of Object.entries(form)) evil.searchParams.set(k, v);
+  const landed = alice.waitForResponse((r) => r.url() === `${WEB}/p/${P_OTHER}/decide`);
+  await alice.goto(evil.toString());
+  assert.equal((await landed).status(), 403, 'cross-origin form POST');
+  await alice.waitForLoadState();
+  await shot(alice, '08-cross-origin-post-refused');
+  await alice.goto(`${WEB}/p/${P_OTHER}`);
+  assert.ok(await alice.$('#deny'), 'still undecided');
+});
+
+test('the decision page cannot be framed', async () => {
+  const res = await alice.context().request.get(`${WEB}/p/${P_OTHER}`);
+  const h = res.headers();
+  assert.equal(h['x-frame-options'], 'DENY');
+  assert.match(h['content-security-policy'], /frame-ancestors 'none'/);
+  assert.doesNotMatch(h['content-security-policy'], /unsafe-inline/);
+  assert.equal(h['x-content-type-options'], 'nosniff');
+  assert.equal(h['referrer-policy'], 'same-origin');
+  await alice.goto(`${FAKE}/frame?src=${encodeURIComponent(`${WEB}/p/${P_OTHER}`)}`);
+  await alice.waitForTimeout(1000);
+  const frame = alice.frames().find((f) => f !== alice.mainFrame());
+  const framed = frame ? await frame.content().catch(() => '') : '';
+  assert.ok(!framed.includes('Your decision'), 'the browser refused to render it in a frame');
+  await shot(alice, '09-framing-refused');
+});
+
+test('a replayed or forged OIDC callback is refused', async () => {
+  const ctx = await browserFor('replay');
+  const page = await ctx.newPage();
+  const replay = await page.goto(aliceCallback);
+  assert.equal(replay.status(), 400);
+  assert.match(await page.textContent('main'), /unknown, expired or already used/);
+  await shot(page, '10-replayed-callback-refused');
+  const forged = new URL(aliceCallback);
+  forged.searchParams.set('state', 'forged-state');
+  assert.equal((await page.goto(forged.toString())).status(), 400);
+  assert.equal((await ctx.cookies()).filter((c) => c.name.includes('actiond_session')).length, 0);
+});
+
+test('sign out ends the session', async () => {
+  await alice.goto(`${WEB}/queue`);
+  await alice.click('form[action="/logout"] button');
+  await alice.waitForURL(`${WEB}/login?logged_out=1`);
+  await alice.goto(`${WEB}/queue`);
+  assert.match(alice.url(), /\/login\?next=/);
+  await shot(alice, '11-signed-out');
+});
+
+// The same login flow against a provider that mints bad ID tokens (fake-idp.mjs).
+function cookieFrom(res) {
+  return res.headers.getSetCookie().map((c) => c.split(';')[0]).filter((c) => !c.endsWith('='));
+}
+async function fakeLogin(mode, { tamperState = false, replay = false } = {}) {
+  await fetch(`${FAKE}/mode?m=${mode}`);
+  const start = await fetch(`${WEB2}/login/oidc?next=/queue`, { redirect: 'manual' });
+  assert.equal(start.status, 303, `start ${mode}`);
+  const cookies = cookieFrom(start);
+  const authorize = await fetch(start.headers.get('location'), { redirect: 'manual' });
+  const cb = new URL(authorize.headers.get('location'));
+  if (tamperState) cb.searchParams.set('state', 'attacker-state');
+  const call = () => fetch(cb, { redirect: 'manual', headers: { cookie: cookies.join('; ') } });
+  let res = await call();
+  if (replay) {
+    assert.equal(res.status, 303, 'the first use works');
+    res = await call();
+  }
+  const session = cookieFrom(res).find((c) => c.startsWith('actiond_session='));
+  return { status: res.status, session, text: await res.text() };
+}
+
+test('ID tokens with the wrong audience, nonce, issuer, expiry, alg none or HS256 key confusion are refused', async () => {
+  const good = await fakeLogin('good');
+  assert.equal(good.status, 303, 'control: a correct token is accepted');
+  assert.ok(good.session);
+  // That identity claims acme-approvers and globex-approvers, but acme pins its issuer to the
+  // real provider: this one approves for globex only (which does not pin an issuer).
+  const q = await (await fetch(`${WEB2}/queue`, { headers: { cookie: good.session } })).text();
+  assert.match(q, /approver for: globex</);
+  assert.ok(!q.includes('pi_1234') && !q.includes('pi_777'));
+  for (const mode of ['wrong_aud', 'wrong_nonce', 'wrong_iss', 'expired', 'alg_none', 'hs256_pubkey', 'bad_sig']) {
+    const r = await fakeLogin(mode);
+    assert.equal(r.status, 400, `${mode} must be refused`);
+    assert.equal(r.session, undefined, `${mode} must not create a session`);
+    assert.match(r.text, /answer was refused/);
+  }
+  const wrongState = await fakeLogin('good', { tamperState: true });
+  assert.equal(wrongState.status, 400);
+  const replayed = await fakeLogin('good', { replay: true });
+  assert.equal(replayed.status, 400);
+  assert.equal(replayed.session, undefined);
+});

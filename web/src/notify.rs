@@ -1,0 +1,410 @@
+//! Escalation notices and the background loop of `actiond web`.
+//!
+//! Every few seconds one replica claims escalated proposals not yet announced by inserting
+//! their row into `web_notifications` (`ON CONFLICT DO NOTHING`: each escalation is claimed by
+//! exactly one replica), then posts to the tenant's chat webhook (Slack-compatible JSON; the URL
+//! is the credential `<tenant>.<notify.webhook>`) and/or emails `notify.email` through the
+//! operator's SMTP relay. Failures are retried with backoff, at most five times.
+//!
+//! A notice carries the one-sentence summary, the tenant, the agent, the time limit and a link
+//! to the decision page, which requires sign-in: there is never an approve-by-link. Agent text
+//! is escaped for the channel: `&`, `<`, `>` become entities (so `<!channel>`, `<@U123>` and
+//! `<https://evil|innocent>` are inert), `@channel`/`@here`/`@everyone` are broken, Markdown
+//! links are split, and invisible or bidirectional characters are shown as `⟨U+XXXX⟩`.
+
+use crate::AppState;
+use crate::pages::{describe, human_age};
+use actiond_core::text::reveal_invisible;
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Notification settings from the operator's configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct NotifyConfig {
+    pub(crate) smtp_relay: Option<String>,
+    pub(crate) smtp_from: String,
+    pub(crate) interval: Duration,
+    pub(crate) allow_private: bool,
+}
+
+/// Escapes agent-written text for a Slack-compatible chat message: entities for `&<>`, broken
+/// mass mentions, split Markdown links, visible invisible characters. Newlines become visible
+/// markers too, so agent text cannot fake extra lines of the notice.
+pub fn escape_for_chat(s: &str) -> String {
+    let s = reveal_invisible(s, false);
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            _ => out.push(c),
+        }
+    }
+    let mut out = out.replace("](", "] (");
+    for word in ["channel", "here", "everyone"] {
+        let mut i = 0;
+        while let Some(pos) = out[i..].to_ascii_lowercase().find(&format!("@{word}")) {
+            let at = i + pos;
+            out.replace_range(at..at + 1, "(at)");
+            i = at + 4;
+        }
+    }
+    out
+}
+
+/// The chat text of one notice. Only `link` and the fixed words are trusted; everything else
+/// is escaped with [`escape_for_chat`].
+pub fn notification_text(
+    tenant: &str,
+    sentence: &str,
+    agent: &str,
+    action: &str,
+    limit: &str,
+    link: &str,
+) -> String {
+    format!(
+        "Approval needed in {tenant}: {sentence}\nAgent: {agent} · action: {action} · {limit}\nDecide after signing in: <{link}|open the decision page> (nothing is approved from this message)",
+        tenant = escape_for_chat(tenant),
+        sentence = escape_for_chat(sentence),
+        agent = escape_for_chat(agent),
+        action = escape_for_chat(action),
+        limit = escape_for_chat(limit),
+    )
+}
+
+/// The loop: notices every `interval`, sweeping expired sessions about once a minute.
+pub(crate) async fn background(state: AppState) {
+    let sweep_every = (60 / state.notify.interval.as_secs().max(1)).max(1);
+    let mut tick: u64 = 0;
+    loop {
+        match notify_once(&state).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(n, "escalation notices handled"),
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "escalation notices failed"),
+        }
+        if tick.is_multiple_of(sweep_every)
+            && let Err(e) = crate::session::sweep(&state).await
+        {
+            tracing::warn!(error = %format!("{e:#}"), "session sweep failed");
+        }
+        tick = tick.wrapping_add(1);
+        tokio::time::sleep(state.notify.interval).await;
+    }
+}
+
+/// Claims and sends pending notices once; returns how many were handled.
+pub(crate) async fn notify_once(state: &AppState) -> anyhow::Result<usize> {
+    let claimed: Vec<(Uuid, String)> = {
+        let mut c = state.db.client().await?;
+        let tx = c.transaction().await?;
+        // The notifier is the one place that reads every tenant (row-level security, V4).
+        actiond_store::set_all_tenants(&tx).await?;
+        let mut rows = tx
+            .query(
+                "INSERT INTO web_notifications (proposal_id, tenant_id)
+                 SELECT p.id, p.tenant_id FROM proposals p
+                 WHERE p.state = 'escalated'
+                   AND NOT EXISTS (SELECT 1 FROM web_notifications n WHERE n.proposal_id = p.id)
+                 ORDER BY p.created_at LIMIT 50
+                 ON CONFLICT DO NOTHING RETURNING proposal_id, tenant_id",
+                &[],
+            )
+            .await?;
+        rows.extend(
+            tx.query(
+                "UPDATE web_notifications SET status = 'sending', attempts = attempts + 1, updated_at = now()
+                 WHERE proposal_id IN (
+                   SELECT proposal_id FROM web_notifications
+                   WHERE attempts < 5 AND ((status = 'failed' AND next_attempt_at <= now())
+                      OR (status = 'sending' AND updated_at < now() - interval '5 minutes'))
+                   ORDER BY next_attempt_at LIMIT 20 FOR UPDATE SKIP LOCKED)
+                 RETURNING proposal_id, tenant_id",
+                &[],
+            )
+            .await?,
+        );
+        tx.commit().await?;
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    let n = claimed.len();
+    for (id, tenant) in claimed {
+        let res = send_one(state, &tenant, id).await;
+        let mut c = state.db.client().await?;
+        let c = c.transaction().await?;
+        actiond_store::set_tenant(&c, &tenant).await?;
+        match res {
+            Ok(channels) => {
+                let status = if channels.is_empty() {
+                    "skipped"
+                } else {
+                    "sent"
+                };
+                c.execute(
+                    "UPDATE web_notifications SET status = $2, channels = $3, last_error = NULL, updated_at = now()
+                     WHERE proposal_id = $1",
+                    &[&id, &status, &channels],
+                )
+                .await?;
+            }
+            Err(e) => {
+                let msg = format!("{e:#}");
+                tracing::warn!(proposal = %id, tenant, error = %msg, "escalation notice failed");
+                c.execute(
+                    "UPDATE web_notifications SET status = 'failed', last_error = $2, updated_at = now(),
+                        next_attempt_at = now() + make_interval(secs => 30 * power(2, attempts))
+                     WHERE proposal_id = $1",
+                    &[&id, &msg.chars().take(500).collect::<String>()],
+                )
+                .await?;
+            }
+        }
+        c.commit().await?;
+    }
+    Ok(n)
+}
+
+async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Vec<String>> {
+    let tenants = [tenant.to_owned()];
+    let Some(p) = actiond_store::approvals::get(&state.db, Some(&tenants), id).await? else {
+        return Ok(Vec::new());
+    };
+    if p.state != "escalated" {
+        return Ok(Vec::new());
+    }
+    let latest = {
+        let c = state.db.client().await?;
+        actiond_store::tenants::latest_version(&c, tenant).await?
+    };
+    let Some((latest_v, _)) = latest else {
+        return Ok(Vec::new());
+    };
+    let current = state
+        .docs
+        .version(&state.db, tenant, latest_v)
+        .await?
+        .context("tenant document vanished")?;
+    let escalated_by = match p.doc_version {
+        Some(v) => state.docs.version(&state.db, tenant, v).await?,
+        None => None,
+    };
+    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
+    let d = describe(escalated_by.as_deref(), &p.action, &params, &p.target);
+    let ttl = chrono::Duration::from_std(current.policy.escalation_ttl).unwrap_or_default();
+    let deadline = p.created_at + ttl;
+    let left = (deadline - chrono::Utc::now()).num_seconds();
+    let limit = format!(
+        "expires {} (in {})",
+        deadline.format("%Y-%m-%d %H:%M UTC"),
+        human_age(left)
+    );
+    let link = state
+        .public_url
+        .join(&format!("p/{id}"))
+        .context("decision page link")?
+        .to_string();
+    let mut channels = Vec::new();
+    if let Some(name) = &current.notify.webhook {
+        let creds = state
+            .creds
+            .as_ref()
+            .context("no credentials directory for the webhook URL")?;
+        let url = creds.read_tenant(tenant, name)?;
+        let text = notification_text(tenant, &d.sentence, &p.agent_name, &p.action, &limit, &link);
+        post_webhook(state, &url, &text).await?;
+        state
+            .metrics
+            .notifications
+            .with_label_values(&["webhook", "sent"])
+            .inc();
+        channels.push("webhook".to_owned());
+    }
+    if !current.notify.email.is_empty() {
+        match &state.notify.smtp_relay {
+            Some(relay) => {
+                send_email(
+                    state,
+                    relay,
+                    &current.notify.email,
+                    tenant,
+                    &d.sentence,
+                    &p.agent_name,
+                    &p.action,
+                    &limit,
+                    &link,
+                )
+                .await?;
+                state
+                    .metrics
+                    .notifications
+                    .with_label_values(&["email", "sent"])
+                    .inc();
+                channels.push("email".to_owned());
+            }
+            None => tracing::warn!(
+                tenant,
+                "notify.email is set but --smtp-relay is not; no email sent"
+            ),
+        }
+    }
+    Ok(channels)
+}
+
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || (o[0] == 100 && (64..128).contains(&o[1]))
+        }
+        IpAddr::V6(a) => {
+            if let Some(v4) = a.to_ipv4_mapped() {
+                return is_private(IpAddr::V4(v4));
+            }
+            let s = a.segments();
+            a.is_loopback()
+                || a.is_unspecified()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// Posts `{"text": …}` to a webhook URL from the operator's credentials: http(s) only, no
+/// redirects, no private or link-local address unless allowed, the checked address pinned.
+async fn post_webhook(state: &AppState, url: &str, text: &str) -> anyhow::Result<()> {
+    let u = url::Url::parse(url).context("webhook credential is not a URL")?;
+    if !matches!(u.scheme(), "http" | "https") || !u.username().is_empty() {
+        anyhow::bail!("webhook URL must be http(s) without user info");
+    }
+    let host = u.host_str().context("webhook URL has no host")?.to_owned();
+    let port = u.port_or_known_default().unwrap_or(443);
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
+        .await
+        .context("webhook host does not resolve")?
+        .collect();
+    let addr = addrs
+        .iter()
+        .copied()
+        .find(|a| state.notify.allow_private || !is_private(a.ip()))
+        .context("webhook host resolves only to private, loopback or link-local addresses (allow with --notify-allow-private)")?;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .resolve(&host, addr)
+        .build()?;
+    let body = json!({"text": text, "unfurl_links": false, "unfurl_media": false, "mrkdwn": true});
+    let res = client
+        .post(u)
+        .json(&body)
+        .send()
+        .await
+        .context("webhook POST")?;
+    if !res.status().is_success() {
+        anyhow::bail!("webhook answered {}", res.status());
+    }
+    Ok(())
+}
+
+#[expect(clippy::too_many_arguments, reason = "one parameter per notice field")]
+async fn send_email(
+    state: &AppState,
+    relay: &str,
+    to: &[String],
+    tenant: &str,
+    sentence: &str,
+    agent: &str,
+    action: &str,
+    limit: &str,
+    link: &str,
+) -> anyhow::Result<()> {
+    use lettre::message::header::ContentType;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+    let (host, port) = match relay.rsplit_once(':') {
+        Some((h, p)) => (h.to_owned(), p.parse::<u16>().context("--smtp-relay port")?),
+        None => (relay.to_owned(), 25),
+    };
+    let body = format!(
+        "An agent's action needs a decision in tenant {tenant}.\n\n    {sentence}\n\nAgent: {agent}\nAction: {action}\nTime limit: {limit}\n\nOpen the decision page (sign-in required; nothing is approved from this email):\n{link}\n",
+        tenant = reveal_invisible(tenant, false),
+        sentence = reveal_invisible(sentence, false),
+        agent = reveal_invisible(agent, false),
+        action = reveal_invisible(action, false),
+    );
+    let mut b = Message::builder()
+        .from(state.notify.smtp_from.parse().context("--smtp-from")?)
+        .subject(format!(
+            "[actiond] Approval needed in {}: {}",
+            reveal_invisible(tenant, false),
+            reveal_invisible(action, false)
+        ))
+        .header(ContentType::TEXT_PLAIN);
+    for r in to {
+        b = b.to(r.parse().with_context(|| format!("notify.email {r:?}"))?);
+    }
+    let msg = b.body(body)?;
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .timeout(Some(Duration::from_secs(10)))
+        .build();
+    transport.send(msg).await.context("SMTP relay")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_escaping_neutralizes_mentions_and_links() {
+        let e = escape_for_chat(
+            "hi <!channel> <@U123> <https://evil.example|invoice> @here @Everyone [x](https://e) a&b \u{202E}cba",
+        );
+        assert!(!e.contains('<') && !e.contains('>'), "{e}");
+        assert!(e.contains("&lt;!channel&gt;"));
+        assert!(e.contains("&lt;@U123&gt;"));
+        assert!(e.contains("(at)here") && e.contains("(at)Everyone"), "{e}");
+        assert!(e.contains("[x] (https://e)"));
+        assert!(e.contains("a&amp;b"));
+        assert!(e.contains("⟨U+202E⟩"));
+        let t = notification_text(
+            "acme",
+            "Refund <!channel>\nfake line",
+            "bot",
+            "billing.refund.issue",
+            "expires soon",
+            "https://app/p/1",
+        );
+        assert!(t.contains("<https://app/p/1|open the decision page>"));
+        assert!(!t.contains("<!channel>"));
+        assert!(t.contains("⟨U+000A⟩fake line"));
+    }
+
+    #[test]
+    fn private_addresses_are_recognized() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:4700::1111"] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The OpenID Connect client: discovery, the authorization request (code flow, PKCE S256,
+//! `state`, `nonce`) and the code exchange with ID-token verification (issuer, audience,
+//! expiry, nonce, signature with an algorithm from configuration only).
+//!
+//! Discovery is lazy and cached for [`METADATA_TTL`], so the IdP may start after the web
+//! service and rotated signing keys are picked up. The HTTP client follows no redirects.
+
+use anyhow::Context as _;
+use openidconnect::core::{
+    CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
+    CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+    CoreResponseType, CoreRevocableToken, CoreRevocationErrorResponse,
+    CoreTokenIntrospectionResponse, CoreTokenType,
+};
+use openidconnect::{
+    AdditionalClaims, AuthenticationFlow, AuthorizationCode, Client, ClientId, ClientSecret,
+    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenFields,
+    IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
+    StandardErrorResponse, StandardTokenResponse, TokenResponse as _,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::RwLock;
+
+/// How long discovered metadata (endpoints, JWKS) is reused.
+pub(crate) const METADATA_TTL: Duration = Duration::from_secs(600);
+
+/// Every claim of the ID token beyond the standard ones (`groups`, custom claims), kept as
+/// JSON so the tenant documents can name any claim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ExtraClaims {
+    #[serde(flatten)]
+    pub(crate) other: Map<String, Value>,
+}
+impl AdditionalClaims for ExtraClaims {}
+
+type TokenResp = StandardTokenResponse<
+    IdTokenFields<
+        ExtraClaims,
+        EmptyExtraTokenFields,
+        CoreGenderClaim,
+        CoreJweContentEncryptionAlgorithm,
+        CoreJwsSigningAlgorithm,
+    >,
+    CoreTokenType,
+>;
+
+type OidcClient = Client<
+    ExtraClaims,
+    CoreAuthDisplay,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJsonWebKey,
+    CoreAuthPrompt,
+    StandardErrorResponse<CoreErrorResponseType>,
+    TokenResp,
+    CoreTokenIntrospectionResponse,
+    CoreRevocableToken,
+    CoreRevocationErrorResponse,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+/// A started login: where to send the browser and what to keep for the callback.
+pub(crate) struct StartedLogin {
+    pub(crate) auth_url: url::Url,
+    pub(crate) state: String,
+    pub(crate) nonce: String,
+    pub(crate) pkce_verifier: String,
+}
+
+/// The person the IdP vouched for.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub(crate) issuer: String,
+    pub(crate) subject: String,
+    pub(crate) email: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) claims: Value,
+}
+
+/// The configured OIDC relying party.
+pub(crate) struct Oidc {
+    issuer: IssuerUrl,
+    client_id: ClientId,
+    secret: ClientSecret,
+    redirect: RedirectUrl,
+    algs: Vec<CoreJwsSigningAlgorithm>,
+    scopes: Vec<String>,
+    http: reqwest::Client,
+    cached: RwLock<Option<(Arc<OidcClient>, Instant)>>,
+}
+
+/// Parses the configured algorithm names; `none` and HMAC algorithms are refused because an
+/// HMAC "signature" keyed with a public value proves nothing.
+pub(crate) fn parse_algs(names: &[String]) -> anyhow::Result<Vec<CoreJwsSigningAlgorithm>> {
+    let mut out = Vec::new();
+    for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if n.eq_ignore_ascii_case("none") || n.to_ascii_uppercase().starts_with("HS") {
+            anyhow::bail!(
+                "--oidc-algs: {n} is refused (only asymmetric signatures: RS256, ES256, PS256, EdDSA…)"
+            );
+        }
+        let alg: CoreJwsSigningAlgorithm = serde_json::from_value(Value::String(n.to_owned()))
+            .with_context(|| format!("--oidc-algs: unknown algorithm {n:?}"))?;
+        out.push(alg);
+    }
+    if out.is_empty() {
+        anyhow::bail!("--oidc-algs must name at least one algorithm");
+    }
+    Ok(out)
+}
+
+impl Oidc {
+    /// A relying party for `issuer`; nothing is fetched yet.
+    pub(crate) fn new(
+        issuer: &str,
+        client_id: &str,
+        secret: &str,
+        redirect: url::Url,
+        algs: &[String],
+        scopes: &str,
+    ) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .context("HTTP client for OIDC")?;
+        Ok(Self {
+            issuer: IssuerUrl::new(issuer.to_owned()).context("--oidc-issuer")?,
+            client_id: ClientId::new(client_id.to_owned()),
+            secret: ClientSecret::new(secret.to_owned()),
+            redirect: RedirectUrl::from_url(redirect),
+            algs: parse_algs(algs)?,
+            scopes: scopes
+                .split_whitespace()
+                .filter(|s| *s != "openid")
+                .map(str::to_owned)
+                .collect(),
+            http,
+            cached: RwLock::new(None),
+        })
+    }
+
+    /// The configured issuer.
+    pub(crate) fn issuer(&self) -> &str {
+        self.issuer.as_str()
+    }
+
+    async fn client(&self, force: bool) -> anyhow::Result<Arc<OidcClient>> {
+        if !force
+            && let Some((c, at)) = self.cached.read().await.as_ref()
+            && at.elapsed() < METADATA_TTL
+        {
+            return Ok(c.clone());
+        }
+        let meta = CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http)
+            .await
+            .map_err(|e| anyhow::anyhow!("OIDC discovery at {}: {e:?}", self.issuer.as_str()))?;
+        let client: OidcClient =
+            Client::from_provider_metadata(meta, self.client_id.clone(), Some(self.secret.clone()))
+                .set_redirect_uri(self.redirect.clone());
+        let client = Arc::new(client);
+        *self.cached.write().await = Some((client.clone(), Instant::now()));
+        Ok(client)
+    }
+
+    /// Starts a login: a fresh `state`, `nonce` and PKCE (S256) verifier.
+    pub(crate) async fn start(&self) -> anyhow::Result<StartedLogin> {
+        let client = self.client(false).await?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let mut req = client
+            .authorize_url(
+                AuthenticationFlow::<CoreResponseType>::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .set_pkce_challenge(challenge);
+        for s in &self.scopes {
+            req = req.add_scope(Scope::new(s.clone()));
+        }
+        let (auth_url, state, nonce) = req.url();
+        Ok(StartedLogin {
+            auth_url,
+            state: state.secret().clone(),
+            nonce: nonce.secret().clone(),
+            pkce_verifier: verifier.secret().clone(),
+        })
+    }
+
+    /// Exchanges the code (with the PKCE verifier) and verifies the ID token: signature with an
+    /// allowed algorithm and the IdP's published key, issuer, audience (this client only),
+    /// expiry and nonce.
+    pub(crate) async fn finish(
+        &self,
+        code: &str,
+        pkce_verifier: &str,
+        nonce: &str,
+    ) -> anyhow::Result<Identity> {
+        let client = self.client(false).await?;
+        let token = client
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .context("token endpoint")?
+            .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier.to_owned()))
+            .request_async(&self.http)
+            .await
+            .map_err(|e| anyhow::anyhow!("code exchange failed: {e:?}"))?;
+        let id_token = token
+            .id_token()
+            .context("the token response carries no ID token")?;
+        let nonce = Nonce::new(nonce.to_owned());
+        let verify = |c: &OidcClient| {
+            let verifier = c.id_token_verifier().set_allowed_algs(self.algs.clone());
+            id_token.claims(&verifier, &nonce).cloned()
+        };
+        let claims = match verify(&client) {
+            Ok(c) => c,
+            Err(openidconnect::ClaimsVerificationError::SignatureVerification(e)) => {
+                // The IdP may have rotated its keys: rediscover once, then verify again.
+                tracing::info!(error = %e, "ID token signature did not verify; refreshing JWKS");
+                let fresh = self.client(true).await?;
+                verify(&fresh).map_err(|e| anyhow::anyhow!("ID token refused: {e}"))?
+            }
+            Err(e) => anyhow::bail!("ID token refused: {e}"),
+        };
+        let email = claims.email().map(|e| e.as_str().to_owned());
+        let name = claims
+            .name()
+            .and_then(|n| n.get(None))
+            .map(|n| n.as_str().to_owned());
+        let mut extra = claims.additional_claims().other.clone();
+        if let Some(e) = &email {
+            extra.insert("email".into(), Value::String(e.clone()));
+        }
+        let mut claims_json = Value::Object(extra);
+        if claims_json.to_string().len() > 16 * 1024 {
+            tracing::warn!("ID token claims larger than 16 KiB; keeping none for authorization");
+            claims_json = Value::Object(Map::new());
+        }
+        Ok(Identity {
+            issuer: claims.issuer().as_str().to_owned(),
+            subject: claims.subject().as_str().to_owned(),
+            email,
+            name,
+            claims: claims_json,
+        })
+    }
+}

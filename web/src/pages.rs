@@ -1,0 +1,612 @@
+//! The queue, history and decision pages, and the decision POST.
+//!
+//! A person sees only proposals of tenants whose current document makes them an approver;
+//! any other id is a plain 404, on GET and POST alike. The decision goes through
+//! `actiond_store::approvals::decide`, which refuses a decision on anything but the intent hash
+//! and policy version the page displayed, refuses the agent's owner, counts distinct approvers
+//! and issues the grant with this service's `web-…` key.
+
+use crate::AppState;
+use crate::error::{WebError, WebResult};
+use crate::session::{Viewer, require_post, require_viewer};
+use crate::views::{
+    ApprovalRow, Chrome, DecisionPage, ParamRow, QueuePage, QueueRow, RiskyValue, render,
+};
+use actiond_core::handlers::{HandlerKind, format_minor_units};
+use actiond_core::tenant::TenantDocument;
+use actiond_core::text::reveal_invisible;
+use actiond_store::approvals::{self, Approver, Decided, Verdict};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// Parses an `application/x-www-form-urlencoded` body whatever its declared content type (the
+/// CSRF check must run before any content-type rejection); the first value of a key wins.
+pub(crate) fn parse_form(body: &[u8]) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(body) {
+        m.entry(k.into_owned()).or_insert_with(|| v.into_owned());
+    }
+    m
+}
+
+fn chrome(v: &Viewer) -> Chrome {
+    let who = v
+        .name
+        .clone()
+        .or_else(|| v.email.clone())
+        .unwrap_or_else(|| v.subject.clone());
+    Chrome {
+        who: reveal_invisible(&who, false),
+        subject: reveal_invisible(&v.subject, false),
+        tenants: v.tenants.join(", "),
+        csrf: v.csrf.clone(),
+        dev: v.dev,
+    }
+}
+
+/// "3 min", "2 h 05 min", "4 d 3 h".
+pub(crate) fn human_age(secs: i64) -> String {
+    let s = secs.max(0);
+    if s < 60 {
+        "<1 min".into()
+    } else if s < 3600 {
+        format!("{} min", s / 60)
+    } else if s < 86_400 {
+        format!("{} h {:02} min", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{} d {} h", s / 86_400, (s % 86_400) / 3600)
+    }
+}
+
+fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// How a proposal reads: the one-sentence summary (escaped later, invisible characters shown),
+/// the risky param names and the handler settings that apply.
+pub(crate) struct Described {
+    pub(crate) sentence: String,
+    pub(crate) risky: Vec<String>,
+    pub(crate) kind: Option<HandlerKind>,
+    pub(crate) approvals_required: u32,
+}
+
+/// Describes a proposal with the tenant document version that escalated it.
+pub(crate) fn describe(
+    doc: Option<&TenantDocument>,
+    action: &str,
+    params: &Value,
+    target: &str,
+) -> Described {
+    let entry = doc.and_then(|d| d.handler(action));
+    match HandlerKind::lookup(action) {
+        Some(kind) => Described {
+            sentence: reveal_invisible(
+                &kind.summary(entry.and_then(|e| e.summary.as_deref()), params, target),
+                false,
+            ),
+            risky: entry.map(|e| e.risky.clone()).unwrap_or_else(|| {
+                kind.default_risky()
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect()
+            }),
+            kind: Some(kind),
+            approvals_required: entry.map_or(1, |e| e.approvals_required),
+        },
+        None => Described {
+            sentence: reveal_invisible(&format!("Unknown action {action} on {target}"), false),
+            risky: params
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default(),
+            kind: None,
+            approvals_required: 1,
+        },
+    }
+}
+
+/// A param value as shown: strings as they are (invisible characters revealed, newlines
+/// included), everything else as pretty JSON.
+pub(crate) fn show_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => reveal_invisible(s, false),
+        other => reveal_invisible(
+            &serde_json::to_string_pretty(other).unwrap_or_default(),
+            true,
+        ),
+    }
+}
+
+fn short(s: String, max: usize) -> String {
+    if s.chars().count() <= max {
+        s
+    } else {
+        let mut t: String = s.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `GET /`.
+pub(crate) async fn root() -> Redirect {
+    Redirect::to("/queue")
+}
+
+/// Any other path.
+pub(crate) async fn not_found() -> WebError {
+    WebError::NotFound
+}
+
+/// Filters of the queue and history.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Filters {
+    tenant: Option<String>,
+    agent: Option<String>,
+    action: Option<String>,
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn selected_tenants(v: &Viewer, f: &Filters) -> Vec<String> {
+    match nonempty(&f.tenant) {
+        Some(t) => v.tenants.iter().filter(|x| **x == t).cloned().collect(),
+        None => v.tenants.clone(),
+    }
+}
+
+fn path_and_query(uri: &Uri) -> String {
+    uri.path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "/queue".into())
+}
+
+fn risky_values(params: &Value, risky: &[String]) -> Vec<RiskyValue> {
+    risky
+        .iter()
+        .filter_map(|name| {
+            params.get(name).map(|v| RiskyValue {
+                name: name.clone(),
+                value: short(show_value(v).replace('\n', " "), 80),
+            })
+        })
+        .collect()
+}
+
+/// `GET /queue`: escalated proposals of my tenants, oldest first.
+pub(crate) async fn queue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(f): Query<Filters>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let tenants = selected_tenants(&v, &f);
+    let agent = nonempty(&f.agent);
+    let action = nonempty(&f.action);
+    let list = {
+        let mut c = state.db.client().await?;
+        let tx = c.transaction().await?;
+        actiond_store::set_tenants(&tx, &tenants).await?;
+        let rows = tx
+            .query(
+                "SELECT p.id, p.tenant_id, a.name, p.action, p.target, p.params_json, p.doc_version, p.created_at
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
+                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
+                 ORDER BY p.created_at LIMIT 500",
+                &[&tenants, &agent, &action],
+            )
+            .await?;
+        tx.commit().await?;
+        rows
+    };
+    let now = Utc::now();
+    let mut rows = Vec::new();
+    for r in list {
+        let id: Uuid = r.get(0);
+        let tenant: String = r.get(1);
+        let agent_name: String = r.get(2);
+        let act: String = r.get(3);
+        let target: String = r.get(4);
+        let params_json: String = r.get(5);
+        let doc_version: Option<i32> = r.get(6);
+        let created: DateTime<Utc> = r.get(7);
+        let doc = match doc_version {
+            Some(ver) => state.docs.version(&state.db, &tenant, ver).await?,
+            None => None,
+        };
+        let params: Value = serde_json::from_str(&params_json).unwrap_or(Value::Null);
+        let d = describe(doc.as_deref(), &act, &params, &target);
+        rows.push(QueueRow {
+            id: id.to_string(),
+            tenant,
+            age: human_age((now - created).num_seconds()),
+            sentence: d.sentence,
+            action: reveal_invisible(&act, false),
+            agent: reveal_invisible(&agent_name, false),
+            risky: risky_values(&params, &d.risky),
+            state: "escalated".into(),
+            decided: String::new(),
+        });
+    }
+    Ok(render(&QueuePage {
+        chrome: chrome(&v),
+        history: false,
+        rows,
+        my_tenants: v.tenants.clone(),
+        f_tenant: nonempty(&f.tenant).unwrap_or_default(),
+        f_agent: agent.unwrap_or_default(),
+        f_action: action.unwrap_or_default(),
+    }))
+}
+
+/// `GET /history`: proposals that went to people and are decided, newest first.
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(f): Query<Filters>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let tenants = selected_tenants(&v, &f);
+    let agent = nonempty(&f.agent);
+    let action = nonempty(&f.action);
+    let rows = {
+        let mut c = state.db.client().await?;
+        let tx = c.transaction().await?;
+        actiond_store::set_tenants(&tx, &tenants).await?;
+        let rows = tx
+            .query(
+            "SELECT p.id, p.tenant_id, p.action, p.target, p.params_json, p.state, p.doc_version,
+                    p.updated_at, a.name,
+                    (SELECT string_agg(ap.decision || ' by ' || ap.subject, ', ' ORDER BY ap.decided_at)
+                       FROM approvals ap WHERE ap.proposal_id = p.id)
+             FROM proposals p JOIN agents a ON a.id = p.agent_id
+             WHERE p.tenant_id = ANY($1) AND p.effect = 'escalate'
+               AND p.state NOT IN ('pending', 'escalated')
+               AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
+             ORDER BY p.updated_at DESC LIMIT 200",
+                &[&tenants, &agent, &action],
+            )
+            .await?;
+        tx.commit().await?;
+        rows
+    };
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for r in rows {
+        let id: Uuid = r.get(0);
+        let tenant: String = r.get(1);
+        let act: String = r.get(2);
+        let target: String = r.get(3);
+        let params_json: String = r.get(4);
+        let doc_version: Option<i32> = r.get(6);
+        let updated: DateTime<Utc> = r.get(7);
+        let doc = match doc_version {
+            Some(ver) => state.docs.version(&state.db, &tenant, ver).await?,
+            None => None,
+        };
+        let params: Value = serde_json::from_str(&params_json).unwrap_or(Value::Null);
+        let d = describe(doc.as_deref(), &act, &params, &target);
+        let by: Option<String> = r.get(9);
+        out.push(QueueRow {
+            id: id.to_string(),
+            tenant,
+            age: format!("{} ago", human_age((now - updated).num_seconds())),
+            sentence: d.sentence,
+            action: reveal_invisible(&act, false),
+            agent: reveal_invisible(&r.get::<_, String>(8), false),
+            risky: risky_values(&params, &d.risky),
+            state: r.get(5),
+            decided: reveal_invisible(&by.unwrap_or_else(|| "no person (expired)".into()), false),
+        });
+    }
+    Ok(render(&QueuePage {
+        chrome: chrome(&v),
+        history: true,
+        rows: out,
+        my_tenants: v.tenants.clone(),
+        f_tenant: nonempty(&f.tenant).unwrap_or_default(),
+        f_agent: agent.unwrap_or_default(),
+        f_action: action.unwrap_or_default(),
+    }))
+}
+
+/// Query of the decision page: the outcome of the POST that redirected here.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DecisionQuery {
+    result: Option<String>,
+}
+
+fn parse_id(id: &str) -> WebResult<Uuid> {
+    Uuid::parse_str(id).map_err(|_| WebError::NotFound)
+}
+
+/// `GET /p/{id}`: the decision page.
+pub(crate) async fn decision(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    Query(q): Query<DecisionQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, uri.path()).await?;
+    let id = parse_id(&id)?;
+    let p = approvals::get(&state.db, Some(&v.tenants), id)
+        .await?
+        .ok_or(WebError::NotFound)?;
+    let approvals_rows = {
+        let mut c = state.db.client().await?;
+        let tx = c.transaction().await?;
+        actiond_store::set_tenant(&tx, &p.tenant_id).await?;
+        let rows = tx
+            .query(
+                "SELECT subject, email, decision, decided_at, channel, issuer FROM approvals
+                 WHERE tenant_id = $1 AND proposal_id = $2 ORDER BY decided_at",
+                &[&p.tenant_id, &id],
+            )
+            .await?;
+        tx.commit().await?;
+        rows
+    };
+    let doc = match p.doc_version {
+        Some(ver) => state.docs.version(&state.db, &p.tenant_id, ver).await?,
+        None => None,
+    };
+    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
+    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
+    let mut rows = Vec::new();
+    let schema = d
+        .kind
+        .map(HandlerKind::params_schema)
+        .unwrap_or(Value::Null);
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (name, spec) in &props {
+        let val = params.get(name);
+        let mut value = val.map(show_value).unwrap_or_default();
+        // Integer minor units read wrong at a glance: show the amount in major units beside.
+        if d.kind == Some(HandlerKind::BillingRefundIssue)
+            && name == "amount"
+            && let Some(n) = val.and_then(Value::as_i64)
+        {
+            let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+            value = format!(
+                "{n}   (= {} {})",
+                format_minor_units(n, cur),
+                reveal_invisible(cur, false)
+            );
+        }
+        rows.push(ParamRow {
+            name: name.clone(),
+            value,
+            risky: d.risky.contains(name),
+            missing: val.is_none(),
+            unexpected: false,
+            description: spec
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    }
+    // Anything outside the schema (submission validation should make this impossible) is shown
+    // too, flagged: nothing the executor could see is hidden from the approver.
+    if let Some(m) = params.as_object() {
+        for (name, val) in m {
+            if !props.contains_key(name) {
+                rows.push(ParamRow {
+                    name: reveal_invisible(name, false),
+                    value: show_value(val),
+                    risky: true,
+                    missing: false,
+                    unexpected: true,
+                    description: String::new(),
+                });
+            }
+        }
+    }
+    let approvals: Vec<ApprovalRow> = approvals_rows
+        .iter()
+        .map(|r| ApprovalRow {
+            subject: reveal_invisible(&r.get::<_, String>(0), false),
+            email: reveal_invisible(&r.get::<_, Option<String>>(1).unwrap_or_default(), false),
+            decision: match r.get::<_, String>(2).as_str() {
+                "approve" => "Approved".into(),
+                _ => "Denied".into(),
+            },
+            at: when(r.get(3)),
+            channel: r.get(4),
+        })
+        .collect();
+    let approvals_have = approvals_rows
+        .iter()
+        .filter(|r| r.get::<_, String>(2) == "approve")
+        .count();
+    let already_mine = approvals_rows
+        .iter()
+        .any(|r| r.get::<_, String>(0) == v.subject && r.get::<_, String>(5) == v.issuer);
+    let escalated = p.state == "escalated";
+    let is_owner = p.agent_owner.as_deref() == Some(v.subject.as_str());
+    let now = Utc::now();
+    let expires = match (&doc, escalated) {
+        (Some(doc), true) => {
+            let ttl = chrono::Duration::from_std(doc.policy.escalation_ttl).unwrap_or_default();
+            let left = (p.created_at + ttl - now).num_seconds();
+            if left > 0 {
+                format!("expires in {} if nobody decides", human_age(left))
+            } else {
+                "past its time limit: expiring".into()
+            }
+        }
+        _ => String::new(),
+    };
+    let notice = match q.result.as_deref() {
+        Some("approved") => "Approved. A grant was issued; the executor will run the action.",
+        Some("denied") => "Denied. The agent will be told it was denied.",
+        Some("recorded") => "Your approval is recorded; more approvers are needed.",
+        Some("already") => "This proposal was already decided: see below who decided and when.",
+        _ => "",
+    };
+    let warning = if doc.is_none() {
+        "The tenant document version that escalated this proposal is missing; decide with care."
+    } else if d.kind.is_none() {
+        "This action is not in the handler registry; it cannot run."
+    } else {
+        ""
+    };
+    let page = DecisionPage {
+        chrome: chrome(&v),
+        id: id.to_string(),
+        tenant: p.tenant_id.clone(),
+        sentence: d.sentence,
+        action: reveal_invisible(&p.action, false),
+        target: reveal_invisible(&p.target, false),
+        params: rows,
+        agent_name: reveal_invisible(&p.agent_name, false),
+        agent_owner: reveal_invisible(p.agent_owner.as_deref().unwrap_or_default(), false),
+        session: reveal_invisible(p.session_id.as_deref().unwrap_or_default(), false),
+        agent_reason: reveal_invisible(p.agent_reason.as_deref().unwrap_or_default(), true),
+        rule_name: p.rule_name.clone().unwrap_or_default(),
+        rule_reason: reveal_invisible(p.decision_reason.as_deref().unwrap_or_default(), false),
+        source_text: reveal_invisible(p.source_text.as_deref().unwrap_or_default(), true),
+        raw_params: reveal_invisible(&p.params_json, false),
+        intent_hash: p.intent_hash.clone(),
+        intent_short: p.intent_hash.chars().take(12).collect(),
+        doc_version: p.doc_version.unwrap_or_default(),
+        state: p.state.clone(),
+        created: when(p.created_at),
+        age: human_age((now - p.created_at).num_seconds()),
+        expires,
+        can_decide: escalated && !already_mine && p.doc_version.is_some(),
+        is_owner,
+        already_mine: escalated && already_mine,
+        approvals,
+        approvals_required: d.approvals_required,
+        approvals_have,
+        notice: notice.to_owned(),
+        warning: warning.to_owned(),
+    };
+    Ok(render(&page))
+}
+
+/// `POST /p/{id}/decide`: one click, approve or deny.
+pub(crate) async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let form = parse_form(&body);
+    let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
+    let id = parse_id(&id)?;
+    let p = approvals::get(&state.db, Some(&v.tenants), id)
+        .await?
+        .ok_or(WebError::NotFound)?;
+    let verdict = match form.get("verdict").map(String::as_str) {
+        Some("approve") => Verdict::Approve,
+        Some("deny") => Verdict::Deny,
+        _ => {
+            return Err(WebError::BadRequest(
+                "verdict: must be approve or deny".into(),
+            ));
+        }
+    };
+    let intent = form
+        .get("intent_hash")
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            WebError::BadRequest("intent_hash: the intent hash shown is required".into())
+        })?;
+    let doc_version: i32 = form
+        .get("doc_version")
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            WebError::BadRequest("doc_version: the policy version shown is required".into())
+        })?;
+    let approver = Approver {
+        issuer: v.issuer.clone(),
+        subject: v.subject.clone(),
+        email: v.email.clone(),
+        channel: "web",
+    };
+    let verdict_label = if verdict == Verdict::Approve {
+        "approve"
+    } else {
+        "deny"
+    };
+    let outcome = approvals::decide(
+        &state.db,
+        &state.signer,
+        &p.tenant_id,
+        id,
+        &approver,
+        verdict,
+        intent,
+        Some(doc_version),
+        None,
+    )
+    .await;
+    let result = match outcome {
+        Ok(Decided::Approved { grant_id }) => {
+            tracing::info!(proposal = %id, tenant = %p.tenant_id, %grant_id, subject = %v.subject, "approved");
+            // Wake the executors (a hint; they also poll).
+            match state.db.client().await {
+                Ok(c) => {
+                    if let Err(e) = c
+                        .execute(
+                            "SELECT pg_notify($1, '')",
+                            &[&actiond_store::listen::CHANNEL_APPROVED],
+                        )
+                        .await
+                    {
+                        tracing::debug!(error = %e, "NOTIFY failed; executors will poll");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "NOTIFY skipped; executors will poll"),
+            }
+            "approved"
+        }
+        Ok(Decided::Denied) => {
+            tracing::info!(proposal = %id, tenant = %p.tenant_id, subject = %v.subject, "denied");
+            "denied"
+        }
+        Ok(Decided::NeedsMore { .. }) => "recorded",
+        Ok(Decided::AlreadyDecided { .. }) => "already",
+        Err(actiond_store::StoreError::Conflict(m)) => {
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[verdict_label, "refused"])
+                .inc();
+            return Err(WebError::Conflict(format!("{m}. Nothing was decided.")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    state
+        .metrics
+        .decisions
+        .with_label_values(&[verdict_label, result])
+        .inc();
+    Ok((
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/p/{id}?result={result}"))],
+    )
+        .into_response())
+}

@@ -1,0 +1,444 @@
+//! Sessions, cookies, CSRF, and the OIDC login routes.
+//!
+//! A session is a random 256-bit id in an `HttpOnly`, `SameSite=Lax` cookie (`Secure`, with
+//! the `__Host-` prefix, unless the public URL is plain-http loopback); Postgres keeps only its
+//! SHA-256, so sessions survive restarts and work across replicas. Idle and absolute timeouts
+//! are enforced by the lookup statement with the database clock. Every POST needs the
+//! session's CSRF token (constant-time compare) and, when the browser says where it comes from
+//! (`Origin`, `Sec-Fetch-Site`), this origin.
+//!
+//! A login keeps its `state`, `nonce` and PKCE verifier in `web_login_states`, keyed by the
+//! SHA-256 of `state` and bound to the browser by a short-lived cookie; the callback consumes
+//! the row with one `DELETE … RETURNING`, so a replayed or forged callback finds nothing.
+
+use crate::error::{WebError, WebResult};
+use crate::views::{LoginPage, render};
+use crate::{AppState, authz, headers};
+use actiond_core::canonical::sha256_hex;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore as _;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Lifetime of a started login.
+const LOGIN_TTL_SECS: i64 = 600;
+
+/// A random 256-bit token, base64url.
+pub(crate) fn random_token() -> String {
+    let mut b = [0u8; 32];
+    rand::rng().fill_bytes(&mut b);
+    URL_SAFE_NO_PAD.encode(b)
+}
+
+/// Constant-time equality of two strings (length is not secret).
+pub(crate) fn ct_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Cookie names, `__Host-` prefixed when cookies are Secure.
+pub(crate) fn cookie_name(state: &AppState, base: &str) -> String {
+    if state.secure_cookies {
+        format!("__Host-{base}")
+    } else {
+        base.to_owned()
+    }
+}
+
+/// The value of cookie `name`, if sent.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+/// A `Set-Cookie` value; `max_age` `Some(0)` deletes, `None` makes a browser-session cookie.
+pub(crate) fn set_cookie(
+    state: &AppState,
+    base: &str,
+    value: &str,
+    max_age: Option<u64>,
+) -> WebResult<HeaderValue> {
+    let mut c = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Lax",
+        cookie_name(state, base)
+    );
+    if state.secure_cookies {
+        c.push_str("; Secure");
+    }
+    if let Some(a) = max_age {
+        c.push_str(&format!("; Max-Age={a}"));
+    }
+    HeaderValue::from_str(&c).map_err(|e| WebError::Internal(e.into()))
+}
+
+/// Keeps `next` only when it is a local path (no open redirect).
+pub(crate) fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.starts_with("/\\")
+                && n.len() <= 512
+                && n.chars().all(|c| c.is_ascii_graphic()) =>
+        {
+            n.to_owned()
+        }
+        _ => "/queue".to_owned(),
+    }
+}
+
+/// The logged-in person of a request.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer {
+    pub(crate) id_sha256: String,
+    pub(crate) issuer: String,
+    pub(crate) subject: String,
+    pub(crate) email: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) csrf: String,
+    pub(crate) dev: bool,
+    /// Tenants this person approves for, from the current tenant documents.
+    pub(crate) tenants: Vec<String>,
+}
+
+/// The session of this request, if valid; refreshes its idle timer.
+pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<Option<Viewer>> {
+    let Some(id) = cookie(headers, &cookie_name(state, "actiond_session")) else {
+        return Ok(None);
+    };
+    if id.len() != 43 {
+        return Ok(None);
+    }
+    let id_sha256 = sha256_hex(id.as_bytes());
+    let c = state.db.client().await?;
+    let row = c
+        .query_opt(
+            "UPDATE web_sessions SET last_seen_at = now()
+             WHERE id_sha256 = $1 AND expires_at > now()
+               AND last_seen_at > now() - make_interval(secs => $2::float8)
+             RETURNING issuer, subject, email, display_name, claims, csrf_token, dev_login",
+            &[&id_sha256, &state.session_idle.as_secs_f64()],
+        )
+        .await?;
+    let Some(r) = row else { return Ok(None) };
+    let issuer: String = r.get(0);
+    let subject: String = r.get(1);
+    let claims: Value = r.get(4);
+    let docs = state.docs.latest(&state.db).await?;
+    let tenants = authz::authorized_tenants(&docs, &issuer, &subject, &claims);
+    Ok(Some(Viewer {
+        id_sha256,
+        issuer,
+        subject,
+        email: r.get(2),
+        name: r.get(3),
+        csrf: r.get(5),
+        dev: r.get(6),
+        tenants,
+    }))
+}
+
+/// The session of a GET page, or a redirect to the login page coming back to `next`.
+pub(crate) async fn require_viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    next: &str,
+) -> WebResult<Viewer> {
+    viewer(state, headers)
+        .await?
+        .ok_or_else(|| WebError::Login {
+            next: next.to_owned(),
+        })
+}
+
+/// The session of a POST: same origin, a valid session, and its CSRF token.
+pub(crate) async fn require_post(
+    state: &AppState,
+    headers: &HeaderMap,
+    csrf: Option<&str>,
+) -> WebResult<Viewer> {
+    if let Some(reason) = headers::foreign_origin(state, headers) {
+        state
+            .metrics
+            .csrf_rejections
+            .with_label_values(&[reason])
+            .inc();
+        return Err(WebError::Forbidden(
+            "This form was not sent from this site; nothing was done.".into(),
+        ));
+    }
+    let Some(v) = viewer(state, headers).await? else {
+        return Err(WebError::Unauthorized);
+    };
+    match csrf {
+        Some(t) if ct_eq(t, &v.csrf) => Ok(v),
+        other => {
+            let reason = if other.is_none() {
+                "missing"
+            } else {
+                "mismatch"
+            };
+            state
+                .metrics
+                .csrf_rejections
+                .with_label_values(&[reason])
+                .inc();
+            Err(WebError::Forbidden(
+                "The form's security token is missing or belongs to another session; reload the page and try again. Nothing was done.".into(),
+            ))
+        }
+    }
+}
+
+/// Creates a session and returns its `Set-Cookie` value.
+pub(crate) async fn create_session(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    email: Option<&str>,
+    name: Option<&str>,
+    claims: &Value,
+    dev: bool,
+) -> WebResult<HeaderValue> {
+    let id = random_token();
+    let csrf = random_token();
+    let c = state.db.client().await?;
+    c.execute(
+        "INSERT INTO web_sessions (id_sha256, issuer, subject, email, display_name, claims, csrf_token, dev_login, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))",
+        &[&sha256_hex(id.as_bytes()), &issuer, &subject, &email, &name, claims, &csrf, &dev, &state.session_absolute.as_secs_f64()],
+    )
+    .await?;
+    set_cookie(state, "actiond_session", &id, None)
+}
+
+/// Query of `/login` and `/login/oidc`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct NextQuery {
+    next: Option<String>,
+    logged_out: Option<String>,
+}
+
+/// `GET /login`: the sign-in choices.
+pub(crate) async fn login_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<NextQuery>,
+) -> WebResult<Response> {
+    let next = safe_next(q.next.as_deref());
+    if viewer(&state, &headers).await?.is_some() {
+        return Ok(Redirect::to(&next).into_response());
+    }
+    let prelogin = state.dev.as_ref().map(|_| random_token());
+    let next_q = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("next", &next)
+        .finish();
+    let page = LoginPage {
+        oidc_issuer: state.oidc.as_ref().map(|o| o.issuer().to_owned()),
+        oidc_href: format!("/login/oidc?{next_q}"),
+        dev: state.dev.is_some(),
+        prelogin: prelogin.clone().unwrap_or_default(),
+        next,
+        logged_out: q.logged_out.is_some(),
+    };
+    let mut res = render(&page).into_response();
+    if let Some(p) = prelogin {
+        res.headers_mut().append(
+            header::SET_COOKIE,
+            set_cookie(&state, "actiond_prelogin", &p, Some(600))?,
+        );
+    }
+    Ok(res)
+}
+
+/// `GET /login/oidc`: starts the authorization code flow.
+pub(crate) async fn login_oidc(
+    State(state): State<AppState>,
+    Query(q): Query<NextQuery>,
+) -> WebResult<Response> {
+    let Some(oidc) = state.oidc.as_ref() else {
+        return Err(WebError::NotFound);
+    };
+    let next = safe_next(q.next.as_deref());
+    let started = oidc.start().await?;
+    let binding = random_token();
+    let c = state.db.client().await?;
+    c.execute(
+        "INSERT INTO web_login_states (state_sha256, binding_sha256, nonce, pkce_verifier, return_to, expires_at)
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6::float8))",
+        &[&sha256_hex(started.state.as_bytes()), &sha256_hex(binding.as_bytes()), &started.nonce, &started.pkce_verifier, &next, &(LOGIN_TTL_SECS as f64)],
+    )
+    .await?;
+    let mut res = Redirect::to(started.auth_url.as_str()).into_response();
+    res.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(
+            &state,
+            "actiond_login",
+            &binding,
+            Some(LOGIN_TTL_SECS as u64),
+        )?,
+    );
+    Ok(res)
+}
+
+/// Query of the OIDC callback.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+fn login_refused(state: &AppState, reason: &'static str, message: &str) -> WebError {
+    state
+        .metrics
+        .logins
+        .with_label_values(&["oidc", reason])
+        .inc();
+    WebError::BadRequest(message.to_owned())
+}
+
+/// `GET /oidc/callback`: consumes the login state, exchanges the code, verifies the ID token,
+/// creates the session.
+pub(crate) async fn callback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> WebResult<Response> {
+    let Some(oidc) = state.oidc.as_ref() else {
+        return Err(WebError::NotFound);
+    };
+    if let Some(e) = q.error.as_deref() {
+        let e: String = e.chars().filter(char::is_ascii_graphic).take(64).collect();
+        return Err(login_refused(
+            &state,
+            "idp_error",
+            &format!(
+                "The identity provider did not sign you in ({e}). Start again from the sign-in page."
+            ),
+        ));
+    }
+    let (Some(code), Some(st)) = (q.code.as_deref(), q.state.as_deref()) else {
+        return Err(login_refused(
+            &state,
+            "malformed",
+            "The sign-in answer lacks code or state. Start again from the sign-in page.",
+        ));
+    };
+    let binding = cookie(&headers, &cookie_name(&state, "actiond_login"));
+    let c = state.db.client().await?;
+    let row = c
+        .query_opt(
+            "DELETE FROM web_login_states WHERE state_sha256 = $1 AND expires_at > now()
+             RETURNING binding_sha256, nonce, pkce_verifier, return_to",
+            &[&sha256_hex(st.as_bytes())],
+        )
+        .await?;
+    drop(c);
+    let Some(row) = row else {
+        return Err(login_refused(
+            &state,
+            "unknown_state",
+            "This sign-in is unknown, expired or already used. Start again from the sign-in page.",
+        ));
+    };
+    let bound: String = row.get(0);
+    let same_browser = binding.is_some_and(|b| ct_eq(&sha256_hex(b.as_bytes()), &bound));
+    if !same_browser {
+        return Err(login_refused(
+            &state,
+            "foreign_browser",
+            "This sign-in was started in another browser. Start again from the sign-in page.",
+        ));
+    }
+    let nonce: String = row.get(1);
+    let verifier: String = row.get(2);
+    let return_to: String = row.get(3);
+    let who = match oidc.finish(code, &verifier, &nonce).await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "OIDC login refused");
+            return Err(login_refused(
+                &state,
+                "token_refused",
+                "The identity provider's answer was refused (token exchange or ID token check failed). Start again; if it keeps failing, tell your operator the time.",
+            ));
+        }
+    };
+    let cookie_v = create_session(
+        &state,
+        &who.issuer,
+        &who.subject,
+        who.email.as_deref(),
+        who.name.as_deref(),
+        &who.claims,
+        false,
+    )
+    .await?;
+    state
+        .metrics
+        .logins
+        .with_label_values(&["oidc", "ok"])
+        .inc();
+    tracing::info!(issuer = %who.issuer, subject = %who.subject, "approver signed in");
+    let mut res = Redirect::to(&safe_next(Some(&return_to))).into_response();
+    res.headers_mut().append(header::SET_COOKIE, cookie_v);
+    res.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&state, "actiond_login", "", Some(0))?,
+    );
+    Ok(res)
+}
+
+/// `POST /logout`.
+pub(crate) async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> WebResult<Response> {
+    let form = crate::pages::parse_form(&body);
+    let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
+    let c = state.db.client().await?;
+    c.execute(
+        "DELETE FROM web_sessions WHERE id_sha256 = $1",
+        &[&v.id_sha256],
+    )
+    .await?;
+    let mut res = (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, "/login?logged_out=1")],
+    )
+        .into_response();
+    res.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&state, "actiond_session", "", Some(0))?,
+    );
+    Ok(res)
+}
+
+/// Deletes expired login states and sessions.
+pub(crate) async fn sweep(state: &AppState) -> anyhow::Result<()> {
+    let c = state.db.client().await?;
+    c.execute("DELETE FROM web_login_states WHERE expires_at < now()", &[])
+        .await?;
+    c.execute(
+        "DELETE FROM web_sessions WHERE expires_at < now() OR last_seen_at < now() - make_interval(secs => $1::float8)",
+        &[&state.session_idle.as_secs_f64()],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! Askama page models. All agent-written text reaches these structs already passed through
+//! `text::reveal_invisible`; askama HTML-escapes every value (no `|safe` anywhere).
+
+use askama::Template;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// Renders a template as an HTML response, or an opaque 500.
+pub(crate) fn render<T: Template>(t: &T) -> Response {
+    match t.render() {
+        Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
+        Err(e) => {
+            let op = uuid::Uuid::new_v4();
+            tracing::error!(operation_id = %op, error = %e, "template rendering failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error; operation id {op}"),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// The header of every signed-in page.
+#[derive(Debug, Clone)]
+pub(crate) struct Chrome {
+    pub(crate) who: String,
+    pub(crate) subject: String,
+    pub(crate) tenants: String,
+    pub(crate) csrf: String,
+    pub(crate) dev: bool,
+}
+
+/// An error page.
+#[derive(Template)]
+#[template(path = "error.html")]
+pub(crate) struct ErrorPage<'a> {
+    pub(crate) status: u16,
+    pub(crate) title: &'a str,
+    pub(crate) message: &'a str,
+    pub(crate) operation_id: Option<String>,
+}
+
+/// `/login`.
+#[derive(Template)]
+#[template(path = "login.html")]
+pub(crate) struct LoginPage {
+    pub(crate) oidc_issuer: Option<String>,
+    pub(crate) oidc_href: String,
+    pub(crate) dev: bool,
+    pub(crate) prelogin: String,
+    pub(crate) next: String,
+    pub(crate) logged_out: bool,
+}
+
+/// One risky value shown in the queue.
+#[derive(Debug, Clone)]
+pub(crate) struct RiskyValue {
+    pub(crate) name: String,
+    pub(crate) value: String,
+}
+
+/// One row of the queue or the history.
+#[derive(Debug, Clone)]
+pub(crate) struct QueueRow {
+    pub(crate) id: String,
+    pub(crate) tenant: String,
+    pub(crate) age: String,
+    pub(crate) sentence: String,
+    pub(crate) action: String,
+    pub(crate) agent: String,
+    pub(crate) risky: Vec<RiskyValue>,
+    pub(crate) state: String,
+    pub(crate) decided: String,
+}
+
+/// `/queue` and `/history`.
+#[derive(Template)]
+#[template(path = "queue.html")]
+pub(crate) struct QueuePage {
+    pub(crate) chrome: Chrome,
+    pub(crate) history: bool,
+    pub(crate) rows: Vec<QueueRow>,
+    pub(crate) my_tenants: Vec<String>,
+    pub(crate) f_tenant: String,
+    pub(crate) f_agent: String,
+    pub(crate) f_action: String,
+}
+
+/// One parameter of the handler's schema on the decision page.
+#[derive(Debug, Clone)]
+pub(crate) struct ParamRow {
+    pub(crate) name: String,
+    pub(crate) value: String,
+    pub(crate) risky: bool,
+    pub(crate) missing: bool,
+    pub(crate) unexpected: bool,
+    pub(crate) description: String,
+}
+
+/// A person's decision so far.
+#[derive(Debug, Clone)]
+pub(crate) struct ApprovalRow {
+    pub(crate) subject: String,
+    pub(crate) email: String,
+    pub(crate) decision: String,
+    pub(crate) at: String,
+    pub(crate) channel: String,
+}
+
+/// `/p/{id}`.
+#[derive(Template)]
+#[template(path = "decision.html")]
+pub(crate) struct DecisionPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) id: String,
+    pub(crate) tenant: String,
+    pub(crate) sentence: String,
+    pub(crate) action: String,
+    pub(crate) target: String,
+    pub(crate) params: Vec<ParamRow>,
+    pub(crate) agent_name: String,
+    pub(crate) agent_owner: String,
+    pub(crate) session: String,
+    pub(crate) agent_reason: String,
+    pub(crate) rule_name: String,
+    pub(crate) rule_reason: String,
+    pub(crate) source_text: String,
+    pub(crate) raw_params: String,
+    pub(crate) intent_hash: String,
+    pub(crate) intent_short: String,
+    pub(crate) doc_version: i32,
+    pub(crate) state: String,
+    pub(crate) created: String,
+    pub(crate) age: String,
+    pub(crate) expires: String,
+    pub(crate) can_decide: bool,
+    pub(crate) is_owner: bool,
+    pub(crate) already_mine: bool,
+    pub(crate) approvals: Vec<ApprovalRow>,
+    pub(crate) approvals_required: u32,
+    pub(crate) approvals_have: usize,
+    pub(crate) notice: String,
+    pub(crate) warning: String,
+}

@@ -1,0 +1,582 @@
+//! Plain-HTTP tests with the dev login: the dev-login rules, sessions, CSRF and origin checks,
+//! stale decisions, the owner rule, tenant isolation, security headers, a grant issued with the
+//! web key and audited with the approver's subject and email, and escalation notices (webhook
+//! and SMTP) with agent text escaped for the channel.
+
+use crate::support::*;
+use actiond_web::AppState;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
+use std::time::Duration;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+fn set_cookies(h: &HeaderMap) -> Vec<String> {
+    h.get_all(SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned())
+        .collect()
+}
+
+fn hidden(html: &str, name: &str) -> String {
+    let pat = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no hidden {name} in {html}"))
+        + pat.len();
+    html[start..].split('"').next().unwrap().to_owned()
+}
+
+struct Dev {
+    base: String,
+    state: AppState,
+    http: reqwest::Client,
+}
+
+impl Dev {
+    async fn login(&self, subject: &str, email: &str, groups: &str) -> String {
+        let r = self
+            .http
+            .get(format!("{}/login", self.base))
+            .send()
+            .await
+            .unwrap();
+        let pre = set_cookies(r.headers())
+            .into_iter()
+            .find(|c| c.starts_with("actiond_prelogin="))
+            .unwrap();
+        let html = r.text().await.unwrap();
+        let form = [
+            ("prelogin", hidden(&html, "prelogin")),
+            ("next", "/queue".into()),
+            ("code", self.state.dev_login_code().unwrap()),
+            ("subject", subject.into()),
+            ("email", email.into()),
+            ("groups", groups.into()),
+        ];
+        let r = self
+            .http
+            .post(format!("{}/dev-login", self.base))
+            .header("cookie", &pre)
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{:?}", r.text().await);
+        set_cookies(r.headers())
+            .into_iter()
+            .find(|c| c.starts_with("actiond_session="))
+            .unwrap()
+    }
+
+    async fn page(&self, cookie: &str, path: &str) -> (StatusCode, HeaderMap, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.headers().clone(), r.text().await.unwrap())
+    }
+
+    async fn post(
+        &self,
+        cookie: &str,
+        path: &str,
+        form: &[(&str, &str)],
+        origin: Option<&str>,
+    ) -> (StatusCode, String, String) {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .form(form);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let r = req.send().await.unwrap();
+        let loc = r
+            .headers()
+            .get(LOCATION)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (r.status(), loc, r.text().await.unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_login_is_refused_off_loopback() {
+    let t = fresh_db().await;
+    let (creds, _) = credentials("http://127.0.0.1:9/hook");
+    let args = web_args(&[
+        "--listen",
+        "0.0.0.0:0",
+        "--public-url",
+        "https://approvals.example",
+        "--database-url",
+        &t.web_url,
+        "--credentials-dir",
+        creds.to_str().unwrap(),
+        "--dev-login",
+    ]);
+    let err = AppState::build(&args).await.err().expect("must be refused");
+    assert!(err.to_string().contains("loopback"), "{err}");
+    // Plain http is refused off loopback too (cookies must be Secure).
+    let args = web_args(&[
+        "--public-url",
+        "http://approvals.example",
+        "--database-url",
+        &t.web_url,
+        "--credentials-dir",
+        creds.to_str().unwrap(),
+        "--dev-login",
+    ]);
+    assert!(AppState::build(&args).await.is_err());
+    // HMAC and `none` can never be configured as ID-token algorithms.
+    for algs in ["none", "HS256", "RS256,HS256"] {
+        let args = web_args(&[
+            "--database-url",
+            &t.web_url,
+            "--credentials-dir",
+            creds.to_str().unwrap(),
+            "--oidc-issuer",
+            "https://idp.example",
+            "--oidc-client-id",
+            "x",
+            "--oidc-algs",
+            algs,
+        ]);
+        let err = AppState::build(&args).await.err().expect("refused alg");
+        assert!(err.to_string().contains("refused"), "{algs}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_login_decisions_csrf_isolation_and_notifications() {
+    let t = fresh_db().await;
+    let seeded = seed(&t.db, None).await;
+    let (cap, hook_url, relay) = capture_servers().await;
+    let (creds, _public) = credentials(&hook_url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let args = web_args(&[
+        "--listen",
+        &listener.local_addr().unwrap().to_string(),
+        "--database-url",
+        &t.web_url,
+        "--credentials-dir",
+        creds.to_str().unwrap(),
+        "--dev-login",
+        "--grant-key-id",
+        "web-test",
+        "--smtp-relay",
+        &relay,
+        "--notify-interval",
+        "1s",
+        "--notify-allow-private",
+    ]);
+    let state = AppState::build(&args).await.unwrap();
+    tokio::spawn(actiond_web::serve_state(
+        state.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    let dev = Dev {
+        base: base.clone(),
+        state,
+        http: client(),
+    };
+
+    // Escalation notices go out first (checked at the end).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = cap.webhooks.lock().unwrap().len();
+        let m = cap.mails.lock().unwrap().len();
+        if n >= 3 && m >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "notices: {n} webhooks, {m} mails"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // Anonymous: redirected to the sign-in page, never shown data.
+    let r = dev.http.get(format!("{base}/queue")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()[LOCATION], "/login?next=%2Fqueue");
+    let r = dev
+        .http
+        .get(format!("{base}/p/{}", seeded.p_deny))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+
+    // A wrong code is refused; a used code does not work twice.
+    let r = dev.http.get(format!("{base}/login")).send().await.unwrap();
+    let pre = set_cookies(r.headers())
+        .into_iter()
+        .find(|c| c.starts_with("actiond_prelogin="))
+        .unwrap();
+    let html = r.text().await.unwrap();
+    let bad = [
+        ("prelogin", hidden(&html, "prelogin")),
+        ("code", "AAAA-BBBB-CCCC".into()),
+        ("subject", "x".into()),
+    ];
+    let r = dev
+        .http
+        .post(format!("{base}/dev-login"))
+        .header("cookie", &pre)
+        .form(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let old_code = dev.state.dev_login_code().unwrap();
+    let approver = dev
+        .login("approver-1", "a1@acme.test", "acme-approvers, staff")
+        .await;
+    assert_ne!(
+        dev.state.dev_login_code().unwrap(),
+        old_code,
+        "the code is one-time"
+    );
+    let reuse = [
+        ("prelogin", hidden(&html, "prelogin")),
+        ("code", old_code),
+        ("subject", "y".into()),
+    ];
+    let r = dev
+        .http
+        .post(format!("{base}/dev-login"))
+        .header("cookie", &pre)
+        .form(&reuse)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // The decision page: headers, escaping, the hidden fields of what is shown.
+    let (st, h, html) = dev
+        .page(&approver, &format!("/p/{}", seeded.p_approve))
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    assert!(
+        !h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("unsafe-inline")
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "same-origin");
+    assert_eq!(h["cache-control"], "no-store");
+    assert!(!html.contains("<script"), "no script on any page");
+    assert!(html.contains("Refund 120.00 USD on payment pi_1234 (order 1234)"));
+    let csrf = hidden(&html, "csrf");
+    let intent = hidden(&html, "intent_hash");
+    let (_, _, deny_html) = dev.page(&approver, &format!("/p/{}", seeded.p_deny)).await;
+    assert!(
+        deny_html.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+        "{}",
+        &deny_html[deny_html.find("source-text").unwrap_or(0)..]
+    );
+    assert!(deny_html.contains("⟨U+202E⟩") && deny_html.contains("⟨U+200B⟩"));
+    let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
+    assert!(other_html.contains("&#60;!channel&#62;"));
+
+    let p = format!("/p/{}/decide", seeded.p_approve);
+    // No CSRF token, a token of nobody, a foreign Origin: 403, nothing changes.
+    let base_form = [
+        ("verdict", "approve"),
+        ("intent_hash", intent.as_str()),
+        ("doc_version", "1"),
+    ];
+    let (st, _, _) = dev.post(&approver, &p, &base_form, None).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let mut with_bad = base_form.to_vec();
+    with_bad.push(("csrf", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    assert_eq!(
+        dev.post(&approver, &p, &with_bad, None).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let mut good = base_form.to_vec();
+    good.push(("csrf", csrf.as_str()));
+    assert_eq!(
+        dev.post(&approver, &p, &good, Some("https://evil.example"))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    // No session at all: 401, not a redirect.
+    assert_eq!(
+        dev.post("actiond_session=nothing", &p, &good, None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // What was shown must be what is decided.
+    let mut stale = good.clone();
+    stale[1] = ("intent_hash", "deadbeefdeadbeef");
+    let (st, _, body) = dev.post(&approver, &p, &stale, None).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    let mut stale_doc = good.clone();
+    stale_doc[2] = ("doc_version", "2");
+    assert_eq!(
+        dev.post(&approver, &p, &stale_doc, None).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "escalated");
+
+    // One click approves; the grant carries the web key id; the audit has subject and email.
+    let (st, loc, _) = dev.post(&approver, &p, &good, Some(&base)).await;
+    assert_eq!(st, StatusCode::SEE_OTHER);
+    assert_eq!(loc, format!("/p/{}?result=approved", seeded.p_approve));
+    let (state, approvals, grants) = proposal_facts(&t.db, seeded.p_approve).await;
+    assert_eq!(state, "approved");
+    assert_eq!(
+        approvals,
+        vec![format!(
+            "approve:approver-1:a1@acme.test:{}",
+            actiond_web::DEV_ISSUER
+        )]
+    );
+    assert_eq!(grants, vec!["web-test".to_owned()]);
+    let who = audit_approver(&t.db, "acme", seeded.p_approve)
+        .await
+        .unwrap();
+    assert_eq!(who["subject"], "approver-1");
+    assert_eq!(who["email"], "a1@acme.test");
+    // A second decision learns who decided and when.
+    let (st, loc, _) = dev.post(&approver, &p, &good, None).await;
+    assert_eq!(
+        (st, loc.as_str()),
+        (
+            StatusCode::SEE_OTHER,
+            format!("/p/{}?result=already", seeded.p_approve).as_str()
+        )
+    );
+    let (_, _, html) = dev.page(&approver, &loc).await;
+    assert!(html.contains("already decided"));
+    assert!(html.contains("by <span class=\"mono\">approver-1</span>"));
+
+    // The owner of an agent cannot approve its proposals.
+    let alice = dev
+        .login("alice", "alice@acme.test", "acme-approvers")
+        .await;
+    let (_, _, html) = dev.page(&alice, &format!("/p/{}", seeded.p_other)).await;
+    assert!(!html.contains("id=\"approve\""));
+    let form = [
+        ("csrf", hidden(&html, "csrf")),
+        ("verdict", "approve".into()),
+        ("intent_hash", hidden(&html, "intent_hash")),
+        ("doc_version", "1".into()),
+    ];
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (st, _, body) = dev
+        .post(
+            &alice,
+            &format!("/p/{}/decide", seeded.p_other),
+            &form,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT);
+    assert!(body.contains("you own the agent"), "{body}");
+    assert_eq!(proposal_facts(&t.db, seeded.p_other).await.0, "escalated");
+
+    // Tenant isolation: a globex approver gets 404 on an acme proposal, GET and POST.
+    let carol = dev
+        .login("carol", "carol@globex.test", "globex-approvers")
+        .await;
+    let (st, _, _) = dev.page(&carol, &format!("/p/{}", seeded.p_other)).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, _, q) = dev.page(&carol, "/queue").await;
+    assert!(q.contains("pi_globex") && !q.contains("pi_777"));
+    let carol_form = [
+        ("csrf", hidden(&q, "csrf")),
+        ("verdict", "approve".into()),
+        ("intent_hash", hidden(&html, "intent_hash")),
+        ("doc_version", "1".into()),
+    ];
+    let carol_form: Vec<(&str, &str)> = carol_form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (st, _, _) = dev
+        .post(
+            &carol,
+            &format!("/p/{}/decide", seeded.p_other),
+            &carol_form,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert_eq!(proposal_facts(&t.db, seeded.p_other).await.1.len(), 0);
+
+    // Sign out ends the session server-side: the old cookie is worthless.
+    let (_, _, q) = dev.page(&carol, "/queue").await;
+    let (st, loc, _) = dev
+        .post(
+            &carol,
+            "/logout",
+            &[("csrf", hidden(&q, "csrf").as_str())],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (st, loc.as_str()),
+        (StatusCode::SEE_OTHER, "/login?logged_out=1")
+    );
+    assert_eq!(dev.page(&carol, "/queue").await.0, StatusCode::SEE_OTHER);
+
+    // Notices: every acme escalation reached the chat webhook once, escaped, with a link;
+    // globex has no notify section. Email went through the SMTP relay.
+    // (Waited for at the start, before any decision.)
+    let hooks = cap.webhooks.lock().unwrap().clone();
+    assert_eq!(hooks.len(), 3, "one notice per escalation: {hooks:?}");
+    let texts: Vec<String> = hooks
+        .iter()
+        .map(|h| h["text"].as_str().unwrap().to_owned())
+        .collect();
+    let other = texts.iter().find(|t| t.contains("pi_777")).unwrap();
+    assert!(
+        other.contains("&lt;!channel&gt; &lt;https://evil.example|invoice&gt;"),
+        "{other}"
+    );
+    assert!(
+        other.contains(&format!(
+            "<{base}/p/{}|open the decision page>",
+            seeded.p_other
+        )),
+        "{other}"
+    );
+    assert_eq!(
+        other.matches('<').count(),
+        1,
+        "only our own link is markup: {other}"
+    );
+    let exfil = texts.iter().find(|t| t.contains("webhook")).unwrap();
+    assert!(
+        exfil.contains("Send a webhook with fields customer_emails, note"),
+        "{exfil}"
+    );
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.contains("nothing is approved from this message"))
+    );
+    assert!(
+        !texts.iter().any(|t| t.contains("/decide")),
+        "never approve-by-link"
+    );
+    let mails = cap.mails.lock().unwrap().clone();
+    assert!(mails.iter().all(|m| m.contains("approvers@acme.test")));
+    assert!(
+        mails
+            .iter()
+            .any(|m| m.contains(&format!("{base}/p/{}", seeded.p_deny)))
+    );
+    let c = t.db.client().await.unwrap();
+    let sent: i64 = c
+        .query_one(
+            "SELECT count(*) FROM web_notifications WHERE status = 'sent' AND tenant_id = 'acme'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sent, 3);
+}
+
+async fn dev_server(t: &TestDb, extra: &[&str]) -> Dev {
+    let (creds, _) = credentials("http://127.0.0.1:9/hook");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let mut flags = vec![
+        "--listen",
+        &addr,
+        "--database-url",
+        &t.web_url,
+        "--credentials-dir",
+        creds.to_str().unwrap(),
+        "--dev-login",
+    ];
+    flags.extend_from_slice(extra);
+    let state = AppState::build(&web_args(&flags)).await.unwrap();
+    tokio::spawn(actiond_web::serve_state(
+        state.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    Dev {
+        base: format!("http://{addr}"),
+        state,
+        http: client(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_survive_restarts_and_time_out() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    // A session made by one replica works on another (or after a restart): it lives in Postgres.
+    let a = dev_server(&t, &[]).await;
+    let cookie = a
+        .login("approver-1", "a1@acme.test", "acme-approvers")
+        .await;
+    let b = dev_server(&t, &[]).await;
+    let (st, _, html) = b.page(&cookie, "/queue").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("approver for: acme"));
+
+    // Idle timeout (margins generous: CI runs the browser test beside this on 2 cores).
+    let idle = dev_server(&t, &["--session-idle", "2s"]).await;
+    let cookie = idle
+        .login("approver-2", "a2@acme.test", "acme-approvers")
+        .await;
+    assert_eq!(idle.page(&cookie, "/queue").await.0, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    assert_eq!(idle.page(&cookie, "/queue").await.0, StatusCode::SEE_OTHER);
+
+    // Absolute timeout, even when used all the time.
+    let abs = dev_server(&t, &["--session-max", "3s"]).await;
+    let start = std::time::Instant::now();
+    let cookie = abs
+        .login("approver-3", "a3@acme.test", "acme-approvers")
+        .await;
+    while start.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(abs.page(&cookie, "/queue").await.0, StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(3400).saturating_sub(start.elapsed())).await;
+    assert_eq!(abs.page(&cookie, "/queue").await.0, StatusCode::SEE_OTHER);
+
+    // A tenant document change applies at once: drop the group and the queue is empty.
+    let cookie = a
+        .login("approver-4", "a4@acme.test", "acme-approvers")
+        .await;
+    assert!(
+        a.page(&cookie, "/queue")
+            .await
+            .2
+            .contains("approver for: acme")
+    );
+    let changed = acme_doc(None).replace("values: [acme-approvers]", "values: [acme-leads]");
+    actiond_store::tenants::apply(&t.db, &changed, "test")
+        .await
+        .unwrap();
+    let (_, _, html) = a.page(&cookie, "/queue").await;
+    assert!(html.contains("no tenant lists you"), "{html}");
+}
