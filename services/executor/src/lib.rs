@@ -26,7 +26,7 @@ use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::executor_queue::{self, ClaimedRow, Spend};
 use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
-use actiond_store::{Db, grants, policy_queue};
+use actiond_store::{Db, policy_queue};
 use handlers::{Destinations, Execution, Outcome};
 use prometheus::{HistogramVec, IntCounterVec};
 use serde_json::json;
@@ -246,7 +246,7 @@ impl Worker {
     /// Processes one claimed proposal to its end (see the crate doc).
     pub async fn process(&self, row: ClaimedRow) -> anyhow::Result<()> {
         let client = self.db.client().await?;
-        let Some(grant) = grants::for_proposal(&client, row.id).await? else {
+        let Some(grant) = row.grant.clone() else {
             return self
                 .refuse(
                     &row,
@@ -305,7 +305,11 @@ impl Worker {
         // The tenant's current policy, once more.
         let params: serde_json::Value =
             serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
-        let Some(current) = self.cache.latest(&client, &row.tenant_id).await? else {
+        let current = match row.latest_doc_version {
+            Some(v) => self.cache.version(&client, &row.tenant_id, v).await?,
+            None => None,
+        };
+        let Some(current) = current else {
             return self
                 .refuse(
                     &row,

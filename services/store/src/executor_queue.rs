@@ -36,11 +36,16 @@ pub struct ClaimedRow {
     pub intent_hash: String,
     /// Session id.
     pub session_id: Option<String>,
+    /// The proposal's grant as stored (read with the claim), if any.
+    pub grant: Option<crate::grants::StoredGrant>,
+    /// The tenant's latest document version at claim time.
+    pub latest_doc_version: Option<i32>,
 }
 
 /// Claims up to `limit` approved proposals whose lease is free, setting `lease_owner = owner`
 /// and `lease_until = now() + lease`. One short statement; no transaction stays open.
 pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<Vec<ClaimedRow>> {
+    use actiond_core::grant::{GRANT_VERSION, GrantClaims};
     let c = db.client().await?;
     let stmt = c
         .prepare_cached(
@@ -50,9 +55,13 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
                 ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED
              )
              UPDATE proposals p SET lease_owner = $1, lease_until = now() + make_interval(secs => $2)
-             FROM c, agents a WHERE p.id = c.id AND a.id = p.agent_id
+             FROM c JOIN agents a ON true LEFT JOIN grants g ON g.proposal_id = c.id
+             WHERE p.id = c.id AND a.id = p.agent_id
              RETURNING p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
-                       p.params_sha256, p.intent_hash, p.session_id",
+                       p.params_sha256, p.intent_hash, p.session_id,
+                       g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.doc_version, g.expires_at_us, g.key_id, g.sig,
+                       g.used_at, g.used_by,
+                       (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id)",
         )
         .await?;
     let rows = c
@@ -60,18 +69,38 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
         .await?;
     Ok(rows
         .iter()
-        .map(|r| ClaimedRow {
-            id: r.get(0),
-            tenant_id: r.get(1),
-            agent_id: r.get(2),
-            agent_name: r.get(3),
-            agent_owner: r.get(4),
-            action: r.get(5),
-            target: r.get(6),
-            params_json: r.get(7),
-            params_sha256: r.get(8),
-            intent_hash: r.get(9),
-            session_id: r.get(10),
+        .map(|r| {
+            let gid: Option<uuid::Uuid> = r.get(11);
+            let grant = gid.map(|id| crate::grants::StoredGrant {
+                claims: GrantClaims {
+                    version: GRANT_VERSION,
+                    id,
+                    proposal_id: r.get(12),
+                    tenant_id: r.get(13),
+                    intent_hash: r.get(14),
+                    doc_version: r.get(15),
+                    expires_at: r.get(16),
+                    key_id: r.get(17),
+                },
+                sig: r.get(18),
+                used_at: r.get(19),
+                used_by: r.get(20),
+            });
+            ClaimedRow {
+                id: r.get(0),
+                tenant_id: r.get(1),
+                agent_id: r.get(2),
+                agent_name: r.get(3),
+                agent_owner: r.get(4),
+                action: r.get(5),
+                target: r.get(6),
+                params_json: r.get(7),
+                params_sha256: r.get(8),
+                intent_hash: r.get(9),
+                session_id: r.get(10),
+                grant,
+                latest_doc_version: r.get(21),
+            }
         })
         .collect())
 }
@@ -109,7 +138,43 @@ pub async fn spend_and_start(
     let spend = tx
         .prepare_cached("UPDATE grants SET used_at = now(), used_by = $2 WHERE id = $1 AND used_at IS NULL AND expires_at > now()")
         .await?;
-    let spent = tx.execute(&spend, &[&grant_id, &owner]).await?;
+    let start = tx
+        .prepare_cached(
+            "UPDATE proposals SET state = 'executing', lease_until = now() + make_interval(secs => $3)
+             WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
+        )
+        .await?;
+    let aud = tx
+        .prepare_cached(
+            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+             SELECT $1, $2, 'grant.spent', $3, 'approved', 'executing', $4, $5, $6
+             WHERE EXISTS (SELECT 1 FROM grants WHERE id = $7 AND used_by = $8 AND used_at = now())
+               AND EXISTS (SELECT 1 FROM proposals WHERE id = $2 AND state = 'executing' AND lease_owner = $8)",
+        )
+        .await?;
+    let actor = format!("executor:{owner}");
+    let detail = json!({"grant_id": grant_id, "key_id": key_id});
+    let lease = run_lease.as_secs_f64();
+    let p_spend: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&grant_id, &owner];
+    let p_start: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&row.id, &owner, &lease];
+    let p_aud: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        &row.tenant_id,
+        &row.id,
+        &actor,
+        &row.intent_hash,
+        &row.params_sha256,
+        &detail,
+        &grant_id,
+        &owner,
+    ];
+    // Pipelined: the spend, the state change and the audit event in one round trip, one
+    // transaction. If either update touched nothing, the whole transaction is rolled back.
+    let (spent, started, audited) = tokio::join!(
+        tx.execute(&spend, &p_spend),
+        tx.execute(&start, &p_start),
+        tx.execute(&aud, &p_aud)
+    );
+    let (spent, started, audited) = (spent?, started?, audited?);
     if spent == 0 {
         tx.rollback().await?;
         let r = c
@@ -125,35 +190,10 @@ pub async fn spend_and_start(
             Spend::Expired
         });
     }
-    let start = tx
-        .prepare_cached(
-            "UPDATE proposals SET state = 'executing', lease_until = now() + make_interval(secs => $3)
-             WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
-        )
-        .await?;
-    let started = tx
-        .execute(&start, &[&row.id, &owner, &run_lease.as_secs_f64()])
-        .await?;
-    if started == 0 {
+    if started == 0 || audited != 1 {
         tx.rollback().await?;
         return Ok(Spend::LostLease);
     }
-    let actor = format!("executor:{owner}");
-    audit::write(
-        &tx,
-        &audit::Event {
-            tenant_id: &row.tenant_id,
-            proposal_id: Some(row.id),
-            kind: "grant.spent",
-            actor: &actor,
-            from_state: Some("approved"),
-            to_state: Some("executing"),
-            intent_hash: Some(&row.intent_hash),
-            params_sha256: Some(&row.params_sha256),
-            detail: json!({"grant_id": grant_id, "key_id": key_id}),
-        },
-    )
-    .await?;
     tx.commit().await?;
     Ok(Spend::Started)
 }
@@ -223,29 +263,32 @@ pub async fn finish(
              WHERE id = $1 AND state = 'executing' AND lease_owner = $2",
         )
         .await?;
-    let n = tx
-        .execute(&stmt, &[&row.id, &owner, &outcome, &detail])
+    let aud = tx
+        .prepare_cached(
+            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+             VALUES ($1, $2, 'proposal.executed', $3, 'executing', $4, $5, $6, $7)",
+        )
         .await?;
+    let actor = format!("executor:{owner}");
+    let ev = json!({"outcome": outcome, "detail": detail});
+    let p_upd: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&row.id, &owner, &outcome, &detail];
+    let p_aud: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+        &row.tenant_id,
+        &row.id,
+        &actor,
+        &outcome,
+        &row.intent_hash,
+        &row.params_sha256,
+        &ev,
+    ];
+    // Pipelined; rolled back (audit event included) when the lease was lost.
+    let (n, a) = tokio::join!(tx.execute(&stmt, &p_upd), tx.execute(&aud, &p_aud));
+    let (n, _) = (n?, a?);
     if n == 0 {
         tx.rollback().await?;
         return Ok(false);
     }
-    let actor = format!("executor:{owner}");
-    audit::write(
-        &tx,
-        &audit::Event {
-            tenant_id: &row.tenant_id,
-            proposal_id: Some(row.id),
-            kind: "proposal.executed",
-            actor: &actor,
-            from_state: Some("executing"),
-            to_state: Some(outcome),
-            intent_hash: Some(&row.intent_hash),
-            params_sha256: Some(&row.params_sha256),
-            detail: json!({"outcome": outcome, "detail": detail}),
-        },
-    )
-    .await?;
     tx.commit().await?;
     Ok(true)
 }

@@ -1,6 +1,6 @@
 //! Submission and the proposing agent's read.
 
-use crate::{Db, Result, audit, set_tenant};
+use crate::{Db, Result, set_tenant};
 use serde_json::json;
 use tokio_postgres::error::SqlState;
 use uuid::Uuid;
@@ -65,7 +65,9 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
     let mut client = db.client().await?;
     for _attempt in 0..3 {
         let tx = client.transaction().await?;
-        set_tenant(&tx, &p.tenant_id).await?;
+        let set = tx
+            .prepare_cached("SELECT set_config('actiond.tenant_ids', $1, true)")
+            .await?;
         let ins = tx
             .prepare_cached(
                 "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
@@ -75,49 +77,61 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .await?;
-        let inserted = tx
-            .query_opt(
-                &ins,
-                &[
-                    &p.id,
-                    &p.tenant_id,
-                    &p.agent_id,
-                    &p.action,
-                    &p.target,
-                    &p.params_json,
-                    &p.params_sha256,
-                    &p.intent_hash,
-                    &p.agent_reason,
-                    &p.source_text,
-                    &p.session_id,
-                    &p.idempotency_key,
-                    &p.request_sha256,
-                    &max_open_escalations,
-                ],
+        // Written only if the proposal above was inserted (same transaction, runs after it).
+        let aud = tx
+            .prepare_cached(
+                "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, to_state, intent_hash, params_sha256, detail)
+                 SELECT $2, $1, 'proposal.submitted', $3, 'pending', $4, $5, $6
+                 WHERE EXISTS (SELECT 1 FROM proposals WHERE id = $1)",
             )
-            .await;
+            .await?;
+        let actor = format!("agent:{}", p.agent_id);
+        let detail =
+            json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
+        // The three statements are pipelined: one round trip instead of three.
+        let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&p.tenant_id];
+        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 14] = [
+            &p.id,
+            &p.tenant_id,
+            &p.agent_id,
+            &p.action,
+            &p.target,
+            &p.params_json,
+            &p.params_sha256,
+            &p.intent_hash,
+            &p.agent_reason,
+            &p.source_text,
+            &p.session_id,
+            &p.idempotency_key,
+            &p.request_sha256,
+            &max_open_escalations,
+        ];
+        let aud_params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+            &p.id,
+            &p.tenant_id,
+            &actor,
+            &p.intent_hash,
+            &p.params_sha256,
+            &detail,
+        ];
+        let (r_set, inserted, r_aud) = tokio::join!(
+            tx.execute(&set, &set_params),
+            tx.query_opt(&ins, &ins_params),
+            tx.execute(&aud, &aud_params),
+        );
         let inserted = match inserted {
             Ok(r) => r,
             Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => continue,
             Err(e) => return Err(e.into()),
         };
+        r_set?;
+        let audited = r_aud?;
         if inserted.is_some() {
-            let actor = format!("agent:{}", p.agent_id);
-            audit::write(
-                &tx,
-                &audit::Event {
-                    tenant_id: &p.tenant_id,
-                    proposal_id: Some(p.id),
-                    kind: "proposal.submitted",
-                    actor: &actor,
-                    from_state: None,
-                    to_state: Some("pending"),
-                    intent_hash: Some(&p.intent_hash),
-                    params_sha256: Some(&p.params_sha256),
-                    detail: json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()}),
-                },
-            )
-            .await?;
+            if audited != 1 {
+                return Err(crate::StoreError::Conflict(
+                    "submission audit event was not written".into(),
+                ));
+            }
             tx.commit().await?;
             return Ok(Submitted::Created(p.id));
         }
