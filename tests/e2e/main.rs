@@ -8,3 +8,4 @@ mod attacks;
 mod flows;
 mod privileges;
 mod support;
+mod web;
