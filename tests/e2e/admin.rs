@@ -88,7 +88,9 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     assert!(!ok);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("policy.rules[0].effect: is required: allow, escalate or block"),
+        err.contains(
+            r#"policy.rules[0].effect: must be one of allow, escalate, block (got "maybe")"#
+        ),
         "{err}"
     );
 }

@@ -54,6 +54,28 @@ async fn bad_input_gets_a_clear_problem_and_nothing_is_stored() {
         (r#"{"action":"x","params":[]}"#, 400, "params"),
         (r#"{"params":{}}"#, 400, "action"),
         (r#"[1,2]"#, 400, "body"),
+        (
+            r#"{"action":"x","params":{},"reason":"a\u0000b"}"#,
+            400,
+            "reason",
+        ),
+        (r#"{"action":5,"params":{}}"#, 400, "action"),
+        // A spelling the policy rules would not match (`params.zone == "prod.example.com"`).
+        (
+            r#"{"action":"dns.record.update","params":{"zone":"PROD.example.com","name":"www.prod.example.com","type":"A","records":["192.0.2.1"]}}"#,
+            400,
+            "params.zone",
+        ),
+        (
+            r#"{"action":"dns.record.update","params":{"zone":"prod.example.com.","name":"www.prod.example.com","type":"A","records":["192.0.2.1"]}}"#,
+            400,
+            "params.zone",
+        ),
+        (
+            r#"{"action":"dns.record.update","params":{"zone":"prod.example.com","name":"www.prod.example.com","type":"A","records":["not-an-ip"]}}"#,
+            400,
+            "params.records[0]",
+        ),
         (r#"{"action":"x","params":{}} trailing"#, 400, "body"),
     ];
     for (body, status, field) in cases {

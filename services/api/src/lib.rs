@@ -138,6 +138,10 @@ pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async { Problem::not_found("route") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // A client that announces a body and never sends it does not hold a connection forever.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            Duration::from_secs(10),
+        ))
         .with_state(state)
 }
 
@@ -228,6 +232,9 @@ async fn create_proposal(
             "send Content-Type: application/json",
         )
         .into_response();
+    }
+    if headers.get_all("idempotency-key").iter().count() > 1 {
+        return Problem::field("Idempotency-Key", "must be sent once").into_response();
     }
     let key = match headers.get("idempotency-key") {
         None => None,

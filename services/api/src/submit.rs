@@ -101,7 +101,14 @@ impl SubmitRequest {
                 errs.push(FieldError::new("action", "must be at most 128 characters"));
                 String::new()
             }
-            _ => {
+            Some(_) => {
+                errs.push(FieldError::new(
+                    "action",
+                    "must be a string: the action name, e.g. billing.refund.issue",
+                ));
+                String::new()
+            }
+            None => {
                 errs.push(FieldError::new(
                     "action",
                     "is required: the action name, e.g. billing.refund.issue",

@@ -49,17 +49,21 @@ pub struct KeygenArgs {
     pub out_dir: PathBuf,
 }
 
-/// Writes a secret file with mode 0600, refusing to overwrite.
-pub fn write_secret(path: &std::path::Path, content: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
+/// Creates a new secret file with mode 0600, refusing to overwrite.
+pub fn open_secret(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    f.write_all(content.as_bytes())?;
+        .with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))
+}
+
+/// Writes a secret file with mode 0600, refusing to overwrite.
+pub fn write_secret(path: &std::path::Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    open_secret(path)?.write_all(content.as_bytes())?;
     Ok(())
 }
 
@@ -120,7 +124,7 @@ pub enum TenantCmd {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Validate a document without storing it.
+    /// Validate a document without storing it (CEL compiled, fields checked).
     Validate {
         /// YAML file.
         #[arg(short = 'f', long)]
@@ -284,11 +288,14 @@ pub async fn create_agent(
 ) -> anyhow::Result<(agents::Agent, String)> {
     let secs = match expires_in {
         None => None,
-        Some(s) => Some(i64::try_from(
-            actiond_core::ids::parse_duration(s)
-                .map_err(anyhow::Error::msg)?
-                .as_secs(),
-        )?),
+        Some(s) => {
+            let d = actiond_core::ids::parse_duration(s)
+                .map_err(|e| anyhow::anyhow!("--expires-in: {e}"))?;
+            if d.as_secs() == 0 || d.as_secs() > 10 * 365 * 86_400 {
+                bail!("--expires-in: must be between 1s and 3650d");
+            }
+            Some(i64::try_from(d.as_secs())?)
+        }
     };
     let token = new_token();
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
@@ -308,11 +315,26 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
             db,
         } => {
             let db = db.connect()?;
-            let (a, token) =
-                create_agent(&db, &tenant, &name, owner.as_deref(), expires_in.as_deref()).await?;
-            match token_file {
-                Some(p) => {
-                    write_secret(&p, &token)?;
+            // Create the token file first: a token that cannot be written must not exist.
+            let file = match &token_file {
+                Some(p) => Some(open_secret(p)?),
+                None => None,
+            };
+            let created =
+                create_agent(&db, &tenant, &name, owner.as_deref(), expires_in.as_deref()).await;
+            let (a, token) = match created {
+                Ok(x) => x,
+                Err(e) => {
+                    if let Some(p) = &token_file {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(e);
+                }
+            };
+            match (token_file, file) {
+                (Some(p), Some(mut f)) => {
+                    use std::io::Write as _;
+                    f.write_all(token.as_bytes())?;
                     say(&format!(
                         "agent {} ({}) created in tenant {}; token written to {}",
                         a.name,
@@ -321,7 +343,7 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
                         p.display()
                     ));
                 }
-                None => {
+                _ => {
                     say(&format!(
                         "agent {} ({}) created in tenant {}",
                         a.name, a.id, a.tenant_id

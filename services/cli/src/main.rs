@@ -31,7 +31,7 @@ enum Command {
     Migrate(admin::DbArgs),
     /// Generate an Ed25519 grant key pair.
     Keygen(admin::KeygenArgs),
-    /// Tenant documents: apply, show, history.
+    /// Tenant documents: apply, diff, show, history, validate.
     #[command(subcommand)]
     Tenant(admin::TenantCmd),
     /// Agents and their tokens: create, list, revoke.

@@ -9,6 +9,8 @@
 //!   last one silently;
 //! - integers beyond ±(2^53−1) (`Number.MAX_SAFE_INTEGER`), including integral doubles such as
 //!   `1e21`: the serializer would round them silently; send such values as strings;
+//! - U+0000 in any string value or object key (`"a\u0000b"`): Postgres `text` and `jsonb`
+//!   cannot store it, so it would otherwise fail late as a server error;
 //! - non-finite numbers, lone surrogates, invalid UTF-8, trailing data, nesting deeper than 128
 //!   (these four are rejected by serde_json itself).
 //!
@@ -23,6 +25,10 @@ use std::fmt::Write as _;
 /// `Number.MAX_SAFE_INTEGER` (2^53−1): the largest integer every JSON peer represents exactly
 /// (RFC 7493 §2.2).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Rule of a string value or object key containing U+0000, which Postgres `text` and `jsonb`
+/// cannot store.
+const NUL_RULE: &str = "must not contain the NUL character (U+0000)";
 
 /// A rejection of JSON input. `path` is the dotted path to the offending value ("" for the
 /// document root), `rule` the reason.
@@ -99,10 +105,16 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
         Ok(b.into())
     }
-    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        if s.contains('\u{0}') {
+            return Err(self.err(NUL_RULE));
+        }
         Ok(s.into())
     }
-    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+        if s.contains('\u{0}') {
+            return Err(self.err(NUL_RULE));
+        }
         Ok(s.into())
     }
     fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
@@ -151,6 +163,9 @@ impl<'de> Visitor<'de> for Strict<'_> {
         let mut o = Map::new();
         while let Some(k) = m.next_key::<String>()? {
             self.path.borrow_mut().push(Seg::Key(k.clone()));
+            if k.contains('\u{0}') {
+                return Err(self.err(NUL_RULE));
+            }
             if o.contains_key(&k) {
                 return Err(self.err("duplicate key"));
             }
@@ -295,5 +310,33 @@ mod tests {
             canon(r#"{"zone":"a","ttl":300}"#).unwrap(),
             canon(r#"{"ttl":300,"zone":"a"}"#).unwrap()
         );
+    }
+
+    #[test]
+    fn nul_is_refused_in_values_and_keys_with_its_path() {
+        let rule = "must not contain the NUL character (U+0000)";
+        for (raw, path) in [
+            (r#"{"reason":"a\u0000b"}"#, "reason"),
+            (r#"{"params":{"note":"\u0000"}}"#, "params.note"),
+            (r#"{"params":{"a\u0000":1}}"#, r#"params["a\u0000"]"#),
+            (r#"{"params":{"x":["ok","\u0000"]}}"#, "params.x[1]"),
+            (r#""\u0000""#, ""),
+        ] {
+            let e = parse_strict(raw.as_bytes()).unwrap_err();
+            assert_eq!(e.path, path, "{raw}");
+            assert!(e.rule.starts_with(rule), "{raw}: {e}");
+        }
+        // Raw NUL bytes are already invalid JSON (control characters must be escaped).
+        assert!(parse_strict(b"{\"a\":\"x\0\"}").is_err());
+        // Other escapes and U+0001 are still accepted.
+        let v = parse_strict(br#"{"reason":"tab\tline\n\u0001","k\u00e9":"v"}"#).unwrap();
+        assert_eq!(v["reason"], "tab\tline\n\u{1}");
+        // The YAML reader (tenant documents) refuses it too.
+        let e = deserialize_strict(serde_yaml_ng::Deserializer::from_str(
+            "policy:\n  rules:\n    - reason: \"a\\0b\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!(e.path, "policy.rules[0].reason");
+        assert!(e.rule.starts_with(rule), "{e}");
     }
 }

@@ -115,11 +115,12 @@ impl HandlerKind {
                 "type": "object", "additionalProperties": false,
                 "required": ["zone", "name", "type", "records"],
                 "properties": {
-                    "zone": {"type": "string", "description": "zone name, e.g. example.com"},
-                    "name": {"type": "string", "description": "record name inside the zone, e.g. www.example.com"},
+                    "zone": {"type": "string", "description": "zone name, lowercase without a trailing dot, e.g. example.com"},
+                    "name": {"type": "string", "description": "record name inside the zone, lowercase without a trailing dot, e.g. www.example.com"},
                     "type": {"type": "string", "enum": ["A", "AAAA", "CNAME", "TXT", "MX", "NS"]},
                     "ttl": {"type": "integer", "minimum": 60, "maximum": 86400, "default": 3600},
-                    "records": {"type": "array", "minItems": 1, "maxItems": 20, "items": {"type": "string", "maxLength": 255}}
+                    "records": {"type": "array", "minItems": 1, "maxItems": 20, "items": {"type": "string", "minLength": 1, "maxLength": 255},
+                        "description": "record contents by type: A 192.0.2.1; AAAA 2001:db8::1 (RFC 5952 form); CNAME/NS target.example.com. (lowercase, trailing dot); MX \"10 mail.example.com.\"; TXT text without control characters"}
                 }
             }),
         }
@@ -222,20 +223,23 @@ impl HandlerKind {
                 }
             }
             Self::DnsRecordUpdate => {
+                // Tenant CEL rules compare `params.zone` / `params.name` as sent, so only one
+                // spelling of a name is accepted: `PROD.example.com` or `prod.example.com.`
+                // would otherwise slip past `params.zone == "prod.example.com"`.
                 let zone = obj.get("zone").and_then(Value::as_str);
-                if obj.contains_key("zone") {
-                    match zone {
-                        Some(z) if is_dns_name(z) => {
+                if let Some(v) = obj.get("zone") {
+                    match v.as_str() {
+                        Some(z) if is_canonical_dns_name(z) => {
                             let allowed = settings.get("zones").and_then(Value::as_array);
-                            let z_norm = z.trim_end_matches('.').to_ascii_lowercase();
-                            if !allowed.is_some_and(|a| {
-                                a.iter().any(|x| x.as_str() == Some(z_norm.as_str()))
-                            }) {
+                            if !allowed.is_some_and(|a| a.iter().any(|x| x.as_str() == Some(z))) {
                                 errs.push(FieldError::new(
                                     "params.zone",
                                     "is not one of this tenant's allowed zones",
                                 ));
                             }
+                        }
+                        Some(z) if is_dns_name(z) => {
+                            errs.push(FieldError::new("params.zone", NON_CANONICAL_NAME));
                         }
                         _ => errs.push(FieldError::new(
                             "params.zone",
@@ -244,30 +248,32 @@ impl HandlerKind {
                     }
                 }
                 if let Some(v) = obj.get("name") {
-                    match (v.as_str(), zone) {
-                        (Some(n), Some(z)) if is_dns_name(n) => {
-                            let n = n.trim_end_matches('.').to_ascii_lowercase();
-                            let z = z.trim_end_matches('.').to_ascii_lowercase();
-                            if n != z && !n.ends_with(&format!(".{z}")) {
+                    match v.as_str() {
+                        Some(n) if is_canonical_dns_name(n) => {
+                            if let Some(z) = zone.filter(|z| is_canonical_dns_name(z))
+                                && n != z
+                                && !n.ends_with(&format!(".{z}"))
+                            {
                                 errs.push(FieldError::new(
                                     "params.name",
                                     "must be inside params.zone",
                                 ));
                             }
                         }
-                        (Some(n), _) if is_dns_name(n) => {}
+                        Some(n) if is_dns_name(n) => {
+                            errs.push(FieldError::new("params.name", NON_CANONICAL_NAME));
+                        }
                         _ => errs.push(FieldError::new(
                             "params.name",
                             "must be a DNS name like www.example.com",
                         )),
                     }
                 }
-                if let Some(v) = obj.get("type")
-                    && !matches!(
-                        v.as_str(),
-                        Some("A" | "AAAA" | "CNAME" | "TXT" | "MX" | "NS")
-                    )
-                {
+                let rtype = obj
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .filter(|t| matches!(*t, "A" | "AAAA" | "CNAME" | "TXT" | "MX" | "NS"));
+                if obj.contains_key("type") && rtype.is_none() {
                     errs.push(FieldError::new(
                         "params.type",
                         "must be one of A, AAAA, CNAME, TXT, MX, NS",
@@ -282,18 +288,21 @@ impl HandlerKind {
                     ));
                 }
                 if let Some(v) = obj.get("records") {
-                    let ok = v.as_array().is_some_and(|a| {
-                        !a.is_empty()
-                            && a.len() <= 20
-                            && a.iter().all(|r| {
-                                r.as_str().is_some_and(|s| !s.is_empty() && s.len() <= 255)
-                            })
-                    });
-                    if !ok {
-                        errs.push(FieldError::new(
+                    match v.as_array() {
+                        Some(a) if !a.is_empty() && a.len() <= 20 => {
+                            for (i, r) in a.iter().enumerate() {
+                                if let Some(rule) = check_record(rtype, r) {
+                                    errs.push(FieldError::new(
+                                        format!("params.records[{i}]"),
+                                        rule,
+                                    ));
+                                }
+                            }
+                        }
+                        _ => errs.push(FieldError::new(
                             "params.records",
                             "must be 1 to 20 non-empty strings of at most 255 characters",
-                        ));
+                        )),
                     }
                 }
             }
@@ -322,11 +331,9 @@ impl HandlerKind {
                 .unwrap_or_default()
                 .to_owned(),
             Self::BillingRefundIssue => s("payment_id"),
-            Self::DnsRecordUpdate => format!(
-                "{}/{}",
-                s("zone").trim_end_matches('.').to_ascii_lowercase(),
-                s("name").trim_end_matches('.').to_ascii_lowercase()
-            ),
+            // Validation admits only canonical names (lowercase, no trailing dot), so the target
+            // is built from exactly the strings policy rules see as `params.zone`/`params.name`.
+            Self::DnsRecordUpdate => format!("{}/{}", s("zone"), s("name")),
         }
     }
 
@@ -358,54 +365,56 @@ impl HandlerKind {
             )),
         }
         match self {
-            Self::WebhookPost => match settings
-                .get("url")
-                .and_then(Value::as_str)
-                .map(url::Url::parse)
-            {
-                Some(Ok(u))
-                    if matches!(u.scheme(), "http" | "https")
-                        && u.host_str().is_some()
-                        && u.username().is_empty()
-                        && u.password().is_none() => {}
-                _ => errs.push(FieldError::new(
+            Self::WebhookPost => match settings.get("url") {
+                None | Some(Value::Null) => errs.push(FieldError::new(
                     format!("{path}.url"),
                     "is required: an absolute http(s) URL without credentials",
                 )),
+                Some(v) => match v.as_str().map(url::Url::parse) {
+                    Some(Ok(u))
+                        if matches!(u.scheme(), "http" | "https")
+                            && u.host_str().is_some()
+                            && u.username().is_empty()
+                            && u.password().is_none() => {}
+                    _ => errs.push(FieldError::new(
+                        format!("{path}.url"),
+                        "must be an absolute http(s) URL without credentials",
+                    )),
+                },
             },
-            Self::BillingRefundIssue => {
-                if settings
-                    .get("max_amount")
-                    .and_then(Value::as_i64)
-                    .is_none_or(|n| n <= 0)
-                {
-                    errs.push(FieldError::new(
-                        format!("{path}.max_amount"),
-                        "is required: a positive integer in minor units",
-                    ));
-                }
-            }
-            Self::DnsRecordUpdate => {
-                let ok = settings
-                    .get("zones")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| {
+            Self::BillingRefundIssue => match settings.get("max_amount") {
+                None | Some(Value::Null) => errs.push(FieldError::new(
+                    format!("{path}.max_amount"),
+                    "is required: a positive integer in minor units",
+                )),
+                Some(v) if v.as_i64().is_some_and(|n| n > 0) => {}
+                Some(v) => errs.push(FieldError::new(
+                    format!("{path}.max_amount"),
+                    format!(
+                        "must be a positive integer in minor units (got {})",
+                        crate::tenant::got(v)
+                    ),
+                )),
+            },
+            Self::DnsRecordUpdate => match settings.get("zones") {
+                None | Some(Value::Null) => errs.push(FieldError::new(
+                    format!("{path}.zones"),
+                    "is required: a list of lowercase zone names without a trailing dot",
+                )),
+                Some(v) => {
+                    let ok = v.as_array().is_some_and(|a| {
                         !a.is_empty()
-                            && a.iter().all(|z| {
-                                z.as_str().is_some_and(|z| {
-                                    is_dns_name(z)
-                                        && z == z.to_ascii_lowercase()
-                                        && !z.ends_with('.')
-                                })
-                            })
+                            && a.iter()
+                                .all(|z| z.as_str().is_some_and(is_canonical_dns_name))
                     });
-                if !ok {
-                    errs.push(FieldError::new(
-                        format!("{path}.zones"),
-                        "is required: a list of lowercase zone names without a trailing dot",
-                    ));
+                    if !ok {
+                        errs.push(FieldError::new(
+                            format!("{path}.zones"),
+                            "must be a non-empty list of lowercase zone names without a trailing dot",
+                        ));
+                    }
                 }
-            }
+            },
         }
         if let Some(h) = settings.get("headers") {
             let ok = h.as_object().is_some_and(|m| {
@@ -532,6 +541,70 @@ fn check_token(errs: &mut Vec<FieldError>, name: &str, v: &Value, max: usize) {
     }
 }
 
+/// Rule for a DNS name in another spelling than the one accepted (see [`is_canonical_dns_name`]).
+const NON_CANONICAL_NAME: &str = "must be lowercase without a trailing dot, e.g. prod.example.com";
+
+/// True for a DNS name in its one accepted spelling: [`is_dns_name`], lowercase, and without a
+/// trailing dot. Policy rules compare names as strings, so `PROD.example.com` and
+/// `prod.example.com.` are refused rather than normalized behind the rules' back.
+pub fn is_canonical_dns_name(s: &str) -> bool {
+    is_dns_name(s) && !s.ends_with('.') && !s.bytes().any(|b| b.is_ascii_uppercase())
+}
+
+/// True for a lowercase, fully qualified host name with its trailing dot (`mail.example.com.`),
+/// the form PowerDNS expects for CNAME, NS and MX targets.
+fn is_fqdn_target(s: &str) -> bool {
+    s.strip_suffix('.').is_some_and(is_canonical_dns_name)
+}
+
+/// Checks one `records` entry against the record `type` (`None` when the type is missing or
+/// invalid: only the generic string rule applies). Returns the broken rule.
+///
+/// Every type has a single accepted spelling, so policy rules on `params.records` cannot be
+/// sidestepped by writing the same record differently:
+/// - A: dotted-quad IPv4 (`192.0.2.1`, no leading zeros);
+/// - AAAA: IPv6 in RFC 5952 form (`2001:db8::1`: lowercase, zeros compressed);
+/// - CNAME, NS: a lowercase host name with its trailing dot (`target.example.com.`);
+/// - MX: `<preference 0-65535> <host>`, host as for CNAME (`10 mail.example.com.`);
+/// - TXT: text without control characters (no `\n`, `\r`, `\0`, …).
+fn check_record(rtype: Option<&str>, r: &Value) -> Option<&'static str> {
+    let Some(s) = r.as_str().filter(|s| !s.is_empty() && s.len() <= 255) else {
+        return Some("must be a non-empty string of at most 255 characters");
+    };
+    let ok = match rtype? {
+        "A" => s
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.to_string() == s),
+        "AAAA" => s
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|a| a.to_string() == s),
+        "CNAME" | "NS" => is_fqdn_target(s),
+        "MX" => s.split_once(' ').is_some_and(|(pref, host)| {
+            !pref.is_empty()
+                && pref.bytes().all(|b| b.is_ascii_digit())
+                && (pref == "0" || !pref.starts_with('0'))
+                && pref.parse::<u16>().is_ok()
+                && is_fqdn_target(host)
+        }),
+        "TXT" => !s.chars().any(char::is_control),
+        _ => true,
+    };
+    if ok {
+        return None;
+    }
+    Some(match rtype? {
+        "A" => "must be an IPv4 address like 192.0.2.1 for type A",
+        "AAAA" => "must be an IPv6 address in RFC 5952 form like 2001:db8::1 for type AAAA",
+        "CNAME" | "NS" => {
+            "must be a lowercase host name with a trailing dot, like target.example.com., for type CNAME or NS"
+        }
+        "MX" => {
+            "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX"
+        }
+        _ => "must be printable text without control characters (no \\n, \\r or NUL) for type TXT",
+    })
+}
+
 /// True for a DNS name made of LDH labels (RFC 1123), at most 253 characters; a trailing dot
 /// is allowed.
 pub fn is_dns_name(s: &str) -> bool {
@@ -622,5 +695,309 @@ mod tests {
         );
         assert_eq!(format_minor_units(500, "JPY"), "500");
         assert_eq!(format_minor_units(1234, "KWD"), "1.234");
+    }
+
+    fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
+        json!({"zone": zone, "name": name, "type": rtype, "records": records})
+    }
+
+    fn rules_at(e: &FieldErrors, field: &str) -> Vec<String> {
+        e.0.iter()
+            .filter(|f| f.field == field)
+            .map(|f| f.rule.clone())
+            .collect()
+    }
+
+    #[test]
+    fn dns_names_must_be_canonical_so_rules_cannot_be_bypassed() {
+        let h = HandlerKind::DnsRecordUpdate;
+        let s = json!({"zones": ["prod.example.com"]});
+        let ok = dns(
+            "prod.example.com",
+            "www.prod.example.com",
+            "A",
+            json!(["192.0.2.1"]),
+        );
+        assert!(h.validate_params(&ok, &s).is_ok());
+        assert_eq!(
+            h.derive_target(&ok, &s),
+            "prod.example.com/www.prod.example.com"
+        );
+        // The apex itself is inside the zone.
+        let apex = dns(
+            "prod.example.com",
+            "prod.example.com",
+            "A",
+            json!(["192.0.2.1"]),
+        );
+        assert!(h.validate_params(&apex, &s).is_ok());
+
+        for (zone, name, bad_field) in [
+            ("PROD.example.com", "www.prod.example.com", "params.zone"),
+            ("prod.example.com.", "www.prod.example.com", "params.zone"),
+            ("Prod.Example.Com.", "www.prod.example.com", "params.zone"),
+            ("prod.example.com", "WWW.prod.example.com", "params.name"),
+            ("prod.example.com", "www.prod.example.com.", "params.name"),
+        ] {
+            let e = h
+                .validate_params(&dns(zone, name, "A", json!(["192.0.2.1"])), &s)
+                .unwrap_err();
+            assert_eq!(
+                rules_at(&e, bad_field),
+                vec!["must be lowercase without a trailing dot, e.g. prod.example.com"],
+                "{zone} {name}: {e}"
+            );
+            assert_eq!(e.0.len(), 1, "{zone} {name}: {e}");
+        }
+        let e = h
+            .validate_params(&dns("prod example", "x", "A", json!(["192.0.2.1"])), &s)
+            .unwrap_err();
+        assert_eq!(
+            rules_at(&e, "params.zone"),
+            vec!["must be a DNS name like example.com"]
+        );
+        // A name outside the zone is still refused.
+        let e = h
+            .validate_params(
+                &dns(
+                    "prod.example.com",
+                    "www.evilprod.example.com",
+                    "A",
+                    json!(["192.0.2.1"]),
+                ),
+                &s,
+            )
+            .unwrap_err();
+        assert_eq!(
+            rules_at(&e, "params.name"),
+            vec!["must be inside params.zone"]
+        );
+    }
+
+    #[test]
+    fn dns_records_must_match_the_type() {
+        let h = HandlerKind::DnsRecordUpdate;
+        let s = json!({"zones": ["example.com"]});
+        let check = |rtype: &str, records: Value| {
+            h.validate_params(&dns("example.com", "www.example.com", rtype, records), &s)
+        };
+        // Valid input of every type passes.
+        for (rtype, records) in [
+            ("A", json!(["192.0.2.1", "198.51.100.7"])),
+            ("AAAA", json!(["2001:db8::1", "::1", "::ffff:192.0.2.1"])),
+            ("CNAME", json!(["target.example.net."])),
+            ("NS", json!(["ns1.example.net.", "ns2.example.net."])),
+            (
+                "MX",
+                json!([
+                    "10 mail.example.com.",
+                    "0 mx.example.net.",
+                    "65535 b.example."
+                ]),
+            ),
+            (
+                "TXT",
+                json!(["v=spf1 -all", "\"quoted\" text with spaces", "é ✓"]),
+            ),
+        ] {
+            assert!(check(rtype, records.clone()).is_ok(), "{rtype} {records}");
+        }
+        let cases: [(&str, &str, &str); 20] = [
+            (
+                "A",
+                "192.0.2.256",
+                "must be an IPv4 address like 192.0.2.1 for type A",
+            ),
+            (
+                "A",
+                "192.0.2.01",
+                "must be an IPv4 address like 192.0.2.1 for type A",
+            ),
+            (
+                "A",
+                "2001:db8::1",
+                "must be an IPv4 address like 192.0.2.1 for type A",
+            ),
+            (
+                "A",
+                "www.example.com",
+                "must be an IPv4 address like 192.0.2.1 for type A",
+            ),
+            (
+                "AAAA",
+                "192.0.2.1",
+                "must be an IPv6 address in RFC 5952 form like 2001:db8::1 for type AAAA",
+            ),
+            (
+                "AAAA",
+                "2001:DB8::1",
+                "must be an IPv6 address in RFC 5952 form like 2001:db8::1 for type AAAA",
+            ),
+            (
+                "AAAA",
+                "2001:db8:0:0:0:0:0:1",
+                "must be an IPv6 address in RFC 5952 form like 2001:db8::1 for type AAAA",
+            ),
+            (
+                "CNAME",
+                "target.example.net",
+                "must be a lowercase host name with a trailing dot, like target.example.com., for type CNAME or NS",
+            ),
+            (
+                "CNAME",
+                "Target.example.net.",
+                "must be a lowercase host name with a trailing dot, like target.example.com., for type CNAME or NS",
+            ),
+            (
+                "CNAME",
+                "192.0.2.1 x",
+                "must be a lowercase host name with a trailing dot, like target.example.com., for type CNAME or NS",
+            ),
+            (
+                "NS",
+                ".",
+                "must be a lowercase host name with a trailing dot, like target.example.com., for type CNAME or NS",
+            ),
+            (
+                "MX",
+                "mail.example.com.",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "MX",
+                "65536 mail.example.com.",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "MX",
+                "-1 mail.example.com.",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "MX",
+                "010 mail.example.com.",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "MX",
+                "10  mail.example.com.",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "MX",
+                "10 mail.example.com",
+                "must be \"<preference 0-65535> <host>\" with a lowercase host and trailing dot, like \"10 mail.example.com.\", for type MX",
+            ),
+            (
+                "TXT",
+                "line\nbreak",
+                "must be printable text without control characters (no \\n, \\r or NUL) for type TXT",
+            ),
+            (
+                "TXT",
+                "cr\rhere",
+                "must be printable text without control characters (no \\n, \\r or NUL) for type TXT",
+            ),
+            (
+                "TXT",
+                "nul\0here",
+                "must be printable text without control characters (no \\n, \\r or NUL) for type TXT",
+            ),
+        ];
+        for (rtype, bad, rule) in cases {
+            let e = check(rtype, json!(["192.0.2.1", bad])).unwrap_err();
+            let e = if rtype == "A" {
+                e
+            } else {
+                // The first entry is valid only for A; check the second entry's error alone.
+                let e2 = check(rtype, json!([bad])).unwrap_err();
+                assert_eq!(
+                    rules_at(&e2, "params.records[0]"),
+                    vec![rule],
+                    "{rtype} {bad:?}"
+                );
+                assert_eq!(e2.0.len(), 1, "{e2}");
+                e
+            };
+            assert_eq!(
+                rules_at(&e, "params.records[1]"),
+                vec![rule],
+                "{rtype} {bad:?}: {e}"
+            );
+        }
+        // Generic string rules name the entry too; array-level rules name params.records.
+        let e = check("TXT", json!(["ok", "", 5, "x".repeat(256)])).unwrap_err();
+        let fields: Vec<_> = e.0.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "params.records[1]",
+                "params.records[2]",
+                "params.records[3]"
+            ]
+        );
+        assert_eq!(
+            e.0[0].rule,
+            "must be a non-empty string of at most 255 characters"
+        );
+        assert!(check("TXT", json!(["x".repeat(255)])).is_ok());
+        let e = check("A", json!([])).unwrap_err();
+        assert_eq!(
+            rules_at(&e, "params.records"),
+            vec!["must be 1 to 20 non-empty strings of at most 255 characters"]
+        );
+        // An invalid type reports the type, not every record.
+        let e = check("SRV", json!(["0 5 5060 sip.example.com."])).unwrap_err();
+        let fields: Vec<_> = e.0.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["params.type"]);
+    }
+
+    #[test]
+    fn settings_distinguish_missing_from_malformed() {
+        let p = "handlers[\"x\"]";
+        let errs = |kind: HandlerKind, v: Value| {
+            kind.validate_settings(p, v.as_object().unwrap())
+                .into_iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+        };
+        let b = HandlerKind::BillingRefundIssue;
+        assert!(errs(b, json!({"credential": "pay", "max_amount": 100})).is_empty());
+        assert_eq!(
+            errs(b, json!({"credential": "pay"})),
+            ["handlers[\"x\"].max_amount: is required: a positive integer in minor units"]
+        );
+        assert_eq!(
+            errs(b, json!({"credential": "pay", "max_amount": -1})),
+            ["handlers[\"x\"].max_amount: must be a positive integer in minor units (got -1)"]
+        );
+        assert_eq!(
+            errs(b, json!({"credential": "pay", "max_amount": 1.5})),
+            ["handlers[\"x\"].max_amount: must be a positive integer in minor units (got 1.5)"]
+        );
+        let d = HandlerKind::DnsRecordUpdate;
+        assert!(errs(d, json!({"credential": "dns", "zones": ["example.com"]})).is_empty());
+        assert_eq!(
+            errs(d, json!({"credential": "dns", "zones": ["Example.com."]})),
+            [
+                "handlers[\"x\"].zones: must be a non-empty list of lowercase zone names without a trailing dot"
+            ]
+        );
+        assert_eq!(
+            errs(d, json!({"credential": "dns"})),
+            [
+                "handlers[\"x\"].zones: is required: a list of lowercase zone names without a trailing dot"
+            ]
+        );
+        let w = HandlerKind::WebhookPost;
+        assert!(errs(w, json!({"url": "https://hooks.example.com/x"})).is_empty());
+        assert_eq!(
+            errs(w, json!({"url": "https://u:p@hooks.example.com/x"})),
+            ["handlers[\"x\"].url: must be an absolute http(s) URL without credentials"]
+        );
+        assert_eq!(
+            errs(w, json!({})),
+            ["handlers[\"x\"].url: is required: an absolute http(s) URL without credentials"]
+        );
     }
 }

@@ -181,18 +181,23 @@ impl TenantDocument {
             root,
             &["tenant", "policy", "handlers", "approvers", "notify"],
         );
-        let tenant = match root
-            .get("tenant")
-            .and_then(Value::as_str)
-            .map(TenantId::parse)
-        {
-            Some(Ok(t)) => Some(t),
-            Some(Err(rule)) => {
-                errs.push(FieldError::new("tenant", rule));
+        let tenant = match root.get("tenant") {
+            Some(Value::String(s)) => match TenantId::parse(s) {
+                Ok(t) => Some(t),
+                Err(rule) => {
+                    errs.push(FieldError::new("tenant", rule));
+                    None
+                }
+            },
+            None | Some(Value::Null) => {
+                errs.push(FieldError::new("tenant", "is required: the tenant id"));
                 None
             }
-            None => {
-                errs.push(FieldError::new("tenant", "is required: the tenant id"));
+            Some(v) => {
+                errs.push(FieldError::new(
+                    "tenant",
+                    format!("must be a string: the tenant id (got {})", got(v)),
+                ));
                 None
             }
         };
@@ -260,16 +265,40 @@ fn get_duration(
     }
 }
 
+/// An effect: "is required" when missing (or YAML null), "must be one of" when present and
+/// wrong, quoting what was given.
 fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Option<Effect> {
-    match v.and_then(Value::as_str).and_then(Effect::parse) {
-        Some(e) => Some(e),
-        None => {
+    match v {
+        None | Some(Value::Null) => {
             errs.push(FieldError::new(
                 path,
                 "is required: allow, escalate or block",
             ));
             None
         }
+        Some(v) => match v.as_str().and_then(Effect::parse) {
+            Some(e) => Some(e),
+            None => {
+                errs.push(FieldError::new(
+                    path,
+                    format!("must be one of allow, escalate, block (got {})", got(v)),
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// The given value for an error message, as JSON (`"Allow"`, `1`, `[…]`), cut to 40
+/// characters.
+pub(crate) fn got(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= 40 {
+        s
+    } else {
+        let mut t: String = s.chars().take(39).collect();
+        t.push('…');
+        t
     }
 }
 
@@ -289,12 +318,22 @@ fn get_strings(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Vec
 }
 
 fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicySection> {
-    let Some(m) = v.and_then(Value::as_object) else {
-        errs.push(FieldError::new(
-            "policy",
-            "is required: a mapping with default and rules",
-        ));
-        return None;
+    let m = match v {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => {
+            errs.push(FieldError::new(
+                "policy",
+                "is required: a mapping with default and rules",
+            ));
+            return None;
+        }
+        Some(_) => {
+            errs.push(FieldError::new(
+                "policy",
+                "must be a mapping with default and rules",
+            ));
+            return None;
+        }
     };
     unknown_keys(
         errs,
@@ -373,10 +412,15 @@ fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicyS
                         c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
                     });
                 if !name_ok {
-                    errs.push(FieldError::new(
-                        format!("{p}.name"),
-                        "is required: ^[a-z0-9][a-z0-9_.-]{0,63}$",
-                    ));
+                    let rule = match rm.get("name") {
+                        None | Some(Value::Null) => {
+                            "is required: ^[a-z0-9][a-z0-9_.-]{0,63}$".to_owned()
+                        }
+                        Some(v) => {
+                            format!("must match ^[a-z0-9][a-z0-9_.-]{{0,63}}$ (got {})", got(v))
+                        }
+                    };
+                    errs.push(FieldError::new(format!("{p}.name"), rule));
                 } else if !names.insert(name.clone()) {
                     errs.push(FieldError::new(
                         format!("{p}.name"),
@@ -389,10 +433,12 @@ fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicyS
                     .unwrap_or_default()
                     .to_owned();
                 if when.trim().is_empty() {
-                    errs.push(FieldError::new(
-                        format!("{p}.when"),
-                        "is required: a CEL boolean expression",
-                    ));
+                    let rule = match rm.get("when") {
+                        None | Some(Value::Null) => "is required: a CEL boolean expression",
+                        Some(Value::String(_)) => "must not be empty: a CEL boolean expression",
+                        Some(_) => "must be a string: a CEL boolean expression",
+                    };
+                    errs.push(FieldError::new(format!("{p}.when"), rule));
                 } else if when.len() > MAX_RULE_LEN {
                     errs.push(FieldError::new(
                         format!("{p}.when"),
@@ -411,10 +457,15 @@ fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicyS
                     .unwrap_or_default()
                     .to_owned();
                 if reason.trim().is_empty() || reason.len() > 500 {
-                    errs.push(FieldError::new(
-                        format!("{p}.reason"),
-                        "is required: at most 500 characters, shown to agents and approvers",
-                    ));
+                    let rule = match rm.get("reason") {
+                        None | Some(Value::Null) => {
+                            "is required: at most 500 characters, shown to agents and approvers"
+                        }
+                        Some(_) => {
+                            "must be non-empty text of at most 500 characters, shown to agents and approvers"
+                        }
+                    };
+                    errs.push(FieldError::new(format!("{p}.reason"), rule));
                 }
                 if let Some(effect) = effect {
                     rules.push(RuleDef {
@@ -722,5 +773,97 @@ handlers:
         );
         let e = TenantDocument::parse("tenant: [").unwrap_err().to_string();
         assert!(e.contains("is not a valid document"), "{e}");
+    }
+
+    fn errors_of(doc: &str) -> Vec<String> {
+        TenantDocument::parse(doc)
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|f| f.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn present_but_wrong_values_say_what_they_must_be() {
+        let e = errors_of(&DOC.replace("effect: block", "effect: Allow"));
+        assert_eq!(
+            e,
+            ["policy.rules[0].effect: must be one of allow, escalate, block (got \"Allow\")"]
+        );
+        let e = errors_of(&DOC.replace("      effect: block\n", ""));
+        assert_eq!(
+            e,
+            ["policy.rules[0].effect: is required: allow, escalate or block"]
+        );
+        let e = errors_of(&DOC.replace("default: escalate", "default: 1"));
+        assert_eq!(
+            e,
+            ["policy.default: must be one of allow, escalate, block (got 1)"]
+        );
+        let e = errors_of(&DOC.replace(
+            "max_amount: 100000",
+            "max_amount: 100000\n    min_effect: ESCALATE",
+        ));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].min_effect: must be one of allow, escalate, block (got \"ESCALATE\")"
+            ]
+        );
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: -1"));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got -1)"
+            ]
+        );
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: 1.5e3"));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got 1500.0)"
+            ]
+        );
+        let e = errors_of(&DOC.replace("    max_amount: 100000\n", ""));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: is required: a positive integer in minor units"
+            ]
+        );
+        let e = errors_of(&DOC.replace("name: shell", "name: Shell"));
+        assert_eq!(
+            e,
+            ["policy.rules[0].name: must match ^[a-z0-9][a-z0-9_.-]{0,63}$ (got \"Shell\")"]
+        );
+        let e = errors_of(&DOC.replace("reason: No shell.", "reason: [x]"));
+        assert_eq!(
+            e,
+            [
+                "policy.rules[0].reason: must be non-empty text of at most 500 characters, shown to agents and approvers"
+            ]
+        );
+        let e = errors_of(&DOC.replace("tenant: acme", "tenant: [acme]"));
+        assert_eq!(
+            e,
+            ["tenant: must be a string: the tenant id (got [\"acme\"])"]
+        );
+        let e = errors_of(&DOC.replace("tenant: acme", ""));
+        assert_eq!(e, ["tenant: is required: the tenant id"]);
+        // The valid document still parses.
+        assert!(TenantDocument::parse(DOC).is_ok());
+    }
+
+    #[test]
+    fn huge_max_amount_is_refused_with_the_field() {
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: 1e400"));
+        // YAML reads `1e400` as the string "1e400" (it is not a finite float).
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got \"1e400\")"
+            ]
+        );
     }
 }

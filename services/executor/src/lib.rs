@@ -474,10 +474,35 @@ impl Worker {
         if !matches!(outcome, Outcome::Succeeded(_)) {
             tracing::warn!(proposal = %row.id, outcome = outcome.as_str(), detail = outcome.detail(), "handler did not succeed");
         }
-        if !executor_queue::finish(&self.db, &row, &self.id, outcome.as_str(), outcome.detail())
-            .await?
-        {
-            tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");
+        // The outcome must not be lost to a database blip: retry within the lease margin (the
+        // handler returned before its timeout, so at least that much lease is left).
+        let deadline = tokio::time::Instant::now() + self.lease_margin;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match executor_queue::finish(
+                &self.db,
+                &row,
+                &self.id,
+                outcome.as_str(),
+                outcome.detail(),
+            )
+            .await
+            {
+                Ok(true) => break,
+                Ok(false) => {
+                    tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");
+                    break;
+                }
+                Err(e) if tokio::time::Instant::now() + wait < deadline => {
+                    tracing::warn!(proposal = %row.id, error = %e, "recording the outcome failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    tracing::error!(proposal = %row.id, outcome = outcome.as_str(), error = %e, "ALERT: outcome could not be recorded; the sweeper will mark it outcome_unknown");
+                    return Err(e.into());
+                }
+            }
         }
         Ok(())
     }

@@ -62,6 +62,9 @@ pub struct PolicyArgs {
     /// Pool size.
     #[arg(long, env = "ACTIOND_POLICY_POOL_SIZE", default_value_t = 4)]
     pub pool_size: usize,
+    /// Claim loops per process (each holds at most one transaction).
+    #[arg(long, env = "ACTIOND_POLICY_CONCURRENCY", default_value_t = 2)]
+    pub concurrency: usize,
 }
 
 /// Metrics of the policy worker.
@@ -322,6 +325,52 @@ impl Worker {
     }
 }
 
+async fn work_loop(
+    worker: Arc<Worker>,
+    wake: Arc<Notify>,
+    mut stop_rx: tokio::sync::watch::Receiver<bool>,
+    poll: Duration,
+    sweep_every: Option<Duration>,
+) {
+    let mut last_sweep: Option<tokio::time::Instant> = None;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop_rx.borrow() {
+            break;
+        }
+        if let Some(every) = sweep_every {
+            if last_sweep.is_none_or(|t| t.elapsed() >= every) {
+                last_sweep = Some(tokio::time::Instant::now());
+                if let Err(e) = worker.sweep().await {
+                    tracing::warn!(error = %e, "sweep failed");
+                }
+            }
+        }
+        match worker.run_once().await {
+            Ok(n) if n as i64 >= worker.batch => {
+                backoff = Duration::from_millis(100);
+                wake.notify_one(); // more may be waiting: bring another loop in
+            }
+            Ok(_) => {
+                backoff = Duration::from_millis(100);
+                tokio::select! {
+                    () = wake.notified() => {},
+                    () = tokio::time::sleep(poll) => {},
+                    _ = stop_rx.changed() => {},
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "policy batch failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {},
+                    _ = stop_rx.changed() => {},
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
 /// Loads the grant-signing key from the credentials directory (`grant_signing_key`).
 pub fn load_signer(dir: Option<&std::path::Path>, key_id: &str) -> anyhow::Result<GrantSigner> {
     let creds = CredentialsDir::resolve(dir)?;
@@ -375,40 +424,22 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
     });
     let poll = Duration::from_millis(args.poll_ms.max(10));
     let sweep_every = Duration::from_millis(args.sweep_ms.max(100));
-    let mut last_sweep = tokio::time::Instant::now() - sweep_every;
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        if *stop_rx.borrow() {
-            break;
-        }
-        if last_sweep.elapsed() >= sweep_every {
-            last_sweep = tokio::time::Instant::now();
-            if let Err(e) = worker.sweep().await {
-                tracing::warn!(error = %e, "sweep failed");
-            }
-        }
-        match worker.run_once().await {
-            Ok(n) if n as i64 >= worker.batch => {
-                backoff = Duration::from_millis(100);
-                continue; // more may be waiting
-            }
-            Ok(_) => {
-                backoff = Duration::from_millis(100);
-                tokio::select! {
-                    () = wake.notified() => {},
-                    () = tokio::time::sleep(poll) => {},
-                    _ = stop_rx.changed() => {},
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "policy batch failed; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {},
-                    _ = stop_rx.changed() => {},
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-        }
+    // Several claim loops per process: each holds one short transaction at a time, and SKIP
+    // LOCKED keeps them off each other's rows. Loop 0 also runs the expiry sweep.
+    let loops: Vec<_> = (0..args.concurrency.max(1))
+        .map(|i| {
+            tokio::spawn(work_loop(
+                worker.clone(),
+                wake.clone(),
+                stop_rx.clone(),
+                poll,
+                (i == 0).then_some(sweep_every),
+            ))
+        })
+        .collect();
+    let _ = stop_rx.changed().await;
+    for l in loops {
+        let _ = l.await;
     }
     listener.abort();
     tracing::info!("actiond policy stopped");

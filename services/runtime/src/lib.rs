@@ -199,9 +199,16 @@ async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
 }
 
 /// Prints a line for a person on stdout (CLI output). Services log with `tracing` instead.
-#[expect(clippy::print_stdout, reason = "the CLI's output channel")]
+/// A closed pipe (`actiond approvals list | head -1`) ends the process quietly instead of
+/// panicking.
 pub fn say(line: &str) {
-    println!("{line}");
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
 }
 
 /// Runs CPU-bound work off the async executor with a time budget. `None` when the budget ran

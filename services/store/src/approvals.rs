@@ -254,6 +254,23 @@ pub async fn decide(
         Verdict::Approve => "approve",
         Verdict::Deny => "deny",
     };
+    // `--as` on the break-glass CLI is self-asserted: one operator could claim several
+    // subjects. So break-glass supplies at most one of the N approvals; the others must come
+    // through SSO.
+    if approver.channel == "breakglass" && verdict == Verdict::Approve {
+        let prior: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM approvals WHERE proposal_id = $1 AND channel = 'breakglass' AND decision = 'approve'",
+                &[&id],
+            )
+            .await?
+            .get(0);
+        if prior > 0 {
+            return Err(StoreError::Conflict(
+                "break-glass can supply only one approval per proposal; the others must come from the approval web app".into(),
+            ));
+        }
+    }
     let inserted = tx
         .execute(
             "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel)

@@ -291,7 +291,8 @@ pub async fn history_at<C: deadpool_postgres::GenericClient>(
              FROM proposals
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
                AND created_at > $7::timestamptz - make_interval(secs => $4) AND created_at < $7::timestamptz
-               AND state NOT IN ('blocked','denied','expired')",
+               -- as it was at $7: rows that reached a final refusal only later still counted then
+               AND NOT (state IN ('blocked','denied','expired') AND updated_at <= $7::timestamptz)",
             &[&tenant, &agent, &action, &secs, &sum_param, &exclude, &at],
         )
         .await?;

@@ -60,8 +60,14 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
     // Serialize appliers of one tenant on its row.
     tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", &[&tenant])
         .await?;
+    // Same bytes, or the same document written differently (comments, order, spacing).
     if let Some(latest) = latest_in(&tx, &tenant).await?
-        && latest.sha256 == sha
+        && (latest.sha256 == sha
+            || latest
+                .parse()
+                .ok()
+                .and_then(|d| serde_json::to_value(d).ok())
+                .is_some_and(|v| v == document))
     {
         tx.commit().await?;
         return Ok(Applied::Unchanged(latest));
