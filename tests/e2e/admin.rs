@@ -94,3 +94,65 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_migrating_at_once_both_succeed() {
+    // An empty database (not from the migrated template), migrated by two processes at once.
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let admin_url = actiond_testkit::server_url();
+    let (c, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c.batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, _) = admin_url.rsplit_once('/').unwrap();
+    let url = format!("{base}/{name}");
+    let env = [("DATABASE_URL", url.clone())];
+    let bin = actiond_testkit::actiond_bin();
+    let spawn = || {
+        std::process::Command::new(&bin)
+            .arg("migrate")
+            .envs(env.iter().cloned())
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let out = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert!(a.status.success(), "{}", out(&a));
+    assert!(b.status.success(), "{}", out(&b));
+    let both = format!("{}{}", out(&a), out(&b));
+    assert!(
+        both.contains("already up to date"),
+        "one of them found nothing to do: {both}"
+    );
+    let (m, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let applied: i64 = m
+        .query_one("SELECT count(*) FROM refinery_schema_history", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        applied,
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/migrations"))
+            .unwrap()
+            .count() as i64
+    );
+    drop(m);
+    let _ = c
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+}
