@@ -338,12 +338,12 @@ async fn work_loop(
         if *stop_rx.borrow() {
             break;
         }
-        if let Some(every) = sweep_every {
-            if last_sweep.is_none_or(|t| t.elapsed() >= every) {
-                last_sweep = Some(tokio::time::Instant::now());
-                if let Err(e) = worker.sweep().await {
-                    tracing::warn!(error = %e, "sweep failed");
-                }
+        if let Some(every) = sweep_every
+            && last_sweep.is_none_or(|t| t.elapsed() >= every)
+        {
+            last_sweep = Some(tokio::time::Instant::now());
+            if let Err(e) = worker.sweep().await {
+                tracing::warn!(error = %e, "sweep failed");
             }
         }
         match worker.run_once().await {

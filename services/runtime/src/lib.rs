@@ -204,10 +204,10 @@ async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
 pub fn say(line: &str) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{line}") {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
+    if let Err(e) = writeln!(out, "{line}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
     }
 }
 
