@@ -74,6 +74,9 @@ pub struct ApiMetrics {
     pub submissions: IntCounterVec,
     /// Authentication failures by reason (`missing`, `invalid`).
     pub auth_failures: IntCounterVec,
+    /// MCP tool calls by tool: `propose_action`, `check_proposal`, or `unknown` (the name itself
+    /// is agent-controlled and never becomes a label value).
+    pub mcp_tool_calls: IntCounterVec,
 }
 
 impl ApiMetrics {
@@ -83,6 +86,11 @@ impl ApiMetrics {
                 "api_submissions_total",
                 "Proposal submissions by result",
                 &["result"],
+            ),
+            mcp_tool_calls: m.counter_vec(
+                "api_mcp_tool_calls_total",
+                "MCP tools/call by tool (unknown names counted as unknown)",
+                &["tool"],
             ),
             auth_failures: m.counter_vec(
                 "api_auth_failures_total",

@@ -270,6 +270,11 @@ impl ServerHandler for ActiondMcp {
         if !TOOL_NAMES.contains(&name) {
             // An agent calling a tool it was never offered is worth reading its transcript for.
             let shown: String = name.chars().take(64).collect();
+            self.state
+                .metrics
+                .mcp_tool_calls
+                .with_label_values(&["unknown"])
+                .inc();
             tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, tool = ?shown, "MCP call to an unknown tool refused");
             return Err(McpError::invalid_params(
                 format!(
@@ -279,6 +284,11 @@ impl ServerHandler for ActiondMcp {
             ));
         }
         let args = request.arguments.unwrap_or_default();
+        self.state
+            .metrics
+            .mcp_tool_calls
+            .with_label_values(&[name])
+            .inc();
         let result = if name == PROPOSE_ACTION {
             self.propose(&agent, args).await
         } else {

@@ -190,6 +190,13 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
         assert_eq!(body["error"]["code"], -32602, "{name:?}: {body}");
         assert!(body.get("result").is_none());
     }
+    // Counted under one bounded label; the agent-chosen names never become label values.
+    let scrape = env.metrics.render();
+    assert!(
+        scrape.contains(r#"actiond_api_mcp_tool_calls_total{tool="unknown",service="api"} 5"#),
+        "{scrape}"
+    );
+    assert!(!scrape.contains("shell_exec"), "{scrape}");
     // Nor are there resources or prompts to read.
     for (i, method) in [
         "resources/list",

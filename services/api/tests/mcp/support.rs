@@ -48,6 +48,8 @@ pub struct Env {
     pub base: String,
     /// The agent's bearer token.
     pub token: String,
+    /// The api's metrics registry.
+    pub metrics: Metrics,
     dbname: String,
     admin_url: String,
 }
@@ -122,7 +124,8 @@ impl Env {
         .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let app = router(AppState::new(db.clone(), &Metrics::new("api")));
+        let metrics = Metrics::new("api");
+        let app = router(AppState::new(db.clone(), &metrics));
         tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -131,6 +134,7 @@ impl Env {
             sql,
             base,
             token,
+            metrics,
             dbname,
             admin_url,
         }
