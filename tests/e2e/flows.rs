@@ -384,3 +384,43 @@ async fn kill_9_after_spend_is_outcome_unknown_not_rerun() {
     let (_, v) = s.get(&s.token, &id.to_string(), "").await;
     assert_eq!(v["outcome"], "outcome_unknown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn splitting_a_large_refund_into_small_ones_escalates() {
+    let s = Stack::with(
+        "splitting_refunds_escalates",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    // A tenant rule over the agent's recent history of the same action.
+    let doc = crate::support::TENANT.replace("RECEIVER", &s.recv.url).replace("WEBHOOK_PATH", "hook").replace(
+        "    - name: ping-webhook",
+        "    - name: refund-splitting\n      when: 'action == \"billing.refund.issue\" && history.sum + params.amount > 8000'\n      effect: escalate\n      reason: Refunds from this agent add up to more than 80.00 today.\n    - name: ping-webhook",
+    );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let mut states = Vec::new();
+    for i in 0..3 {
+        let id = s.propose(&refund(&format!("pi_split{i}"), 3000)).await;
+        // One at a time, so each decision sees the ones before it.
+        let s = &s;
+        actiond_testkit::eventually(T, "decided", || async move {
+            let st = s.state(id).await;
+            (st != "pending").then_some(())
+        })
+        .await;
+        states.push((id, s.state(id).await));
+    }
+    assert_eq!(states[0].1, "approved");
+    assert_eq!(states[1].1, "approved");
+    assert_eq!(states[2].1, "escalated", "30.00 + 30.00 + 30.00 > 80.00");
+    let row = s.row(states[2].0).await;
+    assert_eq!(
+        row.get::<_, Option<String>>(6).as_deref(),
+        Some("refund-splitting")
+    );
+}

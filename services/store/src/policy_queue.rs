@@ -78,27 +78,7 @@ pub async fn history<C: deadpool_postgres::GenericClient>(
     sum_param: Option<&str>,
     exclude: Uuid,
 ) -> Result<History> {
-    let secs = window.as_secs_f64();
-    let stmt = c
-        .prepare_cached(
-            "SELECT count(*), COALESCE(sum(CASE WHEN $5::text IS NOT NULL AND jsonb_typeof(params_json::jsonb -> $5::text) = 'number'
-                        THEN (params_json::jsonb ->> $5::text)::numeric ELSE 0 END), 0)::bigint
-             FROM proposals
-             WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
-               AND created_at > now() - make_interval(secs => $4)
-               AND state NOT IN ('blocked','denied','expired')",
-        )
-        .await?;
-    let r = c
-        .query_one(
-            &stmt,
-            &[&tenant, &agent, &action, &secs, &sum_param, &exclude],
-        )
-        .await?;
-    Ok(History {
-        count: r.get(0),
-        sum: r.get(1),
-    })
+    history_as_of(c, tenant, agent, action, window, sum_param, exclude, None).await
 }
 
 /// How a decided row is recorded.
@@ -283,16 +263,47 @@ pub async fn history_at<C: deadpool_postgres::GenericClient>(
     exclude: Uuid,
     at: chrono::DateTime<chrono::Utc>,
 ) -> Result<History> {
+    history_as_of(
+        c,
+        tenant,
+        agent,
+        action,
+        window,
+        sum_param,
+        exclude,
+        Some(at),
+    )
+    .await
+}
+
+/// One query for both: `at = None` means the database's `now()`. A proposal counts unless it
+/// had already reached a final refusal (blocked, denied, expired) by then.
+#[allow(clippy::too_many_arguments)]
+async fn history_as_of<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    agent: Uuid,
+    action: &str,
+    window: Duration,
+    sum_param: Option<&str>,
+    exclude: Uuid,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<History> {
     let secs = window.as_secs_f64();
-    let r = c
-        .query_one(
+    let stmt = c
+        .prepare_cached(
             "SELECT count(*), COALESCE(sum(CASE WHEN $5::text IS NOT NULL AND jsonb_typeof(params_json::jsonb -> $5::text) = 'number'
                         THEN (params_json::jsonb ->> $5::text)::numeric ELSE 0 END), 0)::bigint
              FROM proposals
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
-               AND created_at > $7::timestamptz - make_interval(secs => $4) AND created_at < $7::timestamptz
-               -- as it was at $7: rows that reached a final refusal only later still counted then
-               AND NOT (state IN ('blocked','denied','expired') AND updated_at <= $7::timestamptz)",
+               AND created_at > COALESCE($7::timestamptz, now()) - make_interval(secs => $4)
+               AND ($7::timestamptz IS NULL OR created_at <= $7::timestamptz)
+               AND NOT (state IN ('blocked','denied','expired') AND updated_at <= COALESCE($7::timestamptz, now()))",
+        )
+        .await?;
+    let r = c
+        .query_one(
+            &stmt,
             &[&tenant, &agent, &action, &secs, &sum_param, &exclude, &at],
         )
         .await?;
