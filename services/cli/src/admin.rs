@@ -695,7 +695,7 @@ pub enum PolicySub {
 
 /// `actiond policy test`.
 pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
-    use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
+    use actiond_core::policy::{CompiledPolicy, History, decide};
     use std::collections::BTreeMap;
     let PolicySub::Test {
         file,
@@ -720,8 +720,6 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
     let mut changed: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     let mut unchanged = 0u64;
     for r in &recorded {
-        let params: serde_json::Value =
-            serde_json::from_str(&r.row.params_json).unwrap_or_default();
         let history = match candidate.doc.handler(&r.row.action) {
             Some(h) => {
                 actiond_store::policy_queue::history_at(
@@ -738,18 +736,7 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
             }
             None => History::default(),
         };
-        let input = EvalInput {
-            action: r.row.action.clone(),
-            target: r.row.target.clone(),
-            params,
-            agent: AgentFacts {
-                id: r.row.agent_id.to_string(),
-                name: r.row.agent_name.clone(),
-                owner: r.row.agent_owner.clone().unwrap_or_default(),
-            },
-            session: r.row.session_id.clone().unwrap_or_default(),
-            history,
-        };
+        let input = r.row.eval_input(history);
         let d = decide(&candidate, &input);
         if d.effect.as_str() == r.effect {
             unchanged += 1;

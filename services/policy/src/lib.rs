@@ -12,7 +12,7 @@
 //! state), so they come from one place.
 
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{AgentFacts, CompiledPolicy, Decision, EvalInput, History, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, EvalInput, History, decide};
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
@@ -247,7 +247,6 @@ impl Worker {
         policy: &CompiledPolicy,
         row: &PendingRow,
     ) -> anyhow::Result<EvalInput> {
-        let params = serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
         let handler = policy.doc.handler(&row.action);
         let uses_history = policy
             .doc
@@ -270,18 +269,7 @@ impl Worker {
             }
             _ => History::default(),
         };
-        Ok(EvalInput {
-            action: row.action.clone(),
-            target: row.target.clone(),
-            params,
-            agent: AgentFacts {
-                id: row.agent_id.to_string(),
-                name: row.agent_name.clone(),
-                owner: row.agent_owner.clone().unwrap_or_default(),
-            },
-            session: row.session_id.clone().unwrap_or_default(),
-            history,
-        })
+        Ok(row.eval_input(history))
     }
 
     /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.

@@ -36,6 +36,43 @@ pub struct PendingRow {
     pub session_id: Option<String>,
 }
 
+impl PendingRow {
+    /// Reads columns 0–10 in the order `p.id, p.tenant_id, p.agent_id, a.name,
+    /// a.owner_subject, p.action, p.target, p.params_json, p.params_sha256, p.intent_hash,
+    /// p.session_id` (the queries here select them first).
+    fn from_row(r: &tokio_postgres::Row) -> Self {
+        Self {
+            id: r.get(0),
+            tenant_id: r.get(1),
+            agent_id: r.get(2),
+            agent_name: r.get(3),
+            agent_owner: r.get(4),
+            action: r.get(5),
+            target: r.get(6),
+            params_json: r.get(7),
+            params_sha256: r.get(8),
+            intent_hash: r.get(9),
+            session_id: r.get(10),
+        }
+    }
+
+    /// What the tenant's rules see for this proposal, given its agent's `history`.
+    pub fn eval_input(&self, history: History) -> actiond_core::policy::EvalInput {
+        actiond_core::policy::EvalInput {
+            action: self.action.clone(),
+            target: self.target.clone(),
+            params: serde_json::from_str(&self.params_json).unwrap_or(serde_json::Value::Null),
+            agent: actiond_core::policy::AgentFacts {
+                id: self.agent_id.to_string(),
+                name: self.agent_name.clone(),
+                owner: self.agent_owner.clone().unwrap_or_default(),
+            },
+            session: self.session_id.clone().unwrap_or_default(),
+            history,
+        }
+    }
+}
+
 /// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
 /// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice.
 pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<PendingRow>> {
@@ -51,19 +88,7 @@ pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<PendingRow>> 
         .query(&stmt, &[&limit])
         .await?
         .iter()
-        .map(|r| PendingRow {
-            id: r.get(0),
-            tenant_id: r.get(1),
-            agent_id: r.get(2),
-            agent_name: r.get(3),
-            agent_owner: r.get(4),
-            action: r.get(5),
-            target: r.get(6),
-            params_json: r.get(7),
-            params_sha256: r.get(8),
-            intent_hash: r.get(9),
-            session_id: r.get(10),
-        })
+        .map(PendingRow::from_row)
         .collect())
 }
 
@@ -231,19 +256,7 @@ pub async fn decided_since<C: deadpool_postgres::GenericClient>(
     Ok(rows
         .iter()
         .map(|r| RecordedDecision {
-            row: PendingRow {
-                id: r.get(0),
-                tenant_id: r.get(1),
-                agent_id: r.get(2),
-                agent_name: r.get(3),
-                agent_owner: r.get(4),
-                action: r.get(5),
-                target: r.get(6),
-                params_json: r.get(7),
-                params_sha256: r.get(8),
-                intent_hash: r.get(9),
-                session_id: r.get(10),
-            },
+            row: PendingRow::from_row(r),
             effect: r.get(11),
             rule: r.get(12),
             created_at: r.get(13),
