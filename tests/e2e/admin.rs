@@ -82,6 +82,51 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     assert!(ok && out.contains("v2\t") && out.contains("carol"), "{out}");
     let (ok, out, _) = cli(&["tenant", "apply", "-f", &f], &env);
     assert!(ok && out.contains("unchanged"), "{out}");
+    // Agent tokens: bounded lifetimes; a token file that cannot be written creates no agent.
+    for bad in ["0d", "99999999d"] {
+        let (ok, _, err) = cli(
+            &[
+                "agent",
+                "create",
+                "--tenant",
+                "acme",
+                "--name",
+                "short-lived",
+                "--expires-in",
+                bad,
+            ],
+            &env,
+        );
+        assert!(!ok);
+        assert_eq!(
+            err.trim(),
+            "actiond: error: --expires-in: must be between 1s and 3650d",
+            "{bad}"
+        );
+    }
+    let taken = s.keys.dir.join("taken-token");
+    std::fs::write(&taken, "keep me").unwrap();
+    let t = taken.display().to_string();
+    let (ok, _, err) = cli(
+        &[
+            "agent",
+            "create",
+            "--tenant",
+            "acme",
+            "--name",
+            "lost-token",
+            "--token-file",
+            &t,
+        ],
+        &env,
+    );
+    assert!(!ok && err.contains("it must not exist yet"), "{err}");
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "keep me");
+    let (ok, out, _) = cli(&["agent", "list", "--tenant", "acme"], &env);
+    assert!(
+        ok && !out.contains("lost-token") && !out.contains("short-lived"),
+        "{out}"
+    );
     // A bad document: one readable line naming the field.
     std::fs::write(&file, candidate.replace("effect: block", "effect: maybe")).unwrap();
     let (ok, _, err) = cli(&["tenant", "apply", "-f", &f], &env);

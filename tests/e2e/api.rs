@@ -138,6 +138,22 @@ async fn body_limit_auth_and_content_type() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
+    // Two Idempotency-Key headers: which one was meant is unknowable, so neither is used.
+    let r = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .header("idempotency-key", "a")
+        .header("idempotency-key", "b")
+        .body(refund("pi", 100))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["field"], "Idempotency-Key", "{v}");
+    assert_eq!(v["errors"][0]["rule"], "must be sent once", "{v}");
     // A revoked token stops working at once.
     let (ok, _, err) = actiond_testkit::cli(
         &[

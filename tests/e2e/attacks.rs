@@ -282,3 +282,68 @@ async fn reordered_keys_give_the_same_intent() {
         .get(0);
     assert_eq!(n, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_glass_supplies_at_most_one_of_n_approvals() {
+    // `--as` is self-asserted, so one operator could otherwise claim two subjects.
+    let s = Stack::with(
+        "break_glass_one_of_n",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace(
+            "    max_amount: 100000\n",
+            "    max_amount: 100000\n    approvals_required: 2\n",
+        );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let id = s.propose(&refund("pi_two", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let intent: String = s.row(id).await.get(3);
+    let env = s.cli_env().await;
+    let (ok, out, err) = cli(
+        &[
+            "approvals",
+            "approve",
+            &id.to_string(),
+            "--as",
+            "alice",
+            "--intent",
+            &intent[..16],
+        ],
+        &env,
+    );
+    assert!(ok && out.contains("1 of 2"), "{out}{err}");
+    let (ok, _, err) = cli(
+        &[
+            "approvals",
+            "approve",
+            &id.to_string(),
+            "--as",
+            "bob",
+            "--intent",
+            &intent[..16],
+        ],
+        &env,
+    );
+    assert!(!ok, "a second break-glass approval must be refused");
+    assert!(
+        err.contains("break-glass can supply only one approval per proposal"),
+        "{err}"
+    );
+    assert_eq!(s.state(id).await, "escalated");
+    let c = s.tdb.db.client().await.unwrap();
+    let grants: i64 = c
+        .query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(grants, 0);
+}
