@@ -1,0 +1,387 @@
+//! The fixed handler registry: what each action's params look like, how its target derives from
+//! them, how it reads as one sentence, which params carry the risk, and which per-tenant settings
+//! it takes. Execution lives in the executor; this is the part every service needs.
+//!
+//! Each handler's facts and rules live in its own module (`webhook`, `refund`, `dns`) as one
+//! [`Spec`]; this module is the registry ([`HandlerKind`] and its lookup) and the checks every
+//! handler shares: unknown and required params, the setting keys, the credential name, headers,
+//! and summary templates.
+//!
+//! Lookup is an exact comparison with the registry's names: `constructor`, `__proto__`,
+//! `toString`, `shell.exec` and every other unknown name simply miss (DESIGN.md, "Handlers").
+
+mod dns;
+mod refund;
+mod webhook;
+
+pub use dns::{is_canonical_dns_name, is_dns_name};
+pub use refund::format_minor_units;
+
+use crate::{FieldError, FieldErrors, ids::is_credential_part};
+use serde_json::{Map, Value};
+
+/// A handler of the compiled registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HandlerKind {
+    /// `webhook.post`: POST a JSON body to the tenant's one configured URL.
+    WebhookPost,
+    /// `billing.refund.issue`: a Stripe-style refund (`POST /v1/refunds`, `Idempotency-Key`).
+    BillingRefundIssue,
+    /// `dns.record.update`: replace one RRset through the PowerDNS HTTP API.
+    DnsRecordUpdate,
+}
+
+/// What one handler declares about itself; each handler module defines one `SPEC`.
+struct Spec {
+    /// The action name agents send.
+    action: &'static str,
+    /// One line for tool descriptions and docs.
+    description: &'static str,
+    /// Whether the provider honours an idempotency key (the grant id is sent as one).
+    honours_idempotency_key: bool,
+    /// Param summed over the agent's recent history for `history.sum`.
+    history_sum_param: Option<&'static str>,
+    /// Params highlighted to approvers unless the tenant says otherwise.
+    default_risky: &'static [&'static str],
+    /// Summary template unless the tenant gives one.
+    default_summary: &'static str,
+    /// Handler-specific setting keys a tenant may write (besides the common ones).
+    settings: &'static [&'static str],
+    /// Whether the `credential` setting must be present.
+    credential_required: bool,
+    /// JSON Schema (2020-12) of the params.
+    params_schema: fn() -> Value,
+    /// Handler-specific param rules, after the shared unknown/required checks: (params object,
+    /// tenant settings, errors to append to).
+    check_params: fn(&Map<String, Value>, &Value, &mut Vec<FieldError>),
+    /// Handler-specific setting rules: (entry path, settings, errors to append to).
+    check_settings: fn(&str, &Map<String, Value>, &mut Vec<FieldError>),
+    /// The target from (validated) params and settings.
+    derive_target: fn(&Value, &Value) -> String,
+    /// A handler's own summary placeholder (`None` falls through to the plain param value).
+    placeholder: fn(&str, &Value) -> Option<String>,
+}
+
+/// For handlers without placeholders of their own.
+fn no_placeholder(_key: &str, _params: &Value) -> Option<String> {
+    None
+}
+
+impl HandlerKind {
+    /// Every handler in the registry.
+    pub const ALL: [HandlerKind; 3] = [
+        Self::WebhookPost,
+        Self::BillingRefundIssue,
+        Self::DnsRecordUpdate,
+    ];
+
+    fn spec(self) -> &'static Spec {
+        match self {
+            Self::WebhookPost => &webhook::SPEC,
+            Self::BillingRefundIssue => &refund::SPEC,
+            Self::DnsRecordUpdate => &dns::SPEC,
+        }
+    }
+
+    /// Exact-match lookup. Unknown names, including prototype names, return `None`.
+    pub fn lookup(action: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|h| h.action() == action)
+    }
+
+    /// The action name.
+    pub fn action(self) -> &'static str {
+        self.spec().action
+    }
+
+    /// One line for tool descriptions and docs.
+    pub fn description(self) -> &'static str {
+        self.spec().description
+    }
+
+    /// Whether the provider honours an idempotency key (the grant id is sent as one).
+    pub fn honours_idempotency_key(self) -> bool {
+        self.spec().honours_idempotency_key
+    }
+
+    /// Param whose sum over the agent's recent history policy rules can read as `history.sum`.
+    pub fn history_sum_param(self) -> Option<&'static str> {
+        self.spec().history_sum_param
+    }
+
+    /// Params that carry the risk, highlighted to approvers by default.
+    pub fn default_risky(self) -> &'static [&'static str] {
+        self.spec().default_risky
+    }
+
+    /// Default one-sentence summary template; `{param}` is replaced by the param's value and
+    /// `{amount}` by the amount in major units for refunds.
+    pub fn default_summary(self) -> &'static str {
+        self.spec().default_summary
+    }
+
+    /// JSON Schema (2020-12) of the params, for the OpenAPI document and MCP tool descriptions.
+    pub fn params_schema(self) -> Value {
+        (self.spec().params_schema)()
+    }
+
+    /// Validates params against the schema and the tenant's settings for this handler. Every
+    /// error names `params.<field>` and the rule.
+    pub fn validate_params(self, params: &Value, settings: &Value) -> Result<(), FieldErrors> {
+        let Some(obj) = params.as_object() else {
+            return Err(FieldErrors::one("params", "must be a JSON object"));
+        };
+        let mut errs = Vec::new();
+        let schema = self.params_schema();
+        let props = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for k in obj.keys() {
+            if !props.contains_key(k) {
+                let known: Vec<&str> = props.keys().map(String::as_str).collect();
+                errs.push(FieldError::new(
+                    field(k),
+                    format!(
+                        "unknown parameter for {}; expected one of: {}",
+                        self.action(),
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(req) = schema.get("required").and_then(Value::as_array) {
+            for r in req.iter().filter_map(Value::as_str) {
+                if !obj.contains_key(r) {
+                    errs.push(FieldError::new(field(r), "is required"));
+                }
+            }
+        }
+        (self.spec().check_params)(obj, settings, &mut errs);
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(FieldErrors(errs))
+        }
+    }
+
+    /// The target as derived from (validated) params and settings: the webhook URL, the payment
+    /// id, or `zone/name` for DNS.
+    pub fn derive_target(self, params: &Value, settings: &Value) -> String {
+        (self.spec().derive_target)(params, settings)
+    }
+
+    /// Validates the handler-specific part of a tenant's handler entry (the common keys have
+    /// been removed). `path` is the entry's path for error messages.
+    pub fn validate_settings(self, path: &str, settings: &Map<String, Value>) -> Vec<FieldError> {
+        let spec = self.spec();
+        let mut errs = Vec::new();
+        let allowed = spec.settings;
+        for k in settings.keys() {
+            if !allowed.contains(&k.as_str()) {
+                errs.push(FieldError::new(
+                    format!("{path}.{k}"),
+                    format!("unknown setting; expected one of: {}", allowed.join(", ")),
+                ));
+            }
+        }
+        match settings.get("credential") {
+            Some(Value::String(c)) if is_credential_part(c) => {}
+            None if !spec.credential_required => {}
+            None => errs.push(FieldError::new(format!("{path}.credential"), "is required")),
+            Some(_) => errs.push(FieldError::new(
+                format!("{path}.credential"),
+                "must match ^[a-z0-9_-]+$ (a name, not a path)",
+            )),
+        }
+        (spec.check_settings)(path, settings, &mut errs);
+        check_headers(path, settings, &mut errs);
+        errs
+    }
+
+    /// Renders the one-sentence summary from `template` ([`Self::default_summary`] when
+    /// `None`). Values are inserted as plain text; escaping is the page's job.
+    pub fn summary(self, template: Option<&str>, params: &Value, target: &str) -> String {
+        let tpl = template.unwrap_or(self.default_summary());
+        let mut out = String::new();
+        let mut rest = tpl;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 1..];
+            let Some(end) = after.find('}') else {
+                out.push_str(&rest[start..]);
+                rest = "";
+                break;
+            };
+            let key = &after[..end];
+            out.push_str(&self.placeholder(key, params, target));
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn placeholder(self, key: &str, params: &Value, target: &str) -> String {
+        if key == "target" {
+            return target.to_owned();
+        }
+        if key == "body_keys" {
+            let keys: Vec<String> = params
+                .get("body")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            return if keys.is_empty() {
+                "an empty body".into()
+            } else {
+                format!("fields {}", keys.join(", "))
+            };
+        }
+        if let Some(s) = (self.spec().placeholder)(key, params) {
+            return s;
+        }
+        match params.get(key) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| v.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Some(v) => v.to_string(),
+            None => format!("{{{key}}}"),
+        }
+    }
+}
+
+/// `headers` (a webhook setting) maps header names to printable ASCII values; `Authorization`
+/// and `Host` are refused (the credential carries the secret).
+fn check_headers(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    if let Some(h) = settings.get("headers") {
+        let ok = h.as_object().is_some_and(|m| {
+            m.iter().all(|(k, v)| {
+                !k.is_empty()
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !k.eq_ignore_ascii_case("authorization")
+                    && !k.eq_ignore_ascii_case("host")
+                    && v.as_str()
+                        .is_some_and(|s| s.chars().all(|c| (' '..='~').contains(&c)))
+            })
+        });
+        if !ok {
+            errs.push(FieldError::new(format!("{path}.headers"), "must map header names to printable ASCII values (not Authorization or Host; use credential)"));
+        }
+    }
+}
+
+/// A string param's value, or `""` when it is missing or not a string.
+fn param_str(params: &Value, k: &str) -> String {
+    params
+        .get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The error path of param `k`: `params.amount`, or `params["odd key"]` for keys that are not
+/// plain identifiers.
+fn field(k: &str) -> String {
+    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
+        format!("params.{k}")
+    } else {
+        format!("params[{}]", Value::String(k.to_owned()))
+    }
+}
+
+/// Appends an error unless `v` is a string of 1 to `max` characters from `[A-Za-z0-9_-]`.
+fn check_token(errs: &mut Vec<FieldError>, name: &str, v: &Value, max: usize) {
+    let ok = v.as_str().is_some_and(|s| {
+        !s.is_empty()
+            && s.len() <= max
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    });
+    if !ok {
+        errs.push(FieldError::new(
+            format!("params.{name}"),
+            format!("must match ^[A-Za-z0-9_-]{{1,{max}}}$"),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lookup_is_exact() {
+        for name in [
+            "constructor",
+            "__proto__",
+            "toString",
+            "shell.exec",
+            "",
+            "Webhook.post",
+            "webhook.post ",
+            "hasOwnProperty",
+        ] {
+            assert_eq!(HandlerKind::lookup(name), None, "{name:?}");
+        }
+        for h in HandlerKind::ALL {
+            assert_eq!(HandlerKind::lookup(h.action()), Some(h));
+        }
+    }
+
+    #[test]
+    fn settings_distinguish_missing_from_malformed() {
+        let p = "handlers[\"x\"]";
+        let errs = |kind: HandlerKind, v: Value| {
+            kind.validate_settings(p, v.as_object().unwrap())
+                .into_iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+        };
+        let b = HandlerKind::BillingRefundIssue;
+        assert!(errs(b, json!({"credential": "pay", "max_amount": 100})).is_empty());
+        assert_eq!(
+            errs(b, json!({"credential": "pay"})),
+            ["handlers[\"x\"].max_amount: is required: a positive integer in minor units"]
+        );
+        assert_eq!(
+            errs(b, json!({"credential": "pay", "max_amount": -1})),
+            ["handlers[\"x\"].max_amount: must be a positive integer in minor units (got -1)"]
+        );
+        assert_eq!(
+            errs(b, json!({"credential": "pay", "max_amount": 1.5})),
+            ["handlers[\"x\"].max_amount: must be a positive integer in minor units (got 1.5)"]
+        );
+        let d = HandlerKind::DnsRecordUpdate;
+        assert!(errs(d, json!({"credential": "dns", "zones": ["example.com"]})).is_empty());
+        assert_eq!(
+            errs(d, json!({"credential": "dns", "zones": ["Example.com."]})),
+            [
+                "handlers[\"x\"].zones: must be a non-empty list of lowercase zone names without a trailing dot"
+            ]
+        );
+        assert_eq!(
+            errs(d, json!({"credential": "dns"})),
+            [
+                "handlers[\"x\"].zones: is required: a list of lowercase zone names without a trailing dot"
+            ]
+        );
+        let w = HandlerKind::WebhookPost;
+        assert!(errs(w, json!({"url": "https://hooks.example.com/x"})).is_empty());
+        assert_eq!(
+            errs(w, json!({"url": "https://u:p@hooks.example.com/x"})),
+            ["handlers[\"x\"].url: must be an absolute http(s) URL without credentials"]
+        );
+        assert_eq!(
+            errs(w, json!({})),
+            ["handlers[\"x\"].url: is required: an absolute http(s) URL without credentials"]
+        );
+    }
+}

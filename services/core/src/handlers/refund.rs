@@ -1,0 +1,196 @@
+//! `billing.refund.issue`: a Stripe-style refund (`POST /v1/refunds` with `Idempotency-Key`),
+//! amounts in integer minor units, capped by the tenant's `max_amount`.
+
+use super::{Spec, check_token, param_str};
+use crate::FieldError;
+use serde_json::{Map, Value, json};
+
+/// The registry entry of `billing.refund.issue`.
+pub(super) static SPEC: Spec = Spec {
+    action: "billing.refund.issue",
+    description: "Refund part or all of a card payment, in integer minor units.",
+    honours_idempotency_key: true,
+    history_sum_param: Some("amount"),
+    default_risky: &["amount", "currency", "payment_id"],
+    default_summary: "Refund {amount} {currency} on payment {payment_id}",
+    settings: &["credential", "max_amount", "currencies"],
+    credential_required: true,
+    params_schema,
+    check_params,
+    check_settings,
+    derive_target,
+    placeholder,
+};
+
+fn params_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["payment_id", "amount", "currency"],
+        "properties": {
+            "payment_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "amount": {"type": "integer", "minimum": 1, "description": "integer minor units: 50.00 USD is 5000"},
+            "currency": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217 code"},
+            "reason": {"type": "string", "enum": ["duplicate", "fraudulent", "requested_by_customer"]},
+            "order_id": {"type": "string", "maxLength": 64}
+        }
+    })
+}
+
+fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<FieldError>) {
+    if let Some(v) = obj.get("payment_id") {
+        check_token(errs, "payment_id", v, 64);
+    }
+    if let Some(v) = obj.get("amount") {
+        let max = settings
+            .get("max_amount")
+            .and_then(Value::as_i64)
+            .unwrap_or(i64::MAX);
+        match v.as_i64() {
+            Some(n) if n >= 1 && n <= max => {}
+            Some(n) if n > max => errs.push(FieldError::new(
+                "params.amount",
+                format!("{n} exceeds this tenant's max_amount of {max} (integer minor units)"),
+            )),
+            _ => errs.push(FieldError::new(
+                "params.amount",
+                "must be a positive integer in minor units (50.00 USD is 5000)",
+            )),
+        }
+    }
+    if let Some(v) = obj.get("currency") {
+        let ok = v
+            .as_str()
+            .is_some_and(|s| s.len() == 3 && s.chars().all(|c| c.is_ascii_uppercase()));
+        if !ok {
+            errs.push(FieldError::new(
+                "params.currency",
+                "must be an ISO 4217 code like USD",
+            ));
+        } else if let Some(allowed) = settings.get("currencies").and_then(Value::as_array)
+            && !allowed.contains(v)
+        {
+            errs.push(FieldError::new(
+                "params.currency",
+                "is not enabled for this tenant",
+            ));
+        }
+    }
+    if let Some(v) = obj.get("reason")
+        && !matches!(
+            v.as_str(),
+            Some("duplicate" | "fraudulent" | "requested_by_customer")
+        )
+    {
+        errs.push(FieldError::new(
+            "params.reason",
+            "must be one of duplicate, fraudulent, requested_by_customer",
+        ));
+    }
+    if let Some(v) = obj.get("order_id") {
+        check_token(errs, "order_id", v, 64);
+    }
+}
+
+fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    match settings.get("max_amount") {
+        None | Some(Value::Null) => errs.push(FieldError::new(
+            format!("{path}.max_amount"),
+            "is required: a positive integer in minor units",
+        )),
+        Some(v) if v.as_i64().is_some_and(|n| n > 0) => {}
+        Some(v) => errs.push(FieldError::new(
+            format!("{path}.max_amount"),
+            format!(
+                "must be a positive integer in minor units (got {})",
+                crate::tenant::got(v)
+            ),
+        )),
+    }
+}
+
+/// The target is the payment being refunded.
+fn derive_target(params: &Value, _settings: &Value) -> String {
+    param_str(params, "payment_id")
+}
+
+/// `{amount}` reads in major units of the currency (`12000` USD → `120.00`).
+fn placeholder(key: &str, params: &Value) -> Option<String> {
+    if key != "amount" {
+        return None;
+    }
+    let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+    params
+        .get("amount")
+        .and_then(Value::as_i64)
+        .map(|n| format_minor_units(n, cur))
+}
+
+/// Formats integer minor units as a decimal amount with the ISO 4217 exponent of `currency`
+/// (2 unless listed: 0 for JPY, KRW, …; 3 for BHD, KWD, …): `12000, "USD"` → `"120.00"`.
+pub fn format_minor_units(amount: i64, currency: &str) -> String {
+    let exp = match currency {
+        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
+        | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
+        _ => 2,
+    };
+    if exp == 0 {
+        return amount.to_string();
+    }
+    let sign = if amount < 0 { "-" } else { "" };
+    let a = amount.unsigned_abs();
+    let div = 10u64.pow(exp);
+    format!(
+        "{sign}{}.{:0width$}",
+        a / div,
+        a % div,
+        width = exp as usize
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::HandlerKind;
+    use super::*;
+
+    #[test]
+    fn refund_params_are_validated_against_settings() {
+        let h = HandlerKind::BillingRefundIssue;
+        let settings = json!({"max_amount": 100000, "currencies": ["USD"]});
+        assert!(
+            h.validate_params(
+                &json!({"payment_id":"pi_1","amount":12000,"currency":"USD"}),
+                &settings
+            )
+            .is_ok()
+        );
+        let e = h
+            .validate_params(
+                &json!({"payment_id":"pi_1","amount":"120.00","currency":"usd","url":"x"}),
+                &settings,
+            )
+            .unwrap_err();
+        let fields: Vec<_> = e.0.iter().map(|f| f.field.as_str()).collect();
+        assert!(fields.contains(&"params.amount"));
+        assert!(fields.contains(&"params.currency"));
+        assert!(fields.contains(&"params.url"));
+        let e = h
+            .validate_params(
+                &json!({"payment_id":"pi_1","amount":100001,"currency":"USD"}),
+                &settings,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("max_amount"));
+    }
+
+    #[test]
+    fn summaries_read_as_a_sentence() {
+        let p = json!({"payment_id":"pi_1234","amount":12000,"currency":"USD"});
+        assert_eq!(
+            HandlerKind::BillingRefundIssue.summary(None, &p, "pi_1234"),
+            "Refund 120.00 USD on payment pi_1234"
+        );
+        assert_eq!(format_minor_units(500, "JPY"), "500");
+        assert_eq!(format_minor_units(1234, "KWD"), "1.234");
+    }
+}
