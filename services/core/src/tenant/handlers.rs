@@ -1,0 +1,212 @@
+//! `handlers:` of a tenant document: which actions of the compiled registry the tenant enables,
+//! each with the settings every handler takes (summary, risky, grant lifetime, approvals,
+//! minimum effect, timeout) and the handler-specific ones its registry entry validates.
+
+use super::{get_duration, get_effect, get_strings, ser_duration};
+use crate::FieldError;
+use crate::handlers::HandlerKind;
+use crate::policy::Effect;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Default and maximum grant lifetime (DESIGN.md: minutes, default 5, capped at 15).
+pub const DEFAULT_GRANT_LIFETIME: Duration = Duration::from_secs(300);
+/// Maximum grant lifetime.
+pub const MAX_GRANT_LIFETIME: Duration = Duration::from_secs(900);
+
+/// One enabled handler with its settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandlerEntry {
+    /// Which registry handler.
+    #[serde(skip)]
+    pub kind: HandlerKind,
+    /// Summary template override (`{param}` placeholders).
+    pub summary: Option<String>,
+    /// Risky params highlighted to approvers.
+    pub risky: Vec<String>,
+    /// Grant lifetime (≤ 15 minutes).
+    #[serde(serialize_with = "ser_duration")]
+    pub grant_lifetime: Duration,
+    /// Distinct people needed to approve (1–5).
+    pub approvals_required: u32,
+    /// The least severe effect this action may get (`escalate` makes `allow` impossible).
+    pub min_effect: Effect,
+    /// Handler execution timeout.
+    #[serde(serialize_with = "ser_duration")]
+    pub timeout: Duration,
+    /// Handler-specific settings (validated by the handler).
+    pub settings: Value,
+}
+
+/// Settings every handler takes; the rest of an entry goes to the handler's own validation.
+const COMMON_HANDLER_KEYS: [&str; 6] = [
+    "summary",
+    "risky",
+    "grant_lifetime",
+    "approvals_required",
+    "min_effect",
+    "timeout",
+];
+
+/// `handlers:` (optional): action name → entry; unknown actions and bad entries are left out
+/// (with errors).
+pub(super) fn parse_handlers(
+    errs: &mut Vec<FieldError>,
+    v: Option<&Value>,
+) -> BTreeMap<String, HandlerEntry> {
+    let mut out = BTreeMap::new();
+    let m = match v {
+        None => return out,
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "handlers",
+                "must be a mapping of action name to settings",
+            ));
+            return out;
+        }
+    };
+    for (action, entry) in m {
+        let p = format!("handlers[{}]", Value::String(action.clone()));
+        if let Some(e) = parse_entry(errs, &p, action, entry) {
+            out.insert(action.clone(), e);
+        }
+    }
+    out
+}
+
+/// One entry at path `p`: `None` when the action is not in the registry or the entry is not a
+/// mapping; otherwise the entry, with any errors in its settings appended to `errs`.
+fn parse_entry(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    action: &str,
+    entry: &Value,
+) -> Option<HandlerEntry> {
+    let Some(kind) = HandlerKind::lookup(action) else {
+        let known: Vec<&str> = HandlerKind::ALL.iter().map(|h| h.action()).collect();
+        errs.push(FieldError::new(
+            p,
+            format!(
+                "is not in the handler registry; known: {}",
+                known.join(", ")
+            ),
+        ));
+        return None;
+    };
+    let empty = Map::new();
+    let em = match entry {
+        Value::Object(em) => em,
+        Value::Null => &empty,
+        _ => {
+            errs.push(FieldError::new(p, "must be a mapping of settings"));
+            return None;
+        }
+    };
+    let summary = match em.get("summary") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 300 => Some(s.clone()),
+        Some(_) => {
+            errs.push(FieldError::new(
+                format!("{p}.summary"),
+                "must be a template of at most 300 characters",
+            ));
+            None
+        }
+    };
+    let risky = parse_risky(errs, p, action, kind, em.get("risky"));
+    let grant_lifetime = get_duration(
+        errs,
+        &format!("{p}.grant_lifetime"),
+        em.get("grant_lifetime"),
+        DEFAULT_GRANT_LIFETIME,
+    );
+    if grant_lifetime > MAX_GRANT_LIFETIME || grant_lifetime < Duration::from_secs(1) {
+        errs.push(FieldError::new(
+            format!("{p}.grant_lifetime"),
+            "must be between 1s and 15m",
+        ));
+    }
+    let approvals_required = match em.get("approvals_required") {
+        None => 1,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=5).contains(&n) => n as u32,
+            _ => {
+                errs.push(FieldError::new(
+                    format!("{p}.approvals_required"),
+                    "must be an integer from 1 to 5",
+                ));
+                1
+            }
+        },
+    };
+    let min_effect = match em.get("min_effect") {
+        None => Effect::Allow,
+        some => get_effect(errs, &format!("{p}.min_effect"), some).unwrap_or(Effect::Escalate),
+    };
+    let timeout = get_duration(
+        errs,
+        &format!("{p}.timeout"),
+        em.get("timeout"),
+        Duration::from_secs(10),
+    );
+    if timeout > Duration::from_secs(120) || timeout < Duration::from_millis(100) {
+        errs.push(FieldError::new(
+            format!("{p}.timeout"),
+            "must be between 100ms and 120s",
+        ));
+    }
+    let specific: Map<String, Value> = em
+        .iter()
+        .filter(|(k, _)| !COMMON_HANDLER_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    errs.extend(kind.validate_settings(p, &specific));
+    Some(HandlerEntry {
+        kind,
+        summary,
+        risky,
+        grant_lifetime,
+        approvals_required,
+        min_effect,
+        timeout,
+        settings: Value::Object(specific),
+    })
+}
+
+/// `risky`: names of the handler's params (the registry's defaults when absent).
+fn parse_risky(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    action: &str,
+    kind: HandlerKind,
+    v: Option<&Value>,
+) -> Vec<String> {
+    let schema = kind.params_schema();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    match v {
+        None => kind
+            .default_risky()
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        Some(_) => {
+            let r = get_strings(errs, &format!("{p}.risky"), v);
+            for name in &r {
+                if !props.contains_key(name) {
+                    errs.push(FieldError::new(
+                        format!("{p}.risky"),
+                        format!("{name:?} is not a parameter of {action}"),
+                    ));
+                }
+            }
+            r
+        }
+    }
+}

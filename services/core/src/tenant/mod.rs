@@ -1,0 +1,408 @@
+//! The tenant document: a versioned, immutable YAML document applied with
+//! `actiond tenant apply -f tenant.yaml` (DESIGN.md, "Multi-tenancy").
+//!
+//! ```yaml
+//! tenant: acme
+//! policy:
+//!   default: escalate            # required: allow | escalate | block
+//!   escalation_ttl: 24h          # pending/escalated older than this expire (default 24h)
+//!   history_window: 24h          # window of `history.count` / `history.sum` (default 24h)
+//!   max_open_escalations_per_agent: 20
+//!   rules:                       # ordered; the most severe matching rule wins
+//!     - name: shell-never
+//!       when: 'action.startsWith("shell.")'
+//!       effect: block
+//!       reason: Agents never get a shell.
+//! handlers:
+//!   billing.refund.issue:        # an action of the compiled registry
+//!     credential: payments       # the executor reads <tenant>.payments
+//!     max_amount: 100000         # handler-specific settings…
+//!     grant_lifetime: 5m         # common settings: grant_lifetime (≤15m), approvals_required,
+//!     min_effect: allow          # min_effect, timeout, summary, risky
+//! approvers:
+//!   claim: groups                # ID-token claim holding group names
+//!   values: [acme-approvers]
+//!   subjects: [ops-oncall]       # subjects allowed to approve (also for `--as` on the CLI)
+//! notify:
+//!   webhook: approvals-chat      # credential name holding a chat webhook URL
+//! ```
+//! Every validation error names the field path and the rule. CEL rules are compiled at apply.
+//!
+//! Each top-level section is parsed by its own module (`policy`, `handlers`, `approvers`,
+//! `notify`); this one holds the document, its entry points and the field readers they share.
+
+mod approvers;
+mod handlers;
+mod notify;
+mod policy;
+
+pub use approvers::Approvers;
+pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
+pub use notify::Notify;
+pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
+
+use crate::handlers::HandlerKind;
+use crate::ids::{TenantId, format_duration, parse_duration};
+use crate::policy::Effect;
+use crate::{FieldError, FieldErrors};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Maximum size of a tenant document source (bytes).
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+
+/// A validated tenant document.
+#[derive(Debug, Clone, Serialize)]
+pub struct TenantDocument {
+    /// The tenant it configures.
+    pub tenant: TenantId,
+    /// Rules and timeouts.
+    pub policy: PolicySection,
+    /// Enabled actions of the registry, by action name.
+    pub handlers: BTreeMap<String, HandlerEntry>,
+    /// Who may approve.
+    pub approvers: Approvers,
+    /// Where escalations are announced.
+    pub notify: Notify,
+}
+
+/// Serializes a duration in the document's own form (`5m`, `24h`).
+fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+impl TenantDocument {
+    /// Parses and validates a YAML (or JSON) document. All errors are reported together.
+    pub fn parse(source: &str) -> Result<Self, FieldErrors> {
+        if source.len() > MAX_DOCUMENT_BYTES {
+            return Err(FieldErrors::one(
+                "document",
+                format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
+            ));
+        }
+        // serde_yaml_ng keeps the last of duplicate keys when building a Value; the strict
+        // reader refuses them (`tenant: a` then `tenant: b` must not silently pick one).
+        let value =
+            crate::canonical::deserialize_strict(serde_yaml_ng::Deserializer::from_str(source))
+                .map_err(|e| {
+                    let at = if e.path.is_empty() {
+                        "document".to_owned()
+                    } else {
+                        e.path.clone()
+                    };
+                    FieldErrors::one(at, format!("is not a valid document: {}", e.rule))
+                })?;
+        Self::from_value(&value)
+    }
+
+    /// Validates a document already parsed into JSON.
+    pub fn from_value(v: &Value) -> Result<Self, FieldErrors> {
+        let mut errs = Vec::new();
+        let Some(root) = v.as_object() else {
+            return Err(FieldErrors::one("document", "must be a mapping"));
+        };
+        unknown_keys(
+            &mut errs,
+            "",
+            root,
+            &["tenant", "policy", "handlers", "approvers", "notify"],
+        );
+        let tenant = match root.get("tenant") {
+            Some(Value::String(s)) => match TenantId::parse(s) {
+                Ok(t) => Some(t),
+                Err(rule) => {
+                    errs.push(FieldError::new("tenant", rule));
+                    None
+                }
+            },
+            None | Some(Value::Null) => {
+                errs.push(FieldError::new("tenant", "is required: the tenant id"));
+                None
+            }
+            Some(v) => {
+                errs.push(FieldError::new(
+                    "tenant",
+                    format!("must be a string: the tenant id (got {})", got(v)),
+                ));
+                None
+            }
+        };
+        let policy = policy::parse_policy(&mut errs, root.get("policy"));
+        let handlers = handlers::parse_handlers(&mut errs, root.get("handlers"));
+        let approvers = approvers::parse_approvers(&mut errs, root.get("approvers"));
+        let notify = notify::parse_notify(&mut errs, root.get("notify"));
+        match (tenant, policy) {
+            (Some(tenant), Some(policy)) if errs.is_empty() => Ok(Self {
+                tenant,
+                policy,
+                handlers,
+                approvers,
+                notify,
+            }),
+            _ => Err(FieldErrors(errs)),
+        }
+    }
+
+    /// The handler entry for an action, if this tenant enables it and the registry has it.
+    pub fn handler(&self, action: &str) -> Option<&HandlerEntry> {
+        HandlerKind::lookup(action)?;
+        self.handlers.get(action)
+    }
+}
+
+/// Appends an "unknown field" error for every key of `m` (at `path`) not in `allowed`.
+fn unknown_keys(errs: &mut Vec<FieldError>, path: &str, m: &Map<String, Value>, allowed: &[&str]) {
+    for k in m.keys() {
+        if !allowed.contains(&k.as_str()) {
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            errs.push(FieldError::new(
+                p,
+                format!("unknown field; expected one of: {}", allowed.join(", ")),
+            ));
+        }
+    }
+}
+
+/// A duration like `90s`, `5m`, `24h` or `7d`; `default` when absent or wrong (with an error).
+fn get_duration(
+    errs: &mut Vec<FieldError>,
+    path: &str,
+    v: Option<&Value>,
+    default: Duration,
+) -> Duration {
+    match v {
+        None => default,
+        Some(Value::String(s)) => match parse_duration(s) {
+            Ok(d) => d,
+            Err(e) => {
+                errs.push(FieldError::new(path, e));
+                default
+            }
+        },
+        Some(_) => {
+            errs.push(FieldError::new(
+                path,
+                "must be a duration like 90s, 5m, 24h or 7d",
+            ));
+            default
+        }
+    }
+}
+
+/// An effect: "is required" when missing (or YAML null), "must be one of" when present and
+/// wrong, quoting what was given.
+fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Option<Effect> {
+    match v {
+        None | Some(Value::Null) => {
+            errs.push(FieldError::new(
+                path,
+                "is required: allow, escalate or block",
+            ));
+            None
+        }
+        Some(v) => match v.as_str().and_then(Effect::parse) {
+            Some(e) => Some(e),
+            None => {
+                errs.push(FieldError::new(
+                    path,
+                    format!("must be one of allow, escalate, block (got {})", got(v)),
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// The given value for an error message, as JSON (`"Allow"`, `1`, `[…]`), cut to 40
+/// characters.
+pub(crate) fn got(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= 40 {
+        s
+    } else {
+        let mut t: String = s.chars().take(39).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// A list of strings; empty when absent or wrong (with an error).
+fn get_strings(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Vec<String> {
+    match v {
+        None => Vec::new(),
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Some(_) => {
+            errs.push(FieldError::new(path, "must be a list of strings"));
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"
+tenant: acme
+policy:
+  default: escalate
+  rules:
+    - name: shell
+      when: 'action.startsWith("shell.")'
+      effect: block
+      reason: No shell.
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+"#;
+
+    #[test]
+    fn parses_a_valid_document() {
+        let d = TenantDocument::parse(DOC).unwrap();
+        assert_eq!(d.tenant.as_str(), "acme");
+        assert_eq!(d.policy.rules.len(), 1);
+        let h = d.handler("billing.refund.issue").unwrap();
+        assert_eq!(h.grant_lifetime, DEFAULT_GRANT_LIFETIME);
+        assert!(d.handler("constructor").is_none());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = DOC
+            .replace("effect: block", "effect: maybe")
+            .replace("max_amount: 100000", "max_amount: -1\n    url: x");
+        let e = TenantDocument::parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("policy.rules[0].effect"), "{e}");
+        assert!(
+            e.contains("handlers[\"billing.refund.issue\"].max_amount"),
+            "{e}"
+        );
+        assert!(
+            e.contains("handlers[\"billing.refund.issue\"].url: unknown setting"),
+            "{e}"
+        );
+        let bad = DOC.replace(r#"'action.startsWith("shell.")'"#, r#"'action == "x" &&'"#);
+        let e = TenantDocument::parse(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("policy.rules[0].when: does not compile as CEL"),
+            "{e}"
+        );
+        let bad = DOC.replace("billing.refund.issue:", "shell.exec:");
+        let e = TenantDocument::parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("is not in the handler registry"), "{e}");
+        let bad = DOC.replace("credential: payments", "credential: ../../etc/shadow");
+        assert!(TenantDocument::parse(&bad).is_err());
+        let e = TenantDocument::parse("tenant: acme\ntenant: other\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tenant: is not a valid document: duplicate key"),
+            "{e}"
+        );
+        let e = TenantDocument::parse("tenant: [").unwrap_err().to_string();
+        assert!(e.contains("is not a valid document"), "{e}");
+    }
+
+    fn errors_of(doc: &str) -> Vec<String> {
+        TenantDocument::parse(doc)
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|f| f.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn present_but_wrong_values_say_what_they_must_be() {
+        let e = errors_of(&DOC.replace("effect: block", "effect: Allow"));
+        assert_eq!(
+            e,
+            ["policy.rules[0].effect: must be one of allow, escalate, block (got \"Allow\")"]
+        );
+        let e = errors_of(&DOC.replace("      effect: block\n", ""));
+        assert_eq!(
+            e,
+            ["policy.rules[0].effect: is required: allow, escalate or block"]
+        );
+        let e = errors_of(&DOC.replace("default: escalate", "default: 1"));
+        assert_eq!(
+            e,
+            ["policy.default: must be one of allow, escalate, block (got 1)"]
+        );
+        let e = errors_of(&DOC.replace(
+            "max_amount: 100000",
+            "max_amount: 100000\n    min_effect: ESCALATE",
+        ));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].min_effect: must be one of allow, escalate, block (got \"ESCALATE\")"
+            ]
+        );
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: -1"));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got -1)"
+            ]
+        );
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: 1.5e3"));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got 1500.0)"
+            ]
+        );
+        let e = errors_of(&DOC.replace("    max_amount: 100000\n", ""));
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: is required: a positive integer in minor units"
+            ]
+        );
+        let e = errors_of(&DOC.replace("name: shell", "name: Shell"));
+        assert_eq!(
+            e,
+            ["policy.rules[0].name: must match ^[a-z0-9][a-z0-9_.-]{0,63}$ (got \"Shell\")"]
+        );
+        let e = errors_of(&DOC.replace("reason: No shell.", "reason: [x]"));
+        assert_eq!(
+            e,
+            [
+                "policy.rules[0].reason: must be non-empty text of at most 500 characters, shown to agents and approvers"
+            ]
+        );
+        let e = errors_of(&DOC.replace("tenant: acme", "tenant: [acme]"));
+        assert_eq!(
+            e,
+            ["tenant: must be a string: the tenant id (got [\"acme\"])"]
+        );
+        let e = errors_of(&DOC.replace("tenant: acme", ""));
+        assert_eq!(e, ["tenant: is required: the tenant id"]);
+        // The valid document still parses.
+        assert!(TenantDocument::parse(DOC).is_ok());
+    }
+
+    #[test]
+    fn huge_max_amount_is_refused_with_the_field() {
+        let e = errors_of(&DOC.replace("max_amount: 100000", "max_amount: 1e400"));
+        // YAML reads `1e400` as the string "1e400" (it is not a finite float).
+        assert_eq!(
+            e,
+            [
+                "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got \"1e400\")"
+            ]
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! `policy:` of a tenant document: the default effect, the timeouts, the cap on open
+//! escalations and the ordered rules. Every rule's CEL is compiled here, at apply time, so a
+//! rule that does not compile never reaches the policy worker.
+
+use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
+use crate::FieldError;
+use crate::policy::{Effect, compile_rule};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// Maximum length of one rule's `when` expression (characters). CEL has no evaluation budget,
+/// so size is capped at apply time (notes/crate-probes.md, CEL).
+pub const MAX_RULE_LEN: usize = 2048;
+/// Maximum number of rules in one document.
+pub const MAX_RULES: usize = 200;
+
+/// `policy:` of a tenant document.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicySection {
+    /// Effect when no rule matches.
+    pub default: Effect,
+    /// `pending`/`escalated` rows older than this become `expired`.
+    #[serde(serialize_with = "ser_duration")]
+    pub escalation_ttl: Duration,
+    /// Window of the `history` variable.
+    #[serde(serialize_with = "ser_duration")]
+    pub history_window: Duration,
+    /// Past this many open escalations, an agent's new proposals get 429.
+    pub max_open_escalations_per_agent: u32,
+    /// Ordered rules.
+    pub rules: Vec<RuleDef>,
+}
+
+/// One policy rule as written.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleDef {
+    /// Unique name, `^[a-z0-9][a-z0-9_.-]*$`.
+    pub name: String,
+    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `history`.
+    pub when: String,
+    /// Effect when it matches.
+    pub effect: Effect,
+    /// Tenant-written reason shown to the agent and approvers.
+    pub reason: String,
+}
+
+/// `policy:` (required); `None` when it is missing or not a mapping.
+pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<PolicySection> {
+    let m = match v {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => {
+            errs.push(FieldError::new(
+                "policy",
+                "is required: a mapping with default and rules",
+            ));
+            return None;
+        }
+        Some(_) => {
+            errs.push(FieldError::new(
+                "policy",
+                "must be a mapping with default and rules",
+            ));
+            return None;
+        }
+    };
+    unknown_keys(
+        errs,
+        "policy",
+        m,
+        &[
+            "default",
+            "escalation_ttl",
+            "history_window",
+            "max_open_escalations_per_agent",
+            "rules",
+        ],
+    );
+    let default = get_effect(errs, "policy.default", m.get("default"));
+    let escalation_ttl = get_duration(
+        errs,
+        "policy.escalation_ttl",
+        m.get("escalation_ttl"),
+        Duration::from_secs(86_400),
+    );
+    if escalation_ttl < Duration::from_secs(1) {
+        errs.push(FieldError::new(
+            "policy.escalation_ttl",
+            "must be at least 1s",
+        ));
+    }
+    let history_window = get_duration(
+        errs,
+        "policy.history_window",
+        m.get("history_window"),
+        Duration::from_secs(86_400),
+    );
+    let cap = match m.get("max_open_escalations_per_agent") {
+        None => 20,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=10_000).contains(&n) => n as u32,
+            _ => {
+                errs.push(FieldError::new(
+                    "policy.max_open_escalations_per_agent",
+                    "must be an integer from 1 to 10000",
+                ));
+                20
+            }
+        },
+    };
+    let rules = parse_rules(errs, m.get("rules"));
+    Some(PolicySection {
+        default: default.unwrap_or(Effect::Block),
+        escalation_ttl,
+        history_window,
+        max_open_escalations_per_agent: cap,
+        rules,
+    })
+}
+
+/// `policy.rules`: a list of at most [`MAX_RULES`] rules with unique names.
+fn parse_rules(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Vec<RuleDef> {
+    let mut rules = Vec::new();
+    match v {
+        None => {}
+        Some(Value::Array(a)) => {
+            if a.len() > MAX_RULES {
+                errs.push(FieldError::new(
+                    "policy.rules",
+                    format!("has more than {MAX_RULES} rules"),
+                ));
+            }
+            let mut names = HashSet::new();
+            for (i, r) in a.iter().enumerate() {
+                let p = format!("policy.rules[{i}]");
+                if let Some(rule) = parse_rule(errs, &p, r, &mut names) {
+                    rules.push(rule);
+                }
+            }
+        }
+        Some(_) => errs.push(FieldError::new("policy.rules", "must be a list")),
+    }
+    rules
+}
+
+/// One rule at path `p`; `names` holds the names seen so far. Every field is checked (all
+/// errors are reported); the rule is returned when its effect is valid.
+fn parse_rule(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    r: &Value,
+    names: &mut HashSet<String>,
+) -> Option<RuleDef> {
+    let Some(rm) = r.as_object() else {
+        errs.push(FieldError::new(
+            p,
+            "must be a mapping with name, when, effect, reason",
+        ));
+        return None;
+    };
+    unknown_keys(errs, p, rm, &["name", "when", "effect", "reason"]);
+    let name = rule_name(errs, p, rm, names);
+    let when = rule_when(errs, p, rm);
+    let effect = get_effect(errs, &format!("{p}.effect"), rm.get("effect"));
+    let reason = rule_reason(errs, p, rm);
+    effect.map(|effect| RuleDef {
+        name,
+        when,
+        effect,
+        reason,
+    })
+}
+
+/// `name`: `^[a-z0-9][a-z0-9_.-]{0,63}$`, unique in the document.
+fn rule_name(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    rm: &Map<String, Value>,
+    names: &mut HashSet<String>,
+) -> String {
+    let name = rm
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+    if !name_ok {
+        let rule = match rm.get("name") {
+            None | Some(Value::Null) => "is required: ^[a-z0-9][a-z0-9_.-]{0,63}$".to_owned(),
+            Some(v) => {
+                format!("must match ^[a-z0-9][a-z0-9_.-]{{0,63}}$ (got {})", got(v))
+            }
+        };
+        errs.push(FieldError::new(format!("{p}.name"), rule));
+    } else if !names.insert(name.clone()) {
+        errs.push(FieldError::new(
+            format!("{p}.name"),
+            format!("duplicates rule name {name:?}"),
+        ));
+    }
+    name
+}
+
+/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles.
+fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
+    let when = rm
+        .get("when")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if when.trim().is_empty() {
+        let rule = match rm.get("when") {
+            None | Some(Value::Null) => "is required: a CEL boolean expression",
+            Some(Value::String(_)) => "must not be empty: a CEL boolean expression",
+            Some(_) => "must be a string: a CEL boolean expression",
+        };
+        errs.push(FieldError::new(format!("{p}.when"), rule));
+    } else if when.len() > MAX_RULE_LEN {
+        errs.push(FieldError::new(
+            format!("{p}.when"),
+            format!("is longer than {MAX_RULE_LEN} characters"),
+        ));
+    } else if let Err(e) = compile_rule(&when) {
+        errs.push(FieldError::new(
+            format!("{p}.when"),
+            format!("does not compile as CEL: {e}"),
+        ));
+    }
+    when
+}
+
+/// `reason`: non-empty text of at most 500 characters, shown to agents and approvers.
+fn rule_reason(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
+    let reason = rm
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if reason.trim().is_empty() || reason.len() > 500 {
+        let rule = match rm.get("reason") {
+            None | Some(Value::Null) => {
+                "is required: at most 500 characters, shown to agents and approvers"
+            }
+            Some(_) => {
+                "must be non-empty text of at most 500 characters, shown to agents and approvers"
+            }
+        };
+        errs.push(FieldError::new(format!("{p}.reason"), rule));
+    }
+    reason
+}
