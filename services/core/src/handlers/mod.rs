@@ -3,7 +3,7 @@
 //! it takes. Execution lives in the executor; this is the part every service needs.
 //!
 //! Each handler's facts and rules live in its own module (`webhook`, `refund`, `dns`) as one
-//! [`Spec`]; this module is the registry ([`HandlerKind`] and its lookup) and the checks every
+//! `Spec`; this module is the registry ([`HandlerKind`] and its lookup) and the checks every
 //! handler shares: unknown and required params, the setting keys, the credential name, headers,
 //! and summary templates.
 //!
