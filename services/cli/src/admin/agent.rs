@@ -1,0 +1,195 @@
+//! `actiond agent …`: create agents (printing their token once), list and revoke them.
+
+use super::DbArgs;
+use super::keys::open_secret;
+use actiond_runtime::say;
+use actiond_store::{Db, agents};
+use anyhow::bail;
+use base64::Engine as _;
+use std::path::PathBuf;
+
+/// `actiond agent …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AgentCmd {
+    /// Create an agent and print its token (shown once; only its SHA-256 is stored).
+    Create {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Agent name (unique in the tenant).
+        #[arg(long)]
+        name: String,
+        /// Owner subject: this person can never approve the agent's proposals.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Token lifetime, e.g. 90d (no expiry when absent).
+        #[arg(long)]
+        expires_in: Option<String>,
+        /// Write the token to this file (mode 0600) instead of printing it.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// List a tenant's agents.
+    List {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Revoke an agent's token.
+    Revoke {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Agent name.
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// A new random agent token: `actiond_` + 256 bits base64url.
+pub fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "actiond_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// Creates an agent; returns (agent, token).
+pub async fn create_agent(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner: Option<&str>,
+    expires_in: Option<&str>,
+) -> anyhow::Result<(agents::Agent, String)> {
+    let secs = match expires_in {
+        None => None,
+        Some(s) => {
+            let d = actiond_core::ids::parse_duration(s)
+                .map_err(|e| anyhow::anyhow!("--expires-in: {e}"))?;
+            if d.as_secs() == 0 || d.as_secs() > 10 * 365 * 86_400 {
+                bail!("--expires-in: must be between 1s and 3650d");
+            }
+            Some(i64::try_from(d.as_secs())?)
+        }
+    };
+    let token = new_token();
+    let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
+    let agent = agents::create(db, tenant, name, owner, &hash, secs).await?;
+    Ok((agent, token))
+}
+
+/// `actiond agent …`.
+pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
+    match cmd {
+        AgentCmd::Create {
+            tenant,
+            name,
+            owner,
+            expires_in,
+            token_file,
+            db,
+        } => {
+            let db = db.connect()?;
+            create(
+                &db,
+                &tenant,
+                &name,
+                owner.as_deref(),
+                expires_in.as_deref(),
+                token_file,
+            )
+            .await
+        }
+        AgentCmd::List { tenant, db } => list(&tenant, &db).await,
+        AgentCmd::Revoke { tenant, name, db } => revoke(&tenant, &name, &db).await,
+    }
+}
+
+/// `actiond agent create`: the token goes to `token_file` (created first, removed again if the
+/// agent cannot be created) or to stdout.
+async fn create(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner: Option<&str>,
+    expires_in: Option<&str>,
+    token_file: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    // Create the token file first: a token that cannot be written must not exist.
+    let file = match &token_file {
+        Some(p) => Some(open_secret(p)?),
+        None => None,
+    };
+    let created = create_agent(db, tenant, name, owner, expires_in).await;
+    let (a, token) = match created {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(p) = &token_file {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
+    match (token_file, file) {
+        (Some(p), Some(mut f)) => {
+            use std::io::Write as _;
+            f.write_all(token.as_bytes())?;
+            say(&format!(
+                "agent {} ({}) created in tenant {}; token written to {}",
+                a.name,
+                a.id,
+                a.tenant_id,
+                p.display()
+            ));
+        }
+        _ => {
+            say(&format!(
+                "agent {} ({}) created in tenant {}",
+                a.name, a.id, a.tenant_id
+            ));
+            say(&format!("token (shown once): {token}"));
+        }
+    }
+    Ok(())
+}
+
+/// `actiond agent list`.
+async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    for a in agents::list(&db, tenant).await? {
+        let status = if a.revoked_at.is_some() {
+            "revoked".to_owned()
+        } else {
+            a.expires_at
+                .map(|e| format!("expires {}", e.to_rfc3339()))
+                .unwrap_or_else(|| "active".into())
+        };
+        say(&format!(
+            "{}\t{}\towner={}\t{}",
+            a.name,
+            a.id,
+            a.owner_subject.unwrap_or_default(),
+            status
+        ));
+    }
+    Ok(())
+}
+
+/// `actiond agent revoke`.
+async fn revoke(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    if agents::revoke(&db, tenant, name).await? {
+        say(&format!("agent {name} in tenant {tenant}: token revoked"));
+    } else {
+        bail!("no live agent {name:?} in tenant {tenant:?}");
+    }
+    Ok(())
+}

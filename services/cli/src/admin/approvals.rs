@@ -1,0 +1,253 @@
+//! `actiond approvals …`: the break-glass CLI. Operators list and inspect escalated proposals
+//! and decide them with the break-glass key, by subject (the CLI sees no ID token).
+
+use super::DbArgs;
+use actiond_core::grant::GrantSigner;
+use actiond_core::handlers::HandlerKind;
+use actiond_core::text::reveal_invisible;
+use actiond_runtime::credentials::CredentialsDir;
+use actiond_runtime::say;
+use actiond_store::approvals::{self, Approver, Decided, Verdict};
+use actiond_store::{Db, tenants};
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+
+/// Break-glass key arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BreakGlassKey {
+    /// Directory with this operator's `grant_signing_key`; default `$CREDENTIALS_DIRECTORY`.
+    #[arg(long, env = "ACTIOND_CLI_CREDENTIALS_DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// Key id (must start with `breakglass-`); executors must trust it explicitly.
+    #[arg(
+        long,
+        env = "ACTIOND_BREAKGLASS_KEY_ID",
+        default_value = "breakglass-1"
+    )]
+    pub key_id: String,
+}
+
+/// `actiond approvals …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ApprovalsCmd {
+    /// Escalated proposals, oldest first.
+    List {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Everything a person needs to decide one proposal.
+    Show {
+        /// Proposal id.
+        id: uuid::Uuid,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Approve (break-glass): issues a grant with the break-glass key.
+    Approve(DecideArgs),
+    /// Deny (break-glass).
+    Deny(DecideArgs),
+}
+
+/// Arguments of approve/deny.
+#[derive(Debug, clap::Args)]
+pub struct DecideArgs {
+    /// Proposal id.
+    pub id: uuid::Uuid,
+    /// Your subject; must be an approver of the tenant and not the agent's owner.
+    #[arg(long = "as")]
+    pub as_subject: String,
+    /// The intent hash (prefix, ≥ 8 hex characters) printed by `approvals show`.
+    #[arg(long)]
+    pub intent: String,
+    /// Comment shown to the agent.
+    #[arg(long)]
+    pub comment: Option<String>,
+    #[command(flatten)]
+    pub key: BreakGlassKey,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// Shows untrusted text with invisible and control characters made visible.
+fn esc(s: &str) -> String {
+    reveal_invisible(s, false)
+}
+
+/// `actiond approvals …`.
+pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
+    match cmd {
+        ApprovalsCmd::List { tenant, db } => list(tenant, &db).await,
+        ApprovalsCmd::Show { id, db } => show(id, &db).await,
+        ApprovalsCmd::Approve(a) => decide(a, Verdict::Approve).await,
+        ApprovalsCmd::Deny(a) => decide(a, Verdict::Deny).await,
+    }
+}
+
+/// `actiond approvals list`.
+async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let t = tenant.map(|t| vec![t]);
+    let rows = approvals::list_escalated(&db, t.as_deref(), 200).await?;
+    if rows.is_empty() {
+        say("no escalated proposals");
+    }
+    for p in rows {
+        let summary = summary_of(&db, &p).await;
+        say(&format!(
+            "{}\t{}\t{}\t{}\tintent {}",
+            p.id,
+            p.tenant_id,
+            p.created_at.format("%Y-%m-%d %H:%M:%S"),
+            esc(&summary),
+            &p.intent_hash[..12]
+        ));
+    }
+    Ok(())
+}
+
+/// `actiond approvals show`: everything a person needs to decide, untrusted text escaped.
+async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let Some(p) = approvals::get(&db, None, id).await? else {
+        bail!("proposal {id} not found")
+    };
+    let summary = summary_of(&db, &p).await;
+    say(&format!("proposal   {}", p.id));
+    say(&format!("tenant     {}", p.tenant_id));
+    say(&format!("state      {}", p.state));
+    say(&format!("action     {}", esc(&summary)));
+    say(&format!("target     {}", esc(&p.target)));
+    say(&format!(
+        "agent      {} ({}), owner {}",
+        esc(&p.agent_name),
+        p.agent_id,
+        p.agent_owner.clone().unwrap_or_else(|| "-".into())
+    ));
+    say(&format!(
+        "session    {}",
+        esc(p.session_id.as_deref().unwrap_or("-"))
+    ));
+    say(&format!(
+        "rule       {} — {}",
+        p.rule_name.clone().unwrap_or_default(),
+        esc(p.decision_reason.as_deref().unwrap_or(""))
+    ));
+    say(&format!("params     {}", esc(&p.params_json)));
+    say(&format!(
+        "agent says {}",
+        esc(p.agent_reason.as_deref().unwrap_or("-"))
+    ));
+    say("source text (untrusted, written by whoever the agent read):");
+    for line in p.source_text.as_deref().unwrap_or("-").lines() {
+        say(&format!("  | {}", esc(line)));
+    }
+    say(&format!("intent     {}", p.intent_hash));
+    say(&format!(
+        "policy     version {}",
+        p.doc_version
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into())
+    ));
+    say(&format!(
+        "decide with: actiond approvals approve|deny {} --as YOUR_SUBJECT --intent {}",
+        p.id,
+        &p.intent_hash[..16]
+    ));
+    Ok(())
+}
+
+/// The proposal's one-sentence summary, with the template of the document that decided it.
+async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
+    let params: serde_json::Value = serde_json::from_str(&p.params_json).unwrap_or_default();
+    let template = match (p.doc_version, db.client().await) {
+        (Some(v), Ok(c)) => tenants::version(&c, &p.tenant_id, v)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|d| d.parse().ok())
+            .and_then(|d| d.handlers.get(&p.action).and_then(|h| h.summary.clone())),
+        _ => None,
+    };
+    match HandlerKind::lookup(&p.action) {
+        Some(k) => k.summary(template.as_deref(), &params, &p.target),
+        None => format!("{} (no handler)", p.action),
+    }
+}
+
+/// `actiond approvals approve|deny`: checks the operator is in `approvers.subjects`, records
+/// the decision (a grant signed with the break-glass key once enough people approved) and wakes
+/// the executors.
+async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
+    if !a.key.key_id.starts_with("breakglass-") {
+        bail!("--key-id must start with breakglass-");
+    }
+    let creds = CredentialsDir::resolve(a.key.credentials_dir.as_deref())?;
+    let signer = GrantSigner::from_pkcs8_b64(&a.key.key_id, &creds.read("grant_signing_key")?)?;
+    let db = a.db.connect()?;
+    let Some(p) = approvals::get(&db, None, a.id).await? else {
+        bail!("proposal {} not found", a.id)
+    };
+    // The operator must be an approver of this tenant (by subject: the CLI sees no ID token).
+    let c = db.client().await?;
+    let doc = tenants::latest(&c, &p.tenant_id)
+        .await?
+        .context("tenant has no document")?
+        .parse()?;
+    drop(c);
+    if !doc.approvers.subjects.contains(&a.as_subject) {
+        bail!(
+            "{} is not listed in approvers.subjects of tenant {}",
+            a.as_subject,
+            p.tenant_id
+        );
+    }
+    let approver = Approver {
+        issuer: "breakglass".into(),
+        subject: a.as_subject.clone(),
+        email: None,
+        channel: "breakglass",
+    };
+    let out = approvals::decide(
+        &db,
+        &signer,
+        &p.tenant_id,
+        a.id,
+        &approver,
+        verdict,
+        &a.intent,
+        None,
+        a.comment.as_deref(),
+    )
+    .await?;
+    tracing::warn!(proposal = %a.id, operator = %a.as_subject, "break-glass decision recorded");
+    match out {
+        Decided::Approved { grant_id } => {
+            let c = db.client().await?;
+            let _ = c
+                .execute(
+                    "SELECT pg_notify($1, '')",
+                    &[&actiond_store::listen::CHANNEL_APPROVED],
+                )
+                .await;
+            say(&format!(
+                "approved {} (grant {grant_id}); an executor will run it",
+                a.id
+            ));
+        }
+        Decided::Denied => say(&format!("denied {}; nothing will run", a.id)),
+        Decided::NeedsMore { have, need } => say(&format!(
+            "approval recorded ({have} of {need}); another person must approve"
+        )),
+        Decided::AlreadyDecided { state, by, at } => bail!(
+            "proposal is already {state}{}",
+            match (by, at) {
+                (Some(b), Some(t)) => format!(" (decided by {b} at {})", t.to_rfc3339()),
+                _ => String::new(),
+            }
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! `actiond tenant …`: apply, show, history, diff and validate tenant documents.
+
+use super::{DbArgs, read_source};
+use actiond_core::tenant::TenantDocument;
+use actiond_runtime::say;
+use actiond_store::tenants::{self, Applied};
+use anyhow::bail;
+use std::path::{Path, PathBuf};
+
+/// `actiond tenant …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TenantCmd {
+    /// Validate and store a tenant document as the tenant's next version.
+    Apply {
+        /// YAML file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Who applies it (recorded).
+        #[arg(long = "as", env = "USER", default_value = "operator")]
+        applied_by: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Print a tenant's document (latest, or `--version`).
+    Show {
+        /// Tenant id.
+        tenant: String,
+        /// Version.
+        #[arg(long)]
+        version: Option<i32>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// List a tenant's document versions.
+    History {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Show what a new document would change compared with the tenant's latest version.
+    Diff {
+        /// YAML file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Validate a document without storing it (CEL compiled, fields checked).
+    Validate {
+        /// YAML file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+    },
+}
+
+/// `actiond tenant …`.
+pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
+    match cmd {
+        TenantCmd::Apply {
+            file,
+            applied_by,
+            db,
+        } => apply(&file, &applied_by, &db).await,
+        TenantCmd::Show {
+            tenant,
+            version,
+            db,
+        } => show(&tenant, version, &db).await,
+        TenantCmd::History { tenant, db } => history(&tenant, &db).await,
+        TenantCmd::Diff { file, db } => diff(&file, &db).await,
+        TenantCmd::Validate { file } => validate(&file),
+    }
+}
+
+/// `actiond tenant apply`.
+async fn apply(file: &Path, applied_by: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let source = read_source(file)?;
+    let db = db.connect()?;
+    match tenants::apply(&db, &source, applied_by).await? {
+        Applied::New(d) => say(&format!(
+            "tenant {}: applied version {} (sha256 {})",
+            d.tenant_id, d.version, d.sha256
+        )),
+        Applied::Unchanged(d) => say(&format!(
+            "tenant {}: unchanged, still version {} (sha256 {})",
+            d.tenant_id, d.version, d.sha256
+        )),
+    }
+    Ok(())
+}
+
+/// `actiond tenant show`.
+async fn show(tenant: &str, version: Option<i32>, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let c = db.client().await?;
+    let d = match version {
+        Some(v) => tenants::version(&c, tenant, v).await?,
+        None => tenants::latest(&c, tenant).await?,
+    };
+    let Some(d) = d else {
+        bail!("tenant {tenant:?} has no such document")
+    };
+    say(&format!(
+        "# tenant {} version {} sha256 {} applied by {} at {}",
+        d.tenant_id, d.version, d.sha256, d.applied_by, d.applied_at
+    ));
+    say(d.source.trim_end());
+    Ok(())
+}
+
+/// `actiond tenant history`.
+async fn history(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    for d in tenants::history(&db, tenant).await? {
+        say(&format!(
+            "v{}\t{}\t{}\t{}",
+            d.version,
+            d.applied_at.to_rfc3339(),
+            d.applied_by,
+            d.sha256
+        ));
+    }
+    Ok(())
+}
+
+/// `actiond tenant diff`.
+async fn diff(file: &Path, db: &DbArgs) -> anyhow::Result<()> {
+    let source = read_source(file)?;
+    let new = TenantDocument::parse(&source)?;
+    let db = db.connect()?;
+    let c = db.client().await?;
+    let old = match tenants::latest(&c, new.tenant.as_str()).await? {
+        Some(d) => serde_json::to_value(d.parse()?)?,
+        None => serde_json::Value::Null,
+    };
+    let changes = diff_documents(&old, &serde_json::to_value(&new)?);
+    if changes.is_empty() {
+        say(&format!("tenant {}: no change", new.tenant));
+    } else {
+        say(&format!(
+            "tenant {}: {} change(s)",
+            new.tenant,
+            changes.len()
+        ));
+        for ch in changes {
+            say(&format!("  {ch}"));
+        }
+    }
+    Ok(())
+}
+
+/// `actiond tenant validate`.
+fn validate(file: &Path) -> anyhow::Result<()> {
+    let source = read_source(file)?;
+    let d = TenantDocument::parse(&source)?;
+    say(&format!(
+        "ok: tenant {}, {} rules, handlers: {}",
+        d.tenant,
+        d.policy.rules.len(),
+        d.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+    ));
+    Ok(())
+}
+
+/// Differences between two tenant documents (as JSON), one line per changed path. Rules are
+/// matched by name, so reordering shows as an order change, not as every rule changing.
+pub fn diff_documents(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    fn keyed_rules(v: &Value) -> Value {
+        // policy.rules: list → map by name, plus the order.
+        let mut v = v.clone();
+        if let Some(rules) = v
+            .pointer("/policy/rules")
+            .and_then(Value::as_array)
+            .cloned()
+        {
+            let mut m = serde_json::Map::new();
+            let mut order = Vec::new();
+            for r in rules {
+                let name = r
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                order.push(Value::String(name.clone()));
+                m.insert(name, r);
+            }
+            if let Some(p) = v.pointer_mut("/policy") {
+                p["rules"] = Value::Object(m);
+                p["rule_order"] = Value::Array(order);
+            }
+        }
+        v
+    }
+    fn walk(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>) {
+        match (a, b) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(&p, x.get(k), y.get(k), out);
+                }
+            }
+            (Some(x), Some(y)) if x == y => {}
+            (None, Some(y)) => out.push(format!("+ {path}: {y}")),
+            (Some(x), None) => out.push(format!("- {path}: {x}")),
+            (Some(x), Some(y)) => out.push(format!("~ {path}: {x} → {y}")),
+            (None, None) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        "",
+        Some(&keyed_rules(old)),
+        Some(&keyed_rules(new)),
+        &mut out,
+    );
+    out
+}
