@@ -297,55 +297,93 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     result
 }
 
+/// The rest of `actiond dev` once a Postgres is up: database, roles, keys, the demo tenant and
+/// agent, the services, and the wait for Ctrl-C.
 async fn run_with_db(
     args: &DevArgs,
     state: &Path,
     base_url: &str,
     own_pg: bool,
 ) -> anyhow::Result<()> {
-    // A database of our own in the throwaway cluster; with DATABASE_URL, use it as given.
-    let url = if own_pg {
-        let admin = Db::connect(base_url, 1)?;
-        admin
-            .client()
-            .await?
-            .batch_execute("CREATE DATABASE actiond")
-            .await?;
-        match base_url.rsplit_once('/') {
-            Some((head, _db)) => format!("{head}/actiond"),
-            None => bail!("unexpected database URL {base_url}"),
-        }
-    } else {
-        base_url.to_owned()
-    };
+    let url = own_database(base_url, own_pg).await?;
     let db = Db::connect(&url, 4)?;
     db.migrate().await.context("migrations failed")?;
-    // In our own cluster each service logs in as a user of its own role (least privilege, as in
-    // production); with DATABASE_URL every role uses that URL.
-    let role_url = |role: &str| -> String {
-        if own_pg {
-            url.replacen(
+    let roles = RoleUrls { url, own_pg };
+    if own_pg {
+        create_role_logins(&db).await?;
+    }
+    let creds = state.join("credentials");
+    let exec_dir = write_credentials(&creds)?;
+    let sink = start_sink().await?;
+    let demo = set_up_demo(&db, state, sink).await?;
+    let exe = std::env::current_exe()?;
+    let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, sink)?;
+    print_banner(args, &roles, &creds, &demo, &exe, sink);
+    supervise(&mut children).await;
+    say("actiond dev stopped");
+    Ok(())
+}
+
+/// A database of our own in the throwaway cluster; with DATABASE_URL, that URL as given.
+async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
+    if !own_pg {
+        return Ok(base_url.to_owned());
+    }
+    let admin = Db::connect(base_url, 1)?;
+    admin
+        .client()
+        .await?
+        .batch_execute("CREATE DATABASE actiond")
+        .await?;
+    match base_url.rsplit_once('/') {
+        Some((head, _db)) => Ok(format!("{head}/actiond")),
+        None => bail!("unexpected database URL {base_url}"),
+    }
+}
+
+/// Every service role of the migrations, each of which gets a login user in our own cluster.
+const SERVICE_ROLES: [&str; 5] = ["api", "policy", "web", "executor", "admin"];
+
+/// The database URL each service uses. In our own cluster each service logs in as a user of
+/// its own role (least privilege, as in production); with DATABASE_URL every role uses that URL.
+struct RoleUrls {
+    /// The database URL (superuser in our own cluster).
+    url: String,
+    /// Whether the cluster is our throwaway one.
+    own_pg: bool,
+}
+
+impl RoleUrls {
+    /// The URL for `role` (`api`, `policy`, `web`, `executor`, `admin`).
+    fn of(&self, role: &str) -> String {
+        if self.own_pg {
+            self.url.replacen(
                 "postgres://postgres@",
                 &format!("postgres://actiond_{role}_login@"),
                 1,
             )
         } else {
-            url.clone()
-        }
-    };
-    if own_pg {
-        let c = db.client().await?;
-        for role in ["api", "policy", "web", "executor", "admin"] {
-            c.batch_execute(&format!(
-                "CREATE ROLE actiond_{role}_login LOGIN IN ROLE actiond_{role}"
-            ))
-            .await?;
+            self.url.clone()
         }
     }
+}
 
-    // Keys: each signer's private key only in its own credentials directory; the executor gets
-    // the public halves. Break-glass is trusted here (dev), off by default elsewhere.
-    let creds = state.join("credentials");
+/// Creates `actiond_<role>_login` for every service role (own cluster only).
+async fn create_role_logins(db: &Db) -> anyhow::Result<()> {
+    let c = db.client().await?;
+    for role in SERVICE_ROLES {
+        c.batch_execute(&format!(
+            "CREATE ROLE actiond_{role}_login LOGIN IN ROLE actiond_{role}"
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Keys: each signer's private key only in its own credentials directory under `creds`; the
+/// executor gets the public halves and the demo provider secrets. Break-glass is trusted here
+/// (dev), off by default elsewhere. Returns the executor's credentials directory.
+fn write_credentials(creds: &Path) -> anyhow::Result<PathBuf> {
     let exec_dir = creds.join("executor");
     std::fs::create_dir_all(exec_dir.join("trusted_keys"))?;
     for (role, key_id) in [
@@ -365,26 +403,55 @@ async fn run_with_db(
     write_secret(&exec_dir.join("demo.payments"), "sk_test_dev_only")?;
     write_secret(&exec_dir.join("demo.pdns"), "pdns-dev-key")?;
     write_secret(&exec_dir.join("demo.hooks"), "hook-dev-secret")?;
+    Ok(exec_dir)
+}
 
-    let sink = start_sink().await?;
+/// The demo tenant as applied and its agent's token.
+struct Demo {
+    /// The demo tenant document, written for the user to edit and re-apply.
+    doc_path: PathBuf,
+    /// The agent token (printed once).
+    token: String,
+    /// Where the token is written too (mode 0600).
+    token_path: PathBuf,
+}
+
+/// Writes and applies the demo tenant (webhooks go to the dev sink on port `sink`) and creates
+/// the agent `support-bot`, owned by `dev-owner`.
+async fn set_up_demo(db: &Db, state: &Path, sink: u16) -> anyhow::Result<Demo> {
     let doc = DEMO_TENANT.replace("SINK_PORT", &sink.to_string());
     let doc_path = state.join("demo-tenant.yaml");
     write_file(&doc_path, &doc)?;
-    actiond_store::tenants::apply(&db, &doc, "actiond-dev").await?;
-    let (_agent, token) = create_agent(&db, "demo", "support-bot", Some("dev-owner"), None).await?;
+    actiond_store::tenants::apply(db, &doc, "actiond-dev").await?;
+    let (_agent, token) = create_agent(db, "demo", "support-bot", Some("dev-owner"), None).await?;
     let token_path = state.join("agent-token");
     write_secret(&token_path, &token)?;
+    Ok(Demo {
+        doc_path,
+        token,
+        token_path,
+    })
+}
 
-    let exe = std::env::current_exe()?;
+/// Starts api, policy, executor and web as child processes of `exe`, each with its own
+/// database login and credentials directory; admin listeners on free ports.
+fn spawn_services(
+    exe: &Path,
+    args: &DevArgs,
+    roles: &RoleUrls,
+    creds: &Path,
+    exec_dir: &Path,
+    sink: u16,
+) -> anyhow::Result<Vec<(&'static str, Child)>> {
     let any = "127.0.0.1:0".to_owned();
-    let mut children = vec![
+    Ok(vec![
         (
             "api",
             spawn_role(
-                &exe,
+                exe,
                 "api",
                 &[
-                    ("DATABASE_URL", role_url("api")),
+                    ("DATABASE_URL", roles.of("api")),
                     ("ACTIOND_API_LISTEN", args.api_listen.to_string()),
                     ("ACTIOND_API_ADMIN_LISTEN", any.clone()),
                 ],
@@ -393,10 +460,10 @@ async fn run_with_db(
         (
             "policy",
             spawn_role(
-                &exe,
+                exe,
                 "policy",
                 &[
-                    ("DATABASE_URL", role_url("policy")),
+                    ("DATABASE_URL", roles.of("policy")),
                     ("ACTIOND_POLICY_ADMIN_LISTEN", any.clone()),
                     (
                         "ACTIOND_POLICY_CREDENTIALS_DIR",
@@ -408,10 +475,10 @@ async fn run_with_db(
         (
             "executor",
             spawn_role(
-                &exe,
+                exe,
                 "executor",
                 &[
-                    ("DATABASE_URL", role_url("executor")),
+                    ("DATABASE_URL", roles.of("executor")),
                     ("ACTIOND_EXECUTOR_ADMIN_LISTEN", any.clone()),
                     (
                         "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
@@ -430,10 +497,10 @@ async fn run_with_db(
         (
             "web",
             spawn_role(
-                &exe,
+                exe,
                 "web",
                 &[
-                    ("DATABASE_URL", role_url("web")),
+                    ("DATABASE_URL", roles.of("web")),
                     ("ACTIOND_WEB_LISTEN", args.web_listen.to_string()),
                     (
                         "ACTIOND_WEB_CREDENTIALS_DIR",
@@ -445,11 +512,25 @@ async fn run_with_db(
                 ],
             )?,
         ),
-    ];
+    ])
+}
 
+/// Prints where everything is and what to try.
+fn print_banner(
+    args: &DevArgs,
+    roles: &RoleUrls,
+    creds: &Path,
+    demo: &Demo,
+    exe: &Path,
+    sink: u16,
+) {
+    let url = &roles.url;
+    let own_pg = roles.own_pg;
+    let token = &demo.token;
+    let doc_path = &demo.doc_path;
     let api = format!("http://{}", args.api_listen);
     let exe_s = exe.display().to_string();
-    let tp = token_path.display();
+    let tp = demo.token_path.display();
     let cli_creds = creds.join("cli").display().to_string();
     let lines = [
         String::new(),
@@ -477,7 +558,7 @@ async fn run_with_db(
         "Try it from another terminal:".into(),
         format!(
             "  export ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
-            role_url("admin")
+            roles.of("admin")
         ),
         "  # a refund over 50.00 escalates:".into(),
         format!(
@@ -502,16 +583,19 @@ async fn run_with_db(
     for l in lines {
         say(&l);
     }
+}
 
-    // Run until Ctrl-C / SIGTERM or a child dies.
+/// Runs until Ctrl-C / SIGTERM or a child dies, then stops every child (SIGTERM, then a kill
+/// after 15 s).
+async fn supervise(children: &mut [(&'static str, Child)]) {
     let died = tokio::select! {
         () = actiond_runtime::shutdown_signal() => None,
-        name = wait_any(&mut children) => Some(name),
+        name = wait_any(children) => Some(name),
     };
     if let Some(name) = died {
         eprintln!("actiond dev: {name} exited; stopping everything");
     }
-    for (_, c) in &children {
+    for (_, c) in children.iter() {
         if let Some(pid) = c.id() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid as i32),
@@ -519,7 +603,7 @@ async fn run_with_db(
             );
         }
     }
-    for (name, c) in &mut children {
+    for (name, c) in children.iter_mut() {
         if tokio::time::timeout(Duration::from_secs(15), c.wait())
             .await
             .is_err()
@@ -528,8 +612,6 @@ async fn run_with_db(
             let _ = c.kill().await;
         }
     }
-    say("actiond dev stopped");
-    Ok(())
 }
 
 async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
