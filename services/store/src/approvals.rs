@@ -339,11 +339,13 @@ pub async fn decide(
             let claims = grants::issue(
                 &tx,
                 signer,
-                id,
-                tenant,
-                &intent_hash,
-                doc_version,
-                handler.grant_lifetime,
+                &grants::GrantRequest {
+                    proposal_id: id,
+                    tenant_id: tenant,
+                    intent_hash: &intent_hash,
+                    doc_version,
+                    lifetime: handler.grant_lifetime,
+                },
                 &subjects.join(","),
             )
             .await?;

@@ -1,4 +1,8 @@
 //! Grant issue (policy, web, break-glass) and the stored form the executor verifies.
+//!
+//! Every grant is built by [`sign`] and stored by [`issue_many`] (or [`issue`] for one): the
+//! policy worker's allow path, decisions in the approval web app and the break-glass CLI all go
+//! through it, so the claims, the expiry clock and the stored row are the same for all issuers.
 
 use crate::Result;
 use actiond_core::grant::{GRANT_VERSION, GrantClaims, GrantSigner};
@@ -6,60 +10,116 @@ use deadpool_postgres::Transaction;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Issues a grant inside the caller's transaction. `expires_at` comes from the database clock
-/// (`now() + lifetime`), is signed, then inserted as that value, so an application clock that is
-/// off neither refuses a fresh grant nor accepts an expired one (DESIGN.md).
-#[allow(clippy::too_many_arguments)]
-pub async fn issue(
-    tx: &Transaction<'_>,
-    signer: &GrantSigner,
-    proposal_id: Uuid,
-    tenant_id: &str,
-    intent_hash: &str,
-    doc_version: i32,
-    lifetime: Duration,
-    issued_by: &str,
-) -> Result<GrantClaims> {
-    let lifetime_us = i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX);
-    let stmt = tx
-        .prepare_cached("SELECT (extract(epoch FROM now()) * 1000000)::bigint + $1::bigint")
-        .await?;
-    let expires_at: i64 = tx.query_one(&stmt, &[&lifetime_us]).await?.get(0);
+/// What a grant is for: one proposal's intent under one tenant document version.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantRequest<'a> {
+    /// The proposal it authorizes.
+    pub proposal_id: Uuid,
+    /// The proposal's tenant.
+    pub tenant_id: &'a str,
+    /// The proposal's intent hash (lowercase hex SHA-256).
+    pub intent_hash: &'a str,
+    /// The tenant document version the decision was made under; the executor runs the
+    /// handler with this version's settings.
+    pub doc_version: i32,
+    /// How long it may wait for an executor (the handler's `grant_lifetime`).
+    pub lifetime: Duration,
+}
+
+/// Signed claims, ready to store.
+#[derive(Debug, Clone)]
+pub struct SignedGrant {
+    /// The claims.
+    pub claims: GrantClaims,
+    /// Ed25519 signature over the claims' canonical form.
+    pub sig: Vec<u8>,
+}
+
+/// Builds and signs the claims of one grant. `now_us` is the database clock in microseconds
+/// since the Unix epoch; `expires_at = now_us + lifetime` (saturating).
+///
+/// Errors: [`crate::StoreError::Config`] when the signer cannot sign.
+pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result<SignedGrant> {
+    let lifetime_us = i64::try_from(req.lifetime.as_micros()).unwrap_or(i64::MAX);
     let claims = GrantClaims {
         version: GRANT_VERSION,
         id: Uuid::new_v4(),
-        proposal_id,
-        tenant_id: tenant_id.to_owned(),
-        intent_hash: intent_hash.to_owned(),
-        doc_version,
-        expires_at,
+        proposal_id: req.proposal_id,
+        tenant_id: req.tenant_id.to_owned(),
+        intent_hash: req.intent_hash.to_owned(),
+        doc_version: req.doc_version,
+        expires_at: now_us.saturating_add(lifetime_us),
         key_id: signer.key_id().to_owned(),
     };
     let sig = signer
         .sign(&claims)
         .map_err(|e| crate::StoreError::Config(e.to_string()))?;
+    Ok(SignedGrant { claims, sig })
+}
+
+/// Issues grants inside the caller's transaction, one statement for all. The expiry comes
+/// from the database clock (the transaction's `now()`, read once), is signed, then stored as
+/// that value, so an application clock that is off neither refuses a fresh grant nor accepts
+/// an expired one. `issued_by` is recorded on every row (`policy`, or the approvers' subjects).
+pub async fn issue_many(
+    tx: &Transaction<'_>,
+    signer: &GrantSigner,
+    reqs: &[GrantRequest<'_>],
+    issued_by: &str,
+) -> Result<Vec<GrantClaims>> {
+    if reqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = tx
+        .prepare_cached("SELECT (extract(epoch FROM now()) * 1000000)::bigint")
+        .await?;
+    let now_us: i64 = tx.query_one(&now, &[]).await?.get(0);
+    let signed = reqs
+        .iter()
+        .map(|r| sign(signer, r, now_us))
+        .collect::<Result<Vec<_>>>()?;
+    let col =
+        |f: fn(&GrantClaims) -> String| signed.iter().map(|g| f(&g.claims)).collect::<Vec<_>>();
+    let ids: Vec<Uuid> = signed.iter().map(|g| g.claims.id).collect();
+    let props: Vec<Uuid> = signed.iter().map(|g| g.claims.proposal_id).collect();
+    let versions: Vec<i32> = signed.iter().map(|g| g.claims.doc_version).collect();
+    let exp: Vec<i64> = signed.iter().map(|g| g.claims.expires_at).collect();
+    let sigs: Vec<&[u8]> = signed.iter().map(|g| g.sig.as_slice()).collect();
+    let (tenants, intents, keys) = (
+        col(|c| c.tenant_id.clone()),
+        col(|c| c.intent_hash.clone()),
+        col(|c| c.key_id.clone()),
+    );
     let ins = tx
         .prepare_cached(
             "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             VALUES ($1, $2, $3, $4, $5, $6, 'epoch'::timestamptz + ($6::bigint::text || ' microseconds')::interval, $7, $8, $9)",
+             SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp,
+                    'epoch'::timestamptz + (g.exp::text || ' microseconds')::interval, g.key_id, g.sig, $9
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::bytea[])
+                  AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig)",
         )
         .await?;
     tx.execute(
         &ins,
         &[
-            &claims.id,
-            &proposal_id,
-            &tenant_id,
-            &intent_hash,
-            &doc_version,
-            &expires_at,
-            &claims.key_id,
-            &sig,
-            &issued_by,
+            &ids, &props, &tenants, &intents, &versions, &exp, &keys, &sigs, &issued_by,
         ],
     )
     .await?;
-    Ok(claims)
+    Ok(signed.into_iter().map(|g| g.claims).collect())
+}
+
+/// Issues one grant inside the caller's transaction; see [`issue_many`].
+pub async fn issue(
+    tx: &Transaction<'_>,
+    signer: &GrantSigner,
+    req: &GrantRequest<'_>,
+    issued_by: &str,
+) -> Result<GrantClaims> {
+    let mut claims = issue_many(tx, signer, std::slice::from_ref(req), issued_by).await?;
+    claims
+        .pop()
+        .ok_or_else(|| crate::StoreError::Config("no grant was issued".into()))
 }
 
 /// A grant as stored: its claims (reassembled from columns), signature and spend state.

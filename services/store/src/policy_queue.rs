@@ -1,7 +1,7 @@
 //! The policy worker's queue: claim `pending` rows with `FOR UPDATE SKIP LOCKED`, record the
 //! decision, issue the grant on `allow` — all in one transaction with the audit events.
 
-use crate::{Result, audit, grants};
+use crate::{Result, grants};
 use actiond_core::grant::GrantSigner;
 use actiond_core::policy::{Decision, Effect, History};
 use deadpool_postgres::Transaction;
@@ -104,96 +104,6 @@ pub async fn history<C: deadpool_postgres::GenericClient>(
     exclude: Uuid,
 ) -> Result<History> {
     history_as_of(c, tenant, agent, action, window, sum_param, exclude, None).await
-}
-
-/// How a decided row is recorded.
-pub struct Recorded {
-    /// The state the proposal moved to.
-    pub state: &'static str,
-    /// The grant id when one was issued.
-    pub grant_id: Option<Uuid>,
-}
-
-/// Records a decision on a claimed row: state, effect, rule, reason, document version and
-/// sha256; on `allow` issues the grant with `signer`; writes the audit event. CEL errors go to
-/// the audit event only.
-#[allow(clippy::too_many_arguments)]
-pub async fn record(
-    tx: &Transaction<'_>,
-    row: &PendingRow,
-    decision: &Decision,
-    doc_version: Option<i32>,
-    doc_sha256: Option<&str>,
-    signer: &GrantSigner,
-    grant_lifetime: Duration,
-) -> Result<Recorded> {
-    let state = match decision.effect {
-        Effect::Allow => "approved",
-        Effect::Escalate => "escalated",
-        Effect::Block => "blocked",
-    };
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE proposals SET state = $2, effect = $3, rule_name = $4, decision_reason = $5, doc_version = $6,
-                    doc_sha256 = $7, decided_at = now()
-             WHERE id = $1 AND state = 'pending'",
-        )
-        .await?;
-    tx.execute(
-        &stmt,
-        &[
-            &row.id,
-            &state,
-            &decision.effect.as_str(),
-            &decision.rule,
-            &decision.reason,
-            &doc_version,
-            &doc_sha256,
-        ],
-    )
-    .await?;
-    let mut grant_id = None;
-    if decision.effect == Effect::Allow
-        && let Some(v) = doc_version
-    {
-        let claims = grants::issue(
-            tx,
-            signer,
-            row.id,
-            &row.tenant_id,
-            &row.intent_hash,
-            v,
-            grant_lifetime,
-            "policy",
-        )
-        .await?;
-        grant_id = Some(claims.id);
-    }
-    audit::write(
-        tx,
-        &audit::Event {
-            tenant_id: &row.tenant_id,
-            proposal_id: Some(row.id),
-            kind: "proposal.decided",
-            actor: "policy",
-            from_state: Some("pending"),
-            to_state: Some(state),
-            intent_hash: Some(&row.intent_hash),
-            params_sha256: Some(&row.params_sha256),
-            detail: json!({
-                "effect": decision.effect.as_str(),
-                "rule": decision.rule,
-                "reason": decision.reason,
-                "errors": decision.errors,
-                "doc_version": doc_version,
-                "doc_sha256": doc_sha256,
-                "grant_id": grant_id,
-                "key_id": grant_id.map(|_| signer.key_id()),
-            }),
-        },
-    )
-    .await?;
-    Ok(Recorded { state, grant_id })
 }
 
 /// Moves `pending` and `escalated` proposals of `tenant` older than `ttl` to `expired`, with
@@ -340,24 +250,43 @@ pub struct DecidedRow<'a> {
     pub grant_lifetime: Duration,
 }
 
+/// The state a policy effect moves a `pending` proposal to.
+fn state_of(effect: Effect) -> &'static str {
+    match effect {
+        Effect::Allow => "approved",
+        Effect::Escalate => "escalated",
+        Effect::Block => "blocked",
+    }
+}
+
 /// Records a whole batch of decisions in three statements (proposals, grants, audit events)
-/// using `unnest`, instead of several round trips per row. Same effects as [`record`]:
-/// state/effect/rule/reason/version, a grant on `allow` (expiry from the transaction's
-/// database clock), one audit event per row. Returns the number of grants issued.
+/// using `unnest`, instead of several round trips per row: state/effect/rule/reason/version,
+/// a grant on `allow` (issued by [`grants::issue_many`]), one audit event per row. CEL errors
+/// go to the audit event only. Returns the number of grants issued.
 pub async fn record_batch(
     tx: &Transaction<'_>,
     rows: &[DecidedRow<'_>],
     signer: &GrantSigner,
 ) -> Result<usize> {
-    use actiond_core::grant::{GRANT_VERSION, GrantClaims};
     if rows.is_empty() {
         return Ok(0);
     }
-    // now() is the transaction's start time: one read serves every grant of the batch.
-    let now_us: i64 = tx
-        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-        .await?
-        .get(0);
+    let requests: Vec<grants::GrantRequest<'_>> = rows
+        .iter()
+        .filter(|d| d.decision.effect == Effect::Allow)
+        .filter_map(|d| {
+            d.doc_version.map(|v| grants::GrantRequest {
+                proposal_id: d.row.id,
+                tenant_id: &d.row.tenant_id,
+                intent_hash: &d.row.intent_hash,
+                doc_version: v,
+                lifetime: d.grant_lifetime,
+            })
+        })
+        .collect();
+    let issued = grants::issue_many(tx, signer, &requests, "policy").await?;
+    let grant_of: std::collections::HashMap<Uuid, Uuid> =
+        issued.iter().map(|c| (c.proposal_id, c.id)).collect();
     let (mut ids, mut states, mut effects, mut rules, mut reasons, mut versions, mut shas) = (
         Vec::new(),
         Vec::new(),
@@ -366,23 +295,6 @@ pub async fn record_batch(
         Vec::new(),
         Vec::new(),
         Vec::new(),
-    );
-    let (
-        mut g_ids,
-        mut g_props,
-        mut g_tenants,
-        mut g_intents,
-        mut g_versions,
-        mut g_exp,
-        mut g_sigs,
-    ) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::<Vec<u8>>::new(),
     );
     let (mut a_tenants, mut a_props, mut a_to, mut a_intents, mut a_params, mut a_detail) = (
         Vec::new(),
@@ -393,37 +305,8 @@ pub async fn record_batch(
         Vec::new(),
     );
     for d in rows {
-        let state = match d.decision.effect {
-            Effect::Allow => "approved",
-            Effect::Escalate => "escalated",
-            Effect::Block => "blocked",
-        };
-        let mut grant_id = None;
-        if let (Effect::Allow, Some(v)) = (d.decision.effect, d.doc_version) {
-            let claims = GrantClaims {
-                version: GRANT_VERSION,
-                id: Uuid::new_v4(),
-                proposal_id: d.row.id,
-                tenant_id: d.row.tenant_id.clone(),
-                intent_hash: d.row.intent_hash.clone(),
-                doc_version: v,
-                expires_at: now_us.saturating_add(
-                    i64::try_from(d.grant_lifetime.as_micros()).unwrap_or(i64::MAX),
-                ),
-                key_id: signer.key_id().to_owned(),
-            };
-            let sig = signer
-                .sign(&claims)
-                .map_err(|e| crate::StoreError::Config(e.to_string()))?;
-            grant_id = Some(claims.id);
-            g_ids.push(claims.id);
-            g_props.push(d.row.id);
-            g_tenants.push(d.row.tenant_id.clone());
-            g_intents.push(d.row.intent_hash.clone());
-            g_versions.push(v);
-            g_exp.push(claims.expires_at);
-            g_sigs.push(sig);
-        }
+        let state = state_of(d.decision.effect);
+        let grant_id = grant_of.get(&d.row.id).copied();
         ids.push(d.row.id);
         states.push(state);
         effects.push(d.decision.effect.as_str());
@@ -461,31 +344,6 @@ pub async fn record_batch(
         &[&ids, &states, &effects, &rules, &reasons, &versions, &shas],
     )
     .await?;
-    if !g_ids.is_empty() {
-        let ins = tx
-            .prepare_cached(
-                "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-                 SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp,
-                        'epoch'::timestamptz + (g.exp::text || ' microseconds')::interval, $8, g.sig, 'policy'
-                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::bytea[])
-                      AS g(id, proposal_id, tenant_id, intent_hash, version, exp, sig)",
-            )
-            .await?;
-        tx.execute(
-            &ins,
-            &[
-                &g_ids,
-                &g_props,
-                &g_tenants,
-                &g_intents,
-                &g_versions,
-                &g_exp,
-                &g_sigs,
-                &signer.key_id(),
-            ],
-        )
-        .await?;
-    }
     let aud = tx
         .prepare_cached(
             "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
@@ -501,5 +359,5 @@ pub async fn record_batch(
         ],
     )
     .await?;
-    Ok(g_ids.len())
+    Ok(issued.len())
 }
