@@ -490,7 +490,7 @@ pub(crate) async fn decision(
         intent_hash: p.intent_hash.clone(),
         intent_short: p.intent_hash.chars().take(12).collect(),
         doc_version: p.doc_version.unwrap_or_default(),
-        state: p.state.clone(),
+        state: p.state.to_string(),
         created: when(p.created_at),
         age: human_age((now - p.created_at).num_seconds()),
         expires,

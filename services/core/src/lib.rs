@@ -4,11 +4,13 @@
 //! - [`intent`]: the intent hash that binds a grant to exactly one action.
 //! - [`grant`]: Ed25519-signed, single-use grants (signing and verification).
 //! - [`state`]: proposal states and their legal transitions.
+//! - [`audit`]: the kinds of audit event.
 //! - [`policy`]: effects, CEL rules, and the deterministic decision procedure.
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
 
+pub mod audit;
 pub mod canonical;
 pub mod grant;
 pub mod handlers;
@@ -54,5 +56,25 @@ impl FieldErrors {
     /// A single error.
     pub fn one(field: impl Into<String>, rule: impl Into<String>) -> Self {
         Self(vec![FieldError::new(field, rule)])
+    }
+}
+
+/// A stored name (state, effect, audit kind) that is not one of the known values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what}: {name:?}")]
+pub struct UnknownName {
+    /// What was being parsed (`proposal state`, `effect`, `audit kind`).
+    pub what: &'static str,
+    /// The name that was found.
+    pub name: String,
+}
+
+impl UnknownName {
+    /// Builds the error for `name` of kind `what`.
+    pub fn new(what: &'static str, name: &str) -> Self {
+        Self {
+            what,
+            name: name.to_owned(),
+        }
     }
 }

@@ -48,6 +48,19 @@ impl Effect {
     }
 }
 
+impl std::str::FromStr for Effect {
+    type Err = crate::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| crate::UnknownName::new("effect", s))
+    }
+}
+
+impl std::fmt::Display for Effect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Compiles one CEL expression; the error is CEL's message with line, column and caret.
 pub fn compile_rule(src: &str) -> Result<Program, String> {
     // The cel parser panics on nothing we know of, but a panic here must never take down apply

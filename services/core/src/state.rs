@@ -83,6 +83,19 @@ impl ProposalState {
     }
 }
 
+impl std::str::FromStr for ProposalState {
+    type Err = crate::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| crate::UnknownName::new("proposal state", s))
+    }
+}
+
+impl PartialEq<&str> for ProposalState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 impl std::fmt::Display for ProposalState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

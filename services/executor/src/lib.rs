@@ -234,11 +234,12 @@ impl Worker {
             .with_label_values(&[metric])
             .inc();
         let kind = if metric == "policy_changed" {
-            "proposal.blocked_policy_changed"
+            actiond_core::audit::AuditKind::ProposalBlockedPolicyChanged
         } else {
-            "grant.rejected"
+            actiond_core::audit::AuditKind::GrantRejected
         };
         let detail = json!({"reason": metric, "detail": detail});
+        let to_state = to_state.parse().map_err(anyhow::Error::msg)?;
         executor_queue::refuse(&self.db, row, &self.id, to_state, reason, kind, detail).await?;
         Ok(())
     }
@@ -483,7 +484,7 @@ impl Worker {
                 &self.db,
                 &row,
                 &self.id,
-                outcome.as_str(),
+                outcome.state(),
                 outcome.detail(),
             )
             .await

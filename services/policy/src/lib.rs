@@ -12,12 +12,12 @@
 //! state), so they come from one place.
 
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{CompiledPolicy, Decision, EvalInput, History, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, decide};
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
-use actiond_store::policy_queue::{self, DecidedRow, PendingRow};
+use actiond_store::policy_queue::{self, DecidedRow};
 use actiond_store::{Db, tenants};
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
 use std::collections::HashMap;
@@ -157,7 +157,7 @@ impl Worker {
         for row in &rows {
             let policy = policies.get(&row.tenant_id).cloned().flatten();
             let input = match &policy {
-                Some(p) => Some(self.input(&tx, p, row).await?),
+                Some(p) => Some(policy_queue::rules_input(&tx, p, row).await?),
                 None => None,
             };
             prepared.push((row, policy, input));
@@ -241,47 +241,18 @@ impl Worker {
         Ok(rows.len())
     }
 
-    async fn input(
-        &self,
-        tx: &actiond_store::Tx<'_>,
-        policy: &CompiledPolicy,
-        row: &PendingRow,
-    ) -> anyhow::Result<EvalInput> {
-        let handler = policy.doc.handler(&row.action);
-        let uses_history = policy
-            .doc
-            .policy
-            .rules
-            .iter()
-            .any(|r| r.when.contains("history"));
-        let history = match (handler, uses_history) {
-            (Some(h), true) => {
-                policy_queue::history(
-                    tx,
-                    &row.tenant_id,
-                    row.agent_id,
-                    &row.action,
-                    policy.doc.policy.history_window,
-                    h.kind.history_sum_param(),
-                    row.id,
-                )
-                .await?
-            }
-            _ => History::default(),
-        };
-        Ok(row.eval_input(history))
-    }
-
     /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.
     pub async fn sweep(&self) -> anyhow::Result<u64> {
         let mut total = 0;
         for tenant in tenants::list(&self.db).await? {
-            let c = self.db.client().await?;
+            let mut c = self.db.client().await?;
             let Some(policy) = self.cache.latest(&c, &tenant).await? else {
                 continue;
             };
+            let tx = c.transaction().await?;
             let n =
-                policy_queue::expire_stale(&c, &tenant, policy.doc.policy.escalation_ttl).await?;
+                policy_queue::expire_stale(&tx, &tenant, policy.doc.policy.escalation_ttl).await?;
+            tx.commit().await?;
             if n > 0 {
                 self.metrics.expired.with_label_values(&[&tenant]).inc_by(n);
                 tracing::info!(tenant, expired = n, "expired proposals past escalation_ttl");

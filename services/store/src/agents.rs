@@ -98,7 +98,7 @@ pub async fn create(
         &audit::Event {
             tenant_id: tenant,
             proposal_id: None,
-            kind: "agent.created",
+            kind: actiond_core::audit::AuditKind::AgentCreated,
             actor: "operator",
             from_state: None,
             to_state: None,
@@ -153,7 +153,7 @@ pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<bool> {
         &audit::Event {
             tenant_id: tenant,
             proposal_id: None,
-            kind: "agent.revoked",
+            kind: actiond_core::audit::AuditKind::AgentRevoked,
             actor: "operator",
             from_state: None,
             to_state: None,

@@ -9,9 +9,12 @@
 //! - `approvals_required: N` means N distinct (issuer, subject); one deny is final;
 //! - an approval that completes the count issues the grant with the caller's key.
 
+use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, StoreError, audit, grants, set_tenant, tenants};
+use actiond_core::audit::AuditKind;
 use actiond_core::grant::GrantSigner;
 use actiond_core::handlers::HandlerKind;
+use actiond_core::state::ProposalState;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -57,7 +60,7 @@ pub enum Decided {
     /// Already decided: the current state, and the last person who decided, if any.
     AlreadyDecided {
         /// Current state.
-        state: String,
+        state: ProposalState,
         /// Subject of the last decision.
         by: Option<String>,
         /// When.
@@ -66,72 +69,7 @@ pub enum Decided {
 }
 
 /// A proposal as an approver sees it (all agent-written fields are untrusted text).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ProposalDetail {
-    /// Id.
-    pub id: Uuid,
-    /// Tenant.
-    pub tenant_id: String,
-    /// Agent id.
-    pub agent_id: Uuid,
-    /// Agent name.
-    pub agent_name: String,
-    /// Agent owner.
-    pub agent_owner: Option<String>,
-    /// Action.
-    pub action: String,
-    /// Target.
-    pub target: String,
-    /// Canonical params.
-    pub params_json: String,
-    /// Intent hash.
-    pub intent_hash: String,
-    /// State.
-    pub state: String,
-    /// Agent's reason (untrusted).
-    pub agent_reason: Option<String>,
-    /// Source text (untrusted).
-    pub source_text: Option<String>,
-    /// Session id (untrusted).
-    pub session_id: Option<String>,
-    /// Deciding rule.
-    pub rule_name: Option<String>,
-    /// Decision reason.
-    pub decision_reason: Option<String>,
-    /// Document version used by policy.
-    pub doc_version: Option<i32>,
-    /// Created.
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    /// Last state change.
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-}
-
-const DETAIL_COLS: &str = "p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
-    p.intent_hash, p.state, p.agent_reason, p.source_text, p.session_id, p.rule_name, p.decision_reason, p.doc_version,
-    p.created_at, p.updated_at";
-
-fn detail(r: &tokio_postgres::Row) -> ProposalDetail {
-    ProposalDetail {
-        id: r.get(0),
-        tenant_id: r.get(1),
-        agent_id: r.get(2),
-        agent_name: r.get(3),
-        agent_owner: r.get(4),
-        action: r.get(5),
-        target: r.get(6),
-        params_json: r.get(7),
-        intent_hash: r.get(8),
-        state: r.get(9),
-        agent_reason: r.get(10),
-        source_text: r.get(11),
-        session_id: r.get(12),
-        rule_name: r.get(13),
-        decision_reason: r.get(14),
-        doc_version: r.get(15),
-        created_at: r.get(16),
-        updated_at: r.get(17),
-    }
-}
+pub type ProposalDetail = ProposalRow;
 
 /// Escalated proposals of the given tenants (all tenants when `None`), oldest first.
 pub async fn list_escalated(
@@ -141,15 +79,11 @@ pub async fn list_escalated(
 ) -> Result<Vec<ProposalDetail>> {
     let c = db.client().await?;
     let q = format!(
-        "SELECT {DETAIL_COLS} FROM proposals p JOIN agents a ON a.id = p.agent_id
+        "SELECT {PROPOSAL_COLUMNS} FROM proposals p JOIN agents a ON a.id = p.agent_id
          WHERE p.state = 'escalated' AND ($1::text[] IS NULL OR p.tenant_id = ANY($1)) ORDER BY p.created_at LIMIT $2"
     );
     let t: Option<Vec<String>> = tenants.map(<[String]>::to_vec);
-    Ok(c.query(&q, &[&t, &limit])
-        .await?
-        .iter()
-        .map(detail)
-        .collect())
+    ProposalRow::from_rows(&c.query(&q, &[&t, &limit]).await?)
 }
 
 /// One proposal, restricted to the given tenants (all when `None`): another tenant's id is
@@ -161,11 +95,14 @@ pub async fn get(db: &Db, tenants: Option<&[String]>, id: Uuid) -> Result<Option
         crate::set_tenants(&tx, t).await?;
     }
     let q = format!(
-        "SELECT {DETAIL_COLS} FROM proposals p JOIN agents a ON a.id = p.agent_id
+        "SELECT {PROPOSAL_COLUMNS} FROM proposals p JOIN agents a ON a.id = p.agent_id
          WHERE p.id = $2 AND ($1::text[] IS NULL OR p.tenant_id = ANY($1))"
     );
     let t: Option<Vec<String>> = tenants.map(<[String]>::to_vec);
-    let row = tx.query_opt(&q, &[&t, &id]).await?.as_ref().map(detail);
+    let row = match tx.query_opt(&q, &[&t, &id]).await? {
+        Some(r) => Some(ProposalRow::from_row(&r)?),
+        None => None,
+    };
     tx.commit().await?;
     Ok(row)
 }
@@ -196,20 +133,24 @@ pub async fn decide(
     set_tenant(&tx, tenant).await?;
     let row = tx
         .query_opt(
-            "SELECT p.state, p.intent_hash, p.doc_version, a.owner_subject, p.action, p.params_sha256
-             FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.tenant_id = $1 AND p.id = $2 FOR UPDATE OF p",
+            &format!(
+                "SELECT {PROPOSAL_COLUMNS} FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.tenant_id = $1 AND p.id = $2 FOR UPDATE OF p"
+            ),
             &[&tenant, &id],
         )
         .await?
         .ok_or(StoreError::NotFound("proposal"))?;
-    let state: String = row.get(0);
-    let intent_hash: String = row.get(1);
-    let doc_version: Option<i32> = row.get(2);
-    let owner: Option<String> = row.get(3);
-    let action: String = row.get(4);
-    let params_sha256: String = row.get(5);
-    if state != "escalated" {
+    let ProposalRow {
+        state,
+        intent_hash,
+        doc_version,
+        agent_owner: owner,
+        action,
+        params_sha256,
+        ..
+    } = ProposalRow::from_row(&row)?;
+    if state != ProposalState::Escalated {
         let last = tx
             .query_opt(
                 "SELECT subject, decided_at FROM approvals WHERE proposal_id = $1 ORDER BY decided_at DESC LIMIT 1",
@@ -303,7 +244,7 @@ pub async fn decide(
                 &[&id, &reason],
             )
             .await?;
-            ("denied", Decided::Denied, None)
+            (ProposalState::Denied, Decided::Denied, None)
         }
         Verdict::Approve => {
             let have: i64 = tx
@@ -314,17 +255,14 @@ pub async fn decide(
             if have < need {
                 audit::write(
                     &tx,
-                    &audit::Event {
-                        tenant_id: tenant,
-                        proposal_id: Some(id),
-                        kind: "approval.recorded",
-                        actor: &actor,
-                        from_state: None,
-                        to_state: None,
-                        intent_hash: Some(&intent_hash),
-                        params_sha256: Some(&params_sha256),
-                        detail: json!({"approver": who, "have": have, "need": need}),
-                    },
+                    &audit::Event::new(
+                        tenant,
+                        Some(id),
+                        AuditKind::ApprovalRecorded,
+                        &actor,
+                        json!({"approver": who, "have": have, "need": need}),
+                    )
+                    .hashes(&intent_hash, &params_sha256),
                 )
                 .await?;
                 tx.commit().await?;
@@ -358,7 +296,7 @@ pub async fn decide(
             )
             .await?;
             (
-                "approved",
+                ProposalState::Approved,
                 Decided::Approved {
                     grant_id: claims.id,
                 },
@@ -366,19 +304,22 @@ pub async fn decide(
             )
         }
     };
+    let kind = if approver.channel == "breakglass" {
+        AuditKind::ApprovalBreakglass
+    } else {
+        AuditKind::ApprovalDecided
+    };
     audit::write(
         &tx,
-        &audit::Event {
-            tenant_id: tenant,
-            proposal_id: Some(id),
-            kind: if approver.channel == "breakglass" { "approval.breakglass" } else { "approval.decided" },
-            actor: &actor,
-            from_state: Some("escalated"),
-            to_state: Some(to_state),
-            intent_hash: Some(&intent_hash),
-            params_sha256: Some(&params_sha256),
-            detail: json!({"approver": who, "decision": decision, "comment": comment, "grant_id": grant_id, "key_id": grant_id.map(|_| signer.key_id())}),
-        },
+        &audit::Event::new(
+            tenant,
+            Some(id),
+            kind,
+            &actor,
+            json!({"approver": who, "decision": decision, "comment": comment, "grant_id": grant_id, "key_id": grant_id.map(|_| signer.key_id())}),
+        )
+        .transition(Some(ProposalState::Escalated), to_state)
+        .hashes(&intent_hash, &params_sha256),
     )
     .await?;
     tx.commit().await?;

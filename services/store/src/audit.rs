@@ -2,6 +2,8 @@
 //! ("no event, no change"); events store hashes of params, never params.
 
 use crate::Result;
+use actiond_core::audit::AuditKind;
+use actiond_core::state::ProposalState;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use uuid::Uuid;
@@ -13,14 +15,14 @@ pub struct Event<'a> {
     pub tenant_id: &'a str,
     /// Proposal, when the event is about one.
     pub proposal_id: Option<Uuid>,
-    /// What happened (`proposal.submitted`, `proposal.decided`, `grant.spent`, …).
-    pub kind: &'a str,
+    /// What happened.
+    pub kind: AuditKind,
     /// Who did it (`agent:<id>`, `policy`, `executor:<id>`, `approver:<sub>`, `operator:<sub>`).
     pub actor: &'a str,
     /// State before, for transitions.
-    pub from_state: Option<&'a str>,
+    pub from_state: Option<ProposalState>,
     /// State after, for transitions.
-    pub to_state: Option<&'a str>,
+    pub to_state: Option<ProposalState>,
     /// Intent hash of the proposal.
     pub intent_hash: Option<&'a str>,
     /// SHA-256 of the canonical params.
@@ -29,15 +31,89 @@ pub struct Event<'a> {
     pub detail: Value,
 }
 
-/// Writes one event with the given client (normally a transaction).
-pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<()> {
-    c.execute(
-        "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[&e.tenant_id, &e.proposal_id, &e.kind, &e.actor, &e.from_state, &e.to_state, &e.intent_hash, &e.params_sha256, &e.detail],
+impl<'a> Event<'a> {
+    /// An event of `kind` by `actor` in `tenant`, about `proposal` when given, with no state
+    /// change and no hashes (add them with [`Event::transition`] and [`Event::hashes`]).
+    pub fn new(
+        tenant: &'a str,
+        proposal: Option<Uuid>,
+        kind: AuditKind,
+        actor: &'a str,
+        detail: Value,
+    ) -> Self {
+        Self {
+            tenant_id: tenant,
+            proposal_id: proposal,
+            kind,
+            actor,
+            from_state: None,
+            to_state: None,
+            intent_hash: None,
+            params_sha256: None,
+            detail,
+        }
+    }
+
+    /// The state change this event records (`from` is `None` for a new proposal).
+    pub fn transition(mut self, from: Option<ProposalState>, to: ProposalState) -> Self {
+        self.from_state = from;
+        self.to_state = Some(to);
+        self
+    }
+
+    /// The proposal's intent hash and params hash (lowercase hex SHA-256).
+    pub fn hashes(mut self, intent_hash: &'a str, params_sha256: &'a str) -> Self {
+        self.intent_hash = Some(intent_hash);
+        self.params_sha256 = Some(params_sha256);
+        self
+    }
+}
+
+/// Writes one event with the given client (normally a transaction); see [`write_batch`].
+pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<u64> {
+    write_batch(c, std::slice::from_ref(e)).await
+}
+
+/// Writes events in one statement (the only `INSERT INTO audit_events` of the service).
+///
+/// An event about a proposal is written only when that proposal is visible to this
+/// transaction, so a caller may pipeline it behind the statement that creates or moves the
+/// proposal and learn from the returned count whether it was written.
+pub async fn write_batch<C: GenericClient>(c: &C, events: &[Event<'_>]) -> Result<u64> {
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let tenants: Vec<&str> = events.iter().map(|e| e.tenant_id).collect();
+    let props: Vec<Option<Uuid>> = events.iter().map(|e| e.proposal_id).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let actors: Vec<&str> = events.iter().map(|e| e.actor).collect();
+    let from: Vec<Option<&str>> = events
+        .iter()
+        .map(|e| e.from_state.map(|s| s.as_str()))
+        .collect();
+    let to: Vec<Option<&str>> = events
+        .iter()
+        .map(|e| e.to_state.map(|s| s.as_str()))
+        .collect();
+    let intents: Vec<Option<&str>> = events.iter().map(|e| e.intent_hash).collect();
+    let params: Vec<Option<&str>> = events.iter().map(|e| e.params_sha256).collect();
+    let details: Vec<&Value> = events.iter().map(|e| &e.detail).collect();
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+             SELECT e.tenant_id, e.proposal_id, e.kind, e.actor, e.from_state, e.to_state, e.intent_hash, e.params_sha256, e.detail
+             FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[])
+                  AS e(tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+             WHERE e.proposal_id IS NULL OR EXISTS (SELECT 1 FROM proposals p WHERE p.id = e.proposal_id)",
+        )
+        .await?;
+    Ok(c.execute(
+        &stmt,
+        &[
+            &tenants, &props, &kinds, &actors, &from, &to, &intents, &params, &details,
+        ],
     )
-    .await?;
-    Ok(())
+    .await?)
 }
 
 /// An event as read back.

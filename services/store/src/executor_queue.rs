@@ -6,49 +6,40 @@
 //! `… WHERE used_at IS NULL AND expires_at > now()`; on zero rows read the row afterwards:
 //! `used_at` set = replay (investigate), null = expired.
 
+use crate::grants::{GRANT_COLUMNS, StoredGrant};
+use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, audit};
+use actiond_core::audit::AuditKind;
+use actiond_core::state::ProposalState;
 use serde_json::{Value, json};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// A claimed approved proposal.
+/// A claimed approved proposal, with its grant and the tenant's latest document version.
+/// Derefs to its [`ProposalRow`].
 #[derive(Debug, Clone)]
 pub struct ClaimedRow {
-    /// Proposal id.
-    pub id: Uuid,
-    /// Tenant.
-    pub tenant_id: String,
-    /// Agent id.
-    pub agent_id: Uuid,
-    /// Agent name.
-    pub agent_name: String,
-    /// Agent owner subject.
-    pub agent_owner: Option<String>,
-    /// Action.
-    pub action: String,
-    /// Target.
-    pub target: String,
-    /// Canonical params as stored.
-    pub params_json: String,
-    /// SHA-256 of params.
-    pub params_sha256: String,
-    /// Intent hash as stored on the proposal.
-    pub intent_hash: String,
-    /// Session id.
-    pub session_id: Option<String>,
+    /// The proposal as stored.
+    pub proposal: ProposalRow,
     /// The proposal's grant as stored (read with the claim), if any.
-    pub grant: Option<crate::grants::StoredGrant>,
+    pub grant: Option<StoredGrant>,
     /// The tenant's latest document version at claim time.
     pub latest_doc_version: Option<i32>,
+}
+
+impl std::ops::Deref for ClaimedRow {
+    type Target = ProposalRow;
+    fn deref(&self) -> &ProposalRow {
+        &self.proposal
+    }
 }
 
 /// Claims up to `limit` approved proposals whose lease is free, setting `lease_owner = owner`
 /// and `lease_until = now() + lease`. One short statement; no transaction stays open.
 pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<Vec<ClaimedRow>> {
-    use actiond_core::grant::{GRANT_VERSION, GrantClaims};
     let c = db.client().await?;
     let stmt = c
-        .prepare_cached(
+        .prepare_cached(&format!(
             "WITH c AS (
                 SELECT id FROM proposals
                 WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
@@ -57,52 +48,22 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
              UPDATE proposals p SET lease_owner = $1, lease_until = now() + make_interval(secs => $2)
              FROM c JOIN agents a ON true LEFT JOIN grants g ON g.proposal_id = c.id
              WHERE p.id = c.id AND a.id = p.agent_id
-             RETURNING p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
-                       p.params_sha256, p.intent_hash, p.session_id,
-                       g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.doc_version, g.expires_at_us, g.key_id, g.sig,
-                       g.used_at, g.used_by,
-                       (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id)",
-        )
+             RETURNING {PROPOSAL_COLUMNS}, {GRANT_COLUMNS},
+                       (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version"
+        ))
         .await?;
     let rows = c
         .query(&stmt, &[&owner, &lease.as_secs_f64(), &limit])
         .await?;
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|r| {
-            let gid: Option<uuid::Uuid> = r.get(11);
-            let grant = gid.map(|id| crate::grants::StoredGrant {
-                claims: GrantClaims {
-                    version: GRANT_VERSION,
-                    id,
-                    proposal_id: r.get(12),
-                    tenant_id: r.get(13),
-                    intent_hash: r.get(14),
-                    doc_version: r.get(15),
-                    expires_at: r.get(16),
-                    key_id: r.get(17),
-                },
-                sig: r.get(18),
-                used_at: r.get(19),
-                used_by: r.get(20),
-            });
-            ClaimedRow {
-                id: r.get(0),
-                tenant_id: r.get(1),
-                agent_id: r.get(2),
-                agent_name: r.get(3),
-                agent_owner: r.get(4),
-                action: r.get(5),
-                target: r.get(6),
-                params_json: r.get(7),
-                params_sha256: r.get(8),
-                intent_hash: r.get(9),
-                session_id: r.get(10),
-                grant,
-                latest_doc_version: r.get(21),
-            }
+            Ok(ClaimedRow {
+                proposal: ProposalRow::from_row(r)?,
+                grant: StoredGrant::from_row(r)?,
+                latest_doc_version: r.try_get("latest_doc_version")?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// What [`spend_and_start`] found.
@@ -144,35 +105,21 @@ pub async fn spend_and_start(
              WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
         )
         .await?;
-    let aud = tx
-        .prepare_cached(
-            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             SELECT $1, $2, 'grant.spent', $3, 'approved', 'executing', $4, $5, $6
-             WHERE EXISTS (SELECT 1 FROM grants WHERE id = $7 AND used_by = $8 AND used_at = now())
-               AND EXISTS (SELECT 1 FROM proposals WHERE id = $2 AND state = 'executing' AND lease_owner = $8)",
-        )
-        .await?;
     let actor = format!("executor:{owner}");
     let detail = json!({"grant_id": grant_id, "key_id": key_id});
     let lease = run_lease.as_secs_f64();
     let p_spend: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&grant_id, &owner];
     let p_start: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&row.id, &owner, &lease];
-    let p_aud: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
-        &row.tenant_id,
-        &row.id,
-        &actor,
-        &row.intent_hash,
-        &row.params_sha256,
-        &detail,
-        &grant_id,
-        &owner,
-    ];
+    let event = row
+        .event(AuditKind::GrantSpent, &actor, detail)
+        .transition(Some(ProposalState::Approved), ProposalState::Executing);
     // Pipelined: the spend, the state change and the audit event in one round trip, one
-    // transaction. If either update touched nothing, the whole transaction is rolled back.
+    // transaction. If either update touched nothing, the whole transaction (event included)
+    // is rolled back.
     let (spent, started, audited) = tokio::join!(
         tx.execute(&spend, &p_spend),
         tx.execute(&start, &p_start),
-        tx.execute(&aud, &p_aud)
+        audit::write(&tx, &event)
     );
     let (spent, started, audited) = (spent?, started?, audited?);
     if spent == 0 {
@@ -203,11 +150,11 @@ pub async fn spend_and_start(
 /// whose `detail` holds the internal cause. Returns false when the lease was lost.
 pub async fn refuse(
     db: &Db,
-    row: &ClaimedRow,
+    row: &ProposalRow,
     owner: &str,
-    to_state: &str,
+    to_state: ProposalState,
     reason: &str,
-    kind: &str,
+    kind: AuditKind,
     detail: Value,
 ) -> Result<bool> {
     let mut c = db.client().await?;
@@ -216,7 +163,7 @@ pub async fn refuse(
         .execute(
             "UPDATE proposals SET state = $3, decision_reason = $4, lease_owner = NULL, lease_until = NULL
              WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
-            &[&row.id, &owner, &to_state, &reason],
+            &[&row.id, &owner, &to_state.as_str(), &reason],
         )
         .await?;
     if n == 0 {
@@ -226,17 +173,8 @@ pub async fn refuse(
     let actor = format!("executor:{owner}");
     audit::write(
         &tx,
-        &audit::Event {
-            tenant_id: &row.tenant_id,
-            proposal_id: Some(row.id),
-            kind,
-            actor: &actor,
-            from_state: Some("approved"),
-            to_state: Some(to_state),
-            intent_hash: Some(&row.intent_hash),
-            params_sha256: Some(&row.params_sha256),
-            detail,
-        },
+        &row.event(kind, &actor, detail)
+            .transition(Some(ProposalState::Approved), to_state),
     )
     .await?;
     tx.commit().await?;
@@ -249,11 +187,12 @@ pub async fn refuse(
 /// was lost (the sweeper already marked it `outcome_unknown`).
 pub async fn finish(
     db: &Db,
-    row: &ClaimedRow,
+    row: &ProposalRow,
     owner: &str,
-    outcome: &str,
+    outcome: ProposalState,
     detail: &str,
 ) -> Result<bool> {
+    let outcome_name = outcome.as_str();
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     let stmt = tx
@@ -263,27 +202,18 @@ pub async fn finish(
              WHERE id = $1 AND state = 'executing' AND lease_owner = $2",
         )
         .await?;
-    let aud = tx
-        .prepare_cached(
-            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             VALUES ($1, $2, 'proposal.executed', $3, 'executing', $4, $5, $6, $7)",
-        )
-        .await?;
     let actor = format!("executor:{owner}");
-    let ev = json!({"outcome": outcome, "detail": detail});
+    let event = row
+        .event(
+            AuditKind::ProposalExecuted,
+            &actor,
+            json!({"outcome": outcome_name, "detail": detail}),
+        )
+        .transition(Some(ProposalState::Executing), outcome);
     let p_upd: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&row.id, &owner, &outcome, &detail];
-    let p_aud: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
-        &row.tenant_id,
-        &row.id,
-        &actor,
-        &outcome,
-        &row.intent_hash,
-        &row.params_sha256,
-        &ev,
-    ];
+        [&row.id, &owner, &outcome_name, &detail];
     // Pipelined; rolled back (audit event included) when the lease was lost.
-    let (n, a) = tokio::join!(tx.execute(&stmt, &p_upd), tx.execute(&aud, &p_aud));
+    let (n, a) = tokio::join!(tx.execute(&stmt, &p_upd), audit::write(&tx, &event));
     let (n, _) = (n?, a?);
     if n == 0 {
         tx.rollback().await?;
@@ -308,45 +238,83 @@ pub struct Swept {
 ///
 /// (`approved` with an expired lease and a live grant needs nothing: the claim takes it again.)
 pub async fn sweep(db: &Db) -> Result<Swept> {
-    let c = db.client().await?;
-    let unknown = c
-        .execute(
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let lost = tx
+        .query(
             "WITH lost AS (
                 SELECT id FROM proposals WHERE state = 'executing' AND lease_until < now() FOR UPDATE SKIP LOCKED
-             ), moved AS (
-                UPDATE proposals p SET state = 'outcome_unknown', outcome = 'outcome_unknown',
-                       outcome_detail = 'executor lease ran out after the grant was spent', finished_at = now()
-                FROM lost WHERE p.id = lost.id
-                RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, p.lease_owner
              )
-             INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             SELECT tenant_id, id, 'proposal.outcome_unknown', 'executor-sweeper', 'executing', 'outcome_unknown',
-                    intent_hash, params_sha256, jsonb_build_object('lease_owner', lease_owner)
-             FROM moved",
+             UPDATE proposals p SET state = 'outcome_unknown', outcome = 'outcome_unknown',
+                    outcome_detail = 'executor lease ran out after the grant was spent', finished_at = now()
+             FROM lost WHERE p.id = lost.id
+             RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, p.lease_owner",
             &[],
         )
         .await?;
-    let expired = c
-        .execute(
+    let unknown = sweep_events(
+        &tx,
+        &lost,
+        AuditKind::ProposalOutcomeUnknown,
+        (ProposalState::Executing, ProposalState::OutcomeUnknown),
+        |r| Ok(json!({"lease_owner": r.try_get::<_, Option<String>>("lease_owner")?})),
+    )
+    .await?;
+    tx.commit().await?;
+    let tx = c.transaction().await?;
+    let dead = tx
+        .query(
             "WITH dead AS (
                 SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
                 WHERE p.state = 'approved' AND g.used_at IS NULL AND g.expires_at <= now()
                   AND (p.lease_until IS NULL OR p.lease_until < now())
                 FOR UPDATE OF p SKIP LOCKED
-             ), moved AS (
-                UPDATE proposals p SET state = 'expired', decision_reason = 'the approval expired before an executor ran it; propose again',
-                       lease_owner = NULL, lease_until = NULL
-                FROM dead WHERE p.id = dead.id
-                RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256
              )
-             INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             SELECT tenant_id, id, 'grant.expired', 'executor-sweeper', 'approved', 'expired', intent_hash, params_sha256, '{}'::jsonb
-             FROM moved",
+             UPDATE proposals p SET state = 'expired', decision_reason = 'the approval expired before an executor ran it; propose again',
+                    lease_owner = NULL, lease_until = NULL
+             FROM dead WHERE p.id = dead.id
+             RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256",
             &[],
         )
         .await?;
+    let expired = sweep_events(
+        &tx,
+        &dead,
+        AuditKind::GrantExpired,
+        (ProposalState::Approved, ProposalState::Expired),
+        |_| Ok(json!({})),
+    )
+    .await?;
+    tx.commit().await?;
     Ok(Swept {
         outcome_unknown: unknown,
         expired,
     })
+}
+
+/// Writes the sweeper's audit events for the rows a sweep moved (`id`, `tenant_id`,
+/// `intent_hash`, `params_sha256` columns). Returns how many rows moved.
+async fn sweep_events(
+    tx: &crate::Tx<'_>,
+    moved: &[tokio_postgres::Row],
+    kind: AuditKind,
+    (from, to): (ProposalState, ProposalState),
+    detail: impl Fn(&tokio_postgres::Row) -> Result<Value>,
+) -> Result<u64> {
+    let mut events = Vec::with_capacity(moved.len());
+    for r in moved {
+        events.push(
+            audit::Event::new(
+                r.try_get("tenant_id")?,
+                Some(r.try_get("id")?),
+                kind,
+                "executor-sweeper",
+                detail(r)?,
+            )
+            .transition(Some(from), to)
+            .hashes(r.try_get("intent_hash")?, r.try_get("params_sha256")?),
+        );
+    }
+    audit::write_batch(tx, &events).await?;
+    Ok(moved.len() as u64)
 }

@@ -135,32 +135,49 @@ pub struct StoredGrant {
     pub used_by: Option<String>,
 }
 
+/// The columns [`StoredGrant::from_row`] reads, for a query over `grants g` (each prefixed
+/// `grant_` so they can sit beside a proposal's columns).
+pub const GRANT_COLUMNS: &str = "g.id AS grant_id, g.proposal_id AS grant_proposal_id, g.tenant_id AS grant_tenant_id,
+    g.intent_hash AS grant_intent_hash, g.doc_version AS grant_doc_version, g.expires_at_us AS grant_expires_at_us,
+    g.key_id AS grant_key_id, g.sig AS grant_sig, g.used_at AS grant_used_at, g.used_by AS grant_used_by";
+
+impl StoredGrant {
+    /// Reads the columns of [`GRANT_COLUMNS`] by name; `None` when `grant_id` is null (a
+    /// left join found no grant).
+    pub fn from_row(r: &tokio_postgres::Row) -> Result<Option<Self>> {
+        let Some(id) = r.try_get::<_, Option<Uuid>>("grant_id")? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredGrant {
+            claims: GrantClaims {
+                version: GRANT_VERSION,
+                id,
+                proposal_id: r.try_get("grant_proposal_id")?,
+                tenant_id: r.try_get("grant_tenant_id")?,
+                intent_hash: r.try_get("grant_intent_hash")?,
+                doc_version: r.try_get("grant_doc_version")?,
+                expires_at: r.try_get("grant_expires_at_us")?,
+                key_id: r.try_get("grant_key_id")?,
+            },
+            sig: r.try_get("grant_sig")?,
+            used_at: r.try_get("grant_used_at")?,
+            used_by: r.try_get("grant_used_by")?,
+        }))
+    }
+}
+
 /// Loads the grant of a proposal.
 pub async fn for_proposal<C: deadpool_postgres::GenericClient>(
     c: &C,
     proposal_id: Uuid,
 ) -> Result<Option<StoredGrant>> {
     let stmt = c
-        .prepare_cached(
-            "SELECT id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, used_at, used_by
-             FROM grants WHERE proposal_id = $1",
-        )
+        .prepare_cached(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants g WHERE g.proposal_id = $1"
+        ))
         .await?;
-    Ok(c.query_opt(&stmt, &[&proposal_id])
-        .await?
-        .map(|r| StoredGrant {
-            claims: GrantClaims {
-                version: GRANT_VERSION,
-                id: r.get(0),
-                proposal_id: r.get(1),
-                tenant_id: r.get(2),
-                intent_hash: r.get(3),
-                doc_version: r.get(4),
-                expires_at: r.get(5),
-                key_id: r.get(6),
-            },
-            sig: r.get(7),
-            used_at: r.get(8),
-            used_by: r.get(9),
-        }))
+    match c.query_opt(&stmt, &[&proposal_id]).await? {
+        Some(r) => StoredGrant::from_row(&r),
+        None => Ok(None),
+    }
 }

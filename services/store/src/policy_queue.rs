@@ -1,95 +1,61 @@
 //! The policy worker's queue: claim `pending` rows with `FOR UPDATE SKIP LOCKED`, record the
 //! decision, issue the grant on `allow` — all in one transaction with the audit events.
 
-use crate::{Result, grants};
+use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
+use crate::{Result, audit, grants};
+use actiond_core::audit::AuditKind;
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{Decision, Effect, History};
+use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, History};
+use actiond_core::state::ProposalState;
 use deadpool_postgres::Transaction;
 use serde_json::json;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// A claimed pending proposal with what rules need about its agent.
-#[derive(Debug, Clone)]
-pub struct PendingRow {
-    /// Proposal id.
-    pub id: Uuid,
-    /// Tenant.
-    pub tenant_id: String,
-    /// Agent id.
-    pub agent_id: Uuid,
-    /// Agent name.
-    pub agent_name: String,
-    /// Agent owner subject.
-    pub agent_owner: Option<String>,
-    /// Action.
-    pub action: String,
-    /// Target.
-    pub target: String,
-    /// Canonical params.
-    pub params_json: String,
-    /// SHA-256 of params.
-    pub params_sha256: String,
-    /// Intent hash.
-    pub intent_hash: String,
-    /// Session id.
-    pub session_id: Option<String>,
-}
-
-impl PendingRow {
-    /// Reads columns 0–10 in the order `p.id, p.tenant_id, p.agent_id, a.name,
-    /// a.owner_subject, p.action, p.target, p.params_json, p.params_sha256, p.intent_hash,
-    /// p.session_id` (the queries here select them first).
-    fn from_row(r: &tokio_postgres::Row) -> Self {
-        Self {
-            id: r.get(0),
-            tenant_id: r.get(1),
-            agent_id: r.get(2),
-            agent_name: r.get(3),
-            agent_owner: r.get(4),
-            action: r.get(5),
-            target: r.get(6),
-            params_json: r.get(7),
-            params_sha256: r.get(8),
-            intent_hash: r.get(9),
-            session_id: r.get(10),
-        }
-    }
-
-    /// What the tenant's rules see for this proposal, given its agent's `history`.
-    pub fn eval_input(&self, history: History) -> actiond_core::policy::EvalInput {
-        actiond_core::policy::EvalInput {
-            action: self.action.clone(),
-            target: self.target.clone(),
-            params: serde_json::from_str(&self.params_json).unwrap_or(serde_json::Value::Null),
-            agent: actiond_core::policy::AgentFacts {
-                id: self.agent_id.to_string(),
-                name: self.agent_name.clone(),
-                owner: self.agent_owner.clone().unwrap_or_default(),
-            },
-            session: self.session_id.clone().unwrap_or_default(),
-            history,
-        }
-    }
-}
-
 /// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
 /// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice.
-pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<PendingRow>> {
+pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<ProposalRow>> {
     let stmt = tx
-        .prepare_cached(
-            "SELECT p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
-                    p.params_sha256, p.intent_hash, p.session_id
+        .prepare_cached(&format!(
+            "SELECT {PROPOSAL_COLUMNS}
              FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        )
+             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+        ))
         .await?;
-    Ok(tx
-        .query(&stmt, &[&limit])
-        .await?
+    ProposalRow::from_rows(&tx.query(&stmt, &[&limit]).await?)
+}
+
+/// What `policy`'s rules see for `row`: its [`EvalInput`], with the agent's history over the
+/// document's `history_window` when a rule reads `history` and the action has a handler
+/// (otherwise an empty history). The policy worker and the executor's re-check both build
+/// their input here, so both evaluate the same thing.
+pub async fn rules_input<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    policy: &CompiledPolicy,
+    row: &ProposalRow,
+) -> Result<EvalInput> {
+    let uses_history = policy
+        .doc
+        .policy
+        .rules
         .iter()
-        .map(PendingRow::from_row)
-        .collect())
+        .any(|r| r.when.contains("history"));
+    let history = match policy.doc.handler(&row.action) {
+        Some(h) if uses_history => {
+            history(
+                c,
+                &row.tenant_id,
+                row.agent_id,
+                &row.action,
+                policy.doc.policy.history_window,
+                h.kind.history_sum_param(),
+                row.id,
+            )
+            .await?
+        }
+        _ => History::default(),
+    };
+    Ok(row.eval_input(history))
 }
 
 /// The agent's recent history of the same action: count, and the sum of `sum_param` when the
@@ -107,71 +73,63 @@ pub async fn history<C: deadpool_postgres::GenericClient>(
 }
 
 /// Moves `pending` and `escalated` proposals of `tenant` older than `ttl` to `expired`, with
-/// their audit events, in one statement. Returns how many expired.
-pub async fn expire_stale<C: deadpool_postgres::GenericClient>(
-    c: &C,
-    tenant: &str,
-    ttl: Duration,
-) -> Result<u64> {
+/// their audit events, in the caller's transaction. Returns how many expired.
+pub async fn expire_stale(tx: &Transaction<'_>, tenant: &str, ttl: Duration) -> Result<u64> {
     let secs = ttl.as_secs_f64();
-    let stmt = c
+    let stmt = tx
         .prepare_cached(
             "WITH old AS (
                 SELECT id, state FROM proposals
                 WHERE tenant_id = $1 AND state IN ('pending','escalated') AND created_at < now() - make_interval(secs => $2)
                 FOR UPDATE SKIP LOCKED
-             ), moved AS (
-                UPDATE proposals p SET state = 'expired', decision_reason = 'nobody decided before the escalation_ttl'
-                FROM old WHERE p.id = old.id
-                RETURNING p.id, old.state AS from_state, p.intent_hash, p.params_sha256
              )
-             INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             SELECT $1, id, 'proposal.expired', 'policy', from_state, 'expired', intent_hash, params_sha256,
-                    jsonb_build_object('ttl_seconds', $2)
-             FROM moved",
+             UPDATE proposals p SET state = 'expired', decision_reason = 'nobody decided before the escalation_ttl'
+             FROM old WHERE p.id = old.id
+             RETURNING p.id, old.state AS from_state, p.intent_hash, p.params_sha256",
         )
         .await?;
-    Ok(c.execute(&stmt, &[&tenant, &secs]).await?)
+    let moved = tx.query(&stmt, &[&tenant, &secs]).await?;
+    let mut events = Vec::with_capacity(moved.len());
+    for r in &moved {
+        let from: &str = r.try_get("from_state")?;
+        let from = from
+            .parse::<ProposalState>()
+            .map_err(|e| crate::StoreError::Config(e.to_string()))?;
+        events.push(
+            audit::Event::new(
+                tenant,
+                Some(r.try_get("id")?),
+                AuditKind::ProposalExpired,
+                "policy",
+                json!({"ttl_seconds": secs}),
+            )
+            .transition(Some(from), ProposalState::Expired)
+            .hashes(r.try_get("intent_hash")?, r.try_get("params_sha256")?),
+        );
+    }
+    audit::write_batch(tx, &events).await?;
+    Ok(moved.len() as u64)
 }
 
-/// A decided proposal as recorded, for `actiond policy test` (what-if replay).
-#[derive(Debug, Clone)]
-pub struct RecordedDecision {
-    /// The proposal as the policy worker saw it.
-    pub row: PendingRow,
-    /// The effect recorded at the time.
-    pub effect: String,
-    /// The rule recorded at the time.
-    pub rule: Option<String>,
-    /// Submission time.
-    pub created_at: chrono::DateTime<chrono::Utc>,
-}
-
-/// Proposals of `tenant` created within `since` that policy decided, oldest first.
+/// Proposals of `tenant` created within `since` that policy decided (`effect` set), oldest
+/// first, for `actiond policy test` (what-if replay).
 pub async fn decided_since<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
     since: Duration,
-) -> Result<Vec<RecordedDecision>> {
+) -> Result<Vec<ProposalRow>> {
     let rows = c
         .query(
-            "SELECT p.id, p.tenant_id, p.agent_id, a.name, a.owner_subject, p.action, p.target, p.params_json,
-                    p.params_sha256, p.intent_hash, p.session_id, p.effect, p.rule_name, p.created_at
-             FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.tenant_id = $1 AND p.effect IS NOT NULL AND p.created_at > now() - make_interval(secs => $2)
-             ORDER BY p.created_at",
+            &format!(
+                "SELECT {PROPOSAL_COLUMNS}
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.tenant_id = $1 AND p.effect IS NOT NULL AND p.created_at > now() - make_interval(secs => $2)
+                 ORDER BY p.created_at"
+            ),
             &[&tenant, &since.as_secs_f64()],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| RecordedDecision {
-            row: PendingRow::from_row(r),
-            effect: r.get(11),
-            rule: r.get(12),
-            created_at: r.get(13),
-        })
-        .collect())
+    ProposalRow::from_rows(&rows)
 }
 
 /// The agent's history as it was when `at` was submitted (same rules as [`history`]).
@@ -239,7 +197,7 @@ async fn history_as_of<C: deadpool_postgres::GenericClient>(
 /// One decided row of a batch.
 pub struct DecidedRow<'a> {
     /// The claimed row.
-    pub row: &'a PendingRow,
+    pub row: &'a ProposalRow,
     /// The decision.
     pub decision: Decision,
     /// Document version used (None when the tenant has no document).
@@ -251,11 +209,11 @@ pub struct DecidedRow<'a> {
 }
 
 /// The state a policy effect moves a `pending` proposal to.
-fn state_of(effect: Effect) -> &'static str {
+fn state_of(effect: Effect) -> ProposalState {
     match effect {
-        Effect::Allow => "approved",
-        Effect::Escalate => "escalated",
-        Effect::Block => "blocked",
+        Effect::Allow => ProposalState::Approved,
+        Effect::Escalate => ProposalState::Escalated,
+        Effect::Block => ProposalState::Blocked,
     }
 }
 
@@ -296,39 +254,35 @@ pub async fn record_batch(
         Vec::new(),
         Vec::new(),
     );
-    let (mut a_tenants, mut a_props, mut a_to, mut a_intents, mut a_params, mut a_detail) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
+    let mut events = Vec::with_capacity(rows.len());
     for d in rows {
         let state = state_of(d.decision.effect);
         let grant_id = grant_of.get(&d.row.id).copied();
         ids.push(d.row.id);
-        states.push(state);
+        states.push(state.as_str());
         effects.push(d.decision.effect.as_str());
         rules.push(d.decision.rule.clone());
         reasons.push(d.decision.reason.clone());
         versions.push(d.doc_version);
         shas.push(d.doc_sha256.clone());
-        a_tenants.push(d.row.tenant_id.clone());
-        a_props.push(d.row.id);
-        a_to.push(state);
-        a_intents.push(d.row.intent_hash.clone());
-        a_params.push(d.row.params_sha256.clone());
-        a_detail.push(json!({
-            "effect": d.decision.effect.as_str(),
-            "rule": d.decision.rule,
-            "reason": d.decision.reason,
-            "errors": d.decision.errors,
-            "doc_version": d.doc_version,
-            "doc_sha256": d.doc_sha256,
-            "grant_id": grant_id,
-            "key_id": grant_id.map(|_| signer.key_id()),
-        }));
+        events.push(
+            d.row
+                .event(
+                    AuditKind::ProposalDecided,
+                    "policy",
+                    json!({
+                        "effect": d.decision.effect.as_str(),
+                        "rule": d.decision.rule,
+                        "reason": d.decision.reason,
+                        "errors": d.decision.errors,
+                        "doc_version": d.doc_version,
+                        "doc_sha256": d.doc_sha256,
+                        "grant_id": grant_id,
+                        "key_id": grant_id.map(|_| signer.key_id()),
+                    }),
+                )
+                .transition(Some(ProposalState::Pending), state),
+        );
     }
     let upd = tx
         .prepare_cached(
@@ -344,20 +298,6 @@ pub async fn record_batch(
         &[&ids, &states, &effects, &rules, &reasons, &versions, &shas],
     )
     .await?;
-    let aud = tx
-        .prepare_cached(
-            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             SELECT a.tenant_id, a.proposal_id, 'proposal.decided', 'policy', 'pending', a.to_state, a.intent_hash, a.params_sha256, a.detail
-             FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
-                  AS a(tenant_id, proposal_id, to_state, intent_hash, params_sha256, detail)",
-        )
-        .await?;
-    tx.execute(
-        &aud,
-        &[
-            &a_tenants, &a_props, &a_to, &a_intents, &a_params, &a_detail,
-        ],
-    )
-    .await?;
+    audit::write_batch(tx, &events).await?;
     Ok(issued.len())
 }

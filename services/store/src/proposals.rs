@@ -1,9 +1,138 @@
-//! Submission and the proposing agent's read.
+//! Submission, the proposing agent's read, and [`ProposalRow`]: the one shape every other
+//! reader (policy, executor, approvers) gets a proposal in.
 
-use crate::{Db, Result, set_tenant};
+use crate::{Db, Result, audit, set_tenant};
+use actiond_core::audit::AuditKind;
+use actiond_core::policy::{AgentFacts, Effect, EvalInput, History};
+use actiond_core::state::ProposalState;
 use serde_json::json;
 use tokio_postgres::error::SqlState;
 use uuid::Uuid;
+
+/// The columns [`ProposalRow::from_row`] reads, for a query over `proposals p JOIN agents a
+/// ON a.id = p.agent_id`.
+pub const PROPOSAL_COLUMNS: &str = "p.id, p.tenant_id, p.agent_id, a.name AS agent_name, a.owner_subject AS agent_owner,
+    p.action, p.target, p.params_json, p.params_sha256, p.intent_hash, p.state, p.effect, p.rule_name, p.decision_reason,
+    p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at";
+
+/// A proposal with its agent's name and owner, read by column name (see [`PROPOSAL_COLUMNS`]).
+/// Every agent-written field (`agent_reason`, `source_text`, `session_id`, `target`,
+/// `params_json`) is untrusted text.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProposalRow {
+    /// Id.
+    pub id: Uuid,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Agent id.
+    pub agent_id: Uuid,
+    /// Agent name.
+    pub agent_name: String,
+    /// Agent owner subject, when recorded.
+    pub agent_owner: Option<String>,
+    /// Action name.
+    pub action: String,
+    /// Target derived by the handler.
+    pub target: String,
+    /// RFC 8785 canonical params.
+    pub params_json: String,
+    /// SHA-256 of `params_json` (lowercase hex).
+    pub params_sha256: String,
+    /// Intent hash (lowercase hex).
+    pub intent_hash: String,
+    /// Current state.
+    pub state: ProposalState,
+    /// Policy's effect, once decided.
+    pub effect: Option<Effect>,
+    /// The deciding rule.
+    pub rule_name: Option<String>,
+    /// Decision reason (the rule's text, or the approver's comment).
+    pub decision_reason: Option<String>,
+    /// Tenant document version policy decided under.
+    pub doc_version: Option<i32>,
+    /// Its SHA-256.
+    pub doc_sha256: Option<String>,
+    /// Agent's reason (untrusted).
+    pub agent_reason: Option<String>,
+    /// Source text that led to the proposal (untrusted).
+    pub source_text: Option<String>,
+    /// Agent session id (untrusted).
+    pub session_id: Option<String>,
+    /// Submission time (database clock).
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Last state change.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A stored name the core enums do not know: the database and this build disagree.
+fn unknown(e: actiond_core::UnknownName) -> crate::StoreError {
+    crate::StoreError::Config(format!("the database holds an {e}"))
+}
+
+impl ProposalRow {
+    /// Reads the columns of [`PROPOSAL_COLUMNS`] by name.
+    ///
+    /// Errors: a column missing from the query, or a state or effect this build does not know.
+    pub fn from_row(r: &tokio_postgres::Row) -> Result<Self> {
+        let state: String = r.try_get("state")?;
+        let effect: Option<String> = r.try_get("effect")?;
+        Ok(Self {
+            id: r.try_get("id")?,
+            tenant_id: r.try_get("tenant_id")?,
+            agent_id: r.try_get("agent_id")?,
+            agent_name: r.try_get("agent_name")?,
+            agent_owner: r.try_get("agent_owner")?,
+            action: r.try_get("action")?,
+            target: r.try_get("target")?,
+            params_json: r.try_get("params_json")?,
+            params_sha256: r.try_get("params_sha256")?,
+            intent_hash: r.try_get("intent_hash")?,
+            state: state.parse().map_err(unknown)?,
+            effect: effect.map(|e| e.parse()).transpose().map_err(unknown)?,
+            rule_name: r.try_get("rule_name")?,
+            decision_reason: r.try_get("decision_reason")?,
+            doc_version: r.try_get("doc_version")?,
+            doc_sha256: r.try_get("doc_sha256")?,
+            agent_reason: r.try_get("agent_reason")?,
+            source_text: r.try_get("source_text")?,
+            session_id: r.try_get("session_id")?,
+            created_at: r.try_get("created_at")?,
+            updated_at: r.try_get("updated_at")?,
+        })
+    }
+
+    /// Reads every row of a query (see [`ProposalRow::from_row`]).
+    pub fn from_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<Self>> {
+        rows.iter().map(Self::from_row).collect()
+    }
+
+    /// What the tenant's rules see for this proposal, given its agent's `history`.
+    pub fn eval_input(&self, history: History) -> EvalInput {
+        EvalInput {
+            action: self.action.clone(),
+            target: self.target.clone(),
+            params: serde_json::from_str(&self.params_json).unwrap_or(serde_json::Value::Null),
+            agent: AgentFacts {
+                id: self.agent_id.to_string(),
+                name: self.agent_name.clone(),
+                owner: self.agent_owner.clone().unwrap_or_default(),
+            },
+            session: self.session_id.clone().unwrap_or_default(),
+            history,
+        }
+    }
+
+    /// An audit event about this proposal, with its intent and params hashes.
+    pub fn event<'a>(
+        &'a self,
+        kind: AuditKind,
+        actor: &'a str,
+        detail: serde_json::Value,
+    ) -> audit::Event<'a> {
+        audit::Event::new(&self.tenant_id, Some(self.id), kind, actor, detail)
+            .hashes(&self.intent_hash, &self.params_sha256)
+    }
+}
 
 /// A validated proposal ready to store. All hashes are lowercase hex SHA-256.
 #[derive(Debug, Clone)]
@@ -77,14 +206,6 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .await?;
-        // Written only if the proposal above was inserted (same transaction, runs after it).
-        let aud = tx
-            .prepare_cached(
-                "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, to_state, intent_hash, params_sha256, detail)
-                 SELECT $2, $1, 'proposal.submitted', $3, 'pending', $4, $5, $6
-                 WHERE EXISTS (SELECT 1 FROM proposals WHERE id = $1)",
-            )
-            .await?;
         let actor = format!("agent:{}", p.agent_id);
         let detail =
             json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
@@ -106,18 +227,20 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             &p.request_sha256,
             &max_open_escalations,
         ];
-        let aud_params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
-            &p.id,
+        // Written only if the proposal above was inserted (same transaction, runs after it).
+        let event = audit::Event::new(
             &p.tenant_id,
+            Some(p.id),
+            AuditKind::ProposalSubmitted,
             &actor,
-            &p.intent_hash,
-            &p.params_sha256,
-            &detail,
-        ];
+            detail,
+        )
+        .transition(None, ProposalState::Pending)
+        .hashes(&p.intent_hash, &p.params_sha256);
         let (r_set, inserted, r_aud) = tokio::join!(
             tx.execute(&set, &set_params),
             tx.query_opt(&ins, &ins_params),
-            tx.execute(&aud, &aud_params),
+            audit::write(&tx, &event),
         );
         let inserted = match inserted {
             Ok(r) => r,

@@ -87,7 +87,7 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
         &audit::Event {
             tenant_id: &tenant,
             proposal_id: None,
-            kind: "tenant.document_applied",
+            kind: actiond_core::audit::AuditKind::TenantDocumentApplied,
             actor: &actor,
             from_state: None,
             to_state: None,

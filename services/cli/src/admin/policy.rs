@@ -50,30 +50,31 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
     let mut changed: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     let mut unchanged = 0u64;
     for r in &recorded {
-        let history = match candidate.doc.handler(&r.row.action) {
+        let history = match candidate.doc.handler(&r.action) {
             Some(h) => {
                 actiond_store::policy_queue::history_at(
                     &c,
                     &tenant,
-                    r.row.agent_id,
-                    &r.row.action,
+                    r.agent_id,
+                    &r.action,
                     candidate.doc.policy.history_window,
                     h.kind.history_sum_param(),
-                    r.row.id,
+                    r.id,
                     r.created_at,
                 )
                 .await?
             }
             None => History::default(),
         };
-        let input = r.row.eval_input(history);
+        let input = r.eval_input(history);
         let d = decide(&candidate, &input);
-        if d.effect.as_str() == r.effect {
+        let was = r.effect.map(|e| e.as_str()).unwrap_or_default();
+        if d.effect.as_str() == was {
             unchanged += 1;
         } else {
             let rule = d.rule.clone().unwrap_or_else(|| "(default)".into());
             *changed
-                .entry((r.effect.clone(), d.effect.as_str().to_owned(), rule))
+                .entry((was.to_owned(), d.effect.as_str().to_owned(), rule))
                 .or_default() += 1;
         }
     }

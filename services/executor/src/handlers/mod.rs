@@ -66,6 +66,15 @@ impl Outcome {
             Outcome::Unknown(_) => "outcome_unknown",
         }
     }
+    /// The proposal state this outcome ends in.
+    pub fn state(&self) -> actiond_core::state::ProposalState {
+        use actiond_core::state::ProposalState;
+        match self {
+            Outcome::Succeeded(_) => ProposalState::Succeeded,
+            Outcome::Failed(_) => ProposalState::Failed,
+            Outcome::Unknown(_) => ProposalState::OutcomeUnknown,
+        }
+    }
     /// The internal detail.
     pub fn detail(&self) -> &str {
         match self {

@@ -1,0 +1,126 @@
+//! Kinds of audit event. Every state change writes one event of one of these kinds in the same
+//! transaction; the stored name is the dotted `as_str` form.
+
+use serde::{Deserialize, Serialize};
+
+/// What an audit event records. The stored names are stable: queries and dashboards read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AuditKind {
+    /// An agent submitted a proposal (`→ pending`).
+    #[serde(rename = "proposal.submitted")]
+    ProposalSubmitted,
+    /// The policy worker decided a proposal (`pending → approved | escalated | blocked`).
+    #[serde(rename = "proposal.decided")]
+    ProposalDecided,
+    /// Nobody decided before the tenant's `escalation_ttl` (`→ expired`).
+    #[serde(rename = "proposal.expired")]
+    ProposalExpired,
+    /// One approval of several required was recorded; the state did not change.
+    #[serde(rename = "approval.recorded")]
+    ApprovalRecorded,
+    /// A person decided through the approval web app.
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided,
+    /// An operator decided with the break-glass CLI.
+    #[serde(rename = "approval.breakglass")]
+    ApprovalBreakglass,
+    /// An executor spent the grant (`approved → executing`).
+    #[serde(rename = "grant.spent")]
+    GrantSpent,
+    /// An executor refused the grant (missing, bad signature, replay, mismatch, expiry).
+    #[serde(rename = "grant.rejected")]
+    GrantRejected,
+    /// The grant expired unspent (`approved → expired`, by the sweeper).
+    #[serde(rename = "grant.expired")]
+    GrantExpired,
+    /// The tenant's current policy no longer permits an approved proposal (`→ blocked`).
+    #[serde(rename = "proposal.blocked_policy_changed")]
+    ProposalBlockedPolicyChanged,
+    /// The handler returned (`executing → succeeded | failed | outcome_unknown`).
+    #[serde(rename = "proposal.executed")]
+    ProposalExecuted,
+    /// The executor's lease ran out after the spend (`executing → outcome_unknown`).
+    #[serde(rename = "proposal.outcome_unknown")]
+    ProposalOutcomeUnknown,
+    /// An agent was registered.
+    #[serde(rename = "agent.created")]
+    AgentCreated,
+    /// An agent's token was revoked.
+    #[serde(rename = "agent.revoked")]
+    AgentRevoked,
+    /// A new tenant document version was applied.
+    #[serde(rename = "tenant.document_applied")]
+    TenantDocumentApplied,
+}
+
+impl AuditKind {
+    /// Every kind.
+    pub const ALL: [AuditKind; 15] = [
+        Self::ProposalSubmitted,
+        Self::ProposalDecided,
+        Self::ProposalExpired,
+        Self::ApprovalRecorded,
+        Self::ApprovalDecided,
+        Self::ApprovalBreakglass,
+        Self::GrantSpent,
+        Self::GrantRejected,
+        Self::GrantExpired,
+        Self::ProposalBlockedPolicyChanged,
+        Self::ProposalExecuted,
+        Self::ProposalOutcomeUnknown,
+        Self::AgentCreated,
+        Self::AgentRevoked,
+        Self::TenantDocumentApplied,
+    ];
+
+    /// The stored (dotted) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ProposalSubmitted => "proposal.submitted",
+            Self::ProposalDecided => "proposal.decided",
+            Self::ProposalExpired => "proposal.expired",
+            Self::ApprovalRecorded => "approval.recorded",
+            Self::ApprovalDecided => "approval.decided",
+            Self::ApprovalBreakglass => "approval.breakglass",
+            Self::GrantSpent => "grant.spent",
+            Self::GrantRejected => "grant.rejected",
+            Self::GrantExpired => "grant.expired",
+            Self::ProposalBlockedPolicyChanged => "proposal.blocked_policy_changed",
+            Self::ProposalExecuted => "proposal.executed",
+            Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
+            Self::AgentCreated => "agent.created",
+            Self::AgentRevoked => "agent.revoked",
+            Self::TenantDocumentApplied => "tenant.document_applied",
+        }
+    }
+}
+
+impl std::fmt::Display for AuditKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for AuditKind {
+    type Err = crate::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| crate::UnknownName::new("audit kind", s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for k in AuditKind::ALL {
+            assert_eq!(k.as_str().parse::<AuditKind>().unwrap(), k);
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert!("proposal.nope".parse::<AuditKind>().is_err());
+    }
+}
