@@ -17,19 +17,23 @@
 
 pub mod destinations;
 pub mod handlers;
+pub mod refusal;
 
-use actiond_core::grant::{GrantError, KeyKind, TrustedKeys};
+use actiond_core::grant::{KeyKind, TrustedKeys};
 use actiond_core::intent::Intent;
-use actiond_core::policy::{AgentFacts, Decision, Effect, EvalInput, History, decide};
+use actiond_core::policy::{Decision, Effect, decide};
+use actiond_core::tenant::HandlerEntry;
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::executor_queue::{self, ClaimedRow, Spend};
+use actiond_store::grants::StoredGrant;
 use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
-use actiond_store::{Db, policy_queue};
+use actiond_store::proposals::ProposalRow;
+use actiond_store::{Client, Db, policy_queue};
 use handlers::{Destinations, Execution, Outcome};
 use prometheus::{HistogramVec, IntCounterVec};
-use serde_json::json;
+use refusal::Refusal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,6 +140,25 @@ pub struct Worker {
     lease_margin: Duration,
 }
 
+/// Why the pipeline of [`Worker::process`] stopped early: a refusal to record, or a failure
+/// (database, pool) that leaves the lease to expire.
+enum Stop {
+    Refuse(Refusal),
+    Fail(anyhow::Error),
+}
+
+impl From<Refusal> for Stop {
+    fn from(r: Refusal) -> Self {
+        Stop::Refuse(r)
+    }
+}
+
+impl From<anyhow::Error> for Stop {
+    fn from(e: anyhow::Error) -> Self {
+        Stop::Fail(e)
+    }
+}
+
 /// Loads `<key_id>.pub` files from a directory.
 pub fn load_trusted_keys(dir: &Path) -> anyhow::Result<TrustedKeys> {
     let mut keys = TrustedKeys::default();
@@ -221,63 +244,62 @@ impl Worker {
         Ok(executor_queue::claim(&self.db, &self.id, self.claim_lease, limit).await?)
     }
 
-    async fn refuse(
-        &self,
-        row: &ClaimedRow,
-        to_state: &str,
-        reason: &str,
-        metric: &str,
-        detail: serde_json::Value,
-    ) -> anyhow::Result<()> {
+    /// Records `refusal` on `row` (state, agent text, audit event) and counts it.
+    async fn refuse(&self, row: &ProposalRow, refusal: Refusal) -> anyhow::Result<()> {
         self.metrics
             .grants_rejected
-            .with_label_values(&[metric])
+            .with_label_values(&[refusal.metric_label()])
             .inc();
-        let kind = if metric == "policy_changed" {
-            actiond_core::audit::AuditKind::ProposalBlockedPolicyChanged
-        } else {
-            actiond_core::audit::AuditKind::GrantRejected
-        };
-        let detail = json!({"reason": metric, "detail": detail});
-        let to_state = to_state.parse().map_err(anyhow::Error::msg)?;
-        executor_queue::refuse(&self.db, row, &self.id, to_state, reason, kind, detail).await?;
+        executor_queue::refuse(
+            &self.db,
+            row,
+            &self.id,
+            refusal.state(),
+            &refusal.agent_text(),
+            refusal.audit_kind(),
+            refusal.audit_detail(),
+        )
+        .await?;
         Ok(())
     }
 
-    /// Processes one claimed proposal to its end (see the crate doc).
+    /// Processes one claimed proposal to its end (see the crate doc): verify → re-check →
+    /// settings → spend → run → record. A stage that refuses ends it with that [`Refusal`].
     pub async fn process(&self, row: ClaimedRow) -> anyhow::Result<()> {
-        let client = self.db.client().await?;
+        match self.pipeline(&row).await {
+            Ok(()) => Ok(()),
+            Err(Stop::Refuse(r)) => self.refuse(&row, r).await,
+            Err(Stop::Fail(e)) => Err(e),
+        }
+    }
+
+    async fn pipeline(&self, row: &ClaimedRow) -> Result<(), Stop> {
+        let (grant, kind) = self.verify(row)?;
+        let client = self.db.client().await.map_err(anyhow::Error::from)?;
+        self.recheck(&client, row, kind).await?;
+        let entry = self.settings(&client, row, &grant).await?;
+        drop(client);
+        if !self.spend(row, &grant, kind, &entry).await? {
+            return Ok(());
+        }
+        let outcome = self.run_handler(row, &grant, &entry).await;
+        self.record(row, &outcome).await?;
+        Ok(())
+    }
+
+    /// Stage 1: the grant exists, its signature verifies against a trusted key, and it is bound
+    /// to this proposal's recomputed intent hash.
+    fn verify(&self, row: &ClaimedRow) -> Result<(StoredGrant, KeyKind), Stop> {
         let Some(grant) = row.grant.clone() else {
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    "no grant exists for this proposal",
-                    "missing",
-                    json!({}),
-                )
-                .await;
+            return Err(Refusal::MissingGrant.into());
         };
-        let kind = match self.trusted.verify(&grant.claims, &grant.sig) {
-            Ok(k) => k,
-            Err(e) => {
-                let metric = match e {
-                    GrantError::UntrustedKey(_) => "untrusted_key",
-                    GrantError::UnknownVersion(_) => "unknown_version",
-                    GrantError::BadSignature | GrantError::BadKey(_) => "bad_signature",
-                };
+        let kind = self
+            .trusted
+            .verify(&grant.claims, &grant.sig)
+            .map_err(|e| {
                 tracing::error!(proposal = %row.id, key_id = %grant.claims.key_id, error = %e, "ALERT: grant refused");
-                return self
-                    .refuse(
-                        &row,
-                        "blocked",
-                        "the grant for this proposal was refused",
-                        metric,
-                        json!({"error": e.to_string(), "key_id": grant.claims.key_id}),
-                    )
-                    .await;
-            }
-        };
+                Refusal::from_grant_error(&e, &grant.claims.key_id)
+            })?;
         let agent_id = row.agent_id.to_string();
         let recomputed = Intent {
             tenant_id: &row.tenant_id,
@@ -293,68 +315,33 @@ impl Worker {
             || row.intent_hash != recomputed
         {
             tracing::error!(proposal = %row.id, "ALERT: grant does not match this proposal");
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    "grant does not match this proposal",
-                    "intent_mismatch",
-                    json!({"grant_intent": grant.claims.intent_hash, "recomputed": recomputed, "stored": row.intent_hash}),
-                )
-                .await;
+            return Err(Refusal::IntentMismatch {
+                grant_intent: grant.claims.intent_hash.clone(),
+                recomputed,
+                stored: row.intent_hash.clone(),
+            }
+            .into());
         }
-        // The tenant's current policy, once more.
-        let params: serde_json::Value =
-            serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
+        Ok((grant, kind))
+    }
+
+    /// Stage 2: the tenant's current policy, once more, with the same rules input the policy
+    /// worker builds ([`policy_queue::rules_input`]).
+    async fn recheck(&self, client: &Client, row: &ClaimedRow, kind: KeyKind) -> Result<(), Stop> {
         let current = match row.latest_doc_version {
-            Some(v) => self.cache.version(&client, &row.tenant_id, v).await?,
+            Some(v) => self
+                .cache
+                .version(client, &row.tenant_id, v)
+                .await
+                .map_err(anyhow::Error::from)?,
             None => None,
         };
         let Some(current) = current else {
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    "policy changed since approval",
-                    "policy_changed",
-                    json!({"error": "no document"}),
-                )
-                .await;
+            return Err(Refusal::NoDocument.into());
         };
-        let history = match current.doc.handler(&row.action) {
-            Some(h)
-                if current
-                    .doc
-                    .policy
-                    .rules
-                    .iter()
-                    .any(|r| r.when.contains("history")) =>
-            {
-                policy_queue::history(
-                    &client,
-                    &row.tenant_id,
-                    row.agent_id,
-                    &row.action,
-                    current.doc.policy.history_window,
-                    h.kind.history_sum_param(),
-                    row.id,
-                )
-                .await?
-            }
-            _ => History::default(),
-        };
-        let input = EvalInput {
-            action: row.action.clone(),
-            target: row.target.clone(),
-            params: params.clone(),
-            agent: AgentFacts {
-                id: agent_id.clone(),
-                name: row.agent_name.clone(),
-                owner: row.agent_owner.clone().unwrap_or_default(),
-            },
-            session: row.session_id.clone().unwrap_or_default(),
-            history,
-        };
+        let input = policy_queue::rules_input(client, &current, &row.proposal)
+            .await
+            .map_err(anyhow::Error::from)?;
         let p = current.clone();
         let now =
             actiond_runtime::with_budget(Duration::from_millis(200), move || decide(&p, &input))
@@ -365,88 +352,101 @@ impl Worker {
             KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,
         };
         if !still_ok {
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    "policy changed since approval",
-                    "policy_changed",
-                    json!({"effect_now": now.effect.as_str(), "rule": now.rule, "doc_version": current.version, "grant_kind": kind.as_str()}),
-                )
-                .await;
+            return Err(Refusal::PolicyChanged {
+                effect_now: now.effect.as_str(),
+                rule: now.rule,
+                doc_version: current.version,
+                grant_kind: kind.as_str(),
+            }
+            .into());
         }
-        // Handler settings of the version the grant names: a later apply cannot redirect it.
+        Ok(())
+    }
+
+    /// Stage 3: the handler settings of the version the grant names, so a later apply cannot
+    /// redirect an approved action.
+    async fn settings(
+        &self,
+        client: &Client,
+        row: &ClaimedRow,
+        grant: &StoredGrant,
+    ) -> Result<HandlerEntry, Stop> {
         let Some(approved_doc) = self
             .cache
-            .version(&client, &row.tenant_id, grant.claims.doc_version)
-            .await?
+            .version(client, &row.tenant_id, grant.claims.doc_version)
+            .await
+            .map_err(anyhow::Error::from)?
         else {
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    "the approved policy version is missing",
-                    "missing",
-                    json!({}),
-                )
-                .await;
+            return Err(Refusal::ApprovedVersionMissing.into());
         };
-        let Some(entry) = approved_doc.doc.handler(&row.action).cloned() else {
-            return self
-                .refuse(
-                    &row,
-                    "blocked",
-                    &format!("no handler for {}", row.action),
-                    "missing",
-                    json!({}),
-                )
-                .await;
-        };
-        drop(client);
+        approved_doc
+            .doc
+            .handler(&row.action)
+            .cloned()
+            .ok_or_else(|| {
+                Refusal::NoHandler {
+                    action: row.action.clone(),
+                }
+                .into()
+            })
+    }
+
+    /// Stage 4: spend the grant and move to `executing`. `false` when another executor has
+    /// the lease (nothing to record).
+    async fn spend(
+        &self,
+        row: &ClaimedRow,
+        grant: &StoredGrant,
+        kind: KeyKind,
+        entry: &HandlerEntry,
+    ) -> Result<bool, Stop> {
         let run_lease = entry.timeout + self.lease_margin;
-        match executor_queue::spend_and_start(
+        let spend = executor_queue::spend_and_start(
             &self.db,
-            &row,
+            row,
             grant.claims.id,
             &grant.claims.key_id,
             &self.id,
             run_lease,
         )
-        .await?
-        {
-            Spend::Started => {}
+        .await
+        .map_err(anyhow::Error::from)?;
+        match spend {
+            Spend::Started => {
+                self.metrics
+                    .grants_spent
+                    .with_label_values(&[kind.as_str()])
+                    .inc();
+                Ok(true)
+            }
             Spend::Replayed { used_by } => {
                 tracing::error!(proposal = %row.id, grant = %grant.claims.id, used_by = ?used_by, "ALERT: replayed grant refused");
-                return self
-                    .refuse(
-                        &row,
-                        "blocked",
-                        "this approval was already used; nothing ran",
-                        "replayed",
-                        json!({"grant_id": grant.claims.id, "used_by": used_by}),
-                    )
-                    .await;
+                Err(Refusal::Replayed {
+                    grant_id: grant.claims.id,
+                    used_by,
+                }
+                .into())
             }
-            Spend::Expired => {
-                return self
-                    .refuse(
-                        &row,
-                        "expired",
-                        "the approval expired before an executor ran it; propose again",
-                        "expired",
-                        json!({"grant_id": grant.claims.id}),
-                    )
-                    .await;
+            Spend::Expired => Err(Refusal::Expired {
+                grant_id: grant.claims.id,
             }
+            .into()),
             Spend::LostLease => {
                 tracing::warn!(proposal = %row.id, "lease lost before the spend; another executor has it");
-                return Ok(());
+                Ok(false)
             }
         }
-        self.metrics
-            .grants_spent
-            .with_label_values(&[kind.as_str()])
-            .inc();
+    }
+
+    /// Stage 5: run the handler with its timeout.
+    async fn run_handler(
+        &self,
+        row: &ClaimedRow,
+        grant: &StoredGrant,
+        entry: &HandlerEntry,
+    ) -> Outcome {
+        let params: serde_json::Value =
+            serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
         let timer = self
             .metrics
             .handler_seconds
@@ -475,24 +475,23 @@ impl Worker {
         if !matches!(outcome, Outcome::Succeeded(_)) {
             tracing::warn!(proposal = %row.id, outcome = outcome.as_str(), detail = outcome.detail(), "handler did not succeed");
         }
-        // The outcome must not be lost to a database blip: retry within the lease margin (the
-        // handler returned before its timeout, so at least that much lease is left).
+        outcome
+    }
+
+    /// Stage 6: record the outcome. It must not be lost to a database blip: retry within the
+    /// lease margin (the handler returned before its timeout, so at least that much lease is
+    /// left).
+    async fn record(&self, row: &ClaimedRow, outcome: &Outcome) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + self.lease_margin;
         let mut wait = Duration::from_millis(100);
         loop {
-            match executor_queue::finish(
-                &self.db,
-                &row,
-                &self.id,
-                outcome.state(),
-                outcome.detail(),
-            )
-            .await
+            match executor_queue::finish(&self.db, row, &self.id, outcome.state(), outcome.detail())
+                .await
             {
-                Ok(true) => break,
+                Ok(true) => return Ok(()),
                 Ok(false) => {
                     tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");
-                    break;
+                    return Ok(());
                 }
                 Err(e) if tokio::time::Instant::now() + wait < deadline => {
                     tracing::warn!(proposal = %row.id, error = %e, "recording the outcome failed; retrying");
@@ -505,7 +504,6 @@ impl Worker {
                 }
             }
         }
-        Ok(())
     }
 
     /// One sweep of lease and grant expiry.

@@ -1,0 +1,242 @@
+//! Every way the executor refuses an approved proposal without running it, and what each
+//! refusal means: the state the proposal ends in, the text the agent reads, the
+//! `grants_rejected_total` label and the audit event kind. The mappings are exhaustive matches,
+//! so a new refusal cannot be added without deciding all four.
+
+use actiond_core::audit::AuditKind;
+use actiond_core::grant::GrantError;
+use actiond_core::state::ProposalState;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// Why a grant's signature check failed: the verifier's error and the key id the grant named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantFault {
+    /// The verifier's error text (internal: audit log only).
+    pub error: String,
+    /// The key id the grant claims.
+    pub key_id: String,
+}
+
+/// A refusal to run a claimed `approved` proposal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// No grant row exists for the proposal.
+    MissingGrant,
+    /// The grant names a key id this executor does not trust.
+    UntrustedKey(GrantFault),
+    /// The grant's claims version is not one this executor knows.
+    UnknownVersion(GrantFault),
+    /// The signature does not verify (wrong length, wrong key, altered claims).
+    BadSignature(GrantFault),
+    /// The grant's proposal, tenant or intent hash, or the stored intent hash, differs from the
+    /// intent hash recomputed from the stored row.
+    IntentMismatch {
+        /// Intent hash in the grant.
+        grant_intent: String,
+        /// Intent hash recomputed from the proposal's columns.
+        recomputed: String,
+        /// Intent hash stored on the proposal.
+        stored: String,
+    },
+    /// The tenant has no current document to re-check against.
+    NoDocument,
+    /// The tenant's current policy no longer permits it (a `policy-` grant needs `allow` now,
+    /// a person's grant needs "not `block`" now).
+    PolicyChanged {
+        /// The effect the current policy gives.
+        effect_now: &'static str,
+        /// The rule that decided it.
+        rule: Option<String>,
+        /// The current document version.
+        doc_version: i32,
+        /// `policy`, `approver` or `breakglass`.
+        grant_kind: &'static str,
+    },
+    /// The document version the grant names no longer exists.
+    ApprovedVersionMissing,
+    /// The document version the grant names has no handler for the action.
+    NoHandler {
+        /// The action.
+        action: String,
+    },
+    /// The grant was already spent: nothing ran (investigate).
+    Replayed {
+        /// The grant.
+        grant_id: Uuid,
+        /// The executor that spent it.
+        used_by: Option<String>,
+    },
+    /// The grant expired unspent.
+    Expired {
+        /// The grant.
+        grant_id: Uuid,
+    },
+}
+
+impl Refusal {
+    /// The refusal for a failed signature check.
+    pub fn from_grant_error(e: &GrantError, key_id: &str) -> Self {
+        let fault = GrantFault {
+            error: e.to_string(),
+            key_id: key_id.to_owned(),
+        };
+        match e {
+            GrantError::UntrustedKey(_) => Self::UntrustedKey(fault),
+            GrantError::UnknownVersion(_) => Self::UnknownVersion(fault),
+            GrantError::BadSignature | GrantError::BadKey(_) => Self::BadSignature(fault),
+        }
+    }
+
+    /// The state the proposal moves to.
+    pub fn state(&self) -> ProposalState {
+        match self {
+            Self::Expired { .. } => ProposalState::Expired,
+            Self::MissingGrant
+            | Self::UntrustedKey(_)
+            | Self::UnknownVersion(_)
+            | Self::BadSignature(_)
+            | Self::IntentMismatch { .. }
+            | Self::NoDocument
+            | Self::PolicyChanged { .. }
+            | Self::ApprovedVersionMissing
+            | Self::NoHandler { .. }
+            | Self::Replayed { .. } => ProposalState::Blocked,
+        }
+    }
+
+    /// The reason the agent reads (no internal detail).
+    pub fn agent_text(&self) -> String {
+        match self {
+            Self::MissingGrant => "no grant exists for this proposal".into(),
+            Self::UntrustedKey(_) | Self::UnknownVersion(_) | Self::BadSignature(_) => {
+                "the grant for this proposal was refused".into()
+            }
+            Self::IntentMismatch { .. } => "grant does not match this proposal".into(),
+            Self::NoDocument | Self::PolicyChanged { .. } => "policy changed since approval".into(),
+            Self::ApprovedVersionMissing => "the approved policy version is missing".into(),
+            Self::NoHandler { action } => format!("no handler for {action}"),
+            Self::Replayed { .. } => "this approval was already used; nothing ran".into(),
+            Self::Expired { .. } => {
+                "the approval expired before an executor ran it; propose again".into()
+            }
+        }
+    }
+
+    /// The `reason` label of `grants_rejected_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::MissingGrant | Self::ApprovedVersionMissing | Self::NoHandler { .. } => "missing",
+            Self::UntrustedKey(_) => "untrusted_key",
+            Self::UnknownVersion(_) => "unknown_version",
+            Self::BadSignature(_) => "bad_signature",
+            Self::IntentMismatch { .. } => "intent_mismatch",
+            Self::NoDocument | Self::PolicyChanged { .. } => "policy_changed",
+            Self::Replayed { .. } => "replayed",
+            Self::Expired { .. } => "expired",
+        }
+    }
+
+    /// The kind of the audit event that records it.
+    pub fn audit_kind(&self) -> AuditKind {
+        match self {
+            Self::NoDocument | Self::PolicyChanged { .. } => {
+                AuditKind::ProposalBlockedPolicyChanged
+            }
+            Self::MissingGrant
+            | Self::UntrustedKey(_)
+            | Self::UnknownVersion(_)
+            | Self::BadSignature(_)
+            | Self::IntentMismatch { .. }
+            | Self::ApprovedVersionMissing
+            | Self::NoHandler { .. }
+            | Self::Replayed { .. }
+            | Self::Expired { .. } => AuditKind::GrantRejected,
+        }
+    }
+
+    /// The audit event's detail: `{"reason": <metric label>, "detail": <internal cause>}`.
+    pub fn audit_detail(&self) -> Value {
+        let detail = match self {
+            Self::MissingGrant | Self::ApprovedVersionMissing | Self::NoHandler { .. } => {
+                json!({})
+            }
+            Self::UntrustedKey(f) | Self::UnknownVersion(f) | Self::BadSignature(f) => {
+                json!({"error": f.error, "key_id": f.key_id})
+            }
+            Self::IntentMismatch {
+                grant_intent,
+                recomputed,
+                stored,
+            } => json!({"grant_intent": grant_intent, "recomputed": recomputed, "stored": stored}),
+            Self::NoDocument => json!({"error": "no document"}),
+            Self::PolicyChanged {
+                effect_now,
+                rule,
+                doc_version,
+                grant_kind,
+            } => {
+                json!({"effect_now": effect_now, "rule": rule, "doc_version": doc_version, "grant_kind": grant_kind})
+            }
+            Self::Replayed { grant_id, used_by } => {
+                json!({"grant_id": grant_id, "used_by": used_by})
+            }
+            Self::Expired { grant_id } => json!({"grant_id": grant_id}),
+        };
+        json!({"reason": self.metric_label(), "detail": detail})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_expired_grant_ends_expired_and_only_policy_changes_use_their_kind() {
+        let fault = GrantFault {
+            error: "e".into(),
+            key_id: "k".into(),
+        };
+        let all = [
+            Refusal::MissingGrant,
+            Refusal::UntrustedKey(fault.clone()),
+            Refusal::UnknownVersion(fault.clone()),
+            Refusal::BadSignature(fault),
+            Refusal::IntentMismatch {
+                grant_intent: "a".into(),
+                recomputed: "b".into(),
+                stored: "c".into(),
+            },
+            Refusal::NoDocument,
+            Refusal::PolicyChanged {
+                effect_now: "block",
+                rule: None,
+                doc_version: 2,
+                grant_kind: "policy",
+            },
+            Refusal::ApprovedVersionMissing,
+            Refusal::NoHandler {
+                action: "x.y".into(),
+            },
+            Refusal::Replayed {
+                grant_id: Uuid::nil(),
+                used_by: None,
+            },
+            Refusal::Expired {
+                grant_id: Uuid::nil(),
+            },
+        ];
+        for r in &all {
+            let expired = matches!(r, Refusal::Expired { .. });
+            assert_eq!(r.state() == ProposalState::Expired, expired);
+            assert!(ProposalState::Approved.can_become(r.state()));
+            let changed = r.metric_label() == "policy_changed";
+            assert_eq!(
+                r.audit_kind() == AuditKind::ProposalBlockedPolicyChanged,
+                changed
+            );
+            assert_eq!(r.audit_detail()["reason"], r.metric_label());
+            assert!(!r.agent_text().is_empty());
+        }
+    }
+}
