@@ -5,11 +5,13 @@
 //! - [`grant`]: Ed25519-signed, single-use grants (signing and verification).
 //! - [`state`]: proposal states and their legal transitions.
 //! - [`audit`]: the kinds of audit event.
+//! - [`approval`]: the rules for decisions by people (who, how many, no self-approval).
 //! - [`policy`]: effects, CEL rules, and the deterministic decision procedure.
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
 
+pub mod approval;
 pub mod audit;
 pub mod canonical;
 pub mod grant;

@@ -1,20 +1,23 @@
 //! Decisions by people: the approval app and the break-glass CLI share this one path, so both
 //! issue grants the same way (DESIGN.md, "web" and "break-glass CLI").
 //!
-//! Rules enforced here, in the decision's transaction with the proposal row locked:
+//! The rules themselves are pure functions in [`actiond_core::approval`]; this module applies
+//! them in the decision's transaction with the proposal row locked:
 //! - only `escalated` proposals can be decided; a second decision learns who decided and when;
 //! - the decision names the intent hash (prefix, ≥ 8 hex characters) and, from the web, the
 //!   document version that were displayed; anything else is refused as stale;
 //! - the agent's recorded owner can never approve its proposals;
-//! - `approvals_required: N` means N distinct (issuer, subject); one deny is final;
+//! - `approvals_required: N` means N distinct (issuer, subject), at most one of them by
+//!   break-glass; one deny is final;
 //! - an approval that completes the count issues the grant with the caller's key.
 
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, StoreError, audit, grants, set_tenant, tenants};
+use actiond_core::approval::{self as rules, ApprovalRefusal, Tally};
 use actiond_core::audit::AuditKind;
 use actiond_core::grant::GrantSigner;
-use actiond_core::handlers::HandlerKind;
 use actiond_core::state::ProposalState;
+use actiond_core::tenant::HandlerEntry;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -31,14 +34,7 @@ pub struct Approver {
     pub channel: &'static str,
 }
 
-/// Approve or deny.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Approve.
-    Approve,
-    /// Deny.
-    Deny,
-}
+pub use actiond_core::approval::Verdict;
 
 /// Result of [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +103,42 @@ pub async fn get(db: &Db, tenants: Option<&[String]>, id: Uuid) -> Result<Option
     Ok(row)
 }
 
+/// A refused decision as the store's error (the text is safe to show to the person).
+fn refused(r: ApprovalRefusal) -> StoreError {
+    StoreError::Conflict(r.to_string())
+}
+
+impl Approver {
+    fn is_breakglass(&self) -> bool {
+        self.channel == "breakglass"
+    }
+
+    /// `approver:<sub>` from the web, `operator:<sub>` from break-glass.
+    fn actor(&self) -> String {
+        let role = if self.channel == "web" {
+            "approver"
+        } else {
+            "operator"
+        };
+        format!("{role}:{}", self.subject)
+    }
+
+    fn audit_json(&self) -> serde_json::Value {
+        json!({"issuer": self.issuer, "subject": self.subject, "email": self.email, "channel": self.channel})
+    }
+}
+
+/// What one call of [`decide`] is deciding, once the proposal is locked and checked.
+struct Deciding<'a> {
+    tenant: &'a str,
+    id: Uuid,
+    approver: &'a Approver,
+    verdict: Verdict,
+    comment: Option<&'a str>,
+    proposal: ProposalRow,
+    doc_version: i32,
+}
+
 /// Records a person's decision; see the module doc for the rules. `shown_intent` is the intent
 /// hash (or a prefix of at least 8 hex characters) that was displayed; `shown_doc_version` the
 /// document version displayed, when the channel shows one.
@@ -122,15 +154,52 @@ pub async fn decide(
     shown_doc_version: Option<i32>,
     comment: Option<&str>,
 ) -> Result<Decided> {
-    let shown_intent = shown_intent.trim().to_ascii_lowercase();
-    if shown_intent.len() < 8 || !shown_intent.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(StoreError::Conflict(
-            "the intent hash shown must be given (at least 8 hex characters)".into(),
-        ));
-    }
+    let shown_intent = rules::shown_intent(shown_intent).map_err(refused)?;
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     set_tenant(&tx, tenant).await?;
+    let proposal = lock(&tx, tenant, id).await?;
+    if proposal.state != ProposalState::Escalated {
+        let out = already_decided(&tx, proposal.state, id).await?;
+        tx.commit().await?;
+        return Ok(out);
+    }
+    rules::check_shown(
+        &proposal.intent_hash,
+        proposal.doc_version,
+        &shown_intent,
+        shown_doc_version,
+    )
+    .map_err(refused)?;
+    rules::check_not_owner(proposal.agent_owner.as_deref(), &approver.subject, verdict)
+        .map_err(refused)?;
+    let doc_version = proposal
+        .doc_version
+        .ok_or_else(|| refused(ApprovalRefusal::NoDocVersion))?;
+    let d = Deciding {
+        tenant,
+        id,
+        approver,
+        verdict,
+        comment,
+        proposal,
+        doc_version,
+    };
+    let handler = handler_of(&tx, &d).await?;
+    record_approval(&tx, &d).await?;
+    let (to_state, outcome) = match verdict {
+        Verdict::Deny => deny(&tx, &d).await?,
+        Verdict::Approve => approve(&tx, signer, &d, &handler).await?,
+    };
+    if let Some(to_state) = to_state {
+        write_decided(&tx, signer, &d, to_state, &outcome).await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Locks the proposal row for this decision.
+async fn lock(tx: &crate::Tx<'_>, tenant: &str, id: Uuid) -> Result<ProposalRow> {
     let row = tx
         .query_opt(
             &format!(
@@ -141,82 +210,57 @@ pub async fn decide(
         )
         .await?
         .ok_or(StoreError::NotFound("proposal"))?;
-    let ProposalRow {
+    ProposalRow::from_row(&row)
+}
+
+/// The answer for a proposal that is no longer `escalated`: its state and the last person who
+/// decided it.
+async fn already_decided(tx: &crate::Tx<'_>, state: ProposalState, id: Uuid) -> Result<Decided> {
+    let last = tx
+        .query_opt(
+            "SELECT subject, decided_at FROM approvals WHERE proposal_id = $1 ORDER BY decided_at DESC LIMIT 1",
+            &[&id],
+        )
+        .await?;
+    Ok(Decided::AlreadyDecided {
         state,
-        intent_hash,
-        doc_version,
-        agent_owner: owner,
-        action,
-        params_sha256,
-        ..
-    } = ProposalRow::from_row(&row)?;
-    if state != ProposalState::Escalated {
-        let last = tx
-            .query_opt(
-                "SELECT subject, decided_at FROM approvals WHERE proposal_id = $1 ORDER BY decided_at DESC LIMIT 1",
-                &[&id],
-            )
-            .await?;
-        tx.commit().await?;
-        return Ok(Decided::AlreadyDecided {
-            state,
-            by: last.as_ref().map(|r| r.get(0)),
-            at: last.as_ref().map(|r| r.get(1)),
-        });
-    }
-    if !intent_hash.starts_with(&shown_intent) {
-        return Err(StoreError::Conflict(
-            "the proposal shown is not this proposal's current intent; reload it and decide again"
-                .into(),
-        ));
-    }
-    if let Some(v) = shown_doc_version
-        && Some(v) != doc_version
-    {
-        return Err(StoreError::Conflict(
-            "the policy version shown is not the one that escalated it; reload".into(),
-        ));
-    }
-    if owner.as_deref() == Some(approver.subject.as_str()) && verdict == Verdict::Approve {
-        return Err(StoreError::Conflict(
-            "you own the agent that proposed this; someone else must approve it".into(),
-        ));
-    }
-    let doc_version =
-        doc_version.ok_or_else(|| StoreError::Conflict("proposal has no policy version".into()))?;
-    let doc = tenants::version(&tx, tenant, doc_version)
+        by: last.as_ref().map(|r| r.get("subject")),
+        at: last.as_ref().map(|r| r.get("decided_at")),
+    })
+}
+
+/// The handler entry of the document version that escalated the proposal.
+async fn handler_of(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<HandlerEntry> {
+    let doc = tenants::version(tx, d.tenant, d.doc_version)
         .await?
         .ok_or(StoreError::NotFound("tenant document"))?
         .parse()?;
-    let handler = doc
-        .handler(&action)
-        .ok_or_else(|| StoreError::Conflict(format!("no handler for {action}")))?;
-    let decision = match verdict {
-        Verdict::Approve => "approve",
-        Verdict::Deny => "deny",
-    };
-    // `--as` on the break-glass CLI is self-asserted: one operator could claim several
-    // subjects. So break-glass supplies at most one of the N approvals; the others must come
-    // through SSO.
-    if approver.channel == "breakglass" && verdict == Verdict::Approve {
+    let action = &d.proposal.action;
+    doc.handler(action)
+        .cloned()
+        .ok_or_else(|| StoreError::Conflict(format!("no handler for {action}")))
+}
+
+/// Stores this person's approval or denial (one per issuer and subject), after the
+/// break-glass limit: `--as` on the CLI is self-asserted, so one operator could claim several
+/// subjects; break-glass supplies at most one of the N approvals.
+async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
+    let a = d.approver;
+    if a.is_breakglass() && d.verdict == Verdict::Approve {
         let prior: i64 = tx
             .query_one(
                 "SELECT count(*) FROM approvals WHERE proposal_id = $1 AND channel = 'breakglass' AND decision = 'approve'",
-                &[&id],
+                &[&d.id],
             )
             .await?
             .get(0);
-        if prior > 0 {
-            return Err(StoreError::Conflict(
-                "break-glass can supply only one approval per proposal; the others must come from the approval web app".into(),
-            ));
-        }
+        rules::check_breakglass(true, d.verdict, prior).map_err(refused)?;
     }
     let inserted = tx
         .execute(
             "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
-            &[&id, &tenant, &approver.issuer, &approver.subject, &approver.email, &decision, &comment, &intent_hash, &doc_version, &approver.channel],
+            &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel],
         )
         .await?;
     if inserted == 0 {
@@ -224,105 +268,122 @@ pub async fn decide(
             "you already decided on this proposal".into(),
         ));
     }
-    let actor = format!(
-        "{}:{}",
-        if approver.channel == "web" {
-            "approver"
-        } else {
-            "operator"
+    Ok(())
+}
+
+/// A deny is final: the proposal becomes `denied` with the comment (or a default) as reason.
+async fn deny(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<(Option<ProposalState>, Decided)> {
+    let reason = d
+        .comment
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or("denied by an approver");
+    tx.execute(
+        "UPDATE proposals SET state = 'denied', decision_reason = $2 WHERE id = $1",
+        &[&d.id, &reason],
+    )
+    .await?;
+    Ok((Some(ProposalState::Denied), Decided::Denied))
+}
+
+/// Counts the distinct approvals; when they complete the tally, issues the grant and moves the
+/// proposal to `approved`. When more people must approve, writes an `approval.recorded` event
+/// and returns no new state.
+async fn approve(
+    tx: &crate::Tx<'_>,
+    signer: &GrantSigner,
+    d: &Deciding<'_>,
+    handler: &HandlerEntry,
+) -> Result<(Option<ProposalState>, Decided)> {
+    let have: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
+            &[&d.id],
+        )
+        .await?
+        .get(0);
+    if let Tally::NeedsMore { have, need } = rules::tally(have, handler.approvals_required) {
+        let actor = d.approver.actor();
+        audit::write(
+            tx,
+            &d.proposal.event(
+                AuditKind::ApprovalRecorded,
+                &actor,
+                json!({"approver": d.approver.audit_json(), "have": have, "need": need}),
+            ),
+        )
+        .await?;
+        return Ok((None, Decided::NeedsMore { have, need }));
+    }
+    let subjects: Vec<String> = tx
+        .query(
+            "SELECT subject FROM approvals WHERE proposal_id = $1 AND decision = 'approve' ORDER BY decided_at",
+            &[&d.id],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get("subject"))
+        .collect();
+    let claims = grants::issue(
+        tx,
+        signer,
+        &grants::GrantRequest {
+            proposal_id: d.id,
+            tenant_id: d.tenant,
+            intent_hash: &d.proposal.intent_hash,
+            doc_version: d.doc_version,
+            lifetime: handler.grant_lifetime,
         },
-        approver.subject
-    );
-    let who = json!({"issuer": approver.issuer, "subject": approver.subject, "email": approver.email, "channel": approver.channel});
-    let (to_state, outcome, grant_id) = match verdict {
-        Verdict::Deny => {
-            let reason = comment
-                .filter(|c| !c.trim().is_empty())
-                .unwrap_or("denied by an approver");
-            tx.execute(
-                "UPDATE proposals SET state = 'denied', decision_reason = $2 WHERE id = $1",
-                &[&id, &reason],
-            )
-            .await?;
-            (ProposalState::Denied, Decided::Denied, None)
-        }
-        Verdict::Approve => {
-            let have: i64 = tx
-                .query_one("SELECT count(*) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'", &[&id])
-                .await?
-                .get(0);
-            let need = i64::from(handler.approvals_required);
-            if have < need {
-                audit::write(
-                    &tx,
-                    &audit::Event::new(
-                        tenant,
-                        Some(id),
-                        AuditKind::ApprovalRecorded,
-                        &actor,
-                        json!({"approver": who, "have": have, "need": need}),
-                    )
-                    .hashes(&intent_hash, &params_sha256),
-                )
-                .await?;
-                tx.commit().await?;
-                return Ok(Decided::NeedsMore { have, need });
-            }
-            let subjects: Vec<String> = tx
-                .query("SELECT subject FROM approvals WHERE proposal_id = $1 AND decision = 'approve' ORDER BY decided_at", &[&id])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            let claims = grants::issue(
-                &tx,
-                signer,
-                &grants::GrantRequest {
-                    proposal_id: id,
-                    tenant_id: tenant,
-                    intent_hash: &intent_hash,
-                    doc_version,
-                    lifetime: handler.grant_lifetime,
-                },
-                &subjects.join(","),
-            )
-            .await?;
-            let reason = comment
-                .filter(|c| !c.trim().is_empty())
-                .unwrap_or("approved by an approver");
-            tx.execute(
-                "UPDATE proposals SET state = 'approved', decision_reason = $2 WHERE id = $1",
-                &[&id, &reason],
-            )
-            .await?;
-            (
-                ProposalState::Approved,
-                Decided::Approved {
-                    grant_id: claims.id,
-                },
-                Some(claims.id),
-            )
-        }
-    };
-    let kind = if approver.channel == "breakglass" {
+        &subjects.join(","),
+    )
+    .await?;
+    let reason = d
+        .comment
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or("approved by an approver");
+    tx.execute(
+        "UPDATE proposals SET state = 'approved', decision_reason = $2 WHERE id = $1",
+        &[&d.id, &reason],
+    )
+    .await?;
+    Ok((
+        Some(ProposalState::Approved),
+        Decided::Approved {
+            grant_id: claims.id,
+        },
+    ))
+}
+
+/// The audit event of a final decision (`escalated → approved | denied`).
+async fn write_decided(
+    tx: &crate::Tx<'_>,
+    signer: &GrantSigner,
+    d: &Deciding<'_>,
+    to_state: ProposalState,
+    outcome: &Decided,
+) -> Result<()> {
+    let kind = if d.approver.is_breakglass() {
         AuditKind::ApprovalBreakglass
     } else {
         AuditKind::ApprovalDecided
     };
+    let grant_id = match outcome {
+        Decided::Approved { grant_id } => Some(*grant_id),
+        _ => None,
+    };
+    let actor = d.approver.actor();
+    let detail = json!({
+        "approver": d.approver.audit_json(),
+        "decision": d.verdict.as_str(),
+        "comment": d.comment,
+        "grant_id": grant_id,
+        "key_id": grant_id.map(|_| signer.key_id()),
+    });
     audit::write(
-        &tx,
-        &audit::Event::new(
-            tenant,
-            Some(id),
-            kind,
-            &actor,
-            json!({"approver": who, "decision": decision, "comment": comment, "grant_id": grant_id, "key_id": grant_id.map(|_| signer.key_id())}),
-        )
-        .transition(Some(ProposalState::Escalated), to_state)
-        .hashes(&intent_hash, &params_sha256),
+        tx,
+        &d.proposal
+            .event(kind, &actor, detail)
+            .transition(Some(ProposalState::Escalated), to_state),
     )
     .await?;
-    tx.commit().await?;
-    let _ = HandlerKind::lookup(&action);
-    Ok(outcome)
+    Ok(())
 }

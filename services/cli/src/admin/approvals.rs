@@ -197,7 +197,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         .context("tenant has no document")?
         .parse()?;
     drop(c);
-    if !doc.approvers.subjects.contains(&a.as_subject) {
+    if !actiond_core::approval::may_decide_by_subject(&doc.approvers, &a.as_subject) {
         bail!(
             "{} is not listed in approvers.subjects of tenant {}",
             a.as_subject,
