@@ -295,29 +295,9 @@ fn parse_id(id: &str) -> WebResult<Uuid> {
     Uuid::parse_str(id).map_err(|_| WebError::NotFound)
 }
 
-/// `GET /p/{id}`: the decision page.
-pub(crate) async fn decision(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    Query(q): Query<DecisionQuery>,
-) -> WebResult<Response> {
-    let v = require_viewer(&state, &headers, uri.path()).await?;
-    let id = parse_id(&id)?;
-    let p = approvals::get(&state.db, Some(&v.tenants), id)
-        .await?
-        .ok_or(WebError::NotFound)?;
-    let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
-    let doc = match p.doc_version {
-        Some(ver) => {
-            let c = state.db.client().await?;
-            state.docs.version_of(&c, &p.tenant_id, ver).await?
-        }
-        None => None,
-    };
-    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
-    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
+/// The params as the decision page lists them: every field of the handler's schema (risky
+/// ones flagged, missing ones marked), then anything outside the schema, flagged.
+fn param_rows(params: &Value, d: &Described) -> Vec<ParamRow> {
     let mut rows = Vec::new();
     let schema = d
         .kind
@@ -372,7 +352,12 @@ pub(crate) async fn decision(
             }
         }
     }
-    let approvals: Vec<ApprovalRow> = approvals_rows
+    rows
+}
+
+/// The recorded decisions as the decision page lists them.
+fn approval_rows(approvals_rows: &[queue_views::ApprovalEntry]) -> Vec<ApprovalRow> {
+    approvals_rows
         .iter()
         .map(|r| ApprovalRow {
             subject: reveal_invisible(&r.subject, false),
@@ -384,7 +369,34 @@ pub(crate) async fn decision(
             at: when(r.decided_at),
             channel: r.channel.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// `GET /p/{id}`: the decision page.
+pub(crate) async fn decision(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    Query(q): Query<DecisionQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, uri.path()).await?;
+    let id = parse_id(&id)?;
+    let p = approvals::get(&state.db, Some(&v.tenants), id)
+        .await?
+        .ok_or(WebError::NotFound)?;
+    let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
+    let doc = match p.doc_version {
+        Some(ver) => {
+            let c = state.db.client().await?;
+            state.docs.version_of(&c, &p.tenant_id, ver).await?
+        }
+        None => None,
+    };
+    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
+    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
+    let rows = param_rows(&params, &d);
+    let approvals = approval_rows(&approvals_rows);
     let approvals_have = approvals_rows
         .iter()
         .filter(|r| r.decision == "approve")
