@@ -1,77 +1,10 @@
 //! Tenant authorization from ID-token claims, as each tenant's *current* document says
-//! (`approvers: {issuer, claim, values, subjects}`), and a cache of parsed tenant documents.
-//!
-//! Documents are immutable per (tenant, version), so parsed documents are cached by that key;
-//! each lookup asks Postgres only for the latest version numbers.
+//! (`approvers: {issuer, claim, values, subjects}`). The documents come from the store's
+//! document cache ([`actiond_store::policy_cache::PolicyCache`]).
 
 use actiond_core::tenant::TenantDocument;
-use actiond_store::Db;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-
-/// Parsed tenant documents by (tenant, version).
-#[derive(Default)]
-pub(crate) struct DocCache {
-    docs: RwLock<HashMap<(String, i32), Arc<TenantDocument>>>,
-}
-
-impl DocCache {
-    fn cached(&self, tenant: &str, version: i32) -> Option<Arc<TenantDocument>> {
-        self.docs
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(tenant.to_owned(), version)).cloned())
-    }
-
-    /// One version of a tenant's document, parsed (None when it does not exist).
-    pub(crate) async fn version(
-        &self,
-        db: &Db,
-        tenant: &str,
-        version: i32,
-    ) -> actiond_store::Result<Option<Arc<TenantDocument>>> {
-        if let Some(d) = self.cached(tenant, version) {
-            return Ok(Some(d));
-        }
-        let c = db.client().await?;
-        let Some(stored) = actiond_store::tenants::version(&c, tenant, version).await? else {
-            return Ok(None);
-        };
-        let doc = Arc::new(stored.parse()?);
-        if let Ok(mut m) = self.docs.write() {
-            m.insert((tenant.to_owned(), version), doc.clone());
-        }
-        Ok(Some(doc))
-    }
-
-    /// The latest document of every tenant.
-    pub(crate) async fn latest(&self, db: &Db) -> actiond_store::Result<Vec<Arc<TenantDocument>>> {
-        let rows = {
-            let c = db.client().await?;
-            c.query(
-                "SELECT DISTINCT ON (tenant_id) tenant_id, version FROM tenant_documents
-                 ORDER BY tenant_id, version DESC",
-                &[],
-            )
-            .await?
-        };
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let tenant: String = r.get(0);
-            let version: i32 = r.get(1);
-            match self.version(db, &tenant, version).await {
-                Ok(Some(d)) => out.push(d),
-                Ok(None) => {}
-                Err(e) => {
-                    // A document that no longer validates grants nobody anything.
-                    tracing::warn!(tenant, version, error = %e.detail(), "tenant document skipped");
-                }
-            }
-        }
-        Ok(out)
-    }
-}
+use std::sync::Arc;
 
 /// True when `claims[claim]` (a string or a list of strings) holds one of `values`.
 fn claim_matches(claims: &Value, claim: &str, values: &[String]) -> bool {

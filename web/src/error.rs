@@ -41,12 +41,6 @@ impl From<actiond_store::StoreError> for WebError {
     }
 }
 
-impl From<tokio_postgres::Error> for WebError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        actiond_store::StoreError::from(e).into()
-    }
-}
-
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let (status, title, message) = match self {

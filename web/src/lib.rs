@@ -34,6 +34,8 @@ use actiond_core::grant::GrantSigner;
 use actiond_core::ids::parse_duration;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::Db;
+use actiond_store::policy_cache::PolicyCache;
+use actiond_store::web_sessions::Clock;
 use anyhow::Context as _;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -179,7 +181,8 @@ pub struct Inner {
     pub(crate) secure_cookies: bool,
     pub(crate) session_idle: Duration,
     pub(crate) session_absolute: Duration,
-    pub(crate) docs: authz::DocCache,
+    pub(crate) docs: PolicyCache,
+    pub(crate) clock: Clock,
     pub(crate) metrics: WebMetrics,
     pub(crate) registry: actiond_runtime::Metrics,
     pub(crate) creds: Option<CredentialsDir>,
@@ -291,7 +294,8 @@ impl AppState {
             secure_cookies,
             session_idle: args.session_idle,
             session_absolute: args.session_absolute,
-            docs: authz::DocCache::default(),
+            docs: PolicyCache::default(),
+            clock: Clock::default(),
             metrics,
             registry,
             creds,
@@ -313,6 +317,12 @@ impl AppState {
     /// The database pool.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The clock session and login timeouts are judged by: the database clock, shifted only
+    /// when a test calls [`Clock::advance`] to reach a timeout without waiting for it.
+    pub fn session_clock(&self) -> &Clock {
+        &self.clock
     }
 }
 

@@ -15,6 +15,7 @@
 use crate::AppState;
 use crate::pages::{describe, human_age};
 use actiond_core::text::reveal_invisible;
+use actiond_store::notifications;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use std::net::{IpAddr, SocketAddr};
@@ -98,71 +99,17 @@ pub(crate) async fn background(state: AppState) {
 
 /// Claims and sends pending notices once; returns how many were handled.
 pub(crate) async fn notify_once(state: &AppState) -> anyhow::Result<usize> {
-    let claimed: Vec<(Uuid, String)> = {
-        let mut c = state.db.client().await?;
-        let tx = c.transaction().await?;
-        // The notifier is the one place that reads every tenant (row-level security, V4).
-        actiond_store::set_all_tenants(&tx).await?;
-        let mut rows = tx
-            .query(
-                "INSERT INTO web_notifications (proposal_id, tenant_id)
-                 SELECT p.id, p.tenant_id FROM proposals p
-                 WHERE p.state = 'escalated'
-                   AND NOT EXISTS (SELECT 1 FROM web_notifications n WHERE n.proposal_id = p.id)
-                 ORDER BY p.created_at LIMIT 50
-                 ON CONFLICT DO NOTHING RETURNING proposal_id, tenant_id",
-                &[],
-            )
-            .await?;
-        rows.extend(
-            tx.query(
-                "UPDATE web_notifications SET status = 'sending', attempts = attempts + 1, updated_at = now()
-                 WHERE proposal_id IN (
-                   SELECT proposal_id FROM web_notifications
-                   WHERE attempts < 5 AND ((status = 'failed' AND next_attempt_at <= now())
-                      OR (status = 'sending' AND updated_at < now() - interval '5 minutes'))
-                   ORDER BY next_attempt_at LIMIT 20 FOR UPDATE SKIP LOCKED)
-                 RETURNING proposal_id, tenant_id",
-                &[],
-            )
-            .await?,
-        );
-        tx.commit().await?;
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
-    };
+    let claimed = notifications::claim(&state.db).await?;
     let n = claimed.len();
     for (id, tenant) in claimed {
-        let res = send_one(state, &tenant, id).await;
-        let mut c = state.db.client().await?;
-        let c = c.transaction().await?;
-        actiond_store::set_tenant(&c, &tenant).await?;
-        match res {
-            Ok(channels) => {
-                let status = if channels.is_empty() {
-                    "skipped"
-                } else {
-                    "sent"
-                };
-                c.execute(
-                    "UPDATE web_notifications SET status = $2, channels = $3, last_error = NULL, updated_at = now()
-                     WHERE proposal_id = $1",
-                    &[&id, &status, &channels],
-                )
-                .await?;
-            }
+        match send_one(state, &tenant, id).await {
+            Ok(channels) => notifications::mark_sent(&state.db, &tenant, id, &channels).await?,
             Err(e) => {
                 let msg = format!("{e:#}");
                 tracing::warn!(proposal = %id, tenant, error = %msg, "escalation notice failed");
-                c.execute(
-                    "UPDATE web_notifications SET status = 'failed', last_error = $2, updated_at = now(),
-                        next_attempt_at = now() + make_interval(secs => 30 * power(2, attempts))
-                     WHERE proposal_id = $1",
-                    &[&id, &msg.chars().take(500).collect::<String>()],
-                )
-                .await?;
+                notifications::mark_failed(&state.db, &tenant, id, &msg).await?;
             }
         }
-        c.commit().await?;
     }
     Ok(n)
 }
@@ -175,21 +122,16 @@ async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Ve
     if p.state != "escalated" {
         return Ok(Vec::new());
     }
-    let latest = {
+    let (current, escalated_by) = {
         let c = state.db.client().await?;
-        actiond_store::tenants::latest_version(&c, tenant).await?
-    };
-    let Some((latest_v, _)) = latest else {
-        return Ok(Vec::new());
-    };
-    let current = state
-        .docs
-        .version(&state.db, tenant, latest_v)
-        .await?
-        .context("tenant document vanished")?;
-    let escalated_by = match p.doc_version {
-        Some(v) => state.docs.version(&state.db, tenant, v).await?,
-        None => None,
+        let Some(current) = state.docs.latest_of(&c, tenant).await? else {
+            return Ok(Vec::new());
+        };
+        let escalated_by = match p.doc_version {
+            Some(v) => state.docs.version_of(&c, tenant, v).await?,
+            None => None,
+        };
+        (current, escalated_by)
     };
     let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
     let d = describe(escalated_by.as_deref(), &p.action, &params, &p.target);

@@ -16,6 +16,7 @@ use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::reveal_invisible;
 use actiond_store::approvals::{self, Approver, Decided, Verdict};
+use actiond_store::queue_views::{self, Filter};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -196,47 +197,28 @@ pub(crate) async fn queue(
     let tenants = selected_tenants(&v, &f);
     let agent = nonempty(&f.agent);
     let action = nonempty(&f.action);
-    let list = {
-        let mut c = state.db.client().await?;
-        let tx = c.transaction().await?;
-        actiond_store::set_tenants(&tx, &tenants).await?;
-        let rows = tx
-            .query(
-                "SELECT p.id, p.tenant_id, a.name, p.action, p.target, p.params_json, p.doc_version, p.created_at
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
-                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
-                 ORDER BY p.created_at LIMIT 500",
-                &[&tenants, &agent, &action],
-            )
-            .await?;
-        tx.commit().await?;
-        rows
+    let filter = Filter {
+        agent: agent.as_deref(),
+        action: action.as_deref(),
     };
+    let list = queue_views::escalated(&state.db, &tenants, filter).await?;
+    let c = state.db.client().await?;
     let now = Utc::now();
     let mut rows = Vec::new();
     for r in list {
-        let id: Uuid = r.get(0);
-        let tenant: String = r.get(1);
-        let agent_name: String = r.get(2);
-        let act: String = r.get(3);
-        let target: String = r.get(4);
-        let params_json: String = r.get(5);
-        let doc_version: Option<i32> = r.get(6);
-        let created: DateTime<Utc> = r.get(7);
-        let doc = match doc_version {
-            Some(ver) => state.docs.version(&state.db, &tenant, ver).await?,
+        let doc = match r.doc_version {
+            Some(ver) => state.docs.version_of(&c, &r.tenant_id, ver).await?,
             None => None,
         };
-        let params: Value = serde_json::from_str(&params_json).unwrap_or(Value::Null);
-        let d = describe(doc.as_deref(), &act, &params, &target);
+        let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
+        let d = describe(doc.as_deref(), &r.action, &params, &r.target);
         rows.push(QueueRow {
-            id: id.to_string(),
-            tenant,
-            age: human_age((now - created).num_seconds()),
+            id: r.id.to_string(),
+            age: human_age((now - r.created_at).num_seconds()),
+            tenant: r.tenant_id,
             sentence: d.sentence,
-            action: reveal_invisible(&act, false),
-            agent: reveal_invisible(&agent_name, false),
+            action: reveal_invisible(&r.action, false),
+            agent: reveal_invisible(&r.agent_name, false),
             risky: risky_values(&params, &d.risky),
             state: "escalated".into(),
             decided: String::new(),
@@ -264,54 +246,32 @@ pub(crate) async fn history(
     let tenants = selected_tenants(&v, &f);
     let agent = nonempty(&f.agent);
     let action = nonempty(&f.action);
-    let rows = {
-        let mut c = state.db.client().await?;
-        let tx = c.transaction().await?;
-        actiond_store::set_tenants(&tx, &tenants).await?;
-        let rows = tx
-            .query(
-            "SELECT p.id, p.tenant_id, p.action, p.target, p.params_json, p.state, p.doc_version,
-                    p.updated_at, a.name,
-                    (SELECT string_agg(ap.decision || ' by ' || ap.subject, ', ' ORDER BY ap.decided_at)
-                       FROM approvals ap WHERE ap.proposal_id = p.id)
-             FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.tenant_id = ANY($1) AND p.effect = 'escalate'
-               AND p.state NOT IN ('pending', 'escalated')
-               AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
-             ORDER BY p.updated_at DESC LIMIT 200",
-                &[&tenants, &agent, &action],
-            )
-            .await?;
-        tx.commit().await?;
-        rows
+    let filter = Filter {
+        agent: agent.as_deref(),
+        action: action.as_deref(),
     };
+    let rows = queue_views::decided(&state.db, &tenants, filter).await?;
+    let c = state.db.client().await?;
     let now = Utc::now();
     let mut out = Vec::new();
     for r in rows {
-        let id: Uuid = r.get(0);
-        let tenant: String = r.get(1);
-        let act: String = r.get(2);
-        let target: String = r.get(3);
-        let params_json: String = r.get(4);
-        let doc_version: Option<i32> = r.get(6);
-        let updated: DateTime<Utc> = r.get(7);
-        let doc = match doc_version {
-            Some(ver) => state.docs.version(&state.db, &tenant, ver).await?,
+        let doc = match r.doc_version {
+            Some(ver) => state.docs.version_of(&c, &r.tenant_id, ver).await?,
             None => None,
         };
-        let params: Value = serde_json::from_str(&params_json).unwrap_or(Value::Null);
-        let d = describe(doc.as_deref(), &act, &params, &target);
-        let by: Option<String> = r.get(9);
+        let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
+        let d = describe(doc.as_deref(), &r.action, &params, &r.target);
+        let by = r.decided_by.unwrap_or_else(|| "no person (expired)".into());
         out.push(QueueRow {
-            id: id.to_string(),
-            tenant,
-            age: format!("{} ago", human_age((now - updated).num_seconds())),
+            id: r.id.to_string(),
+            age: format!("{} ago", human_age((now - r.updated_at).num_seconds())),
+            tenant: r.tenant_id,
             sentence: d.sentence,
-            action: reveal_invisible(&act, false),
-            agent: reveal_invisible(&r.get::<_, String>(8), false),
+            action: reveal_invisible(&r.action, false),
+            agent: reveal_invisible(&r.agent_name, false),
             risky: risky_values(&params, &d.risky),
-            state: r.get(5),
-            decided: reveal_invisible(&by.unwrap_or_else(|| "no person (expired)".into()), false),
+            state: r.state,
+            decided: reveal_invisible(&by, false),
         });
     }
     Ok(render(&QueuePage {
@@ -335,39 +295,9 @@ fn parse_id(id: &str) -> WebResult<Uuid> {
     Uuid::parse_str(id).map_err(|_| WebError::NotFound)
 }
 
-/// `GET /p/{id}`: the decision page.
-pub(crate) async fn decision(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    uri: Uri,
-    Path(id): Path<String>,
-    Query(q): Query<DecisionQuery>,
-) -> WebResult<Response> {
-    let v = require_viewer(&state, &headers, uri.path()).await?;
-    let id = parse_id(&id)?;
-    let p = approvals::get(&state.db, Some(&v.tenants), id)
-        .await?
-        .ok_or(WebError::NotFound)?;
-    let approvals_rows = {
-        let mut c = state.db.client().await?;
-        let tx = c.transaction().await?;
-        actiond_store::set_tenant(&tx, &p.tenant_id).await?;
-        let rows = tx
-            .query(
-                "SELECT subject, email, decision, decided_at, channel, issuer FROM approvals
-                 WHERE tenant_id = $1 AND proposal_id = $2 ORDER BY decided_at",
-                &[&p.tenant_id, &id],
-            )
-            .await?;
-        tx.commit().await?;
-        rows
-    };
-    let doc = match p.doc_version {
-        Some(ver) => state.docs.version(&state.db, &p.tenant_id, ver).await?,
-        None => None,
-    };
-    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
-    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
+/// The params as the decision page lists them: every field of the handler's schema (risky
+/// ones flagged, missing ones marked), then anything outside the schema, flagged.
+fn param_rows(params: &Value, d: &Described) -> Vec<ParamRow> {
     let mut rows = Vec::new();
     let schema = d
         .kind
@@ -422,26 +352,58 @@ pub(crate) async fn decision(
             }
         }
     }
-    let approvals: Vec<ApprovalRow> = approvals_rows
+    rows
+}
+
+/// The recorded decisions as the decision page lists them.
+fn approval_rows(approvals_rows: &[queue_views::ApprovalEntry]) -> Vec<ApprovalRow> {
+    approvals_rows
         .iter()
         .map(|r| ApprovalRow {
-            subject: reveal_invisible(&r.get::<_, String>(0), false),
-            email: reveal_invisible(&r.get::<_, Option<String>>(1).unwrap_or_default(), false),
-            decision: match r.get::<_, String>(2).as_str() {
+            subject: reveal_invisible(&r.subject, false),
+            email: reveal_invisible(r.email.as_deref().unwrap_or_default(), false),
+            decision: match r.decision.as_str() {
                 "approve" => "Approved".into(),
                 _ => "Denied".into(),
             },
-            at: when(r.get(3)),
-            channel: r.get(4),
+            at: when(r.decided_at),
+            channel: r.channel.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// `GET /p/{id}`: the decision page.
+pub(crate) async fn decision(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Path(id): Path<String>,
+    Query(q): Query<DecisionQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, uri.path()).await?;
+    let id = parse_id(&id)?;
+    let p = approvals::get(&state.db, Some(&v.tenants), id)
+        .await?
+        .ok_or(WebError::NotFound)?;
+    let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
+    let doc = match p.doc_version {
+        Some(ver) => {
+            let c = state.db.client().await?;
+            state.docs.version_of(&c, &p.tenant_id, ver).await?
+        }
+        None => None,
+    };
+    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
+    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
+    let rows = param_rows(&params, &d);
+    let approvals = approval_rows(&approvals_rows);
     let approvals_have = approvals_rows
         .iter()
-        .filter(|r| r.get::<_, String>(2) == "approve")
+        .filter(|r| r.decision == "approve")
         .count();
     let already_mine = approvals_rows
         .iter()
-        .any(|r| r.get::<_, String>(0) == v.subject && r.get::<_, String>(5) == v.issuer);
+        .any(|r| r.subject == v.subject && r.issuer == v.issuer);
     let escalated = p.state == "escalated";
     let is_owner = p.agent_owner.as_deref() == Some(v.subject.as_str());
     let now = Utc::now();
@@ -567,19 +529,11 @@ pub(crate) async fn decide(
         Ok(Decided::Approved { grant_id }) => {
             tracing::info!(proposal = %id, tenant = %p.tenant_id, %grant_id, subject = %v.subject, "approved");
             // Wake the executors (a hint; they also poll).
-            match state.db.client().await {
-                Ok(c) => {
-                    if let Err(e) = c
-                        .execute(
-                            "SELECT pg_notify($1, '')",
-                            &[&actiond_store::listen::CHANNEL_APPROVED],
-                        )
-                        .await
-                    {
-                        tracing::debug!(error = %e, "NOTIFY failed; executors will poll");
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "NOTIFY skipped; executors will poll"),
+            if let Err(e) =
+                actiond_store::listen::notify(&state.db, actiond_store::listen::CHANNEL_APPROVED)
+                    .await
+            {
+                tracing::debug!(error = %e.detail(), "NOTIFY failed; executors will poll");
             }
             "approved"
         }

@@ -3,7 +3,8 @@
 //! A session is a random 256-bit id in an `HttpOnly`, `SameSite=Lax` cookie (`Secure`, with
 //! the `__Host-` prefix, unless the public URL is plain-http loopback); Postgres keeps only its
 //! SHA-256, so sessions survive restarts and work across replicas. Idle and absolute timeouts
-//! are enforced by the lookup statement with the database clock. Every POST needs the
+//! are enforced by the lookup statement with the database clock (shifted by the state's
+//! session clock, which only tests move). Every POST needs the
 //! session's CSRF token (constant-time compare) and, when the browser says where it comes from
 //! (`Origin`, `Sec-Fetch-Site`), this origin.
 //!
@@ -15,6 +16,7 @@ use crate::error::{WebError, WebResult};
 use crate::views::{LoginPage, render};
 use crate::{AppState, authz, headers};
 use actiond_core::canonical::sha256_hex;
+use actiond_store::web_sessions;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -23,9 +25,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore as _;
 use serde::Deserialize;
 use serde_json::Value;
+use std::time::Duration;
 
 /// Lifetime of a started login.
-const LOGIN_TTL_SECS: i64 = 600;
+const LOGIN_TTL: Duration = Duration::from_secs(600);
 
 /// A random 256-bit token, base64url.
 pub(crate) fn random_token() -> String {
@@ -123,30 +126,24 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
         return Ok(None);
     }
     let id_sha256 = sha256_hex(id.as_bytes());
-    let c = state.db.client().await?;
-    let row = c
-        .query_opt(
-            "UPDATE web_sessions SET last_seen_at = now()
-             WHERE id_sha256 = $1 AND expires_at > now()
-               AND last_seen_at > now() - make_interval(secs => $2::float8)
-             RETURNING issuer, subject, email, display_name, claims, csrf_token, dev_login",
-            &[&id_sha256, &state.session_idle.as_secs_f64()],
-        )
-        .await?;
-    let Some(r) = row else { return Ok(None) };
-    let issuer: String = r.get(0);
-    let subject: String = r.get(1);
-    let claims: Value = r.get(4);
-    let docs = state.docs.latest(&state.db).await?;
-    let tenants = authz::authorized_tenants(&docs, &issuer, &subject, &claims);
+    let Some(s) =
+        web_sessions::touch(&state.db, &state.clock, &id_sha256, state.session_idle).await?
+    else {
+        return Ok(None);
+    };
+    let docs = {
+        let c = state.db.client().await?;
+        state.docs.latest_of_every_tenant(&c).await?
+    };
+    let tenants = authz::authorized_tenants(&docs, &s.issuer, &s.subject, &s.claims);
     Ok(Some(Viewer {
         id_sha256,
-        issuer,
-        subject,
-        email: r.get(2),
-        name: r.get(3),
-        csrf: r.get(5),
-        dev: r.get(6),
+        issuer: s.issuer,
+        subject: s.subject,
+        email: s.email,
+        name: s.display_name,
+        csrf: s.csrf_token,
+        dev: s.dev_login,
         tenants,
     }))
 }
@@ -215,13 +212,18 @@ pub(crate) async fn create_session(
 ) -> WebResult<HeaderValue> {
     let id = random_token();
     let csrf = random_token();
-    let c = state.db.client().await?;
-    c.execute(
-        "INSERT INTO web_sessions (id_sha256, issuer, subject, email, display_name, claims, csrf_token, dev_login, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::float8))",
-        &[&sha256_hex(id.as_bytes()), &issuer, &subject, &email, &name, claims, &csrf, &dev, &state.session_absolute.as_secs_f64()],
-    )
-    .await?;
+    let id_sha256 = sha256_hex(id.as_bytes());
+    let session = web_sessions::NewSession {
+        id_sha256: &id_sha256,
+        issuer,
+        subject,
+        email,
+        display_name: name,
+        claims,
+        csrf_token: &csrf,
+        dev_login: dev,
+    };
+    web_sessions::create(&state.db, &state.clock, &session, state.session_absolute).await?;
     set_cookie(state, "actiond_session", &id, None)
 }
 
@@ -275,22 +277,24 @@ pub(crate) async fn login_oidc(
     let next = safe_next(q.next.as_deref());
     let started = oidc.start().await?;
     let binding = random_token();
-    let c = state.db.client().await?;
-    c.execute(
-        "INSERT INTO web_login_states (state_sha256, binding_sha256, nonce, pkce_verifier, return_to, expires_at)
-         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6::float8))",
-        &[&sha256_hex(started.state.as_bytes()), &sha256_hex(binding.as_bytes()), &started.nonce, &started.pkce_verifier, &next, &(LOGIN_TTL_SECS as f64)],
+    let login = web_sessions::LoginState {
+        binding_sha256: sha256_hex(binding.as_bytes()),
+        nonce: started.nonce,
+        pkce_verifier: started.pkce_verifier,
+        return_to: next,
+    };
+    web_sessions::start_login(
+        &state.db,
+        &state.clock,
+        &sha256_hex(started.state.as_bytes()),
+        &login,
+        LOGIN_TTL,
     )
     .await?;
     let mut res = Redirect::to(started.auth_url.as_str()).into_response();
     res.headers_mut().append(
         header::SET_COOKIE,
-        set_cookie(
-            &state,
-            "actiond_login",
-            &binding,
-            Some(LOGIN_TTL_SECS as u64),
-        )?,
+        set_cookie(&state, "actiond_login", &binding, Some(LOGIN_TTL.as_secs()))?,
     );
     Ok(res)
 }
@@ -340,24 +344,16 @@ pub(crate) async fn callback(
         ));
     };
     let binding = cookie(&headers, &cookie_name(&state, "actiond_login"));
-    let c = state.db.client().await?;
-    let row = c
-        .query_opt(
-            "DELETE FROM web_login_states WHERE state_sha256 = $1 AND expires_at > now()
-             RETURNING binding_sha256, nonce, pkce_verifier, return_to",
-            &[&sha256_hex(st.as_bytes())],
-        )
-        .await?;
-    drop(c);
-    let Some(row) = row else {
+    let row = web_sessions::take_login(&state.db, &state.clock, &sha256_hex(st.as_bytes())).await?;
+    let Some(login) = row else {
         return Err(login_refused(
             &state,
             "unknown_state",
             "This sign-in is unknown, expired or already used. Start again from the sign-in page.",
         ));
     };
-    let bound: String = row.get(0);
-    let same_browser = binding.is_some_and(|b| ct_eq(&sha256_hex(b.as_bytes()), &bound));
+    let same_browser =
+        binding.is_some_and(|b| ct_eq(&sha256_hex(b.as_bytes()), &login.binding_sha256));
     if !same_browser {
         return Err(login_refused(
             &state,
@@ -365,9 +361,7 @@ pub(crate) async fn callback(
             "This sign-in was started in another browser. Start again from the sign-in page.",
         ));
     }
-    let nonce: String = row.get(1);
-    let verifier: String = row.get(2);
-    let return_to: String = row.get(3);
+    let (nonce, verifier, return_to) = (login.nonce, login.pkce_verifier, login.return_to);
     let who = match oidc.finish(code, &verifier, &nonce).await {
         Ok(w) => w,
         Err(e) => {
@@ -412,12 +406,7 @@ pub(crate) async fn logout(
 ) -> WebResult<Response> {
     let form = crate::pages::parse_form(&body);
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
-    let c = state.db.client().await?;
-    c.execute(
-        "DELETE FROM web_sessions WHERE id_sha256 = $1",
-        &[&v.id_sha256],
-    )
-    .await?;
+    web_sessions::delete(&state.db, &v.id_sha256).await?;
     let mut res = (
         StatusCode::SEE_OTHER,
         [(header::LOCATION, "/login?logged_out=1")],
@@ -432,13 +421,6 @@ pub(crate) async fn logout(
 
 /// Deletes expired login states and sessions.
 pub(crate) async fn sweep(state: &AppState) -> anyhow::Result<()> {
-    let c = state.db.client().await?;
-    c.execute("DELETE FROM web_login_states WHERE expires_at < now()", &[])
-        .await?;
-    c.execute(
-        "DELETE FROM web_sessions WHERE expires_at < now() OR last_seen_at < now() - make_interval(secs => $1::float8)",
-        &[&state.session_idle.as_secs_f64()],
-    )
-    .await?;
+    web_sessions::sweep(&state.db, &state.clock, state.session_idle).await?;
     Ok(())
 }

@@ -17,6 +17,7 @@ pub mod problem;
 pub mod submit;
 
 use actiond_runtime::Metrics;
+use actiond_store::policy_cache::PolicyCache;
 use actiond_store::{Db, agents, proposals};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -108,8 +109,8 @@ pub struct AppState {
     pub db: Db,
     /// Debounced NOTIFY to wake policy workers.
     pub notifier: actiond_store::listen::Notifier,
-    /// Tenant document cache.
-    pub docs: Arc<submit::DocCache>,
+    /// Tenant document cache (the store's, shared with every service).
+    pub docs: Arc<PolicyCache>,
     /// Metrics.
     pub metrics: ApiMetrics,
 }
@@ -125,7 +126,7 @@ impl AppState {
         Self {
             db,
             notifier,
-            docs: Arc::new(submit::DocCache::default()),
+            docs: Arc::new(PolicyCache::default()),
             metrics: ApiMetrics::new(metrics),
         }
     }

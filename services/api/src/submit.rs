@@ -11,15 +11,11 @@ use actiond_core::FieldError;
 use actiond_core::canonical::{canonicalize, parse_strict, sha256_hex};
 use actiond_core::handlers::HandlerKind;
 use actiond_core::intent::Intent;
-use actiond_core::tenant::TenantDocument;
+use actiond_store::agents::Agent;
 use actiond_store::proposals::{NewProposal, Submitted};
-use actiond_store::{agents::Agent, tenants};
 use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// Longest agent `reason` accepted (characters).
 pub const MAX_REASON_CHARS: usize = 4000;
@@ -177,39 +173,6 @@ pub struct SubmitResponse {
     pub replayed: bool,
 }
 
-/// A short-lived cache of each tenant's latest document (re-checked every second).
-#[derive(Default)]
-pub struct DocCache {
-    inner: Mutex<HashMap<String, (Instant, Arc<TenantDocument>)>>,
-}
-
-const DOC_TTL: Duration = Duration::from_secs(1);
-
-impl DocCache {
-    /// The tenant's latest document, from cache when fresh.
-    pub async fn latest(
-        &self,
-        db: &actiond_store::Db,
-        tenant: &str,
-    ) -> Result<Option<Arc<TenantDocument>>, Problem> {
-        if let Ok(m) = self.inner.lock()
-            && let Some((at, d)) = m.get(tenant)
-            && at.elapsed() < DOC_TTL
-        {
-            return Ok(Some(d.clone()));
-        }
-        let c = db.client().await?;
-        let Some(stored) = tenants::latest(&c, tenant).await? else {
-            return Ok(None);
-        };
-        let doc = Arc::new(stored.parse()?);
-        if let Ok(mut m) = self.inner.lock() {
-            m.insert(tenant.to_owned(), (Instant::now(), doc.clone()));
-        }
-        Ok(Some(doc))
-    }
-}
-
 /// Validates a request against the tenant's handler registry and stores it.
 pub async fn submit(
     state: &AppState,
@@ -217,7 +180,11 @@ pub async fn submit(
     req: SubmitRequest,
     idempotency_key: Option<String>,
 ) -> Result<SubmitResponse, Problem> {
-    let Some(doc) = state.docs.latest(&state.db, &agent.tenant_id).await? else {
+    let latest = {
+        let c = state.db.client().await?;
+        state.docs.latest_of(&c, &agent.tenant_id).await?
+    };
+    let Some(doc) = latest else {
         return Err(Problem::new(
             StatusCode::CONFLICT,
             "tenant_not_configured",

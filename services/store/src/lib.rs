@@ -19,10 +19,13 @@ pub mod executor_queue;
 pub mod grants;
 pub mod listen;
 pub mod metrics;
+pub mod notifications;
 pub mod policy_cache;
 pub mod policy_queue;
 pub mod proposals;
+pub mod queue_views;
 pub mod tenants;
+pub mod web_sessions;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;

@@ -100,3 +100,10 @@ impl Notifier {
         self.flag.notify_one();
     }
 }
+
+/// Sends one NOTIFY on `channel` now (a wake-up hint; listeners also poll).
+pub async fn notify(db: &Db, channel: &str) -> crate::Result<()> {
+    let c = db.client().await?;
+    c.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
+    Ok(())
+}

@@ -207,7 +207,26 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Sentinel instead of "wait, then the count is unchanged": once every escalation's notice
+    // row is settled (sent, or skipped for globex), none is claimed again, so no more notices.
+    let c = t.db.client().await.unwrap();
+    actiond_testkit::eventually(
+        Duration::from_secs(20),
+        "all four notices settled",
+        || async {
+            let settled: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM web_notifications WHERE status IN ('sent', 'skipped')",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            (settled == 4).then_some(())
+        },
+    )
+    .await;
+    drop(c);
 
     // Anonymous: redirected to the sign-in page, never shown data.
     let r = dev.http.get(format!("{base}/queue")).send().await.unwrap();
@@ -541,26 +560,35 @@ async fn sessions_survive_restarts_and_time_out() {
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains("approver for: acme"));
 
-    // Idle timeout (margins generous: CI runs the browser test beside this on 2 cores).
-    let idle = dev_server(&t, &["--session-idle", "2s"]).await;
+    // Idle timeout: the session clock is moved forward instead of waiting.
+    let idle = dev_server(&t, &["--session-idle", "10m"]).await;
     let cookie = idle
         .login("approver-2", "a2@acme.test", "acme-approvers")
         .await;
     assert_eq!(idle.page(&cookie, "/queue").await.0, StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(2600)).await;
+    idle.state
+        .session_clock()
+        .advance(Duration::from_secs(9 * 60));
+    assert_eq!(idle.page(&cookie, "/queue").await.0, StatusCode::OK);
+    idle.state
+        .session_clock()
+        .advance(Duration::from_secs(11 * 60));
     assert_eq!(idle.page(&cookie, "/queue").await.0, StatusCode::SEE_OTHER);
 
     // Absolute timeout, even when used all the time.
-    let abs = dev_server(&t, &["--session-max", "3s"]).await;
-    let start = std::time::Instant::now();
+    let abs = dev_server(&t, &["--session-idle", "30m", "--session-max", "1h"]).await;
     let cookie = abs
         .login("approver-3", "a3@acme.test", "acme-approvers")
         .await;
-    while start.elapsed() < Duration::from_millis(1500) {
+    for _ in 0..2 {
+        abs.state
+            .session_clock()
+            .advance(Duration::from_secs(20 * 60));
         assert_eq!(abs.page(&cookie, "/queue").await.0, StatusCode::OK);
-        tokio::time::sleep(Duration::from_millis(400)).await;
     }
-    tokio::time::sleep(Duration::from_millis(3400).saturating_sub(start.elapsed())).await;
+    abs.state
+        .session_clock()
+        .advance(Duration::from_secs(25 * 60));
     assert_eq!(abs.page(&cookie, "/queue").await.0, StatusCode::SEE_OTHER);
 
     // A tenant document change applies at once: drop the group and the queue is empty.

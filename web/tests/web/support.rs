@@ -12,82 +12,22 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use uuid::Uuid;
 
-/// A database of its own, migrated. `db` is a superuser pool (for seeding and assertions);
-/// `web_url` is a login user that is a member of the `actiond_web` role only, so the app runs
-/// under the column privileges and row-level security of the V4 migration.
+/// A database of its own, migrated (from the test kit's template). `db` is a superuser pool
+/// (for seeding and assertions); `web_url` is a login user that is a member of the
+/// `actiond_web` role only, so the app runs under the column privileges and row-level security
+/// of the V4 migration. The database is dropped with this value.
 pub struct TestDb {
     pub web_url: String,
     pub db: Db,
-    name: String,
-}
-
-fn admin_url() -> String {
-    std::env::var("ACTIOND_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-async fn admin_client() -> tokio_postgres::Client {
-    let admin = admin_url();
-    let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("cannot reach Postgres at {admin}: {e} (set ACTIOND_TEST_DATABASE_URL)")
-        });
-    tokio::spawn(conn);
-    client
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if std::env::var_os("ACTIOND_TEST_KEEP_DB").is_some() {
-            eprintln!("kept test database {}", self.name);
-            return;
-        }
-        let name = self.name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let _ = admin_client()
-                    .await
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await;
-            });
-        })
-        .join();
-    }
+    _kit: actiond_testkit::TestDb,
 }
 
 pub async fn fresh_db() -> TestDb {
-    let admin = admin_url();
-    let client = admin_client().await;
-    let name = format!("t_web_{}", Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let mut u = url::Url::parse(&admin).unwrap();
-    u.set_path(&format!("/{name}"));
-    let url = u.to_string();
-    let db = Db::connect(&url, 4).unwrap();
-    db.migrate().await.unwrap();
-    // Roles are cluster-wide: tolerate a concurrent creator.
-    client
-        .batch_execute(
-            "DO $$ BEGIN CREATE ROLE actiond_test_web_login LOGIN IN ROLE actiond_web; \
-             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$",
-        )
-        .await
-        .unwrap();
-    let mut w = url::Url::parse(&url).unwrap();
-    w.set_username("actiond_test_web_login").unwrap();
-    w.set_password(None).unwrap();
+    let kit = actiond_testkit::TestDb::new().await;
     TestDb {
-        web_url: w.to_string(),
-        db,
-        name,
+        web_url: kit.role_url("web").await,
+        db: kit.db.clone(),
+        _kit: kit,
     }
 }
 

@@ -1,0 +1,164 @@
+//! What the approval web app lists: the queue of escalated proposals, the history of
+//! proposals people decided (or let expire), and the approvals recorded on one proposal.
+//!
+//! Every read runs in a transaction that sets the tenants it may see for row-level security,
+//! and also filters by those tenants, so a person never sees another tenant's rows.
+
+use crate::{Db, Result, set_tenant, set_tenants};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// Most rows the queue shows.
+const QUEUE_LIMIT: i64 = 500;
+/// Most rows the history shows.
+const HISTORY_LIMIT: i64 = 200;
+
+/// Optional filters of the queue and history (exact matches).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Filter<'a> {
+    /// Agent name.
+    pub agent: Option<&'a str>,
+    /// Action name.
+    pub action: Option<&'a str>,
+}
+
+/// One proposal row of the queue or the history.
+#[derive(Debug, Clone)]
+pub struct ListedProposal {
+    /// Proposal id.
+    pub id: Uuid,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Name of the agent that proposed it.
+    pub agent_name: String,
+    /// Action name.
+    pub action: String,
+    /// Target.
+    pub target: String,
+    /// Canonical JSON of the params.
+    pub params_json: String,
+    /// Lifecycle state (`escalated` in the queue).
+    pub state: String,
+    /// Version of the tenant document that escalated it.
+    pub doc_version: Option<i32>,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed state.
+    pub updated_at: DateTime<Utc>,
+    /// History only: "approve by alice, deny by bob" in decision order; `None` when no person
+    /// decided (it expired).
+    pub decided_by: Option<String>,
+}
+
+const LIST_COLS: &str =
+    "p.id, p.tenant_id, a.name AS agent_name, p.action, p.target, p.params_json,
+    p.state, p.doc_version, p.created_at, p.updated_at";
+
+fn listed(r: &tokio_postgres::Row, decided_by: bool) -> ListedProposal {
+    ListedProposal {
+        id: r.get("id"),
+        tenant_id: r.get("tenant_id"),
+        agent_name: r.get("agent_name"),
+        action: r.get("action"),
+        target: r.get("target"),
+        params_json: r.get("params_json"),
+        state: r.get("state"),
+        doc_version: r.get("doc_version"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        decided_by: if decided_by {
+            r.get("decided_by")
+        } else {
+            None
+        },
+    }
+}
+
+/// Escalated proposals of `tenants`, oldest first (at most 500).
+pub async fn escalated(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<ListedProposal>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenants(&tx, tenants).await?;
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {LIST_COLS}
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
+                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
+                 ORDER BY p.created_at LIMIT $4"
+            ),
+            &[&tenants, &f.agent, &f.action, &QUEUE_LIMIT],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows.iter().map(|r| listed(r, false)).collect())
+}
+
+/// Proposals of `tenants` that policy escalated and that are no longer waiting (decided by
+/// people, or expired), most recently changed first (at most 200).
+pub async fn decided(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<ListedProposal>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenants(&tx, tenants).await?;
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {LIST_COLS},
+                    (SELECT string_agg(ap.decision || ' by ' || ap.subject, ', ' ORDER BY ap.decided_at)
+                       FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.tenant_id = ANY($1) AND p.effect = 'escalate'
+                   AND p.state NOT IN ('pending', 'escalated')
+                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
+                 ORDER BY p.updated_at DESC LIMIT $4"
+            ),
+            &[&tenants, &f.agent, &f.action, &HISTORY_LIMIT],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows.iter().map(|r| listed(r, true)).collect())
+}
+
+/// One person's recorded decision on a proposal.
+#[derive(Debug, Clone)]
+pub struct ApprovalEntry {
+    /// OIDC issuer of the person (`breakglass` for the CLI).
+    pub issuer: String,
+    /// Subject at that issuer.
+    pub subject: String,
+    /// Email at the time, for display only.
+    pub email: Option<String>,
+    /// `approve` or `deny`.
+    pub decision: String,
+    /// When.
+    pub decided_at: DateTime<Utc>,
+    /// `web` or `breakglass`.
+    pub channel: String,
+}
+
+/// The decisions recorded on proposal `id` of `tenant`, in order.
+pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<ApprovalEntry>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let rows = tx
+        .query(
+            "SELECT subject, email, decision, decided_at, channel, issuer FROM approvals
+             WHERE tenant_id = $1 AND proposal_id = $2 ORDER BY decided_at",
+            &[&tenant, &id],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows
+        .iter()
+        .map(|r| ApprovalEntry {
+            issuer: r.get("issuer"),
+            subject: r.get("subject"),
+            email: r.get("email"),
+            decision: r.get("decision"),
+            decided_at: r.get("decided_at"),
+            channel: r.get("channel"),
+        })
+        .collect())
+}
