@@ -136,9 +136,10 @@ pub fn router(state: AppState) -> Router {
     router_with_mcp(state, &mcp::McpConfig::default())
 }
 
-/// The agent-facing router with `/mcp` accepting the configured public origins.
+/// The agent-facing router with `/mcp` accepting the configured public origins, inside the
+/// observation stack (`X-Request-Id`, per-request span).
 pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
-    Router::new()
+    let routes = Router::new()
         .merge(mcp::routes(state.clone(), mcp_config))
         .route("/v1/proposals", post(create_proposal))
         .route("/v1/proposals/{id}", get(get_proposal))
@@ -150,7 +151,8 @@ pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             Duration::from_secs(10),
         ))
-        .with_state(state)
+        .with_state(state);
+    actiond_runtime::http::observe(routes)
 }
 
 /// The OpenAPI 3.1 document describing this API.
