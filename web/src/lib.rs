@@ -391,7 +391,7 @@ pub async fn serve_state(
         dev_login = state.dev.is_some(),
         "actiond web listening"
     );
-    let res = axum::serve(listener, router(state))
+    let res = axum::serve(listener, actiond_runtime::http::observe(router(state)))
         .with_graceful_shutdown(shutdown)
         .await;
     bg.abort();

@@ -7,11 +7,7 @@
 //!
 //! Tenant and agent come from the bearer token only. The api holds no secrets and no grant key.
 
-#![allow(
-    clippy::result_large_err,
-    reason = "Problem is the HTTP error body, built once per failed request; boxing buys nothing"
-)]
-
+pub mod error;
 pub mod mcp;
 pub mod problem;
 pub mod submit;
@@ -25,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use problem::Problem;
+use error::SubmitError;
 use prometheus::IntCounterVec;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -137,21 +133,23 @@ pub fn router(state: AppState) -> Router {
     router_with_mcp(state, &mcp::McpConfig::default())
 }
 
-/// The agent-facing router with `/mcp` accepting the configured public origins.
+/// The agent-facing router with `/mcp` accepting the configured public origins, inside the
+/// observation stack (`X-Request-Id`, per-request span).
 pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
-    Router::new()
+    let routes = Router::new()
         .merge(mcp::routes(state.clone(), mcp_config))
         .route("/v1/proposals", post(create_proposal))
         .route("/v1/proposals/{id}", get(get_proposal))
         .route("/openapi.yaml", get(openapi))
         .route("/healthz", get(|| async { "ok\n" }))
-        .fallback(|| async { Problem::not_found("route") })
+        .fallback(|| async { SubmitError::NotFound { what: "route" } })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A client that announces a body and never sends it does not hold a connection forever.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             Duration::from_secs(10),
         ))
-        .with_state(state)
+        .with_state(state);
+    actiond_runtime::http::observe(routes)
 }
 
 /// The OpenAPI 3.1 document describing this API.
@@ -162,7 +160,10 @@ async fn openapi() -> Response {
 }
 
 /// Resolves the bearer token to a live agent; 401 otherwise.
-pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agents::Agent, Problem> {
+pub async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<agents::Agent, SubmitError> {
     let Some(value) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -172,9 +173,9 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agent
             .auth_failures
             .with_label_values(&["missing"])
             .inc();
-        return Err(Problem::unauthorized(
-            "send Authorization: Bearer <agent token>",
-        ));
+        return Err(SubmitError::Unauthorized {
+            detail: "send Authorization: Bearer <agent token>",
+        });
     };
     let token = value
         .strip_prefix("Bearer ")
@@ -187,9 +188,9 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agent
             .auth_failures
             .with_label_values(&["invalid"])
             .inc();
-        return Err(Problem::unauthorized(
-            "send Authorization: Bearer <agent token>",
-        ));
+        return Err(SubmitError::Unauthorized {
+            detail: "send Authorization: Bearer <agent token>",
+        });
     }
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
     match agents::authenticate(&state.db, &hash).await? {
@@ -200,9 +201,9 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<agent
                 .auth_failures
                 .with_label_values(&["invalid"])
                 .inc();
-            Err(Problem::unauthorized(
-                "the token is unknown, expired or revoked",
-            ))
+            Err(SubmitError::Unauthorized {
+                detail: "the token is unknown, expired or revoked",
+            })
         }
     }
 }
@@ -219,31 +220,22 @@ async fn create_proposal(
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                "Request body too large",
-                format!("the body must be at most {MAX_BODY_BYTES} bytes"),
-            )
+            return SubmitError::BodyTooLarge {
+                limit: MAX_BODY_BYTES,
+            }
             .into_response();
         }
-        Err(e) => return Problem::field("body", e.body_text()).into_response(),
+        Err(e) => return SubmitError::field("body", e.body_text()).into_response(),
     };
     if let Some(ct) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         && !ct.starts_with("application/json")
     {
-        return Problem::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "Unsupported media type",
-            "send Content-Type: application/json",
-        )
-        .into_response();
+        return SubmitError::UnsupportedMediaType.into_response();
     }
     if headers.get_all("idempotency-key").iter().count() > 1 {
-        return Problem::field("Idempotency-Key", "must be sent once").into_response();
+        return SubmitError::field("Idempotency-Key", "must be sent once").into_response();
     }
     let key = match headers.get("idempotency-key") {
         None => None,
@@ -256,7 +248,7 @@ async fn create_proposal(
                 Some(s.to_owned())
             }
             _ => {
-                return Problem::field(
+                return SubmitError::field(
                     "Idempotency-Key",
                     "must be 1 to 255 printable ASCII characters",
                 )
@@ -308,13 +300,13 @@ async fn get_proposal(
         Err(p) => return p.into_response(),
     };
     let Ok(id) = uuid::Uuid::parse_str(&id) else {
-        return Problem::not_found("proposal").into_response();
+        return SubmitError::NotFound { what: "proposal" }.into_response();
     };
     let wait = match q.wait.as_deref().map(str::parse::<u64>) {
         None => 0,
         Some(Ok(w)) if w <= MAX_WAIT_SECS => w,
         Some(_) => {
-            return Problem::field(
+            return SubmitError::field(
                 "wait",
                 format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}"),
             )
@@ -331,7 +323,7 @@ async fn get_proposal(
     .await
     {
         Ok(Some(s)) => Json(s).into_response(),
-        Ok(None) => Problem::not_found("proposal").into_response(),
+        Ok(None) => SubmitError::NotFound { what: "proposal" }.into_response(),
         Err(p) => p.into_response(),
     }
 }
@@ -344,7 +336,7 @@ pub async fn wait_for_change(
     id: uuid::Uuid,
     wait: Duration,
     seen: Option<&str>,
-) -> Result<Option<proposals::ProposalStatus>, Problem> {
+) -> Result<Option<proposals::ProposalStatus>, SubmitError> {
     let deadline = tokio::time::Instant::now() + wait;
     let first = proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await?;
     let Some(first) = first else { return Ok(None) };

@@ -1,7 +1,9 @@
-//! RFC 9457 problem details. 4xx bodies name the field and the rule; 5xx bodies are opaque and
-//! carry a request id, the detail goes to the log.
+//! RFC 9457 problem details: the HTTP form of a [`SubmitError`]. 4xx bodies name the field and
+//! the rule; 5xx bodies are opaque and carry a request id, the detail goes to the log.
 
+use crate::error::SubmitError;
 use actiond_core::FieldError;
+use actiond_store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -32,7 +34,7 @@ pub struct Problem {
 
 impl Problem {
     /// A problem with a stable snake_case `code`.
-    pub fn new(status: StatusCode, code: &str, title: &str, detail: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: &str, title: &str, detail: impl Into<String>) -> Self {
         Self {
             type_: format!("urn:actiond:problem:{code}"),
             title: title.to_owned(),
@@ -45,7 +47,7 @@ impl Problem {
         }
     }
     /// 400 with field errors; `detail` lists them.
-    pub fn invalid(errors: Vec<FieldError>) -> Self {
+    fn invalid(errors: Vec<FieldError>) -> Self {
         let detail = errors
             .iter()
             .map(ToString::to_string)
@@ -60,12 +62,8 @@ impl Problem {
         p.errors = errors;
         p
     }
-    /// 400 for one field.
-    pub fn field(field: &str, rule: impl Into<String>) -> Self {
-        Self::invalid(vec![FieldError::new(field, rule)])
-    }
     /// 401 with `WWW-Authenticate: Bearer`.
-    pub fn unauthorized(detail: &str) -> Self {
+    fn unauthorized(detail: &str) -> Self {
         let mut p = Self::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -75,17 +73,8 @@ impl Problem {
         p.www_authenticate = true;
         p
     }
-    /// 404.
-    pub fn not_found(what: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "Not found",
-            format!("{what} not found"),
-        )
-    }
     /// 500, opaque; logs `cause` with a fresh request id.
-    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+    fn internal(cause: &dyn std::fmt::Display) -> Self {
         let id = uuid::Uuid::new_v4().to_string();
         tracing::error!(request_id = %id, error = %cause, "internal error");
         let mut p = Self::new(
@@ -98,7 +87,7 @@ impl Problem {
         p
     }
     /// 503, opaque, retryable.
-    pub fn unavailable(cause: &dyn std::fmt::Display) -> Self {
+    fn unavailable(cause: &dyn std::fmt::Display) -> Self {
         let id = uuid::Uuid::new_v4().to_string();
         tracing::warn!(request_id = %id, error = %cause, "service unavailable");
         let mut p = Self::new(
@@ -111,22 +100,75 @@ impl Problem {
         p.retry_after = Some(2);
         p
     }
-    /// Adds `Retry-After` seconds.
-    pub fn retry_after(mut self, secs: u64) -> Self {
-        self.retry_after = Some(secs);
-        self
+    /// 503 when the database is unreachable (retrying may help), 500 for any other failure.
+    fn store(e: &StoreError) -> Self {
+        match e {
+            StoreError::Pool(_) => Problem::unavailable(&e.detail()),
+            StoreError::Db(d) if d.is_closed() || d.as_db_error().is_none() => {
+                Problem::unavailable(&e.detail())
+            }
+            // Every other store failure is the server's fault, whatever variants store adds.
+            _ => Problem::internal(&e.detail()),
+        }
     }
 }
 
-impl From<actiond_store::StoreError> for Problem {
-    fn from(e: actiond_store::StoreError) -> Self {
-        match &e {
-            actiond_store::StoreError::Pool(_) => Problem::unavailable(&e.detail()),
-            actiond_store::StoreError::Db(d) if d.is_closed() || d.as_db_error().is_none() => {
-                Problem::unavailable(&e.detail())
+/// The one place an error becomes an HTTP status and a problem body.
+impl From<SubmitError> for Problem {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Invalid(errors) => Problem::invalid(errors),
+            SubmitError::Unauthorized { detail } => Problem::unauthorized(detail),
+            SubmitError::NotFound { what } => Problem::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "Not found",
+                format!("{what} not found"),
+            ),
+            SubmitError::TenantNotConfigured => Problem::new(
+                StatusCode::CONFLICT,
+                "tenant_not_configured",
+                "Tenant not configured",
+                "this tenant has no document applied; ask the operator to run actiond tenant apply",
+            ),
+            SubmitError::BodyTooLarge { limit } => Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "Request body too large",
+                format!("the body must be at most {limit} bytes"),
+            ),
+            SubmitError::UnsupportedMediaType => Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+                "send Content-Type: application/json",
+            ),
+            SubmitError::IdempotencyKeyReused => Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "Idempotency-Key reused",
+                "this Idempotency-Key was used with a different request body; use a new key for a new request",
+            ),
+            SubmitError::TooManyOpenEscalations { cap } => {
+                let mut p = Problem::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_open_escalations",
+                    "Too many open escalations",
+                    format!(
+                        "this agent already has {cap} proposals waiting for a person; wait for decisions before proposing more"
+                    ),
+                );
+                p.retry_after = Some(60);
+                p
             }
-            _ => Problem::internal(&e.detail()),
+            SubmitError::Store(e) => Problem::store(&e),
         }
+    }
+}
+
+impl IntoResponse for SubmitError {
+    fn into_response(self) -> Response {
+        Problem::from(self).into_response()
     }
 }
 
@@ -152,5 +194,96 @@ impl IntoResponse for Problem {
             );
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test: a failed step stops the test loudly"
+    )]
+
+    use super::*;
+
+    /// Every variant has its status, type and headers; a new variant must be added here too.
+    #[test]
+    fn every_error_has_its_status_and_type() {
+        let cases = [
+            (
+                SubmitError::field("params.amount", "must be an integer"),
+                400,
+                "invalid_request",
+            ),
+            (
+                SubmitError::Unauthorized {
+                    detail: "send a token",
+                },
+                401,
+                "unauthorized",
+            ),
+            (SubmitError::NotFound { what: "proposal" }, 404, "not_found"),
+            (
+                SubmitError::TenantNotConfigured,
+                409,
+                "tenant_not_configured",
+            ),
+            (
+                SubmitError::BodyTooLarge { limit: 10 },
+                413,
+                "body_too_large",
+            ),
+            (
+                SubmitError::UnsupportedMediaType,
+                415,
+                "unsupported_media_type",
+            ),
+            (
+                SubmitError::IdempotencyKeyReused,
+                422,
+                "idempotency_key_reused",
+            ),
+            (
+                SubmitError::TooManyOpenEscalations { cap: 3 },
+                429,
+                "too_many_open_escalations",
+            ),
+            (
+                SubmitError::Store(StoreError::Conflict("x".into())),
+                500,
+                "internal",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let p = Problem::from(e);
+            assert_eq!(p.status, status, "{p:?}");
+            assert_eq!(p.type_, format!("urn:actiond:problem:{code}"));
+        }
+    }
+
+    #[test]
+    fn field_errors_name_the_field_and_the_rule() {
+        let p = Problem::from(SubmitError::field("params.amount", "must be an integer"));
+        assert_eq!(p.detail, "params.amount: must be an integer");
+        assert_eq!(
+            p.errors,
+            vec![FieldError::new("params.amount", "must be an integer")]
+        );
+    }
+
+    #[test]
+    fn headers_follow_the_variant() {
+        let r = SubmitError::TooManyOpenEscalations { cap: 3 }.into_response();
+        assert_eq!(r.headers()[header::RETRY_AFTER], "60");
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let r = SubmitError::Unauthorized {
+            detail: "send a token",
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert!(r.headers().contains_key(header::WWW_AUTHENTICATE));
     }
 }

@@ -6,14 +6,13 @@
 //! a 400) → RFC 8785 canonical params → intent hash → store (idempotency, open intent, cap).
 
 use crate::AppState;
-use crate::problem::Problem;
+use crate::error::SubmitError;
 use actiond_core::FieldError;
 use actiond_core::canonical::{canonicalize, parse_strict, sha256_hex};
 use actiond_core::handlers::HandlerKind;
 use actiond_core::intent::Intent;
 use actiond_store::agents::Agent;
 use actiond_store::proposals::{NewProposal, Submitted};
-use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -57,22 +56,22 @@ pub struct SubmitRequest {
 
 impl SubmitRequest {
     /// Parses raw JSON strictly; errors name the field path.
-    pub fn from_json_bytes(raw: &[u8]) -> Result<Self, Problem> {
+    pub fn from_json_bytes(raw: &[u8]) -> Result<Self, SubmitError> {
         let v = parse_strict(raw).map_err(|e| {
             let field = if e.path.is_empty() {
                 "body".to_owned()
             } else {
                 e.path.clone()
             };
-            Problem::field(&field, e.rule)
+            SubmitError::field(&field, e.rule)
         })?;
         Self::from_value(v)
     }
 
     /// Validates an already-parsed body (MCP tool arguments arrive parsed).
-    pub fn from_value(v: Value) -> Result<Self, Problem> {
+    pub fn from_value(v: Value) -> Result<Self, SubmitError> {
         let Value::Object(mut obj) = v else {
-            return Err(Problem::field("body", "must be a JSON object"));
+            return Err(SubmitError::field("body", "must be a JSON object"));
         };
         for f in IGNORED_FIELDS {
             obj.remove(f);
@@ -145,10 +144,10 @@ impl SubmitRequest {
         let source_text = text(&mut errs, "source_text", MAX_SOURCE_TEXT_CHARS);
         let session = text(&mut errs, "session", MAX_SESSION_CHARS);
         if !errs.is_empty() {
-            return Err(Problem::invalid(errs));
+            return Err(SubmitError::Invalid(errs));
         }
         let canonical_body =
-            canonicalize(&Value::Object(obj)).map_err(|e| Problem::field("body", e.rule))?;
+            canonicalize(&Value::Object(obj)).map_err(|e| SubmitError::field("body", e.rule))?;
         Ok(Self {
             action,
             params,
@@ -179,18 +178,13 @@ pub async fn submit(
     agent: &Agent,
     req: SubmitRequest,
     idempotency_key: Option<String>,
-) -> Result<SubmitResponse, Problem> {
+) -> Result<SubmitResponse, SubmitError> {
     let latest = {
         let c = state.db.client().await?;
         state.docs.latest_of(&c, &agent.tenant_id).await?
     };
     let Some(doc) = latest else {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "tenant_not_configured",
-            "Tenant not configured",
-            "this tenant has no document applied; ask the operator to run actiond tenant apply",
-        ));
+        return Err(SubmitError::TenantNotConfigured);
     };
     let target = match doc.handler(&req.action) {
         Some(entry) => {
@@ -202,7 +196,7 @@ pub async fn submit(
                         .submissions
                         .with_label_values(&["invalid"])
                         .inc();
-                    Problem::invalid(e.0)
+                    SubmitError::Invalid(e.0)
                 })?;
             let derived = kind.derive_target(&req.params, &entry.settings);
             if let Some(t) = &req.target
@@ -213,7 +207,7 @@ pub async fn submit(
                     .submissions
                     .with_label_values(&["invalid"])
                     .inc();
-                return Err(Problem::field(
+                return Err(SubmitError::field(
                     "target",
                     format!(
                         "does not match the target derived from params ({derived}); omit it or send that value"
@@ -226,7 +220,8 @@ pub async fn submit(
         // "no handler for <action>" (a signal worth reading the transcript for).
         None => req.target.clone().unwrap_or_default(),
     };
-    let params_json = canonicalize(&req.params).map_err(|e| Problem::field("params", e.rule))?;
+    let params_json =
+        canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
     let params_sha256 = sha256_hex(&params_json);
     let agent_id = agent.id.to_string();
     let intent_hash = Intent {
@@ -285,12 +280,7 @@ pub async fn submit(
                 .submissions
                 .with_label_values(&["key_reused"])
                 .inc();
-            Err(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "Idempotency-Key reused",
-                "this Idempotency-Key was used with a different request body; use a new key for a new request",
-            ))
+            Err(SubmitError::IdempotencyKeyReused)
         }
         Submitted::TooManyEscalations { cap } => {
             state
@@ -299,13 +289,7 @@ pub async fn submit(
                 .with_label_values(&["too_many_escalations"])
                 .inc();
             tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, cap, "ALERT: agent reached its cap of open escalations");
-            Err(Problem::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_open_escalations",
-                "Too many open escalations",
-                format!("this agent already has {cap} proposals waiting for a person; wait for decisions before proposing more"),
-            )
-            .retry_after(60))
+            Err(SubmitError::TooManyOpenEscalations { cap })
         }
     }
 }

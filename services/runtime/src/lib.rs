@@ -6,8 +6,11 @@
 //! - [`credentials`]: secrets read from files in `$CREDENTIALS_DIRECTORY` (systemd
 //!   `LoadCredential=`) or a mounted directory — never from environment variables.
 //! - [`shutdown_signal`]: resolves on SIGINT or SIGTERM.
+//! - [`http::observe`]: the layer stack of every HTTP listener (`X-Request-Id`, per-request
+//!   tracing span).
 
 pub mod credentials;
+pub mod http;
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use prometheus::{Encoder, Registry, TextEncoder};
@@ -167,6 +170,7 @@ pub async fn serve_admin(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready_handler))
         .with_state(state);
+    let app = http::observe(app);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {

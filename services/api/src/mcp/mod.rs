@@ -20,21 +20,21 @@
 //!   whatever a client believes the list said; nothing is written.
 //! - **One submission path**: `propose_action` calls [`crate::submit::SubmitRequest::from_value`]
 //!   and [`crate::submit::submit`], exactly as `POST /v1/proposals`; `check_proposal` calls
-//!   [`crate::wait_for_change`], exactly as `GET /v1/proposals/{id}?wait=`. Submission problems
-//!   come back as tool results with `isError: true` carrying the problem's detail and field
-//!   errors, so the model learns why.
+//!   [`crate::wait_for_change`], exactly as `GET /v1/proposals/{id}?wait=`. Refusals are the
+//!   same [`crate::error::SubmitError`] values as on REST and come back as tool results with
+//!   `isError: true` ([`tools::tool_result`]) carrying the problem's detail and field errors, so
+//!   the model learns why.
 //! - **Bridge** ([`stdio`]): a small proxy from newline-delimited JSON-RPC on stdin to
 //!   `POST <url>/mcp`, holding only the agent token read from a file.
 
 pub mod stdio;
 pub mod tools;
 
-use crate::problem::Problem;
+use crate::error::SubmitError;
 use crate::{AppState, MAX_BODY_BYTES};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -193,12 +193,9 @@ async fn authorize(State(state): State<AppState>, request: Request, next: Next) 
     let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY_BYTES).await {
         Ok(b) => b,
         Err(_) => {
-            return Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                "Request body too large",
-                format!("the body must be at most {MAX_MCP_BODY_BYTES} bytes"),
-            )
+            return SubmitError::BodyTooLarge {
+                limit: MAX_MCP_BODY_BYTES,
+            }
             .into_response();
         }
     };
@@ -210,7 +207,7 @@ async fn authorize(State(state): State<AppState>, request: Request, next: Next) 
         } else {
             e.path.clone()
         };
-        return Problem::field(&field, e.rule).into_response();
+        return SubmitError::field(&field, e.rule).into_response();
     }
     parts.extensions.insert(agent);
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -2,6 +2,7 @@
 //! serves exactly them. The descriptions are written for the model: a proposal is only a
 //! request, and "pending"/"escalated" mean nothing has happened yet.
 
+use crate::error::SubmitError;
 use crate::problem::Problem;
 use crate::{AppState, MAX_WAIT_SECS, submit};
 use actiond_core::handlers::HandlerKind;
@@ -310,7 +311,7 @@ impl ActiondMcp {
                 Some(s)
             }
             Some(_) => {
-                return problem_result(Problem::field(
+                return tool_result(SubmitError::field(
                     "idempotency_key",
                     "must be 1 to 255 printable ASCII characters",
                 ));
@@ -324,7 +325,7 @@ impl ActiondMcp {
                     .submissions
                     .with_label_values(&["invalid"])
                     .inc();
-                return problem_result(p);
+                return tool_result(p);
             }
         };
         match submit::submit(&self.state, agent, req, key).await {
@@ -349,7 +350,7 @@ impl ActiondMcp {
                     "message": message,
                 }))
             }
-            Err(p) => problem_result(p),
+            Err(p) => tool_result(p),
         }
     }
 
@@ -391,7 +392,7 @@ impl ActiondMcp {
             },
         };
         let Some(id) = id.filter(|_| errs.is_empty()) else {
-            return problem_result(Problem::invalid(errs));
+            return tool_result(SubmitError::Invalid(errs));
         };
         match crate::wait_for_change(&self.state, agent, id, Duration::from_secs(wait), None).await
         {
@@ -400,7 +401,7 @@ impl ActiondMcp {
                 "proposal_id": id,
                 "message": "No proposal with this id was filed by this agent. Use the proposal_id that propose_action returned.",
             })),
-            Err(p) => problem_result(p),
+            Err(p) => tool_result(p),
         }
     }
 }
@@ -439,18 +440,42 @@ fn status_result(s: &ProposalStatus) -> CallToolResult {
     }))
 }
 
-/// A submission problem as a tool result with `isError`, so the model reads why.
-fn problem_result(p: Problem) -> CallToolResult {
-    let message = match p.status {
-        400 => format!(
+/// What the model should do after a refusal or failure.
+enum NextStep {
+    /// Fix the named fields and propose again.
+    FixFields,
+    /// Nothing was filed; the detail says why.
+    Refused,
+    /// Unknown whether anything was filed: retry later with the same idempotency key.
+    RetrySameKey,
+}
+
+/// The one place a [`SubmitError`] becomes an MCP tool result: `isError: true`, the problem
+/// body (RFC 9457 fields, so `status` and the field errors are there) and a `message` telling
+/// the model what happened and what to do next.
+pub fn tool_result(e: SubmitError) -> CallToolResult {
+    let next = match &e {
+        SubmitError::Invalid(_) => NextStep::FixFields,
+        SubmitError::Unauthorized { .. }
+        | SubmitError::NotFound { .. }
+        | SubmitError::TenantNotConfigured
+        | SubmitError::BodyTooLarge { .. }
+        | SubmitError::UnsupportedMediaType
+        | SubmitError::IdempotencyKeyReused
+        | SubmitError::TooManyOpenEscalations { .. } => NextStep::Refused,
+        SubmitError::Store(_) => NextStep::RetrySameKey,
+    };
+    let p = Problem::from(e);
+    let message = match next {
+        NextStep::FixFields => format!(
             "Refused as invalid; nothing was filed. {} Fix these fields and propose again.",
             p.detail
         ),
-        500..=599 => format!(
+        NextStep::RetrySameKey => format!(
             "actiond could not handle the request: {} It is not known whether the proposal was filed: retry later with the same idempotency_key so it is filed once.",
             p.detail
         ),
-        _ => format!("Refused; nothing was filed. {}", p.detail),
+        NextStep::Refused => format!("Refused; nothing was filed. {}", p.detail),
     };
     let mut v = serde_json::to_value(&p).unwrap_or_else(|_| json!({}));
     if let Value::Object(m) = &mut v {
@@ -470,6 +495,32 @@ mod tests {
         let caps =
             serde_json::to_value(ServerCapabilities::builder().enable_tools().build()).unwrap();
         assert_eq!(caps, json!({"tools": {}}));
+    }
+
+    #[test]
+    fn errors_become_tool_results_with_the_next_step() {
+        let text = |e: SubmitError| {
+            let r = tool_result(e);
+            assert_eq!(r.is_error, Some(true));
+            let v = r.structured_content.unwrap();
+            (
+                v["status"].as_u64().unwrap(),
+                v["message"].as_str().unwrap().to_owned(),
+            )
+        };
+        let (status, message) = text(SubmitError::field("params.amount", "must be an integer"));
+        assert_eq!(status, 400);
+        assert!(message.starts_with(
+            "Refused as invalid; nothing was filed. params.amount: must be an integer"
+        ));
+        let (status, message) = text(SubmitError::IdempotencyKeyReused);
+        assert_eq!(status, 422);
+        assert!(message.starts_with("Refused; nothing was filed."));
+        let (status, message) = text(SubmitError::Store(actiond_store::StoreError::Conflict(
+            "x".into(),
+        )));
+        assert_eq!(status, 500);
+        assert!(message.contains("retry later with the same idempotency_key"));
     }
 
     #[test]
