@@ -53,6 +53,11 @@ fn migrations_hash() -> String {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            // Only migration files (`V<n>__<name>.sql`): editing the README keeps the template.
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with('V') && name.ends_with(".sql")
+        })
         .collect();
     files.sort();
     let mut h = Sha256::new();
@@ -92,8 +97,24 @@ async fn template() -> String {
                     .await
                     .unwrap_or_else(|e| panic!("migrations failed: {e}"));
                 drop(db);
-                // Let the pooled connection close before using it as a template.
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                // A database with sessions can be neither renamed nor used as a template: wait
+                // until the migration's connections have gone.
+                eventually(Duration::from_secs(10), "migration sessions closed", || {
+                    let c = &c;
+                    let building = &building;
+                    async move {
+                        let n: i64 = c
+                            .query_one(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                                &[building],
+                            )
+                            .await
+                            .unwrap()
+                            .get(0);
+                        (n == 0).then_some(())
+                    }
+                })
+                .await;
                 c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
                     .await
                     .unwrap();
