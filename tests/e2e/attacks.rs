@@ -31,8 +31,8 @@ async fn replayed_grant_is_refused() {
     assert_eq!(s.recv.count(), 1);
     rewind_to_approved(&s, id).await;
     s.wait_state(id, "blocked", T).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.recv.count(), 1, "the replay did not run");
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 1, "the replay did not run");
     let row = s.row(id).await;
     assert_eq!(
         row.get::<_, Option<String>>(1).as_deref(),
@@ -84,8 +84,8 @@ async fn expired_grant_ends_expired_without_executing() {
     .await
     .unwrap();
     s.wait_state(id, "expired", T).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.recv.count(), 0);
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 0);
     let used: Option<String> = c
         .query_one("SELECT used_by FROM grants WHERE id = $1", &[&claims.id])
         .await
@@ -146,8 +146,8 @@ async fn params_tampered_after_approval_are_refused() {
         row.get::<_, Option<String>>(1).as_deref(),
         Some("grant does not match this proposal")
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.recv.count(), 0);
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

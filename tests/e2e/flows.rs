@@ -16,9 +16,9 @@ async fn allow_path_executes_exactly_once() {
         row.get::<_, Option<String>>(2).as_deref(),
         Some("succeeded")
     );
-    // Give a second chance to any duplicate run, then count at the receiver.
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let reqs = s.recv.requests();
+    // A later proposal has run, so a duplicate run of this one would have too; then count.
+    s.sentinel().await;
+    let reqs = s.calls();
     assert_eq!(reqs.len(), 1, "exactly one provider call");
     assert_eq!(reqs[0].path, "/v1/refunds");
     assert_eq!(
@@ -132,8 +132,8 @@ async fn escalate_then_deny_never_executes() {
     );
     assert!(ok, "{out}{err}");
     s.wait_state(id, "denied", T).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(s.recv.count(), 0);
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 0);
     let c = s.tdb.db.client().await.unwrap();
     let grants: i64 = c
         .query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
@@ -185,8 +185,8 @@ async fn the_guides_injected_ticket_is_escalated_and_denied() {
     );
     assert!(ok, "{err}");
     s.wait_state(id, "denied", T).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.recv.count(), 0, "nothing executes");
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 0, "nothing executes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,11 +222,14 @@ async fn block_and_unknown_actions_never_run() {
             Some(format!("no handler for {action}"))
         );
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.recv.count(), 0);
+    let sentinel = s.sentinel().await;
+    assert_eq!(s.calls().len(), 0);
     let c = s.tdb.db.client().await.unwrap();
     let grants: i64 = c
-        .query_one("SELECT count(*) FROM grants", &[])
+        .query_one(
+            "SELECT count(*) FROM grants WHERE proposal_id <> $1",
+            &[&sentinel],
+        )
         .await
         .unwrap()
         .get(0);
@@ -326,8 +329,8 @@ async fn four_executors_race_over_500_proposals() {
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let reqs = s.recv.requests();
+    s.sentinel().await;
+    let reqs = s.calls();
     assert_eq!(reqs.len(), 500, "every proposal executed exactly once");
     let mut seen = std::collections::HashSet::new();
     for r in &reqs {
@@ -379,8 +382,8 @@ async fn kill_9_after_spend_is_outcome_unknown_not_rerun() {
     s.start_executor("survivor").await;
     s.wait_state(id, "outcome_unknown", Duration::from_secs(20))
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(s.recv.count(), 1, "not re-run");
+    s.sentinel().await;
+    assert_eq!(s.calls().len(), 1, "not re-run");
     let (_, v) = s.get(&s.token, &id.to_string(), "").await;
     assert_eq!(v["outcome"], "outcome_unknown");
 }

@@ -7,5 +7,6 @@ mod api;
 mod attacks;
 mod flows;
 mod privileges;
+mod schema;
 mod support;
 mod web;

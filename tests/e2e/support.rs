@@ -1,7 +1,9 @@
 //! A whole gateway per test: a fresh database, keys, a counting receiver, and `actiond api`,
 //! `actiond policy` and `actiond executor` as real processes.
 
-use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir};
+use actiond_testkit::{
+    Keys, Receiver, Seen, Service, TestDb, agent, eventually, free_port, log_dir,
+};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,6 +48,9 @@ handlers:
 approvers:
   subjects: [alice, bob]
 "#;
+
+/// Payment id prefix of [`Stack::sentinel`]'s refunds.
+const SENTINEL: &str = "pi_sentinel_";
 
 pub struct Stack {
     pub tdb: TestDb,
@@ -283,6 +288,29 @@ impl Stack {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits for a sentinel: a small refund, proposed now, that the policy allows and the
+    /// executor runs. Policy and executors take work in order of arrival, so once a later
+    /// proposal has been decided and executed, anything earlier that was going to reach the
+    /// receiver has reached it: "nothing more happened" can be asserted without sleeping.
+    /// Needs the policy worker and an executor running; returns the sentinel's id. Leave its
+    /// call out of counts with [`Stack::calls`].
+    pub async fn sentinel(&self) -> uuid::Uuid {
+        let payment = format!("{SENTINEL}{}", uuid::Uuid::new_v4().simple());
+        let id = self.propose(&refund(&payment, 1)).await;
+        self.wait_state(id, "succeeded", Duration::from_secs(30))
+            .await;
+        id
+    }
+
+    /// The requests the receiver has seen, leaving out the sentinels' refunds.
+    pub fn calls(&self) -> Vec<Seen> {
+        self.recv
+            .requests()
+            .into_iter()
+            .filter(|r| !String::from_utf8_lossy(&r.body).contains(SENTINEL))
+            .collect()
     }
 
     pub async fn audit_kinds(&self, id: uuid::Uuid) -> Vec<(String, Value)> {

@@ -130,8 +130,8 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
         .await;
     s.wait_state(deny_id, "denied", Duration::from_secs(20))
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let reqs = s.recv.requests();
+    s.sentinel().await;
+    let reqs = s.calls();
     assert_eq!(reqs.len(), 1, "only the approved refund ran");
     assert!(String::from_utf8_lossy(&reqs[0].body).contains("payment_intent=pi_web_ok"));
     let c = s.tdb.db.client().await.unwrap();

@@ -53,6 +53,11 @@ fn migrations_hash() -> String {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            // Only migration files (`V<n>__<name>.sql`): editing the README keeps the template.
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with('V') && name.ends_with(".sql")
+        })
         .collect();
     files.sort();
     let mut h = Sha256::new();
@@ -92,8 +97,24 @@ async fn template() -> String {
                     .await
                     .unwrap_or_else(|e| panic!("migrations failed: {e}"));
                 drop(db);
-                // Let the pooled connection close before using it as a template.
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                // A database with sessions can be neither renamed nor used as a template: wait
+                // until the migration's connections have gone.
+                eventually(Duration::from_secs(10), "migration sessions closed", || {
+                    let c = &c;
+                    let building = &building;
+                    async move {
+                        let n: i64 = c
+                            .query_one(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                                &[building],
+                            )
+                            .await
+                            .unwrap()
+                            .get(0);
+                        (n == 0).then_some(())
+                    }
+                })
+                .await;
                 c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
                     .await
                     .unwrap();
@@ -123,17 +144,16 @@ impl TestDb {
         let tmpl = template().await;
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
         let c = admin_client().await;
-        let mut tries = 0;
+        // Another test copying the template at the same moment makes Postgres refuse with
+        // "source database is being accessed by other users": retry until a deadline.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             match c
                 .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {tmpl}"))
                 .await
             {
                 Ok(()) => break,
-                Err(e) if tries < 20 => {
-                    // "source database is being accessed by other users": retry shortly.
-                    tries += 1;
-                    let _ = e;
+                Err(_) if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => panic!("CREATE DATABASE failed: {e}"),
