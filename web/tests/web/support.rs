@@ -28,13 +28,11 @@ fn admin_url() -> String {
 
 async fn admin_client() -> tokio_postgres::Client {
     let admin = admin_url();
-    let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+    actiond_store::tls::connect(&admin)
         .await
         .unwrap_or_else(|e| {
             panic!("cannot reach Postgres at {admin}: {e} (set ACTIOND_TEST_DATABASE_URL)")
-        });
-    tokio::spawn(conn);
-    client
+        })
 }
 
 impl Drop for TestDb {
