@@ -34,12 +34,58 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-/// The TLS connector used for every Postgres connection (pooled, LISTEN, dedicated).
-pub type Connector = MakeRustlsConnect;
+/// The TLS connector used for every Postgres connection (pooled, LISTEN, dedicated): the
+/// tokio-postgres-rustls connector, with a refused certificate reported by its reason alone
+/// (rustls would wrap it as `invalid peer certificate: Other(OtherError(…))`).
+#[derive(Clone)]
+pub struct Connector(MakeRustlsConnect);
+
+impl<S> MakeTlsConnect<S> for Connector
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = <MakeRustlsConnect as MakeTlsConnect<S>>::Stream;
+    type TlsConnect = Connect<<MakeRustlsConnect as MakeTlsConnect<S>>::TlsConnect>;
+    type Error = <MakeRustlsConnect as MakeTlsConnect<S>>::Error;
+
+    fn make_tls_connect(
+        &mut self,
+        domain: &str,
+    ) -> std::result::Result<Self::TlsConnect, Self::Error> {
+        <MakeRustlsConnect as MakeTlsConnect<S>>::make_tls_connect(&mut self.0, domain).map(Connect)
+    }
+}
+
+/// One handshake of [`Connector`].
+pub struct Connect<T>(T);
+
+impl<S, T> TlsConnect<S> for Connect<T>
+where
+    T: TlsConnect<S, Error = std::io::Error>,
+    T::Future: Send + 'static,
+{
+    type Stream = T::Stream;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = std::io::Result<T::Stream>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        let handshake = self.0.connect(stream);
+        Box::pin(async move {
+            handshake.await.map_err(|e| match refusal(&e) {
+                Some(r) => std::io::Error::new(e.kind(), Refusal(r)),
+                None => e,
+            })
+        })
+    }
+}
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,7 +287,7 @@ impl TlsParams {
             }
             _ => builder.with_no_client_auth(),
         };
-        Ok(MakeRustlsConnect::new(config))
+        Ok(Connector(MakeRustlsConnect::new(config)))
     }
 
     fn roots(&self) -> Result<RootCertStore, String> {
@@ -545,13 +591,12 @@ fn keyword_value(chars: &[(usize, char)], i: &mut usize) -> Result<String, Strin
 }
 
 /// An error and its causes joined with `": "` (tokio-postgres' `Display` shows only the top).
-/// A certificate refusal from the handshake is shown by its own message.
 pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
-        let next = refusal(s).unwrap_or_else(|| s.to_string());
-        if !msg.ends_with(&next) {
+        let next = s.to_string();
+        if !msg.contains(&next) {
             msg.push_str(": ");
             msg.push_str(&next);
         }
@@ -561,9 +606,8 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The message of a [`Refusal`] inside an I/O error from the TLS handshake.
-fn refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let inner = e.downcast_ref::<std::io::Error>()?.get_ref()?;
-    match inner.downcast_ref::<rustls::Error>()? {
+fn refusal(e: &std::io::Error) -> Option<String> {
+    match e.get_ref()?.downcast_ref::<rustls::Error>()? {
         rustls::Error::InvalidCertificate(CertificateError::Other(o)) => {
             o.0.downcast_ref::<Refusal>().map(|r| r.0.clone())
         }
