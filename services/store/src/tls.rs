@@ -253,11 +253,17 @@ impl TlsParams {
     /// usable, or no trusted roots are available for a verifying mode.
     pub fn connector(&self) -> Result<Connector> {
         let mode = self.effective_mode();
+        let label = if mode == self.mode {
+            format!("sslmode={mode}")
+        } else {
+            format!("sslmode={} ({mode}, as sslrootcert is set)", self.mode)
+        };
         let err = |what: String| StoreError::Config(format!("sslmode={}: {what}", self.mode));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier: Arc<dyn ServerCertVerifier> = match mode {
             SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(ModeVerifier {
                 mode,
+                label,
                 chain: None,
                 provider: provider.clone(),
             }),
@@ -268,6 +274,7 @@ impl TlsParams {
                     .map_err(|e| err(format!("trusted roots: {e}")))?;
                 Arc::new(ModeVerifier {
                     mode,
+                    label,
                     chain: Some(chain),
                     provider: provider.clone(),
                 })
@@ -378,6 +385,9 @@ fn refuse(msg: String) -> rustls::Error {
 #[derive(Debug)]
 struct ModeVerifier {
     mode: SslMode,
+    /// How refusals name the mode: `sslmode=verify-full`, or `sslmode=require (verify-ca, as
+    /// sslrootcert is set)`.
+    label: String,
     /// WebPKI chain (and name) verification; `None` for the modes that do not verify.
     chain: Option<Arc<WebPkiServerVerifier>>,
     provider: Arc<CryptoProvider>,
@@ -406,19 +416,19 @@ impl ServerCertVerifier for ModeVerifier {
                 e @ (CertificateError::NotValidForName
                 | CertificateError::NotValidForNameContext { .. }),
             )) => Err(refuse(format!(
-                "sslmode={}: server certificate not valid for host {host:?} ({e})",
-                self.mode
+                "{}: server certificate not valid for host {host:?} ({e})",
+                self.label
             ))),
             Err(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)) => {
                 Err(refuse(format!(
-                    "sslmode={}: server certificate for {host:?} is not signed by a trusted root \
+                    "{}: server certificate for {host:?} is not signed by a trusted root \
                      (sslrootcert)",
-                    self.mode
+                    self.label
                 )))
             }
             Err(e) => Err(refuse(format!(
-                "sslmode={}: server certificate for {host:?} refused: {e}",
-                self.mode
+                "{}: server certificate for {host:?} refused: {e}",
+                self.label
             ))),
         }
     }

@@ -338,7 +338,8 @@ async fn throwaway_cluster_verifies_chain_and_host_name() {
     ))
     .await;
     assert!(
-        err.contains("sslmode=verify-ca") && err.contains("not signed by a trusted root"),
+        err.contains("sslmode=require (verify-ca, as sslrootcert is set)")
+            && err.contains("not signed by a trusted root"),
         "{err}"
     );
 
