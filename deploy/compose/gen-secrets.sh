@@ -47,6 +47,15 @@ cp "$TMP/web/web-1.pub" "$OUT/trusted_web-1.pub"
 "$ACTIOND" keygen --key-id breakglass-1 --out-dir "$TMP/cli" >/dev/null
 cp "$TMP/cli/grant_signing_key" "$OUT/cli_grant_signing_key"
 cp "$TMP/cli/breakglass-1.pub" "$OUT/breakglass-1.pub"
+# Postgres TLS: a demo CA and a server certificate for the compose host name `postgres`
+# (ECDSA P-256, 825 days). Services verify it with sslmode=verify-full&sslrootcert=<the CA>.
+openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -days 825 \
+  -subj "/CN=actiond compose demo CA" -keyout "$TMP/pg_ca.key" -out "$OUT/pg_ca.crt" 2>/dev/null
+openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+  -subj "/CN=postgres" -keyout "$OUT/pg_server.key" -out "$TMP/pg_server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:postgres\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' > "$TMP/pg_server.ext"
+openssl x509 -req -in "$TMP/pg_server.csr" -CA "$OUT/pg_ca.crt" -CAkey "$TMP/pg_ca.key" \
+  -CAserial "$TMP/pg_ca.srl" -CAcreateserial -days 825 -extfile "$TMP/pg_server.ext" -out "$OUT/pg_server.crt" 2>/dev/null
 # OIDC client secret (shared by the demo IdP and the web app).
 rand > "$OUT/oidc_client_secret"
 # A provider credential for the demo tenant's billing handler (`demo.payments`).

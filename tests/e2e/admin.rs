@@ -145,10 +145,7 @@ async fn two_replicas_migrating_at_once_both_succeed() {
     // An empty database (not from the migrated template), migrated by two processes at once.
     let name = format!("t_{}", uuid::Uuid::new_v4().simple());
     let admin_url = actiond_testkit::server_url();
-    let (c, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let c = actiond_store::tls::connect(&admin_url).await.unwrap();
     c.batch_execute(&format!("CREATE DATABASE {name}"))
         .await
         .unwrap();
@@ -181,10 +178,7 @@ async fn two_replicas_migrating_at_once_both_succeed() {
         both.contains("already up to date"),
         "one of them found nothing to do: {both}"
     );
-    let (m, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let m = actiond_store::tls::connect(&url).await.unwrap();
     let applied: i64 = m
         .query_one("SELECT count(*) FROM refinery_schema_history", &[])
         .await

@@ -84,6 +84,9 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with (include "actiond.pgCaMount" $ctx | trim) }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- with .mounts }}
             {{- . | nindent 12 }}
             {{- end }}
@@ -91,6 +94,9 @@ spec:
         - name: tmp
           emptyDir:
             sizeLimit: 16Mi
+        {{- with (include "actiond.pgCaVolume" $ctx | trim) }}
+        {{- . | nindent 8 }}
+        {{- end }}
         {{- with .volumes }}
         {{- . | nindent 8 }}
         {{- end }}

@@ -46,3 +46,24 @@ app.kubernetes.io/component: {{ .component }}
 - name: RUST_LOG
   value: {{ .ctx.Values.logLevel | quote }}
 {{- end -}}
+
+{{/* The Postgres CA bundle (postgresTLS.caConfigMap), mounted read-only in every pod so that
+DATABASE_URL can say sslmode=verify-full&sslrootcert=/run/actiond/postgres-ca/ca.crt. */}}
+{{- define "actiond.pgCaVolume" -}}
+{{- with .Values.postgresTLS.caConfigMap.name }}
+- name: postgres-ca
+  configMap:
+    name: {{ . }}
+    items:
+      - key: {{ $.Values.postgresTLS.caConfigMap.key }}
+        path: ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "actiond.pgCaMount" -}}
+{{- if .Values.postgresTLS.caConfigMap.name }}
+- name: postgres-ca
+  mountPath: /run/actiond/postgres-ca
+  readOnly: true
+{{- end }}
+{{- end -}}

@@ -25,11 +25,11 @@ pub mod policy_queue;
 pub mod proposals;
 pub mod queue_views;
 pub mod tenants;
+pub mod tls;
 pub mod web_sessions;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
-use tokio_postgres::NoTls;
 
 /// Errors from the store. `Db` carries the Postgres error; callers map it to an opaque 500.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub enum StoreError {
     #[error("database error: {}", db_detail(.0))]
     Db(#[from] tokio_postgres::Error),
     /// No connection could be had from the pool.
-    #[error("database pool: {0}")]
+    #[error("database pool: {}", tls::error_chain(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
     /// Migrations failed.
     #[error("migration failed: {0}")]
@@ -74,7 +74,7 @@ impl StoreError {
 fn db_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => format!("{} ({}): {}", d.severity(), d.code().code(), d.message()),
-        None => e.to_string(),
+        None => tls::error_chain(e),
     }
 }
 
@@ -92,6 +92,7 @@ pub type Client = deadpool_postgres::Object;
 pub struct Db {
     pool: Pool,
     config: tokio_postgres::Config,
+    tls: tls::Connector,
 }
 
 mod embedded {
@@ -102,20 +103,13 @@ mod embedded {
 const MIGRATION_LOCK: i64 = 0x6163_7469_6f6e_6400; // "actiond\0"
 
 impl Db {
-    /// Builds a pool from a libpq-style URL (`postgres://user@host:port/db?sslmode=disable`).
-    /// `max_size` is the pool size per process.
+    /// Builds a pool from a libpq connection string (`postgres://user@host:port/db?sslmode=…`).
+    /// TLS follows libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` (see [`tls`]); the
+    /// same connector serves the pool and every dedicated connection.
+    /// `max_size` is the pool size per process. Connections are opened lazily.
     pub fn connect(url: &str, max_size: usize) -> Result<Self> {
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e: tokio_postgres::Error| StoreError::Config(format!("DATABASE_URL: {e}")))?;
-        if matches!(
-            config.get_ssl_mode(),
-            tokio_postgres::config::SslMode::Require
-        ) {
-            return Err(StoreError::Config(
-                "sslmode=require is not supported by this build yet; use a local socket or sslmode=disable/prefer".into(),
-            ));
-        }
+        let (config, params) = tls::parse(url)?;
+        let connector = params.connector()?;
         let mut cfg = config.clone();
         if cfg.get_application_name().is_none() {
             cfg.application_name("actiond");
@@ -123,7 +117,7 @@ impl Db {
         cfg.connect_timeout(Duration::from_secs(5));
         let mgr = Manager::from_config(
             cfg.clone(),
-            NoTls,
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -135,7 +129,11 @@ impl Db {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        Ok(Self { pool, config: cfg })
+        Ok(Self {
+            pool,
+            config: cfg,
+            tls: connector,
+        })
     }
 
     /// A pooled client.
@@ -148,9 +146,14 @@ impl Db {
         &self.config
     }
 
+    /// The TLS connector of this database's connections (for a dedicated LISTEN connection).
+    pub(crate) fn tls(&self) -> &tls::Connector {
+        &self.tls
+    }
+
     /// Opens a dedicated (non-pooled) connection; its driver runs on a spawned task.
     pub async fn dedicated(&self) -> Result<tokio_postgres::Client> {
-        let (client, conn) = self.config.connect(NoTls).await?;
+        let (client, conn) = self.config.connect(self.tls.clone()).await?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "dedicated connection ended");

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 /// Channel the API notifies after submissions (policy listens).
 pub const CHANNEL_PENDING: &str = "actiond_pending";
@@ -24,10 +24,11 @@ pub fn spawn_listener(
     wake: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     let cfg = db.config().clone();
+    let tls = db.tls().clone();
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
-            let (client, mut conn) = match cfg.connect(NoTls).await {
+            let (client, mut conn) = match cfg.connect(tls.clone()).await {
                 Ok(x) => {
                     backoff = Duration::from_millis(100);
                     x

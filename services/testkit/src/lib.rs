@@ -40,11 +40,9 @@ fn with_db(url: &str, db: &str) -> String {
 }
 
 async fn admin_client() -> tokio_postgres::Client {
-    let (c, conn) = tokio_postgres::connect(&server_url(), tokio_postgres::NoTls)
+    actiond_store::tls::connect(&server_url())
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {} ({e}); start it or set ACTIOND_TEST_DATABASE_URL", server_url()));
-    tokio::spawn(conn);
-    c
+        .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {} ({e}); start it or set ACTIOND_TEST_DATABASE_URL", server_url()))
 }
 
 fn migrations_hash() -> String {
@@ -183,20 +181,14 @@ impl TestDb {
 
     /// A direct client as a service role's login user (see [`TestDb::role_url`]).
     pub async fn as_role(&self, role: &str) -> tokio_postgres::Client {
-        let (c, conn) = tokio_postgres::connect(&self.role_url(role).await, tokio_postgres::NoTls)
+        actiond_store::tls::connect(&self.role_url(role).await)
             .await
-            .unwrap();
-        tokio::spawn(conn);
-        c
+            .unwrap()
     }
 
     /// A direct superuser client (for tampering like an attacker with database access).
     pub async fn superuser(&self) -> tokio_postgres::Client {
-        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        c
+        actiond_store::tls::connect(&self.url).await.unwrap()
     }
 }
 

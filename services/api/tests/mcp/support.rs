@@ -70,17 +70,9 @@ fn admin_url() -> String {
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot reach Postgres at {url} ({e}); start it or set ACTIOND_TEST_DATABASE_URL"
-            )
-        });
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    actiond_store::tls::connect(url).await.unwrap_or_else(|e| {
+        panic!("cannot reach Postgres at {url} ({e}); start it or set ACTIOND_TEST_DATABASE_URL")
+    })
 }
 
 /// A random agent token (`actiond_` + 64 hex characters).
