@@ -194,3 +194,45 @@ impl Meter {
         self.thread.join().unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_titles() {
+        let pg = Postgres {
+            postmaster: 1,
+            database: "t_abc".into(),
+        };
+        let l = |t: &str| pg.label(t);
+        assert_eq!(
+            l("postgres: 15/main: actiond_test_api t_abc 127.0.0.1(5000) idle"),
+            Some("postgres")
+        );
+        assert_eq!(l("postgres: autovacuum worker t_abc"), Some("postgres"));
+        assert_eq!(
+            l("postgres: 15/main: postgres t_other 127.0.0.1(5001) idle"),
+            None
+        );
+        assert_eq!(l("postgres: 15/main: walwriter"), Some("postgres-aux"));
+        assert_eq!(l("postgres: checkpointer"), Some("postgres-aux"));
+    }
+
+    #[test]
+    fn meters_own_process() {
+        let me = std::process::id();
+        let m = Meter::start(vec![("bench client", me)], None);
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let cpu = m.stop();
+        assert!(x > 0);
+        assert!(
+            cpu.get("bench client").copied().unwrap_or_default() > 0.05,
+            "{cpu:?}"
+        );
+    }
+}

@@ -153,3 +153,32 @@ async fn run_in(
         cpu,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_pgbench_summary() {
+        let out = "transaction type: /tmp/x.sql\nnumber of clients: 16\n\
+                   number of transactions actually processed: 11846\n\
+                   latency average = 20.2 ms\n\
+                   initial connection time = 31.0 ms\n\
+                   tps = 795.123 (without initial connection time)\n";
+        let (tps, n) = parse_pgbench(out).unwrap();
+        assert!((tps - 795.123).abs() < 1e-9);
+        assert_eq!(n, 11846);
+        assert!(parse_pgbench("pgbench: error").is_err());
+    }
+
+    #[test]
+    fn libpq_env_from_url() {
+        let env = libpq_env("postgres://bob:pw@db.local:6543/postgres?sslmode=require").unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("PGHOST"), Some("db.local"));
+        assert_eq!(get("PGPORT"), Some("6543"));
+        assert_eq!(get("PGUSER"), Some("bob"));
+        assert_eq!(get("PGPASSWORD"), Some("pw"));
+        assert_eq!(get("PGSSLMODE"), Some("require"));
+    }
+}

@@ -194,6 +194,10 @@ fn label(role: &str) -> &'static str {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        eprintln!("--rate must be a positive number of proposals per second");
+        std::process::exit(2);
+    }
     // The floor first, while nothing of actiond runs yet.
     let floor = if args.floor_seconds > 0 {
         let f = floor::run(&server_url(), args.floor_seconds, args.floor_clients).await;
