@@ -1,14 +1,19 @@
-//! `actiond-bench`: measures the gateway over real processes on a fresh database.
+//! `actiond-bench`: measures the gateway over real processes on a fresh database, beside the
+//! floor measured in the same run.
 //!
 //! ```text
-//! cargo run --release -p actiond-bench -- --proposals 5000 --concurrency 64
+//! cargo run --release -p actiond-bench -- --proposals 5000 --concurrency 32
+//! cargo run --release -p actiond-bench -- --proposals 3000 --rate 300 --json
 //! ```
+//!
+//! Per run it prints the floor (`floor/`: the least durable, audited allow path, driven by
+//! `pgbench` on a scratch database), actiond's throughput, the ratio of the two, CPU
+//! milliseconds per proposal for each component (from `/proc`), per-stage latency percentiles
+//! (from the audit log) and optionally a `pg_stat_statements` profile. See `bench/README.md`.
 //!
 //! Scenarios:
 //! - `allow`: agents submit allowed `webhook.post` proposals; policy approves and signs,
-//!   executors verify, spend and POST to a local receiver. Reports submit latency (HTTP
-//!   round trip of `POST /v1/proposals`), end-to-end latency (created → succeeded, database
-//!   clock) and end-to-end throughput (all proposals succeeded / wall time).
+//!   executors verify, spend and POST to a local receiver.
 //! - `submit`: submission only (escalating proposals, no executor work): API + Postgres.
 //!
 //! Speed is measured here, never asserted in tests.
@@ -19,18 +24,31 @@
     clippy::print_stdout
 )]
 
-use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir};
+mod cpu;
+mod floor;
+mod load;
+mod pgss;
+mod report;
+mod stages;
+
+use actiond_testkit::{
+    Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir, server_url,
+};
 use clap::Parser;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
+#[command(about = "Measures actiond's allow path beside the floor, in the same run")]
 struct Args {
-    /// Proposals to submit.
+    /// Proposals to submit (after one warm-up proposal, which is not counted).
     #[arg(long, default_value_t = 3000)]
     proposals: usize,
-    /// Concurrent HTTP clients.
+    /// Concurrent HTTP clients of the closed loop (ignored with --rate).
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// Open loop: a fixed arrival rate in proposals per second instead of closed-loop clients.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Executor processes.
     #[arg(long, default_value_t = 2)]
     executors: usize,
@@ -40,6 +58,19 @@ struct Args {
     /// Scenario: allow or submit.
     #[arg(long, default_value = "allow")]
     scenario: String,
+    /// Seconds of the floor run (pgbench); 0 skips the floor.
+    #[arg(long, default_value_t = 15)]
+    floor_seconds: u64,
+    /// pgbench clients of the floor run.
+    #[arg(long, default_value_t = 16)]
+    floor_clients: usize,
+    /// Print one JSON line instead of the text report.
+    #[arg(long)]
+    json: bool,
+    /// Profile statements with pg_stat_statements (reset before, top statements after), if
+    /// the server preloads it.
+    #[arg(long)]
+    pg_stat_statements: bool,
 }
 
 const DOC: &str = r#"
@@ -57,26 +88,18 @@ handlers:
     url: RECEIVER/hook
 "#;
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
+/// Statements shown by `--pg-stat-statements`.
+const TOP_STATEMENTS: i64 = 12;
 
-#[tokio::main]
-async fn main() {
-    let args = Args::parse();
-    let tdb = TestDb::new().await;
-    let keys = Keys::generate();
-    let recv = Receiver::start(Duration::from_secs(1)).await;
-    actiond_store::tenants::apply(&tdb.db, &DOC.replace("RECEIVER", &recv.url), "bench")
-        .await
-        .unwrap();
-    let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
+/// Spawns the api and, for the allow scenario, the policy and executor processes.
+async fn spawn_services(
+    args: &Args,
+    tdb: &TestDb,
+    keys: &Keys,
+    recv: &Receiver,
+    port: u16,
+) -> Vec<Service> {
     let logs = log_dir("bench");
-    let port = free_port();
     let mut services = vec![Service::spawn(
         "api",
         "api",
@@ -90,11 +113,123 @@ async fn main() {
         ],
         &logs,
     )];
-    let api = format!("http://127.0.0.1:{port}");
+    if args.scenario != "allow" {
+        return services;
+    }
+    for i in 0..args.policies {
+        services.push(Service::spawn(
+            "policy",
+            &format!("policy-{i}"),
+            &[],
+            &[
+                ("DATABASE_URL", tdb.role_url("policy").await),
+                ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
+                (
+                    "ACTIOND_POLICY_CREDENTIALS_DIR",
+                    keys.policy_dir.display().to_string(),
+                ),
+                ("RUST_LOG", "warn".into()),
+            ],
+            &logs,
+        ));
+    }
+    for i in 0..args.executors {
+        services.push(Service::spawn(
+            "executor",
+            &format!("executor-{i}"),
+            &[],
+            &[
+                ("DATABASE_URL", tdb.role_url("executor").await),
+                ("ACTIOND_EXECUTOR_ADMIN_LISTEN", "127.0.0.1:0".into()),
+                (
+                    "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
+                    keys.executor_dir.display().to_string(),
+                ),
+                ("ACTIOND_EXECUTOR_ID", format!("bench-{i}")),
+                ("ACTIOND_WEBHOOK_ALLOWED_HOSTS", recv.host_port.clone()),
+                ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
+                ("ACTIOND_EXECUTOR_BATCH", "64".into()),
+                ("ACTIOND_EXECUTOR_CONCURRENCY", "64".into()),
+                ("RUST_LOG", "warn".into()),
+            ],
+            &logs,
+        ));
+    }
+    services
+}
+
+/// Waits until `total` allowed proposals of the bench tenant have succeeded: first on the
+/// receiver's count (no database work), then on the audit log (the outcome is recorded after
+/// the POST).
+async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usize) {
+    let limit = Duration::from_secs(1800);
+    eventually(limit, "every proposal executed", || async {
+        (recv.count() >= total).then_some(())
+    })
+    .await;
+    let total = total as i64;
+    eventually(limit, "every proposal recorded as succeeded", || async move {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM audit_events WHERE tenant_id = 'bench' AND to_state = 'succeeded'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (n >= total).then_some(())
+    })
+    .await;
+}
+
+/// The component label of a service's role.
+fn label(role: &str) -> &'static str {
+    match role {
+        "api" => "api",
+        "policy" => "policy",
+        _ => "executor",
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        eprintln!("--rate must be a positive number of proposals per second");
+        std::process::exit(2);
+    }
+    // The floor first, while nothing of actiond runs yet.
+    let floor = if args.floor_seconds > 0 {
+        let f = floor::run(&server_url(), args.floor_seconds, args.floor_clients).await;
+        Some(f.map_err(|e| format!("{e:#}")))
+    } else {
+        None
+    };
+    let run = measure(&args, floor).await;
+    if args.json {
+        println!("{}", run.json());
+    } else {
+        print!("{}", run.text());
+    }
+}
+
+/// Runs actiond on a fresh database and measures it.
+async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> report::Run {
+    let allow = args.scenario == "allow";
+    let tdb = TestDb::new().await;
+    let keys = Keys::generate();
+    let recv = Receiver::start(Duration::from_secs(1)).await;
+    actiond_store::tenants::apply(&tdb.db, &DOC.replace("RECEIVER", &recv.url), "bench")
+        .await
+        .unwrap();
+    let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
+    let port = free_port();
+    let services = spawn_services(args, &tdb, &keys, &recv, port).await;
     let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency)
+        .pool_max_idle_per_host(args.concurrency.max(256))
         .build()
         .unwrap();
+    let api = format!("http://127.0.0.1:{port}");
     eventually(Duration::from_secs(30), "api up", || {
         let (h, u) = (http.clone(), format!("{api}/healthz"));
         async move {
@@ -106,168 +241,85 @@ async fn main() {
         }
     })
     .await;
-    let allow = args.scenario == "allow";
+    let target = load::Target {
+        http,
+        api,
+        token,
+        kind: if allow { "ping" } else { "review" },
+    };
+    let su = tdb.superuser().await;
+    // One warm-up proposal through the whole path: every process is up before metering.
+    let warm = usize::from(allow);
     if allow {
-        for i in 0..args.policies {
-            services.push(Service::spawn(
-                "policy",
-                &format!("policy-{i}"),
-                &[],
-                &[
-                    ("DATABASE_URL", tdb.role_url("policy").await),
-                    ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                    (
-                        "ACTIOND_POLICY_CREDENTIALS_DIR",
-                        keys.policy_dir.display().to_string(),
-                    ),
-                    ("RUST_LOG", "warn".into()),
-                ],
-                &logs,
-            ));
-        }
-        for i in 0..args.executors {
-            services.push(Service::spawn(
-                "executor",
-                &format!("executor-{i}"),
-                &[],
-                &[
-                    ("DATABASE_URL", tdb.role_url("executor").await),
-                    ("ACTIOND_EXECUTOR_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                    (
-                        "ACTIOND_EXECUTOR_CREDENTIALS_DIR",
-                        keys.executor_dir.display().to_string(),
-                    ),
-                    ("ACTIOND_EXECUTOR_ID", format!("bench-{i}")),
-                    ("ACTIOND_WEBHOOK_ALLOWED_HOSTS", recv.host_port.clone()),
-                    ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
-                    ("ACTIOND_EXECUTOR_BATCH", "64".into()),
-                    ("ACTIOND_EXECUTOR_CONCURRENCY", "64".into()),
-                    ("RUST_LOG", "warn".into()),
-                ],
-                &logs,
-            ));
-        }
+        load::closed(&target, 1, 1).await;
+        wait_succeeded(&su, &recv, 1).await;
     }
-    let kind = if allow { "ping" } else { "review" };
-    let started = Instant::now();
-    let per_client = args.proposals.div_ceil(args.concurrency);
-    let mut tasks = Vec::new();
-    for c in 0..args.concurrency {
-        let (http, api, token) = (http.clone(), api.clone(), token.clone());
-        let n = per_client.min(args.proposals.saturating_sub(c * per_client));
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(n);
-            for i in 0..n {
-                let body = format!(r#"{{"action":"webhook.post","params":{{"body":{{"kind":"{kind}","c":{c},"i":{i}}}}}}}"#);
-                let t = Instant::now();
-                let r = http
-                    .post(format!("{api}/v1/proposals"))
-                    .bearer_auth(&token)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status().as_u16(), 202, "{}", r.text().await.unwrap_or_default());
-                let _ = r.bytes().await;
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            }
-            lat
-        }));
-    }
-    let mut submit_ms = Vec::new();
-    for t in futures_util::future::join_all(tasks).await {
-        submit_ms.extend(t.unwrap());
-    }
-    let submit_secs = started.elapsed().as_secs_f64();
-    submit_ms.sort_by(f64::total_cmp);
-    println!("scenario          {}", args.scenario);
-    println!("proposals         {}", args.proposals);
-    println!(
-        "concurrency       {} HTTP clients; {} policy, {} executor processes",
-        args.concurrency, args.policies, args.executors
-    );
-    println!(
-        "submit            {:.0} proposals/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        args.proposals as f64 / submit_secs,
-        pct(&submit_ms, 0.5),
-        pct(&submit_ms, 0.99),
-        submit_ms.last().copied().unwrap_or_default()
-    );
+    let statements_on = if args.pg_stat_statements {
+        Some(pgss::reset(&su).await.map_err(|e| format!("{e:#}")))
+    } else {
+        None
+    };
+    let t0: f64 = su
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let backend: i32 = su
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let fixed = services
+        .iter()
+        .map(|s| (label(&s.role), s.child.id()))
+        .chain([("bench client", std::process::id())])
+        .collect();
+    let meter = cpu::Meter::start(fixed, cpu::Postgres::from_backend(backend, &tdb.name));
+    let started = std::time::Instant::now();
+    let submitted = match args.rate {
+        Some(rate) => load::open(&target, args.proposals, rate).await,
+        None => load::closed(&target, args.proposals, args.concurrency).await,
+    };
+    let e2e_seconds = if allow {
+        wait_succeeded(&su, &recv, warm + args.proposals).await;
+        Some(started.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let cpu = meter.stop();
+    let statements = match statements_on {
+        Some(Ok(())) => Some(
+            pgss::top(&su, TOP_STATEMENTS)
+                .await
+                .map_err(|e| format!("{e:#}")),
+        ),
+        Some(Err(e)) => Some(Err(e)),
+        None => None,
+    };
+    let stages = stages::read(&su, "bench", t0).await;
     if allow {
-        let c = tdb.db.client().await.unwrap();
-        let total = args.proposals as i64;
-        eventually(Duration::from_secs(600), "all proposals succeeded", || {
-            let c = &c;
-            async move {
-                let n: i64 = c
-                    .query_one(
-                        "SELECT count(*) FROM proposals WHERE state = 'succeeded'",
-                        &[],
-                    )
-                    .await
-                    .unwrap()
-                    .get(0);
-                (n == total).then_some(())
-            }
-        })
-        .await;
-        let e2e_secs = started.elapsed().as_secs_f64();
-        let mut e2e_ms: Vec<f64> = c
-            .query(
-                "SELECT extract(epoch FROM finished_at - created_at)::float8 * 1000 FROM proposals",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        e2e_ms.sort_by(f64::total_cmp);
-        println!(
-            "allow path        {:.0} proposals/s end to end (submitted, decided, signed, spent, executed, recorded)",
-            args.proposals as f64 / e2e_secs
-        );
-        println!(
-            "end-to-end        latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (created → succeeded, database clock)",
-            pct(&e2e_ms, 0.5),
-            pct(&e2e_ms, 0.99),
-            e2e_ms.last().copied().unwrap_or_default()
-        );
-        let stage = |sql: &'static str| {
-            let c = &c;
-            async move {
-                let mut v: Vec<f64> = c
-                    .query(sql, &[])
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect();
-                v.sort_by(f64::total_cmp);
-                v
-            }
-        };
-        let policy_ms = stage(
-            "SELECT extract(epoch FROM decided_at - created_at)::float8 * 1000 FROM proposals",
-        )
-        .await;
-        let exec_ms = stage(
-            "SELECT extract(epoch FROM finished_at - decided_at)::float8 * 1000 FROM proposals",
-        )
-        .await;
-        println!(
-            "stages            created → decided p50 {:.1} ms p99 {:.1} ms; decided → finished p50 {:.1} ms p99 {:.1} ms",
-            pct(&policy_ms, 0.5),
-            pct(&policy_ms, 0.99),
-            pct(&exec_ms, 0.5),
-            pct(&exec_ms, 0.99)
-        );
         assert_eq!(
             recv.count(),
-            args.proposals,
+            warm + args.proposals,
             "each proposal executed exactly once"
         );
     }
     drop(services);
+    report::Run {
+        scenario: args.scenario.clone(),
+        mode: match args.rate {
+            Some(r) => format!("open loop at {r} proposals/s"),
+            None => format!("closed loop, {} clients", args.concurrency),
+        },
+        rate: args.rate,
+        proposals: args.proposals,
+        policies: if allow { args.policies } else { 0 },
+        executors: if allow { args.executors } else { 0 },
+        submitted,
+        e2e_seconds,
+        cpu,
+        stages,
+        floor,
+        statements,
+    }
 }

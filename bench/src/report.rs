@@ -1,0 +1,216 @@
+//! The run's figures as text (default) or as one JSON line (`--json`).
+
+use crate::floor::Floor;
+use crate::load::Submitted;
+use crate::pgss::Statement;
+use crate::stages::{Dist, Stages, round};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Components in print order; CPU times of other labels are never produced.
+const COMPONENTS: &[&str] = &[
+    "api",
+    "policy",
+    "executor",
+    "postgres",
+    "postgres-aux",
+    "bench client",
+];
+
+/// Everything one run measured.
+pub struct Run {
+    /// `allow` or `submit`.
+    pub scenario: String,
+    /// `closed loop, N clients` or `open loop, R/s`.
+    pub mode: String,
+    /// Open-loop target arrival rate (proposals/s), if open loop.
+    pub rate: Option<f64>,
+    /// Proposals measured (warm-up excluded).
+    pub proposals: usize,
+    /// Policy worker processes.
+    pub policies: usize,
+    /// Executor processes.
+    pub executors: usize,
+    /// The agents' side.
+    pub submitted: Submitted,
+    /// Seconds from the first arrival until every proposal succeeded (allow scenario).
+    pub e2e_seconds: Option<f64>,
+    /// CPU seconds per component over the window.
+    pub cpu: BTreeMap<String, f64>,
+    /// Stage latencies from the audit log.
+    pub stages: Stages,
+    /// The floor, or why it was not measured; `None` when skipped (`--floor-seconds 0`).
+    pub floor: Option<Result<Floor, String>>,
+    /// The statement profile, or why there is none; `None` when not asked for.
+    pub statements: Option<Result<Vec<Statement>, String>>,
+}
+
+/// CPU milliseconds per proposal for each component present, in [`COMPONENTS`] order.
+fn cpu_per_proposal(cpu: &BTreeMap<String, f64>, proposals: f64) -> Vec<(&'static str, f64)> {
+    COMPONENTS
+        .iter()
+        .filter_map(|c| cpu.get(*c).map(|s| (*c, s * 1000.0 / proposals.max(1.0))))
+        .collect()
+}
+
+fn cpu_text(cpu: &[(&str, f64)]) -> String {
+    cpu.iter()
+        .map(|(c, ms)| format!("{c} {ms:.3}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+fn cpu_json(cpu: &[(&str, f64)]) -> Value {
+    Value::Object(
+        cpu.iter()
+            .map(|(c, ms)| ((*c).to_owned(), json!(round(*ms, 4))))
+            .collect(),
+    )
+}
+
+fn dist_text(d: &Dist) -> String {
+    format!(
+        "p50 {:8.2} ms   p99 {:8.2} ms   max {:8.2} ms   (n {})",
+        d.pct(0.5),
+        d.pct(0.99),
+        d.max(),
+        d.ms.len()
+    )
+}
+
+impl Run {
+    /// Proposals per second end to end (allow) or submitted (submit scenario).
+    pub fn per_second(&self) -> f64 {
+        let secs = self.e2e_seconds.unwrap_or(self.submitted.seconds);
+        self.proposals as f64 / secs.max(f64::EPSILON)
+    }
+
+    fn floor_ok(&self) -> Option<&Floor> {
+        self.floor.as_ref().and_then(|f| f.as_ref().ok())
+    }
+
+    /// actiond proposals/s ÷ floor proposals/s, when both were measured.
+    pub fn ratio(&self) -> Option<f64> {
+        self.floor_ok().map(|f| self.per_second() / f.per_second)
+    }
+
+    /// The human-readable report.
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let mut line = |s: String| {
+            o.push_str(&s);
+            o.push('\n');
+        };
+        match &self.floor {
+            Some(Ok(f)) => {
+                line(format!(
+                    "floor             {:.0} proposals/s (pgbench, minimal schema, {} clients, {} s, {} proposals)",
+                    f.per_second, f.clients, f.seconds, f.proposals
+                ));
+                let cpu = cpu_per_proposal(&f.cpu, f.proposals as f64);
+                line(format!("  CPU ms/proposal {}", cpu_text(&cpu)));
+            }
+            Some(Err(e)) => line(format!("floor             not measured: {e}")),
+            None => line("floor             skipped (--floor-seconds 0)".into()),
+        }
+        line(format!(
+            "actiond           scenario {}, {}, {} proposals; {} policy, {} executor processes",
+            self.scenario, self.mode, self.proposals, self.policies, self.executors
+        ));
+        let s = &self.submitted;
+        line(format!(
+            "  submitted       {:.0} proposals/s{}",
+            self.proposals as f64 / s.seconds.max(f64::EPSILON),
+            self.rate
+                .map(|r| format!(" (target arrival rate {r:.0}/s)"))
+                .unwrap_or_default()
+        ));
+        line(format!(
+            "  submit latency  {}",
+            dist_text(&Dist::new(s.latency_ms.clone()))
+        ));
+        if self.e2e_seconds.is_some() {
+            line(format!(
+                "  allow path      {:.0} proposals/s end to end (submitted, decided, signed, spent, executed, recorded)",
+                self.per_second()
+            ));
+        }
+        if let Some(r) = self.ratio() {
+            line(format!("ratio             {r:.3} × floor"));
+        }
+        let cpu = cpu_per_proposal(&self.cpu, self.proposals as f64);
+        line(format!("  CPU ms/proposal {}", cpu_text(&cpu)));
+        if self.stages.iter().any(|(_, d)| !d.ms.is_empty()) {
+            line("  stages (audit events, database clock):".into());
+            for (name, d) in &self.stages {
+                line(format!("    {name:<18} {}", dist_text(d)));
+            }
+        }
+        self.statements_text(&mut line);
+        o
+    }
+
+    fn statements_text(&self, line: &mut impl FnMut(String)) {
+        match &self.statements {
+            None => {}
+            Some(Err(e)) => line(format!("  statements      not available: {e}")),
+            Some(Ok(st)) => {
+                line("  statements (pg_stat_statements, by total time):".into());
+                line(format!(
+                    "    {:>6} {:>8} {:>9}  statement",
+                    "share", "calls", "mean ms"
+                ));
+                for s in st {
+                    line(format!(
+                        "    {:>5.1}% {:>8} {:>9.3}  {}",
+                        s.share * 100.0,
+                        s.calls,
+                        s.mean_ms,
+                        s.query
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The machine-readable report: one JSON object.
+    pub fn json(&self) -> Value {
+        let floor = match &self.floor {
+            Some(Ok(f)) => json!({
+                "per_second": round(f.per_second, 1),
+                "proposals": f.proposals,
+                "clients": f.clients,
+                "seconds": f.seconds,
+                "cpu_ms_per_proposal": cpu_json(&cpu_per_proposal(&f.cpu, f.proposals as f64)),
+            }),
+            Some(Err(e)) => json!({"error": e}),
+            None => Value::Null,
+        };
+        let stages: serde_json::Map<String, Value> = self
+            .stages
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), d.json()))
+            .collect();
+        let statements = match &self.statements {
+            Some(Ok(st)) => Value::Array(st.iter().map(Statement::json).collect()),
+            Some(Err(e)) => json!({"error": e}),
+            None => Value::Null,
+        };
+        json!({
+            "scenario": self.scenario,
+            "mode": self.mode,
+            "rate": self.rate,
+            "proposals": self.proposals,
+            "policies": self.policies,
+            "executors": self.executors,
+            "floor": floor,
+            "submitted_per_second": round(self.proposals as f64 / self.submitted.seconds.max(f64::EPSILON), 1),
+            "submit_latency": Dist::new(self.submitted.latency_ms.clone()).json(),
+            "per_second": round(self.per_second(), 1),
+            "ratio": self.ratio().map(|r| round(r, 4)),
+            "cpu_ms_per_proposal": cpu_json(&cpu_per_proposal(&self.cpu, self.proposals as f64)),
+            "stages": stages,
+            "statements": statements,
+        })
+    }
+}
