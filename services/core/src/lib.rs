@@ -1,5 +1,6 @@
 //! actiond-core: the domain of the approval gateway, with no I/O.
 //!
+//! - [`audit_chain`]: per-tenant audit hash chains, Ed25519 seals and their verification.
 //! - [`canonical`]: strict JSON parsing and RFC 8785 (JCS) canonical form of `params`.
 //! - [`intent`]: the intent hash that binds a grant to exactly one action.
 //! - [`grant`]: Ed25519-signed, single-use grants (signing and verification).
@@ -9,6 +10,7 @@
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
 
+pub mod audit_chain;
 pub mod canonical;
 pub mod grant;
 pub mod handlers;
