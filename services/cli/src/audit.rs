@@ -53,7 +53,7 @@ pub struct SealArgs {
     #[arg(long, env = "ACTIOND_SEALER_CREDENTIALS_DIR")]
     credentials_dir: Option<PathBuf>,
     /// Key id written into seals.
-    #[arg(long, default_value = "sealer-1")]
+    #[arg(long, env = "ACTIOND_SEALER_KEY_ID", default_value = "sealer-1")]
     key_id: String,
     /// Seal what is final now and exit (waits up to --wait for running transactions).
     #[arg(long)]
@@ -62,13 +62,13 @@ pub struct SealArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     wait: Duration,
     /// Time between sealing rounds.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ACTIOND_SEALER_INTERVAL", default_value = "5s", value_parser = parse_duration)]
     interval: Duration,
     /// Most events per seal transaction.
     #[arg(long, default_value_t = 5000)]
     batch: i64,
     /// Metrics listener (`/metrics`, `/healthz`, `/readyz`); none when absent.
-    #[arg(long)]
+    #[arg(long, env = "ACTIOND_SEALER_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
 }
 
@@ -120,7 +120,7 @@ pub struct PurgeArgs {
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Metrics listener; none when absent.
-    #[arg(long)]
+    #[arg(long, env = "ACTIOND_RETENTION_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
 }
 
@@ -144,6 +144,34 @@ pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
         AuditCmd::Purge(a) => purge(a).await,
         AuditCmd::Keygen(a) => keygen(a),
     }
+}
+
+/// `actiond dev`'s sealer: a key of its own in `<creds>/sealer` (public half
+/// `<creds>/sealer-1.pub`), and `actiond audit seal` as a child process with its own login.
+pub fn spawn_dev_sealer(
+    exe: &std::path::Path,
+    database_url: &str,
+    creds: &std::path::Path,
+) -> anyhow::Result<(&'static str, tokio::process::Child)> {
+    let dir = creds.join("sealer");
+    std::fs::create_dir_all(&dir)?;
+    let (secret, public) = generate_seal_key()?;
+    write_secret(&dir.join(SEAL_KEY_CREDENTIAL), &secret)?;
+    let pub_path = creds.join("sealer-1.pub");
+    std::fs::write(&pub_path, format!("{public}\n"))?;
+    let child = tokio::process::Command::new(exe)
+        .args(["audit", "seal", "--interval", "2s"])
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env("DATABASE_URL", database_url)
+        .env("ACTIOND_SEALER_CREDENTIALS_DIR", &dir)
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start actiond audit seal")?;
+    say(&format!(
+        "audit sealer started; verify with: actiond audit verify --public-key {}",
+        pub_path.display()
+    ));
+    Ok(("sealer", child))
 }
 
 fn keygen(a: AuditKeygenArgs) -> anyhow::Result<()> {
