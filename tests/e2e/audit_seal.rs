@@ -435,3 +435,59 @@ async fn purge_clears_only_decided_and_verify_passes() {
     let (ok, out) = a.verify().await;
     assert!(ok, "{out}");
 }
+
+/// The sealer may read events and insert seals, nothing else; the auditor only reads; the
+/// retention role cannot reach live proposals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_roles_are_least_privilege() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_once("10s").await;
+    let sealer = a.tdb.as_role("sealer").await;
+    assert!(
+        sealer
+            .query("SELECT id FROM audit_events", &[])
+            .await
+            .is_ok()
+    );
+    for sql in [
+        "UPDATE audit_seals SET key_id = 'x'",
+        "DELETE FROM audit_event_hashes",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'x', 'sealer')",
+        "SELECT id FROM proposals",
+        "SELECT id FROM tenants",
+    ] {
+        assert!(
+            sealer.batch_execute(sql).await.is_err(),
+            "sealer may not: {sql}"
+        );
+    }
+    let auditor = a.tdb.as_role("auditor").await;
+    assert!(
+        auditor
+            .query("SELECT * FROM audit_seals", &[])
+            .await
+            .is_ok()
+    );
+    for sql in [
+        "INSERT INTO audit_event_hashes VALUES (999, 'acme', 1, repeat('a', 64))",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'x', 'auditor')",
+        "SELECT params_json FROM proposals",
+    ] {
+        assert!(
+            auditor.batch_execute(sql).await.is_err(),
+            "auditor may not: {sql}"
+        );
+    }
+    let retention = a.tdb.as_role("retention").await;
+    for sql in [
+        "SELECT params_json FROM proposals",
+        "UPDATE proposals SET state = 'expired'",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'proposal.decided', 'x')",
+    ] {
+        assert!(
+            retention.batch_execute(sql).await.is_err(),
+            "retention may not: {sql}"
+        );
+    }
+}
