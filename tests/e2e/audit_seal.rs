@@ -491,3 +491,57 @@ async fn audit_roles_are_least_privilege() {
         );
     }
 }
+
+/// `export --follow` writes events sealed after it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_follow_streams_newly_sealed_events() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_once("10s").await;
+    let out_path = a.dir.join("follow.jsonl");
+    let mut child = std::process::Command::new(actiond_testkit::actiond_bin())
+        .args([
+            "audit",
+            "export",
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--follow",
+        ])
+        .env("DATABASE_URL", a.tdb.role_url("auditor").await)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let count = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"record\":\"event\""))
+            .count()
+    };
+    eventually(Duration::from_secs(20), "the first 4 events", || async {
+        (count(&out_path) == 4).then_some(())
+    })
+    .await;
+    a.events(6).await;
+    a.seal_once("10s").await;
+    eventually(Duration::from_secs(20), "the 6 new events", || async {
+        (count(&out_path) == 10).then_some(())
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let (ok, _, err) = cli(
+        &[
+            "audit",
+            "verify",
+            "--public-key",
+            &a.pubkey,
+            "--from-file",
+            out_path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+}
