@@ -32,11 +32,12 @@ def main():
     for d in docs:
         kinds.setdefault(d["kind"], []).append(d)
     deps = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in kinds.get("Deployment", [])}
-    if sorted(deps) != ["api", "executor", "policy", "web"]:
+    if sorted(deps) != ["api", "executor", "policy", "sealer", "web"]:
         err(f"Deployments: {sorted(deps)}")
     allowed_secrets = {
         "api": set(),
         "policy": {"grant_signing_key"},
+        "sealer": {"audit_seal_key"},
         "executor": {"credentials", "trusted_keys"},
         "web": {"grant_signing_key", "oidc_client_secret"},
     }
@@ -57,7 +58,7 @@ def main():
                 err(f"{comp}: capabilities not drop ALL")
             if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
                 err(f"{comp}: seccomp not RuntimeDefault")
-            if c.get("args") != [comp]:
+            if c.get("args") != ({"sealer": ["audit", "seal"]}.get(comp) or [comp]):
                 err(f"{comp}: args {c.get('args')}")
             if c["livenessProbe"]["httpGet"] != {"path": "/healthz", "port": "admin"}:
                 err(f"{comp}: liveness probe")

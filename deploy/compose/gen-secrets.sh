@@ -32,7 +32,7 @@ trap 'rm -rf "$TMP"' EXIT
 rand() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # Database passwords: the superuser (migrate) and one login user per service.
-for who in pg_superuser db_api db_policy db_web db_executor db_admin; do
+for who in pg_superuser db_api db_policy db_web db_executor db_admin db_sealer; do
   rand > "$OUT/${who}_password"
 done
 # Grant-signing keys: policy and web each their own; the executor trusts only the public halves.
@@ -56,6 +56,10 @@ openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
 printf 'subjectAltName=DNS:postgres\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' > "$TMP/pg_server.ext"
 openssl x509 -req -in "$TMP/pg_server.csr" -CA "$OUT/pg_ca.crt" -CAkey "$TMP/pg_ca.key" \
   -CAserial "$TMP/pg_ca.srl" -CAcreateserial -days 825 -extfile "$TMP/pg_server.ext" -out "$OUT/pg_server.crt" 2>/dev/null
+# The audit sealer's key; sealer-1.pub is what `actiond audit verify --public-key` takes.
+"$ACTIOND" audit keygen --key-id sealer-1 --out-dir "$TMP/sealer" >/dev/null
+cp "$TMP/sealer/audit_seal_key" "$OUT/sealer_audit_seal_key"
+cp "$TMP/sealer/sealer-1.pub" "$OUT/sealer-1.pub"
 # OIDC client secret (shared by the demo IdP and the web app).
 rand > "$OUT/oidc_client_secret"
 # A provider credential for the demo tenant's billing handler (`demo.payments`).

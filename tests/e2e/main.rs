@@ -5,6 +5,7 @@
 mod admin;
 mod api;
 mod attacks;
+mod audit_seal;
 mod flows;
 mod privileges;
 mod schema;

@@ -1,7 +1,8 @@
 {{/*
 A Deployment for one role. Args: dict
   ctx        root context
-  component  api | policy | executor | web
+  component  api | policy | executor | web | sealer
+  args       (optional) container args; default [component]
   cfg        .Values.<component>
   ports      list of dicts {name, port} besides the admin port
   env        YAML string: extra env entries
@@ -51,7 +52,7 @@ spec:
         - name: {{ $c }}
           image: {{ include "actiond.image" $ctx | quote }}
           imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
-          args: [{{ $c | quote }}]
+          args: {{ .args | default (list $c) | toJson }}
           securityContext:
             {{- toYaml $ctx.Values.securityContext | nindent 12 }}
           env:

@@ -5,7 +5,8 @@
 //! temporary directory, removed on exit. It then migrates, generates one key pair per signer
 //! (each service gets its own credentials directory), applies a demo tenant, creates an agent
 //! and prints its token, starts a local "dev sink" that stands in for the billing API and the
-//! webhook receiver, and runs api, policy and executor as separate child processes.
+//! webhook receiver, and runs api, policy, executor, web and the audit sealer as separate child
+//! processes.
 //! Ctrl-C (or SIGTERM) stops everything.
 
 use crate::admin::{create_agent, write_secret};
@@ -318,6 +319,11 @@ async fn run_with_db(
     let demo = set_up_demo(&db, state, sink).await?;
     let exe = std::env::current_exe()?;
     let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, sink)?;
+    children.push(crate::audit::spawn_dev_sealer(
+        &exe,
+        &roles.of("sealer"),
+        &creds,
+    )?);
     print_banner(args, &roles, &creds, &demo, &exe, sink);
     supervise(&mut children).await;
     say("actiond dev stopped");
@@ -342,7 +348,7 @@ async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
 }
 
 /// Every service role of the migrations, each of which gets a login user in our own cluster.
-const SERVICE_ROLES: [&str; 5] = ["api", "policy", "web", "executor", "admin"];
+const SERVICE_ROLES: [&str; 6] = ["api", "policy", "web", "executor", "admin", "sealer"];
 
 /// The database URL each service uses. In our own cluster each service logs in as a user of
 /// its own role (least privilege, as in production); with DATABASE_URL every role uses that URL.

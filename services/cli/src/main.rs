@@ -2,6 +2,7 @@
 //! a small client and `actiond dev`. Errors print as one readable line on stderr, exit code 1.
 
 mod admin;
+mod audit;
 mod client;
 mod dev;
 
@@ -44,6 +45,9 @@ enum Command {
     Propose(client::ProposeArgs),
     /// Show a proposal's status (small client for the REST API).
     Status(client::StatusArgs),
+    /// Sealed audit trail: seal, verify, export; retention purge.
+    #[command(subcommand)]
+    Audit(audit::AuditCmd),
     /// Run everything on this machine: a throwaway Postgres, keys, a demo tenant, an agent token.
     Dev(dev::DevArgs),
 }
@@ -101,6 +105,7 @@ fn main() -> std::process::ExitCode {
             Command::Approvals(c) => admin::approvals(c).await,
             Command::Propose(a) => client::propose(a).await,
             Command::Status(a) => client::status(a).await,
+            Command::Audit(c) => audit::audit(c).await,
             Command::Dev(a) => dev::run(a).await,
         }
     });

@@ -1,5 +1,7 @@
 //! actiond-core: the domain of the approval gateway, with no I/O.
 //!
+//! - [`audit_chain`]: per-tenant audit hash chains, Ed25519 seals and their verification.
+//! - [`audit_export`]: lines of an audit export (JSON Lines or CloudEvents 1.0).
 //! - [`canonical`]: strict JSON parsing and RFC 8785 (JCS) canonical form of `params`.
 //! - [`intent`]: the intent hash that binds a grant to exactly one action.
 //! - [`grant`]: Ed25519-signed, single-use grants (signing and verification).
@@ -13,6 +15,8 @@
 
 pub mod approval;
 pub mod audit;
+pub mod audit_chain;
+pub mod audit_export;
 pub mod canonical;
 pub mod grant;
 pub mod handlers;

@@ -8,6 +8,8 @@
 //!   issue and spend, outcomes and the sweeps that own each state's timeout.
 //! - [`approvals`]: decisions by people (web, break-glass CLI).
 //! - [`audit`]: the append-only audit log; every state change writes one in its transaction.
+//! - [`seals`], [`audit_export`], [`retention`]: the sealed audit chain, its export and
+//!   verification, and the purge of decided proposals' customer data.
 //! - [`listen`]: the dedicated LISTEN connection used as a wake-up hint.
 //!
 //! Every repository function that touches tenant data takes the tenant id.
@@ -15,6 +17,7 @@
 pub mod agents;
 pub mod approvals;
 pub mod audit;
+pub mod audit_export;
 pub mod executor_queue;
 pub mod grants;
 pub mod listen;
@@ -24,6 +27,8 @@ pub mod policy_cache;
 pub mod policy_queue;
 pub mod proposals;
 pub mod queue_views;
+pub mod retention;
+pub mod seals;
 pub mod tenants;
 pub mod tls;
 pub mod web_sessions;

@@ -25,21 +25,26 @@
 //!   subjects: [ops-oncall]       # subjects allowed to approve (also for `--as` on the CLI)
 //! notify:
 //!   webhook: approvals-chat      # credential name holding a chat webhook URL
+//! retention:
+//!   decided_after: 30d           # purge params/source text/reasons of decided proposals
 //! ```
 //! Every validation error names the field path and the rule. CEL rules are compiled at apply.
 //!
 //! Each top-level section is parsed by its own module (`policy`, `handlers`, `approvers`,
-//! `notify`); this one holds the document, its entry points and the field readers they share.
+//! `notify`, `retention`); this one holds the document, its entry points and the field
+//! readers they share.
 
 mod approvers;
 mod handlers;
 mod notify;
 mod policy;
+mod retention;
 
 pub use approvers::Approvers;
 pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
+pub use retention::{MIN_DECIDED_AFTER, Retention};
 
 use crate::handlers::HandlerKind;
 use crate::ids::{TenantId, format_duration, parse_duration};
@@ -66,11 +71,21 @@ pub struct TenantDocument {
     pub approvers: Approvers,
     /// Where escalations are announced.
     pub notify: Notify,
+    /// How long decided proposals keep their customer data.
+    pub retention: Retention,
 }
 
 /// Serializes a duration in the document's own form (`5m`, `24h`).
 fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
+}
+
+/// Like `ser_duration` for an optional duration (`null` when absent).
+fn ser_duration_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_none(),
+    }
 }
 
 impl TenantDocument {
@@ -107,7 +122,14 @@ impl TenantDocument {
             &mut errs,
             "",
             root,
-            &["tenant", "policy", "handlers", "approvers", "notify"],
+            &[
+                "tenant",
+                "policy",
+                "handlers",
+                "approvers",
+                "notify",
+                "retention",
+            ],
         );
         let tenant = match root.get("tenant") {
             Some(Value::String(s)) => match TenantId::parse(s) {
@@ -133,6 +155,7 @@ impl TenantDocument {
         let handlers = handlers::parse_handlers(&mut errs, root.get("handlers"));
         let approvers = approvers::parse_approvers(&mut errs, root.get("approvers"));
         let notify = notify::parse_notify(&mut errs, root.get("notify"));
+        let retention = retention::parse_retention(&mut errs, root.get("retention"));
         match (tenant, policy) {
             (Some(tenant), Some(policy)) if errs.is_empty() => Ok(Self {
                 tenant,
@@ -140,6 +163,7 @@ impl TenantDocument {
                 handlers,
                 approvers,
                 notify,
+                retention,
             }),
             _ => Err(FieldErrors(errs)),
         }

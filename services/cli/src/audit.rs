@@ -1,0 +1,455 @@
+//! `actiond audit`: the sealer, offline verification, SIEM export, the retention purge and the
+//! sealer's key.
+//!
+//! - `seal [--once]`: the sealer (its own role `actiond_sealer`, its own Ed25519 key
+//!   `audit_seal_key` from its credentials directory). One works at a time; others stand by.
+//! - `verify --public-key K [--from-file F]`: recomputes every chain and seal; exit 1 naming
+//!   the first event, seal or file line that differs.
+//! - `export --since T [--tenant T] [--follow] [--format jsonl|cloudevents]`: sealed events, one
+//!   per line, on stdout.
+//! - `purge [--decided-after 30d]`: the retention purge (role `actiond_retention`).
+//! - `keygen --out-dir D`: a sealer key pair.
+
+use crate::admin::{DbArgs, write_secret};
+use actiond_core::audit_chain::{ChainItem, Location, SealSigner, Verifier, generate_seal_key};
+use actiond_core::audit_export::{Format, Record, parse_line};
+use actiond_core::ids::parse_duration;
+use actiond_runtime::credentials::CredentialsDir;
+use actiond_runtime::{Metrics, say};
+use actiond_store::Db;
+use actiond_store::audit_export::{Export, ExportOptions};
+use actiond_store::seals::Sealer;
+use anyhow::{Context, bail};
+use std::io::BufRead as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Name of the sealer's key in its credentials directory.
+pub const SEAL_KEY_CREDENTIAL: &str = "audit_seal_key";
+
+/// `actiond audit …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AuditCmd {
+    /// Run the sealer: chain and sign unsealed audit events.
+    Seal(SealArgs),
+    /// Verify every chain and seal with the sealer's public key (database or export file).
+    Verify(VerifyArgs),
+    /// Write sealed audit events as JSON Lines or CloudEvents 1.0 on stdout.
+    Export(ExportArgs),
+    /// Purge params, source text and reasons of decided proposals past their retention.
+    Purge(PurgeArgs),
+    /// Generate the sealer's Ed25519 key pair.
+    Keygen(AuditKeygenArgs),
+}
+
+/// `actiond audit seal`.
+#[derive(Debug, clap::Args)]
+pub struct SealArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Directory holding `audit_seal_key` (default: `$CREDENTIALS_DIRECTORY`).
+    #[arg(long, env = "ACTIOND_SEALER_CREDENTIALS_DIR")]
+    credentials_dir: Option<PathBuf>,
+    /// Key id written into seals.
+    #[arg(long, env = "ACTIOND_SEALER_KEY_ID", default_value = "sealer-1")]
+    key_id: String,
+    /// Seal what is final now and exit (waits up to --wait for running transactions).
+    #[arg(long)]
+    once: bool,
+    /// With --once: how long to wait for transactions running now to end.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    wait: Duration,
+    /// Time between sealing rounds.
+    #[arg(long, env = "ACTIOND_SEALER_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Most events per seal transaction.
+    #[arg(long, default_value_t = 5000)]
+    batch: i64,
+    /// Metrics listener (`/metrics`, `/healthz`, `/readyz`); none when absent.
+    #[arg(long, env = "ACTIOND_SEALER_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+}
+
+/// `actiond audit verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Postgres URL (an `actiond_auditor` login); not needed with --from-file.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The sealer's public key: a file holding it, or the base64 key itself.
+    #[arg(long)]
+    public_key: String,
+    /// Verify an export file instead of the database.
+    #[arg(long)]
+    from_file: Option<PathBuf>,
+}
+
+/// `actiond audit export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Events at or after this time (RFC 3339, or anything Postgres reads as a timestamp).
+    #[arg(long)]
+    since: String,
+    /// Only this tenant.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Keep running and write newly sealed events as they come.
+    #[arg(long)]
+    follow: bool,
+    /// `jsonl` or `cloudevents`.
+    #[arg(long, default_value = "jsonl")]
+    format: String,
+}
+
+/// `actiond audit purge`.
+#[derive(Debug, clap::Args)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Default for tenants whose document has no `retention.decided_after`.
+    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    decided_after: Duration,
+    /// Starting batch size (adapts to keep each transaction well under a second).
+    #[arg(long, default_value_t = 500)]
+    batch: i64,
+    /// Run again after this long, forever; once when absent.
+    #[arg(long, value_parser = parse_duration)]
+    interval: Option<Duration>,
+    /// Metrics listener; none when absent.
+    #[arg(long, env = "ACTIOND_RETENTION_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+}
+
+/// `actiond audit keygen`.
+#[derive(Debug, clap::Args)]
+pub struct AuditKeygenArgs {
+    /// Directory to write `audit_seal_key` (secret, 0600) and `<key_id>.pub` into.
+    #[arg(long)]
+    out_dir: PathBuf,
+    /// Key id.
+    #[arg(long, default_value = "sealer-1")]
+    key_id: String,
+}
+
+/// Runs an `actiond audit` command.
+pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
+    match cmd {
+        AuditCmd::Seal(a) => seal(a).await,
+        AuditCmd::Verify(a) => verify(a).await,
+        AuditCmd::Export(a) => export(a).await,
+        AuditCmd::Purge(a) => purge(a).await,
+        AuditCmd::Keygen(a) => keygen(a),
+    }
+}
+
+/// `actiond dev`'s sealer: a key of its own in `<creds>/sealer` (public half
+/// `<creds>/sealer-1.pub`), and `actiond audit seal` as a child process with its own login.
+pub fn spawn_dev_sealer(
+    exe: &std::path::Path,
+    database_url: &str,
+    creds: &std::path::Path,
+) -> anyhow::Result<(&'static str, tokio::process::Child)> {
+    let dir = creds.join("sealer");
+    std::fs::create_dir_all(&dir)?;
+    let (secret, public) = generate_seal_key()?;
+    write_secret(&dir.join(SEAL_KEY_CREDENTIAL), &secret)?;
+    let pub_path = creds.join("sealer-1.pub");
+    std::fs::write(&pub_path, format!("{public}\n"))?;
+    let child = tokio::process::Command::new(exe)
+        .args(["audit", "seal", "--interval", "2s"])
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env("DATABASE_URL", database_url)
+        .env("ACTIOND_SEALER_CREDENTIALS_DIR", &dir)
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start actiond audit seal")?;
+    say(&format!(
+        "audit sealer started; verify with: actiond audit verify --public-key {}",
+        pub_path.display()
+    ));
+    Ok(("sealer", child))
+}
+
+fn keygen(a: AuditKeygenArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&a.out_dir)?;
+    let (secret, public) = generate_seal_key()?;
+    write_secret(&a.out_dir.join(SEAL_KEY_CREDENTIAL), &secret)?;
+    std::fs::write(
+        a.out_dir.join(format!("{}.pub", a.key_id)),
+        format!("{public}\n"),
+    )?;
+    say(&format!(
+        "wrote {0}/{SEAL_KEY_CREDENTIAL} (secret, 0600: the sealer's credential) and {0}/{1}.pub (give it to whoever verifies)",
+        a.out_dir.display(),
+        a.key_id
+    ));
+    Ok(())
+}
+
+struct SealMetrics {
+    metrics: Metrics,
+    lag: prometheus::GaugeVec,
+    unsealed: prometheus::GaugeVec,
+    seals: prometheus::IntCounterVec,
+    events: prometheus::IntCounterVec,
+}
+
+fn seal_metrics() -> SealMetrics {
+    let metrics = Metrics::new("sealer");
+    SealMetrics {
+        lag: metrics.gauge_vec(
+            "audit_seal_lag_seconds",
+            "Age of the oldest audit event not sealed yet (0 when all are sealed).",
+            &[],
+        ),
+        unsealed: metrics.gauge_vec("audit_unsealed_events", "Audit events not sealed yet.", &[]),
+        seals: metrics.counter_vec("audit_seals_total", "Seal rows written.", &[]),
+        events: metrics.counter_vec("audit_sealed_events_total", "Audit events sealed.", &[]),
+        metrics,
+    }
+}
+
+async fn serve_metrics(
+    addr: Option<SocketAddr>,
+    m: &Metrics,
+    db: &Db,
+    scrape: Option<actiond_runtime::ScrapeHook>,
+) -> anyhow::Result<()> {
+    let Some(addr) = addr else { return Ok(()) };
+    let ready_db = db.clone();
+    let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
+        let db = ready_db.clone();
+        Box::pin(async move { db.ping().await })
+    });
+    let bound = actiond_runtime::serve_admin(
+        addr,
+        m.clone(),
+        ready,
+        scrape,
+        actiond_runtime::shutdown_signal(),
+    )
+    .await?;
+    tracing::info!(admin = %bound, "metrics listener started");
+    Ok(())
+}
+
+async fn seal(a: SealArgs) -> anyhow::Result<()> {
+    let creds = CredentialsDir::resolve(a.credentials_dir.as_deref())?;
+    let key = creds.read(SEAL_KEY_CREDENTIAL)?;
+    let db = Db::connect(&a.db.database_url, 2)?;
+    let m = seal_metrics();
+    let (lag, unsealed, sdb) = (m.lag.clone(), m.unsealed.clone(), db.clone());
+    let scrape: actiond_runtime::ScrapeHook = Arc::new(move || {
+        let (lag, unsealed, db) = (lag.clone(), unsealed.clone(), sdb.clone());
+        Box::pin(async move {
+            if let Ok((age, n)) = actiond_store::seals::lag(&db).await {
+                lag.with_label_values(&[] as &[&str]).set(age);
+                unsealed.with_label_values(&[] as &[&str]).set(n as f64);
+            }
+        })
+    });
+    serve_metrics(a.admin_listen, &m.metrics, &db, Some(scrape)).await?;
+    let mut sealer = loop {
+        let signer = SealSigner::from_pkcs8_b64(&a.key_id, &key)?;
+        if let Some(s) = Sealer::try_acquire(&db, signer).await? {
+            break s;
+        }
+        if a.once {
+            say("another sealer is working; nothing done");
+            return Ok(());
+        }
+        tracing::info!("another sealer holds the lock; standing by");
+        tokio::select! {
+            () = tokio::time::sleep(a.interval) => {}
+            () = actiond_runtime::shutdown_signal() => return Ok(()),
+        }
+    };
+    tracing::info!(key_id = %a.key_id, "sealer working");
+    if a.once {
+        return seal_once(&mut sealer, &a, &m).await;
+    }
+    let mut tick = tokio::time::interval(a.interval);
+    let stop = actiond_runtime::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = &mut stop => return Ok(()),
+        }
+        sealer.checkpoint().await?;
+        if let Some(bound) = sealer.final_bound().await? {
+            let r = sealer.seal_through(bound, a.batch).await?;
+            m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
+            m.events.with_label_values(&[] as &[&str]).inc_by(r.events);
+            if r.events > 0 {
+                tracing::info!(
+                    seals = r.seals,
+                    events = r.events,
+                    through = r.sealed_through,
+                    "sealed"
+                );
+            }
+        }
+    }
+}
+
+async fn seal_once(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow::Result<()> {
+    sealer.checkpoint().await?;
+    let deadline = tokio::time::Instant::now() + a.wait;
+    let bound = loop {
+        if let Some(b) = sealer.final_bound().await? {
+            break Some(b);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let Some(bound) = bound else {
+        say(
+            r#"{"seals":0,"events":0,"waiting":"a transaction that may hold an event id is still running"}"#,
+        );
+        return Ok(());
+    };
+    let r = sealer.seal_through(bound, a.batch).await?;
+    m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
+    say(&serde_json::to_string(&r)?);
+    Ok(())
+}
+
+fn read_public_key(arg: &str) -> anyhow::Result<String> {
+    let p = std::path::Path::new(arg);
+    if p.exists() {
+        return Ok(std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read {}", p.display()))?
+            .trim()
+            .to_owned());
+    }
+    Ok(arg.trim().to_owned())
+}
+
+async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
+    let key = read_public_key(&a.public_key)?;
+    if let Some(f) = &a.from_file {
+        return verify_file(f, &key);
+    }
+    let Some(url) = &a.database_url else {
+        bail!("actiond audit verify needs DATABASE_URL or --from-file");
+    };
+    let db = Db::connect(url, 2)?;
+    match actiond_store::audit_export::verify_db(&db, &key).await? {
+        Ok(v) => {
+            say(&serde_json::to_string(
+                &serde_json::json!({"verified": true, "seals": v.seals, "events": v.events, "unsealed": v.unsealed}),
+            )?);
+            Ok(())
+        }
+        Err(m) => bail!("audit verification failed: {m}"),
+    }
+}
+
+fn open_lines(
+    f: &std::path::Path,
+) -> anyhow::Result<std::io::Lines<std::io::BufReader<std::fs::File>>> {
+    let file = std::fs::File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
+    Ok(std::io::BufReader::new(file).lines())
+}
+
+/// Two passes over the file: seals first, then events. Memory grows with seals only.
+fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
+    let mut v = Verifier::new(key, false)?;
+    let fail =
+        |m: actiond_core::audit_chain::Mismatch| anyhow::anyhow!("audit verification failed: {m}");
+    for (i, line) in open_lines(f)?.enumerate() {
+        let at = Location::Line(i as u64 + 1);
+        let rec = parse_line(&line?)
+            .map_err(|e| anyhow::anyhow!("audit verification failed: {at}{e}"))?;
+        if let Record::Seal(s) = rec {
+            v.seal(s, at).map_err(fail)?;
+        }
+    }
+    let seals = v.check_seals().map_err(fail)?;
+    let mut last = 0;
+    for (i, line) in open_lines(f)?.enumerate() {
+        let at = Location::Line(i as u64 + 1);
+        last = i as u64 + 1;
+        if let Ok(Record::Event(e, hash, seq)) = parse_line(&line?) {
+            let it = ChainItem {
+                id: e.id,
+                tenant_id: e.tenant_id.clone(),
+                sealed: Some((seq, hash)),
+                event: Some(e),
+            };
+            v.item(&it, at).map_err(fail)?;
+        }
+    }
+    v.finish(Location::Line(last)).map_err(fail)?;
+    say(&serde_json::to_string(
+        &serde_json::json!({"verified": true, "seals": seals, "events": v.events_verified}),
+    )?);
+    Ok(())
+}
+
+async fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let Some(format) = Format::parse(&a.format) else {
+        bail!("--format must be jsonl or cloudevents");
+    };
+    let db = Db::connect(&a.db.database_url, 2)?;
+    let mut ex = Export::start(
+        &db,
+        ExportOptions {
+            since: a.since.clone(),
+            tenant: a.tenant.clone(),
+            format,
+        },
+    )
+    .await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let stop = actiond_runtime::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let n = ex.page(&db, &mut out).await?;
+        if n > 0 {
+            continue;
+        }
+        if !a.follow {
+            return Ok(());
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = &mut stop => return Ok(()),
+        }
+    }
+}
+
+async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
+    let db = Db::connect(&a.db.database_url, 2)?;
+    let metrics = Metrics::new("retention");
+    let purged = metrics.counter_vec(
+        "retention_purged_rows_total",
+        "Decided proposals whose params, source text and reasons were purged.",
+        &["tenant"],
+    );
+    serve_metrics(a.admin_listen, &metrics, &db, None).await?;
+    let stop = actiond_runtime::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let r = actiond_store::retention::purge(&db, a.decided_after, a.batch).await?;
+        for (t, _, n) in &r.tenants {
+            purged.with_label_values(&[t.as_str()]).inc_by(*n);
+        }
+        say(&serde_json::to_string(&r)?);
+        let Some(every) = a.interval else {
+            return Ok(());
+        };
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = &mut stop => return Ok(()),
+        }
+    }
+}

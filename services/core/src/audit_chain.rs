@@ -1,0 +1,608 @@
+//! The sealed audit chain: hashing, seal signing and verification. Pure; the store feeds it rows
+//! and the CLI feeds it export files.
+//!
+//! **Chains are per tenant.** Each tenant's events, in id order, form one hash chain:
+//! `chain_hash(e) = SHA-256(prev ‖ JCS(e))`, where `prev` is the 32 raw bytes of the previous
+//! event's chain hash in the same tenant (32 zero bytes for the tenant's first event) and
+//! `JCS(e)` is the RFC 8785 canonical form of the event object ([`ChainEvent`]). Per-tenant
+//! chains let one tenant's export be verified by a third party without the other tenants' data.
+//!
+//! **Seals.** A seal covers one tenant's events with ids in `first_event_id..=last_event_id`
+//! (`event_count` of them). Its payload ([`SealPayload`]) names the chain hash before the first
+//! event (`start_hash`), the head hash after the last (`head_hash`) and the previous seal's hash
+//! (`prev_seal_hash`, SHA-256 of that seal's canonical payload), and is signed with Ed25519
+//! (RFC 8032) over `"actiond-audit-seal-v1\n" ‖ JCS(payload)`.
+//!
+//! **Verification** ([`Verifier`]) needs the public key only. It stops at the first thing that
+//! differs and names it: an event whose recomputed chain hash differs from the sealed one
+//! (edited, swapped), an event that is sealed but missing (deleted), an event inside a sealed
+//! range the seal does not list (inserted), a seal whose signature, sequence, links or counts do
+//! not hold (forged, re-signed, truncated tail).
+
+use crate::canonical::canonicalize;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair as _, UnparsedPublicKey};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// Domain separation prefix of a seal's signing input.
+pub const SEAL_SIGNING_PREFIX: &[u8] = b"actiond-audit-seal-v1\n";
+
+/// The chain hash before a tenant's first event: 32 zero bytes, hex.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One audit event exactly as it is hashed (and exported). `at` is UTC with microseconds
+/// (`2026-12-01T02:25:49.123456Z`); `proposal_id` a lowercase hyphenated UUID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainEvent {
+    /// Sequence number (global across tenants; ids have gaps).
+    pub id: i64,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Proposal, if any.
+    pub proposal_id: Option<String>,
+    /// Database time of the event.
+    pub at: String,
+    /// What happened.
+    pub kind: String,
+    /// Who did it.
+    pub actor: String,
+    /// State before.
+    pub from_state: Option<String>,
+    /// State after.
+    pub to_state: Option<String>,
+    /// Intent hash.
+    pub intent_hash: Option<String>,
+    /// SHA-256 of the canonical params.
+    pub params_sha256: Option<String>,
+    /// Anything else the writer recorded (never params).
+    pub detail: Value,
+}
+
+/// Errors building chain or seal values.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// A hash is not 64 lowercase hex characters.
+    #[error("{0} is not a 64-character hex SHA-256")]
+    BadHash(String),
+    /// The event or payload cannot be canonicalized.
+    #[error("cannot canonicalize: {0}")]
+    Canonical(String),
+    /// A key could not be read or generated.
+    #[error("bad key: {0}")]
+    BadKey(String),
+}
+
+fn hash_bytes(hex_hash: &str) -> Result<[u8; 32], ChainError> {
+    let mut out = [0u8; 32];
+    match hex::decode(hex_hash) {
+        Ok(v) if v.len() == 32 && hex_hash.bytes().all(|b| !b.is_ascii_uppercase()) => {
+            out.copy_from_slice(&v);
+            Ok(out)
+        }
+        _ => Err(ChainError::BadHash(hex_hash.to_owned())),
+    }
+}
+
+/// `SHA-256(prev ‖ JCS(event))` as lowercase hex; `prev` is a hex chain hash.
+pub fn chain_hash(prev: &str, event: &ChainEvent) -> Result<String, ChainError> {
+    let prev = hash_bytes(prev)?;
+    let v = serde_json::to_value(event).map_err(|e| ChainError::Canonical(e.to_string()))?;
+    let jcs = canonicalize(&v).map_err(|e| ChainError::Canonical(e.to_string()))?;
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(jcs.as_bytes());
+    Ok(hex::encode(h.finalize()))
+}
+
+/// What a seal signs. Hashes are lowercase hex SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealPayload {
+    /// Tenant whose chain this seal covers.
+    pub tenant_id: String,
+    /// Per-tenant seal sequence number, from 1, without gaps.
+    pub seq: i64,
+    /// Lowest event id covered.
+    pub first_event_id: i64,
+    /// Highest event id covered.
+    pub last_event_id: i64,
+    /// Number of the tenant's events in `first_event_id..=last_event_id`.
+    pub event_count: i64,
+    /// Chain hash before the first covered event (the previous seal's head; genesis for seq 1).
+    pub start_hash: String,
+    /// Chain hash after the last covered event.
+    pub head_hash: String,
+    /// Hash of the previous seal's payload ([`SealPayload::hash`]); genesis for seq 1.
+    pub prev_seal_hash: String,
+    /// Id of the signing key (informational: verification uses the key it is given).
+    pub key_id: String,
+    /// When it was sealed (UTC, RFC 3339).
+    pub sealed_at: String,
+}
+
+impl SealPayload {
+    /// RFC 8785 form of the payload.
+    pub fn canonical(&self) -> Result<String, ChainError> {
+        let v = serde_json::to_value(self).map_err(|e| ChainError::Canonical(e.to_string()))?;
+        canonicalize(&v).map_err(|e| ChainError::Canonical(e.to_string()))
+    }
+    /// The bytes signed: [`SEAL_SIGNING_PREFIX`] ‖ JCS(payload).
+    pub fn signing_input(&self) -> Result<Vec<u8>, ChainError> {
+        let mut v = SEAL_SIGNING_PREFIX.to_vec();
+        v.extend_from_slice(self.canonical()?.as_bytes());
+        Ok(v)
+    }
+    /// SHA-256 of the canonical payload, hex: the next seal's `prev_seal_hash`.
+    pub fn hash(&self) -> Result<String, ChainError> {
+        Ok(crate::canonical::sha256_hex(self.canonical()?))
+    }
+}
+
+/// A seal as stored or exported: the payload and its Ed25519 signature (base64).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    /// What was signed.
+    #[serde(flatten)]
+    pub payload: SealPayload,
+    /// Base64 Ed25519 signature over [`SealPayload::signing_input`].
+    pub sig: String,
+}
+
+/// The sealer's Ed25519 key.
+pub struct SealSigner {
+    key_id: String,
+    pair: Ed25519KeyPair,
+}
+
+impl std::fmt::Debug for SealSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealSigner")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SealSigner {
+    /// Loads the key from base64 PKCS#8 (as `actiond audit keygen` writes it).
+    pub fn from_pkcs8_b64(key_id: &str, text: &str) -> Result<Self, ChainError> {
+        let der = B64
+            .decode(text.trim())
+            .map_err(|_| ChainError::BadKey("seal key file is not base64".into()))?;
+        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
+            .map_err(|e| ChainError::BadKey(format!("seal key is not Ed25519 PKCS#8: {e}")))?;
+        Ok(Self {
+            key_id: key_id.to_owned(),
+            pair,
+        })
+    }
+    /// The key id written into seals.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    /// Base64 of the raw 32-byte public key.
+    pub fn public_b64(&self) -> String {
+        B64.encode(self.pair.public_key().as_ref())
+    }
+    /// Signs a payload.
+    pub fn sign(&self, p: &SealPayload) -> Result<Seal, ChainError> {
+        let sig = self.pair.sign(&p.signing_input()?);
+        Ok(Seal {
+            payload: p.clone(),
+            sig: B64.encode(sig.as_ref()),
+        })
+    }
+}
+
+/// Where a record came from, for messages: an event id in the database or a file line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// Read from the database.
+    Db,
+    /// Line number (from 1) of an export file.
+    Line(u64),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Db => Ok(()),
+            Location::Line(n) => write!(f, "line {n}: "),
+        }
+    }
+}
+
+/// The first thing that differs. `Display` names the event or seal (and the file line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}{what}")]
+pub struct Mismatch {
+    /// Where.
+    pub at: Location,
+    /// What differs, naming the event id or seal (tenant and sequence number).
+    pub what: String,
+}
+
+/// One row of the chain in id order: the event as it is now (None when it is gone) and what the
+/// sealer recorded for it (None when it was never sealed).
+#[derive(Debug, Clone)]
+pub struct ChainItem {
+    /// Event id.
+    pub id: i64,
+    /// Tenant (of the event, else of the sealed record).
+    pub tenant_id: String,
+    /// The event, when present.
+    pub event: Option<ChainEvent>,
+    /// (seal sequence number, chain hash) recorded at sealing, when sealed.
+    pub sealed: Option<(i64, String)>,
+}
+
+#[derive(Default)]
+struct TenantState {
+    seals: Vec<Seal>,
+    idx: usize,
+    running: String,
+    count: i64,
+    started: bool,
+}
+
+/// Verifies seals and events with one public key. Feed every seal first ([`Verifier::seal`]),
+/// then [`Verifier::check_seals`], then every [`ChainItem`] in id order, then
+/// [`Verifier::finish`]. Memory grows with the number of seals, not events.
+pub struct Verifier {
+    key: UnparsedPublicKey<Vec<u8>>,
+    tenants: HashMap<String, TenantState>,
+    require_genesis: bool,
+    /// Events verified against a seal.
+    pub events_verified: u64,
+    /// Events present but not sealed yet (after the last seal of their tenant).
+    pub events_unsealed: u64,
+}
+
+impl Verifier {
+    /// `public_b64`: the sealer's raw 32-byte Ed25519 public key in base64. `require_genesis`:
+    /// every tenant's seals must start at sequence 1 (a whole database); false for an export
+    /// that starts later.
+    pub fn new(public_b64: &str, require_genesis: bool) -> Result<Self, ChainError> {
+        let key = B64
+            .decode(public_b64.trim())
+            .map_err(|_| ChainError::BadKey("public key is not base64".into()))?;
+        if key.len() != 32 {
+            return Err(ChainError::BadKey(
+                "public key must be 32 bytes (Ed25519)".into(),
+            ));
+        }
+        Ok(Self {
+            key: UnparsedPublicKey::new(&ED25519, key),
+            tenants: HashMap::new(),
+            require_genesis,
+            events_verified: 0,
+            events_unsealed: 0,
+        })
+    }
+
+    /// Adds a seal and checks its signature.
+    pub fn seal(&mut self, s: Seal, at: Location) -> Result<(), Mismatch> {
+        let name = seal_name(&s.payload);
+        let bad = |what: String| Mismatch { at, what };
+        let sig = B64
+            .decode(&s.sig)
+            .map_err(|_| bad(format!("{name}: signature is not base64")))?;
+        let input = s
+            .payload
+            .signing_input()
+            .map_err(|e| bad(format!("{name}: {e}")))?;
+        self.key
+            .verify(&input, &sig)
+            .map_err(|_| bad(format!("{name}: signature does not verify with the given public key (forged or re-signed seal)")))?;
+        self.tenants
+            .entry(s.payload.tenant_id.clone())
+            .or_default()
+            .seals
+            .push(s);
+        Ok(())
+    }
+
+    /// Checks each tenant's seals link up: sequence numbers without gaps, `prev_seal_hash` and
+    /// `start_hash` equal to the previous seal's hash and head, ranges increasing.
+    pub fn check_seals(&mut self) -> Result<u64, Mismatch> {
+        let mut n = 0;
+        let mut names: Vec<&String> = self.tenants.keys().collect();
+        names.sort();
+        for t in names {
+            let st = &self.tenants[t];
+            let mut sorted = st.seals.clone();
+            sorted.sort_by_key(|s| s.payload.seq);
+            check_links(&sorted, self.require_genesis)?;
+            n += sorted.len() as u64;
+        }
+        for st in self.tenants.values_mut() {
+            st.seals.sort_by_key(|s| s.payload.seq);
+            if let Some(first) = st.seals.first() {
+                st.running = first.payload.start_hash.clone();
+            }
+        }
+        Ok(n)
+    }
+
+    /// Verifies one row, in id order.
+    pub fn item(&mut self, it: &ChainItem, at: Location) -> Result<(), Mismatch> {
+        let bad = |what: String| Mismatch { at, what };
+        let st = self.tenants.entry(it.tenant_id.clone()).or_default();
+        if !st.started {
+            st.started = true;
+            if st.running.is_empty() {
+                st.running = GENESIS_HASH.to_owned();
+            }
+        }
+        // Close seals that end before this id.
+        while st.idx < st.seals.len() && st.seals[st.idx].payload.last_event_id < it.id {
+            close_seal(st, at)?;
+        }
+        let ev_name = format!("event {} (tenant {})", it.id, it.tenant_id);
+        let Some(seal) = st.seals.get(st.idx) else {
+            if it.sealed.is_some() {
+                return Err(bad(format!(
+                    "{ev_name} claims a seal that does not exist (seal deleted?)"
+                )));
+            }
+            if !self.require_genesis {
+                return Err(bad(format!("{ev_name} is not covered by any seal")));
+            }
+            self.events_unsealed += 1;
+            return Ok(());
+        };
+        let sname = seal_name(&seal.payload);
+        if it.id < seal.payload.first_event_id {
+            return Err(bad(format!(
+                "{ev_name} lies between seals, before {sname} (inserted event)"
+            )));
+        }
+        let Some(ev) = &it.event else {
+            return Err(bad(format!(
+                "{ev_name} is missing but {sname} covers it (deleted event)"
+            )));
+        };
+        let Some((seq, recorded)) = &it.sealed else {
+            return Err(bad(format!(
+                "{ev_name} is inside {sname} but was not sealed (inserted event)"
+            )));
+        };
+        if *seq != seal.payload.seq {
+            return Err(bad(format!(
+                "{ev_name} names seal {seq} but lies in {sname}"
+            )));
+        }
+        let h = chain_hash(&st.running, ev).map_err(|e| bad(format!("{ev_name}: {e}")))?;
+        if &h != recorded {
+            return Err(bad(format!(
+                "{ev_name} differs from what {sname} sealed (edited, swapped or reordered event)"
+            )));
+        }
+        st.running = h;
+        st.count += 1;
+        self.events_verified += 1;
+        Ok(())
+    }
+
+    /// Closes every open seal: their counts and head hashes must match what was seen (a
+    /// truncated tail shows here).
+    pub fn finish(&mut self, at: Location) -> Result<(), Mismatch> {
+        let mut names: Vec<String> = self.tenants.keys().cloned().collect();
+        names.sort();
+        for t in names {
+            if let Some(st) = self.tenants.get_mut(&t) {
+                if !st.started {
+                    st.started = true;
+                }
+                while st.idx < st.seals.len() {
+                    close_seal(st, at)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn seal_name(p: &SealPayload) -> String {
+    format!(
+        "seal {} of tenant {} (events {}..={})",
+        p.seq, p.tenant_id, p.first_event_id, p.last_event_id
+    )
+}
+
+fn close_seal(st: &mut TenantState, at: Location) -> Result<(), Mismatch> {
+    let p = &st.seals[st.idx].payload;
+    if st.count != p.event_count {
+        return Err(Mismatch {
+            at,
+            what: format!(
+                "{} covers {} events but {} were found (deleted events or truncated tail)",
+                seal_name(p),
+                p.event_count,
+                st.count
+            ),
+        });
+    }
+    if st.running != p.head_hash {
+        return Err(Mismatch {
+            at,
+            what: format!(
+                "{}: recomputed head hash differs from the sealed head",
+                seal_name(p)
+            ),
+        });
+    }
+    st.idx += 1;
+    st.count = 0;
+    Ok(())
+}
+
+fn check_links(sorted: &[Seal], require_genesis: bool) -> Result<(), Mismatch> {
+    let bad = |p: &SealPayload, what: &str| Mismatch {
+        at: Location::Db,
+        what: format!("{}: {what}", seal_name(p)),
+    };
+    let mut prev: Option<&SealPayload> = None;
+    for s in sorted {
+        let p = &s.payload;
+        if p.first_event_id > p.last_event_id || p.event_count < 1 {
+            return Err(bad(p, "empty or inverted range"));
+        }
+        match prev {
+            None => {
+                if require_genesis
+                    && (p.seq != 1
+                        || p.start_hash != GENESIS_HASH
+                        || p.prev_seal_hash != GENESIS_HASH)
+                {
+                    return Err(bad(
+                        p,
+                        "the first seal is not sequence 1 from genesis (earlier seals deleted)",
+                    ));
+                }
+            }
+            Some(q) => {
+                if p.seq != q.seq + 1 {
+                    return Err(bad(
+                        p,
+                        &format!("follows seal {} (a seal is missing)", q.seq),
+                    ));
+                }
+                let qh = q.hash().map_err(|e| bad(p, &e.to_string()))?;
+                if p.prev_seal_hash != qh {
+                    return Err(bad(p, "prev_seal_hash is not the previous seal's hash"));
+                }
+                if p.start_hash != q.head_hash {
+                    return Err(bad(p, "start_hash is not the previous seal's head"));
+                }
+                if p.first_event_id <= q.last_event_id {
+                    return Err(bad(p, "overlaps the previous seal"));
+                }
+            }
+        }
+        prev = Some(p);
+    }
+    Ok(())
+}
+
+/// Generates a new sealer key: (base64 PKCS#8 secret, base64 raw public key).
+pub fn generate_seal_key() -> Result<(String, String), ChainError> {
+    let g = crate::grant::generate_key().map_err(|e| ChainError::BadKey(e.to_string()))?;
+    Ok((g.private_pkcs8_b64, g.public_b64))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ev(id: i64, tenant: &str, kind: &str) -> ChainEvent {
+        ChainEvent {
+            id,
+            tenant_id: tenant.into(),
+            proposal_id: None,
+            at: "2026-12-01T00:00:00.000000Z".into(),
+            kind: kind.into(),
+            actor: "policy".into(),
+            from_state: None,
+            to_state: None,
+            intent_hash: None,
+            params_sha256: None,
+            detail: serde_json::json!({"n": 1.5}),
+        }
+    }
+
+    /// Seals `events` (one tenant) as one seal after `prev`; returns items and the seal.
+    fn seal_of(
+        signer: &SealSigner,
+        events: &[ChainEvent],
+        prev: Option<&Seal>,
+    ) -> (Vec<ChainItem>, Seal) {
+        let seq = prev.map_or(1, |p| p.payload.seq + 1);
+        let start = prev.map_or(GENESIS_HASH.to_owned(), |p| p.payload.head_hash.clone());
+        let mut running = start.clone();
+        let mut items = Vec::new();
+        for e in events {
+            running = chain_hash(&running, e).unwrap();
+            items.push(ChainItem {
+                id: e.id,
+                tenant_id: e.tenant_id.clone(),
+                event: Some(e.clone()),
+                sealed: Some((seq, running.clone())),
+            });
+        }
+        let p = SealPayload {
+            tenant_id: events[0].tenant_id.clone(),
+            seq,
+            first_event_id: events[0].id,
+            last_event_id: events[events.len() - 1].id,
+            event_count: events.len() as i64,
+            start_hash: start,
+            head_hash: running,
+            prev_seal_hash: prev.map_or(GENESIS_HASH.to_owned(), |p| p.payload.hash().unwrap()),
+            key_id: signer.key_id().into(),
+            sealed_at: "2026-12-01T00:00:01Z".into(),
+        };
+        (items, signer.sign(&p).unwrap())
+    }
+
+    fn run(pubk: &str, seals: &[Seal], items: &[ChainItem]) -> Result<(), Mismatch> {
+        let mut v = Verifier::new(pubk, true).unwrap();
+        for s in seals {
+            v.seal(s.clone(), Location::Db)?;
+        }
+        v.check_seals()?;
+        for it in items {
+            v.item(it, Location::Db)?;
+        }
+        v.finish(Location::Db)
+    }
+
+    #[test]
+    fn verifies_and_names_tampering() {
+        let (sk, pk) = generate_seal_key().unwrap();
+        let signer = SealSigner::from_pkcs8_b64("sealer-1", &sk).unwrap();
+        let e1: Vec<_> = [1, 2, 4].iter().map(|i| ev(*i, "a", "x")).collect();
+        let e2: Vec<_> = [7, 9].iter().map(|i| ev(*i, "a", "y")).collect();
+        let (mut items, s1) = seal_of(&signer, &e1, None);
+        let (i2, s2) = seal_of(&signer, &e2, Some(&s1));
+        items.extend(i2);
+        let seals = vec![s1.clone(), s2.clone()];
+        run(&pk, &seals, &items).unwrap();
+
+        // Edited event.
+        let mut t = items.clone();
+        t[1].event.as_mut().unwrap().actor = "mallory".into();
+        let e = run(&pk, &seals, &t).unwrap_err();
+        assert!(e.what.contains("event 2 "), "{e}");
+        // Deleted event.
+        let mut t = items.clone();
+        t[2].event = None;
+        assert!(run(&pk, &seals, &t).unwrap_err().what.contains("event 4 "));
+        // Inserted event inside a seal.
+        let mut t = items.clone();
+        t.insert(
+            2,
+            ChainItem {
+                id: 3,
+                tenant_id: "a".into(),
+                event: Some(ev(3, "a", "z")),
+                sealed: None,
+            },
+        );
+        assert!(run(&pk, &seals, &t).unwrap_err().what.contains("event 3 "));
+        // Truncated tail: last two events and their records gone.
+        let t = items[..3].to_vec();
+        assert!(run(&pk, &seals, &t).unwrap_err().what.contains("seal 2 "));
+        // Re-signed seal with another key.
+        let (sk2, _) = generate_seal_key().unwrap();
+        let other = SealSigner::from_pkcs8_b64("sealer-1", &sk2).unwrap();
+        let forged = other.sign(&s2.payload).unwrap();
+        let e = run(&pk, &[s1.clone(), forged], &items).unwrap_err();
+        assert!(e.what.contains("signature"), "{e}");
+        // A wrong public key is refused cleanly.
+        assert!(Verifier::new("AAAA", true).is_err());
+    }
+}

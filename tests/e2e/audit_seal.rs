@@ -1,0 +1,547 @@
+//! The sealed audit chain over real processes and a real database: `actiond audit seal`,
+//! `verify`, `export` and `purge` as the CLI runs them, each with its own Postgres role, and
+//! tampering done as the database owner.
+
+use actiond_testkit::{Service, TestDb, cli, eventually, log_dir};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Audit {
+    tdb: TestDb,
+    dir: PathBuf,
+    pubkey: String,
+}
+
+impl Audit {
+    async fn new() -> Self {
+        let tdb = TestDb::new().await;
+        let dir = std::env::temp_dir().join(format!("actiond-audit-{}", uuid::Uuid::new_v4()));
+        let (ok, _, err) = cli(
+            &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
+            &[],
+        );
+        assert!(ok, "{err}");
+        let pubkey = dir.join("sealer-1.pub").display().to_string();
+        let su = tdb.superuser().await;
+        su.batch_execute("INSERT INTO tenants (id) VALUES ('acme'), ('beta')")
+            .await
+            .unwrap();
+        Self { tdb, dir, pubkey }
+    }
+
+    /// Inserts `n` events alternating between the two tenants; every third id is skipped (a
+    /// rolled-back id), so ranges have gaps like production.
+    async fn events(&self, n: i64) {
+        let su = self.tdb.superuser().await;
+        su.execute(
+            "INSERT INTO audit_events (tenant_id, kind, actor, detail)
+             SELECT CASE WHEN g % 2 = 0 THEN 'acme' ELSE 'beta' END, 'test.event', 'test',
+                    jsonb_build_object('n', g, 'f', g / 7.0)
+             FROM generate_series(1, $1::bigint) g",
+            &[&n],
+        )
+        .await
+        .unwrap();
+        su.batch_execute("SELECT nextval('audit_events_id_seq')")
+            .await
+            .unwrap();
+    }
+
+    async fn env(&self, role: &str) -> Vec<(&'static str, String)> {
+        vec![("DATABASE_URL", self.tdb.role_url(role).await)]
+    }
+
+    async fn seal_once(&self, wait: &str) -> String {
+        let (ok, out, err) = cli(
+            &[
+                "audit",
+                "seal",
+                "--once",
+                "--wait",
+                wait,
+                "--credentials-dir",
+                self.dir.to_str().unwrap(),
+            ],
+            &self.env("sealer").await,
+        );
+        assert!(ok, "seal failed: {err}");
+        out
+    }
+
+    async fn verify(&self) -> (bool, String) {
+        let (ok, out, err) = cli(
+            &["audit", "verify", "--public-key", &self.pubkey],
+            &self.env("auditor").await,
+        );
+        (ok, format!("{out}{err}"))
+    }
+
+    async fn sealed_ids(&self) -> Vec<i64> {
+        let su = self.tdb.superuser().await;
+        su.query(
+            "SELECT event_id FROM audit_event_hashes ORDER BY event_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    }
+
+    async fn all_ids(&self) -> Vec<i64> {
+        let su = self.tdb.superuser().await;
+        su.query("SELECT id FROM audit_events ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Every tampering kind, done as the database owner with the append-only triggers disabled:
+/// verify exits non-zero and names what differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_every_tampering() {
+    let other = actiond_core::audit_chain::generate_seal_key().unwrap().0;
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("edited", "UPDATE audit_events SET actor = 'mallory' WHERE id = 5".into(), "event 5 "),
+        ("deleted", "DELETE FROM audit_events WHERE id = 6".into(), "event 6 "),
+        (
+            "swapped",
+            "UPDATE audit_events a SET detail = b.detail, kind = b.kind FROM audit_events b
+             WHERE (a.id, b.id) IN ((8, 10), (10, 8))"
+                .into(),
+            "event 8 ",
+        ),
+        (
+            "inserted",
+            // Id 21 was skipped by the sequence (a rolled-back id) inside a sealed range.
+            "INSERT INTO audit_events (id, tenant_id, kind, actor) VALUES (21, 'beta', 'test.event', 'mallory')".into(),
+            "event 21 ",
+        ),
+        (
+            "forged seal",
+            "UPDATE audit_seals SET head_hash = repeat('0', 64) WHERE tenant_id = 'acme' AND seq = 1".into(),
+            "seal 1 of tenant acme",
+        ),
+        ("re-signed seal", String::new(), "seal 1 of tenant beta"),
+        (
+            "truncated tail",
+            "DELETE FROM audit_events WHERE id > 30; DELETE FROM audit_event_hashes WHERE event_id > 30".into(),
+            "truncated tail",
+        ),
+    ];
+    for (name, sql, expect) in cases {
+        let a = Audit::new().await;
+        a.events(20).await;
+        a.events(20).await;
+        a.seal_once("10s").await;
+        let (ok, out) = a.verify().await;
+        assert!(ok, "{name}: untampered chain must verify: {out}");
+        let su = a.tdb.superuser().await;
+        su.batch_execute(
+            "ALTER TABLE audit_events DISABLE TRIGGER USER;
+             ALTER TABLE audit_seals DISABLE TRIGGER USER;
+             ALTER TABLE audit_event_hashes DISABLE TRIGGER USER",
+        )
+        .await
+        .unwrap();
+        if name == "re-signed seal" {
+            let r = su
+                .query_one(
+                    &format!(
+                        "SELECT {} FROM audit_seals WHERE tenant_id = 'beta' AND seq = 1",
+                        actiond_store::seals::SEAL_COLUMNS
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap();
+            let s = actiond_store::seals::seal_from_row(&r);
+            let signer =
+                actiond_core::audit_chain::SealSigner::from_pkcs8_b64("sealer-1", &other).unwrap();
+            let forged = signer.sign(&s.payload).unwrap();
+            su.execute(
+                "UPDATE audit_seals SET sig = $1 WHERE tenant_id = 'beta' AND seq = 1",
+                &[&forged.sig],
+            )
+            .await
+            .unwrap();
+        } else {
+            su.batch_execute(&sql).await.unwrap();
+        }
+        let (ok, out) = a.verify().await;
+        assert!(!ok, "{name}: tampering must fail verification");
+        assert!(
+            out.contains(expect),
+            "{name}: expected {expect:?} in: {out}"
+        );
+    }
+}
+
+/// A transaction holding an early id open while later ids commit: nothing at or after its id is
+/// sealed until it commits; then everything is sealed in order, nothing skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_open_transaction_is_sealed_later_in_order() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_once("10s").await;
+    let before = a.sealed_ids().await;
+    assert_eq!(before.len(), 4);
+
+    let mut holder = a.tdb.superuser().await;
+    let tx = holder.transaction().await.unwrap();
+    let held: i64 = tx
+        .query_one(
+            "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'test.held', 'test') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    a.events(6).await;
+    let out = a.seal_once("1s").await;
+    assert!(out.contains("waiting"), "{out}");
+    let sealed = a.sealed_ids().await;
+    assert!(
+        sealed.iter().all(|id| *id < held),
+        "sealed past the open transaction's id {held}: {sealed:?}"
+    );
+    tx.commit().await.unwrap();
+    a.seal_once("10s").await;
+    assert_eq!(a.sealed_ids().await, a.all_ids().await);
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+}
+
+/// Two sealers: one works, the other stands by. The worker is killed with SIGKILL mid-seal;
+/// the other takes over and seals the rest with no gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealer_kill9_resumes_and_one_sealer_works() {
+    let a = Audit::new().await;
+    a.events(40_000).await;
+    let logs = log_dir("sealer_kill9");
+    let dir = a.dir.to_str().unwrap().to_owned();
+    let env = a.env("sealer").await;
+    let args = [
+        "seal",
+        "--interval",
+        "200ms",
+        "--batch",
+        "500",
+        "--credentials-dir",
+        &dir,
+    ];
+    let mut s1 = Service::spawn("audit", "sealer-1", &args, &env, &logs);
+    eventually(Duration::from_secs(20), "first sealer works", || async {
+        s1.log_text().contains("sealer working").then_some(())
+    })
+    .await;
+    let s2 = Service::spawn("audit", "sealer-2", &args, &env, &logs);
+    eventually(
+        Duration::from_secs(20),
+        "second sealer stands by",
+        || async { s2.log_text().contains("standing by").then_some(()) },
+    )
+    .await;
+    let su = a.tdb.superuser().await;
+    eventually(Duration::from_secs(30), "sealing under way", || async {
+        let n: i64 = su
+            .query_one("SELECT count(*) FROM audit_event_hashes", &[])
+            .await
+            .unwrap()
+            .get(0);
+        (n > 0).then_some(())
+    })
+    .await;
+    s1.kill9();
+    a.events(10).await;
+    let all = a.all_ids().await.len();
+    eventually(
+        Duration::from_secs(60),
+        "the standby seals everything",
+        || async { (a.sealed_ids().await.len() == all).then_some(()) },
+    )
+    .await;
+    assert!(s2.log_text().contains("sealer working"));
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+}
+
+fn flip_byte(path: &Path, line_no: usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let l = &mut lines[line_no - 1];
+    let at = l.find("\"actor\":\"test\"").unwrap() + "\"actor\":\"t".len();
+    l.replace_range(at..at + 1, "E");
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Export (both formats) → verify from the file alone passes; one flipped byte fails naming
+/// the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_verifies_offline_and_names_a_flipped_line() {
+    let a = Audit::new().await;
+    a.events(30).await;
+    a.seal_once("10s").await;
+    a.events(30).await;
+    a.seal_once("10s").await;
+    for format in ["jsonl", "cloudevents"] {
+        let (ok, out, err) = cli(
+            &[
+                "audit",
+                "export",
+                "--since",
+                "2000-01-01T00:00:00Z",
+                "--format",
+                format,
+            ],
+            &a.env("auditor").await,
+        );
+        assert!(ok, "{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        // 60 events and 4 seals (2 tenants x 2 rounds).
+        assert_eq!(lines.len(), 64, "{out}");
+        let file = a.dir.join(format!("export.{format}"));
+        std::fs::write(&file, &out).unwrap();
+        let (ok, _, err) = cli(
+            &[
+                "audit",
+                "verify",
+                "--public-key",
+                &a.pubkey,
+                "--from-file",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(ok, "{format}: {err}");
+        let target = lines.iter().position(|l| l.contains("\"id\":25,")).unwrap() + 1;
+        flip_byte(&file, target);
+        let (ok, _, err) = cli(
+            &[
+                "audit",
+                "verify",
+                "--public-key",
+                &a.pubkey,
+                "--from-file",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(!ok, "{format}: a flipped byte must fail");
+        assert!(err.contains(&format!("line {target}:")), "{format}: {err}");
+    }
+    // One tenant from a later time on: starts at a seal boundary and verifies on its own.
+    let (ok, out, err) = cli(
+        &[
+            "audit",
+            "export",
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--tenant",
+            "acme",
+        ],
+        &a.env("auditor").await,
+    );
+    assert!(ok, "{err}");
+    assert!(out.lines().all(|l| l.contains("\"tenant_id\":\"acme\"")));
+}
+
+/// 10,000 decided proposals among live ones, older than the tenant's retention: only decided
+/// ones are purged, no purge transaction lasts a second, and the chain still verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_clears_only_decided_and_verify_passes() {
+    let a = Audit::new().await;
+    let su = a.tdb.superuser().await;
+    su.batch_execute(
+        "INSERT INTO tenant_documents (tenant_id, version, sha256, source, document, applied_by)
+         VALUES ('acme', 1, repeat('c', 64), 'x', '{\"retention\":{\"decided_after\":\"30d\"}}', 'test');
+         INSERT INTO agents (id, tenant_id, name, token_sha256)
+         VALUES ('00000000-0000-4000-8000-000000000001', 'acme', 'bot', repeat('d', 64));
+         INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                                intent_hash, agent_reason, source_text, request_sha256)
+         SELECT gen_random_uuid(), 'acme', '00000000-0000-4000-8000-000000000001', 'x.y', 't',
+                '{\"secret\":' || g || '}', repeat('a', 64), md5(g::text) || md5(g::text), 'why', 'src', repeat('b', 64)
+         FROM generate_series(1, 10200) g;
+         UPDATE proposals SET state = 'blocked', decision_reason = 'rule'
+         WHERE id IN (SELECT id FROM proposals ORDER BY id LIMIT 10000);
+         UPDATE proposals SET updated_at = now() - interval '40 days';",
+    )
+    .await
+    .unwrap();
+    a.events(50).await;
+    a.seal_once("10s").await;
+
+    let env = a.env("retention").await;
+    let purge = tokio::task::spawn_blocking(move || {
+        cli(
+            &[
+                "audit",
+                "purge",
+                "--decided-after",
+                "365d",
+                "--batch",
+                "200",
+            ],
+            &env,
+        )
+    });
+    // Sample the purge role's transactions while it runs.
+    let mut longest = 0.0f64;
+    while !purge.is_finished() {
+        let r = su
+            .query_one(
+                "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0)::float8
+                 FROM pg_stat_activity WHERE usename = 'actiond_test_retention' AND xact_start IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap();
+        longest = longest.max(r.get(0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (ok, out, err) = purge.await.unwrap();
+    assert!(ok, "{err}");
+    assert!(longest < 1.0, "a purge transaction lasted {longest}s");
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["purged"], 10_000, "{out}");
+    assert!(report["max_batch_ms"].as_u64().unwrap() < 1000, "{out}");
+    let r = su
+        .query_one(
+            "SELECT count(*) FILTER (WHERE purged_at IS NOT NULL AND params_json = '{}' AND source_text IS NULL
+                                     AND agent_reason IS NULL AND decision_reason IS NULL),
+                    count(*) FILTER (WHERE state = 'pending' AND purged_at IS NULL AND params_json <> '{}'
+                                     AND source_text = 'src'),
+                    count(*) FILTER (WHERE state = 'pending' AND purged_at IS NOT NULL)
+             FROM proposals",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2)),
+        (10_000, 200, 0)
+    );
+    a.seal_once("10s").await;
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+}
+
+/// The sealer may read events and insert seals, nothing else; the auditor only reads; the
+/// retention role cannot reach live proposals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_roles_are_least_privilege() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_once("10s").await;
+    let sealer = a.tdb.as_role("sealer").await;
+    assert!(
+        sealer
+            .query("SELECT id FROM audit_events", &[])
+            .await
+            .is_ok()
+    );
+    for sql in [
+        "UPDATE audit_seals SET key_id = 'x'",
+        "DELETE FROM audit_event_hashes",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'x', 'sealer')",
+        "SELECT id FROM proposals",
+        "SELECT id FROM tenants",
+    ] {
+        assert!(
+            sealer.batch_execute(sql).await.is_err(),
+            "sealer may not: {sql}"
+        );
+    }
+    let auditor = a.tdb.as_role("auditor").await;
+    assert!(
+        auditor
+            .query("SELECT * FROM audit_seals", &[])
+            .await
+            .is_ok()
+    );
+    for sql in [
+        "INSERT INTO audit_event_hashes VALUES (999, 'acme', 1, repeat('a', 64))",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'x', 'auditor')",
+        "SELECT params_json FROM proposals",
+    ] {
+        assert!(
+            auditor.batch_execute(sql).await.is_err(),
+            "auditor may not: {sql}"
+        );
+    }
+    let retention = a.tdb.as_role("retention").await;
+    for sql in [
+        "SELECT params_json FROM proposals",
+        "UPDATE proposals SET state = 'expired'",
+        "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('acme', 'proposal.decided', 'x')",
+    ] {
+        assert!(
+            retention.batch_execute(sql).await.is_err(),
+            "retention may not: {sql}"
+        );
+    }
+}
+
+/// `export --follow` writes events sealed after it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_follow_streams_newly_sealed_events() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_once("10s").await;
+    let out_path = a.dir.join("follow.jsonl");
+    let mut child = std::process::Command::new(actiond_testkit::actiond_bin())
+        .args([
+            "audit",
+            "export",
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--follow",
+        ])
+        .env("DATABASE_URL", a.tdb.role_url("auditor").await)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let count = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"record\":\"event\""))
+            .count()
+    };
+    eventually(Duration::from_secs(20), "the first 4 events", || async {
+        (count(&out_path) == 4).then_some(())
+    })
+    .await;
+    a.events(6).await;
+    a.seal_once("10s").await;
+    eventually(Duration::from_secs(20), "the 6 new events", || async {
+        (count(&out_path) == 10).then_some(())
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let (ok, _, err) = cli(
+        &[
+            "audit",
+            "verify",
+            "--public-key",
+            &a.pubkey,
+            "--from-file",
+            out_path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+}
