@@ -6,34 +6,15 @@ use actiond_core::tenant::TenantDocument;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// True when `claims[claim]` (a string or a list of strings) holds one of `values`.
-fn claim_matches(claims: &Value, claim: &str, values: &[String]) -> bool {
-    match claims.get(claim) {
-        Some(Value::String(s)) => values.iter().any(|v| v == s),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|s| values.iter().any(|v| v == s)),
-        _ => false,
-    }
-}
-
-/// Whether (issuer, subject, claims) may approve for the tenant of `doc`: the document's
-/// `approvers.issuer`, when set, must be the session's issuer; then the subject is listed in
-/// `approvers.subjects`, or the claim `approvers.claim` holds one of `approvers.values`.
+/// Whether (issuer, subject, claims) may approve for the tenant of `doc`: the one rule in
+/// [`actiond_core::approval::may_decide`], applied to the document's `approvers` section.
 pub(crate) fn may_approve(
     doc: &TenantDocument,
     issuer: &str,
     subject: &str,
     claims: &Value,
 ) -> bool {
-    let a = &doc.approvers;
-    if let Some(required) = &a.issuer
-        && required.trim_end_matches('/') != issuer.trim_end_matches('/')
-    {
-        return false;
-    }
-    a.subjects.iter().any(|s| s == subject) || claim_matches(claims, &a.claim, &a.values)
+    actiond_core::approval::may_decide(&doc.approvers, issuer, subject, claims)
 }
 
 /// The tenants a person approves for, sorted.

@@ -282,18 +282,7 @@ impl Bridge {
         {
             *s = Some(sid.clone());
         }
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|s| {
-                s.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .unwrap_or_default();
+        let content_type = media_type(response.headers());
         let bytes = match read_limited(response).await {
             Ok(b) => b,
             Err(e) => {
@@ -306,15 +295,7 @@ impl Bridge {
                 );
             }
         };
-        let messages: Vec<Value> = match content_type.as_str() {
-            "text/event-stream" => sse_messages(&bytes),
-            "application/json" => match serde_json::from_slice::<Value>(&bytes) {
-                Ok(Value::Array(items)) => items,
-                Ok(v) if v.get("jsonrpc").is_some() => vec![v],
-                _ => Vec::new(),
-            },
-            _ => Vec::new(),
-        };
+        let messages = decode_messages(&content_type, &bytes);
         if !messages.is_empty() {
             if method.as_deref() == Some("initialize") {
                 self.remember_version(&messages);
@@ -333,24 +314,7 @@ impl Bridge {
             }
             return Vec::new();
         }
-        // An HTTP-level refusal (401 token, 403 Host/Origin, 413, 5xx): answer the request so
-        // the client does not wait, with the problem detail when there is one.
-        let detail = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_else(|| {
-                String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
-                    .trim()
-                    .to_owned()
-            });
-        tracing::warn!(status = status.as_u16(), %detail, "actiond refused a message");
-        answer_error(
-            is_request,
-            id,
-            -32603,
-            &format!("actiond answered HTTP {}: {detail}", status.as_u16()),
-            Some(json!({"http_status": status.as_u16()})),
-        )
+        http_refusal(status, &bytes, is_request, id)
     }
 
     fn remember_version(&self, messages: &[Value]) {
@@ -504,6 +468,62 @@ async fn send(tx: &mpsc::Sender<String>, message: Value) {
     }
 }
 
+/// The media type of a response (`text/event-stream`, `application/json`, …), lowercase and
+/// without parameters; empty when there is none.
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| {
+            s.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON-RPC messages in an answer body: SSE events, a JSON batch or one JSON-RPC object;
+/// nothing for any other body.
+fn decode_messages(content_type: &str, bytes: &[u8]) -> Vec<Value> {
+    match content_type {
+        "text/event-stream" => sse_messages(bytes),
+        "application/json" => match serde_json::from_slice::<Value>(bytes) {
+            Ok(Value::Array(items)) => items,
+            Ok(v) if v.get("jsonrpc").is_some() => vec![v],
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// An HTTP-level refusal (401 token, 403 Host/Origin, 413, 5xx) answered as a JSON-RPC error so
+/// the client does not wait, carrying the problem detail when there is one.
+fn http_refusal(
+    status: reqwest::StatusCode,
+    bytes: &[u8],
+    is_request: bool,
+    id: Option<Value>,
+) -> Vec<Value> {
+    let detail = serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| {
+            String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+                .trim()
+                .to_owned()
+        });
+    tracing::warn!(status = status.as_u16(), %detail, "actiond refused a message");
+    answer_error(
+        is_request,
+        id,
+        -32603,
+        &format!("actiond answered HTTP {}: {detail}", status.as_u16()),
+        Some(json!({"http_status": status.as_u16()})),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,3 +588,4 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
     }
 }
+
