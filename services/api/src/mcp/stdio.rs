@@ -588,4 +588,3 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
     }
 }
-
