@@ -1,4 +1,4 @@
-//! actiond-web: the approval app (DESIGN.md, "web (approvals)").
+//! actiond-web: the approval app (design, "web (approvals)").
 //!
 //! People log in through OpenID Connect (authorization code + PKCE S256 + `state` + `nonce`,
 //! discovery from the issuer URL, ID-token algorithms from configuration only) and decide one

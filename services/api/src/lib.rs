@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 pub use submit::{SubmitRequest, SubmitResponse};
 
-/// Body limit of `POST /v1/proposals` (DESIGN.md: 64 KiB). Larger bodies get 413.
+/// Body limit of `POST /v1/proposals` (design rule: 64 KiB). Larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Longest long-poll, seconds.
 pub const MAX_WAIT_SECS: u64 = 60;

@@ -1,7 +1,7 @@
 //! Strict JSON parsing and RFC 8785 (JSON Canonicalization Scheme) output.
 //!
 //! `params` are canonicalized **once**, at submission; the exact string is stored and every
-//! later hash is computed from that stored string (DESIGN.md, "The grant"). The guide's failure
+//! later hash is computed from that stored string (design, "The grant"). The guide's failure
 //! mode "grant does not match this proposal" is what happens otherwise.
 //!
 //! The strict parser rejects what RFC 8785 / I-JSON (RFC 7493) leave undefined or lossy:

@@ -1,4 +1,4 @@
-//! Grants: signed, single-use permissions bound to one intent (DESIGN.md, "The grant").
+//! Grants: signed, single-use permissions bound to one intent (design, "The grant").
 //!
 //! A grant is `{version: 1, id, proposal_id, tenant_id, intent_hash, doc_version, expires_at,
 //! key_id, sig}`. `sig` is Ed25519 (RFC 8032, via `ring`) over the bytes

@@ -2,7 +2,7 @@
 //!
 //! `intent_hash = SHA-256( JCS([tenant_id, agent_id, action, target, params_json]) )`, with
 //! `params_json` the stored RFC 8785 string *as a JSON string* and ids in lowercase
-//! (DESIGN.md, "The grant"). It is always computed from the stored row, never from a
+//! (design, "The grant"). It is always computed from the stored row, never from a
 //! re-serialization of the params.
 
 use crate::canonical::{canonicalize, sha256_hex};

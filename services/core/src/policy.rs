@@ -1,4 +1,4 @@
-//! Deterministic policy: effects, CEL rules and the decision procedure (DESIGN.md, "policy").
+//! Deterministic policy: effects, CEL rules and the decision procedure (design, "policy").
 //!
 //! - Severity is monotonic: `block > escalate > allow`. The most severe matching rule wins; a
 //!   later input (a rule, `min_effect`, a classifier) may raise a decision, never lower it.

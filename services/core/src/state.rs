@@ -1,4 +1,4 @@
-//! Proposal states and the legal transitions between them (DESIGN.md, "Proposal states").
+//! Proposal states and the legal transitions between them (design, "Proposal states").
 //! The database enforces the same table with a trigger (`sql/migrations`).
 
 use serde::{Deserialize, Serialize};
@@ -70,7 +70,7 @@ impl ProposalState {
         Self::ALL.iter().all(|to| !self.can_become(*to))
     }
 
-    /// The transition table of DESIGN.md.
+    /// The transition table (the lifecycle in the README).
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(

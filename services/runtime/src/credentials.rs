@@ -1,4 +1,4 @@
-//! Secrets from files only (DESIGN.md: "never from environment variables, config files or the
+//! Secrets from files only (design rule: "never from environment variables, config files or the
 //! database").
 //!
 //! The directory is `--credentials-dir` when given, else `$CREDENTIALS_DIRECTORY` (set by

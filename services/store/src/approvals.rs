@@ -1,5 +1,5 @@
 //! Decisions by people: the approval app and the break-glass CLI share this one path, so both
-//! issue grants the same way (DESIGN.md, "web" and "break-glass CLI").
+//! issue grants the same way (design, "web" and "break-glass CLI").
 //!
 //! The rules themselves are pure functions in [`actiond_core::approval`]; this module applies
 //! them in the decision's transaction with the proposal row locked:

@@ -8,7 +8,7 @@
 //! and summary templates.
 //!
 //! Lookup is an exact comparison with the registry's names: `constructor`, `__proto__`,
-//! `toString`, `shell.exec` and every other unknown name simply miss (DESIGN.md, "Handlers").
+//! `toString`, `shell.exec` and every other unknown name simply miss (design, "Handlers").
 
 mod dns;
 mod refund;

@@ -1,4 +1,4 @@
-//! `webhook.post`: POST a JSON body to the tenant's one configured URL (DESIGN.md,
+//! `webhook.post`: POST a JSON body to the tenant's one configured URL (,
 //! "Handlers": the URL comes from the tenant document, never from the agent's params).
 
 use super::Spec;

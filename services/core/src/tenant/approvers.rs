@@ -1,5 +1,5 @@
 //! `approvers:` of a tenant document: who may approve for this tenant, by ID-token claim values
-//! or by subject (DESIGN.md, "Approvers").
+//! or by subject (design, "Approvers").
 
 use super::{get_strings, unknown_keys};
 use crate::FieldError;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Default and maximum grant lifetime (DESIGN.md: minutes, default 5, capped at 15).
+/// Default and maximum grant lifetime (design rule: minutes, default 5, capped at 15).
 pub const DEFAULT_GRANT_LIFETIME: Duration = Duration::from_secs(300);
 /// Maximum grant lifetime.
 pub const MAX_GRANT_LIFETIME: Duration = Duration::from_secs(900);

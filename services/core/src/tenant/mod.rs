@@ -1,5 +1,5 @@
 //! The tenant document: a versioned, immutable YAML document applied with
-//! `actiond tenant apply -f tenant.yaml` (DESIGN.md, "Multi-tenancy").
+//! `actiond tenant apply -f tenant.yaml` (design, "Multi-tenancy").
 //!
 //! ```yaml
 //! tenant: acme
