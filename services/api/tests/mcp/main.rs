@@ -427,6 +427,18 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
     let list: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(list["id"], 2);
     assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 2);
+    // The bridge passes the tenant's own list through: acme enables refunds only.
+    let propose = &list["result"]["tools"][0];
+    assert_eq!(
+        propose["inputSchema"]["properties"]["action"]["enum"],
+        json!(["billing.refund.issue"])
+    );
+    assert!(
+        !propose["description"]
+            .as_str()
+            .unwrap()
+            .contains("dns.record.update")
+    );
     input
         .write_all(tools_call(3, "shell_exec", json!({"command": "id"})).as_bytes())
         .await
