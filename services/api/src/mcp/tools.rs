@@ -5,7 +5,8 @@
 use crate::error::SubmitError;
 use crate::problem::Problem;
 use crate::{AppState, MAX_WAIT_SECS, submit};
-use actiond_core::handlers::HandlerKind;
+use actiond_core::policy::Effect;
+use actiond_core::tenant::{HandlerEntry, TenantDocument};
 use actiond_store::agents::Agent;
 use actiond_store::proposals::ProposalStatus;
 use axum::http::request::Parts;
@@ -51,8 +52,7 @@ Money is always integer minor units with an ISO 4217 currency: 50.00 USD is amou
 currency \"USD\". Send a new idempotency_key for each distinct request and the same key when \
 you resend the same request (for example after a timeout), so it is filed once.
 
-Actions of actiond's registry (your operator enables some of them for you; any other action \
-name is blocked):";
+Actions your operator enabled for you (any other action name is refused):";
 
 const CHECK_DESCRIPTION: &str = "Read the current state of a proposal you filed with \
 propose_action, waiting up to wait_seconds (0-60) for it to change.
@@ -68,20 +68,68 @@ tell the user to verify.
 the user; do not just propose the same action again.
 Only the agent that filed a proposal can read it.";
 
-/// The `propose_action` description, including the registry's actions and their params.
-pub fn propose_description() -> String {
+/// Written in place of the action list when the tenant enables nothing (or has no document).
+pub const NO_ACTIONS: &str = "\nNone: your operator has not enabled any action for you, so \
+every proposal would be refused and nothing can be requested here yet. Tell the user that no \
+actions are enabled for this agent; an operator must enable them in the tenant's handler \
+registry. check_proposal still reads proposals filed earlier.";
+
+/// The `propose_action` description for one tenant: the actions its handler registry enables
+/// (sorted by name), each with its params and the tenant's own limits from the handler
+/// settings (currencies, zones, maximum amount). `None` (no tenant document) and an empty
+/// registry both read as "nothing enabled" ([`NO_ACTIONS`]).
+pub fn propose_description(doc: Option<&TenantDocument>) -> String {
     let mut d = String::from(PROPOSE_INTRO);
-    let mut kinds = HandlerKind::ALL.to_vec();
-    kinds.sort_by_key(|k| k.action());
-    for k in kinds {
+    let entries: Vec<(&String, &HandlerEntry)> =
+        doc.map(|d| d.handlers.iter().collect()).unwrap_or_default();
+    if entries.is_empty() {
+        d.push_str(NO_ACTIONS);
+        return d;
+    }
+    // `handlers` is a BTreeMap, so the actions come sorted by name.
+    for (action, entry) in entries {
+        let k = entry.kind;
         d.push_str(&format!(
-            "\n- {}: {} params: {}",
-            k.action(),
+            "\n- {action}: {} params: {}",
             k.description(),
             params_summary(&k.params_schema())
         ));
+        let limits = constraints(entry);
+        if !limits.is_empty() {
+            d.push_str(&format!(" Limits for you: {}.", limits.join("; ")));
+        }
     }
     d
+}
+
+/// The limits an agent must respect, in words, from the handler entry. Only settings that
+/// constrain params are shown: URLs, headers and credential names stay with the operator.
+fn constraints(entry: &HandlerEntry) -> Vec<String> {
+    let s = &entry.settings;
+    let list = |key: &str| {
+        s.get(key).and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let mut out = Vec::new();
+    if let Some(c) = list("currencies") {
+        out.push(format!("currency one of {c}"));
+    }
+    if let Some(max) = s.get("max_amount").and_then(Value::as_i64) {
+        out.push(format!(
+            "amount at most {max} (integer minor units of the currency)"
+        ));
+    }
+    if let Some(z) = list("zones") {
+        out.push(format!("zone one of {z}"));
+    }
+    if entry.min_effect == Effect::Escalate {
+        out.push("always needs a person's approval".to_owned());
+    }
+    out
 }
 
 /// `{name: type (description), name?: ...}` from a handler's params schema.
@@ -134,9 +182,12 @@ fn object(v: Value) -> JsonObject {
     }
 }
 
-/// The input schema of `propose_action`: the REST body fields plus `idempotency_key`.
-pub fn propose_schema() -> JsonObject {
-    object(json!({
+/// The input schema of `propose_action`: the REST body fields plus `idempotency_key`, with
+/// `action` an `enum` of exactly `actions` (JSON Schema 2020-12 §6.1.2). `None` leaves `action`
+/// an unconstrained string (the registry-wide schema); `Some(&[])` is an empty `enum`, which no
+/// value satisfies: the tenant enables nothing.
+pub fn propose_schema(actions: Option<&[&str]>) -> JsonObject {
+    let mut schema = json!({
         "type": "object",
         "additionalProperties": false,
         "required": ["action", "params"],
@@ -170,7 +221,17 @@ pub fn propose_schema() -> JsonObject {
                 "description": "Optional; printable ASCII. The same key with the same arguments returns the same proposal instead of filing another; the same key with different arguments is refused."
             }
         }
-    }))
+    });
+    if let Some(actions) = actions {
+        let action = &mut schema["properties"]["action"];
+        action["enum"] = json!(actions);
+        action["description"] = json!(if actions.is_empty() {
+            "No action is enabled for you: any value is refused (see the tool description)."
+        } else {
+            "One of the actions your operator enabled for you (see the tool description)."
+        });
+    }
+    object(schema)
 }
 
 /// The input schema of `check_proposal`.
@@ -192,10 +253,19 @@ pub fn check_schema() -> JsonObject {
     }))
 }
 
-/// The complete tool list: exactly `propose_action` and `check_proposal`.
-pub fn tools() -> Vec<Tool> {
+/// The complete tool list for one tenant: exactly `propose_action` and `check_proposal`, the
+/// first describing only the actions `doc` enables (see [`propose_description`]).
+pub fn tools(doc: Option<&TenantDocument>) -> Vec<Tool> {
+    let actions: Vec<&str> = doc
+        .map(|d| d.handlers.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    tools_with(propose_description(doc), propose_schema(Some(&actions)))
+}
+
+/// The tool list with `propose_action`'s description and schema given.
+fn tools_with(description: String, schema: JsonObject) -> Vec<Tool> {
     vec![
-        Tool::new(PROPOSE_ACTION, propose_description(), propose_schema())
+        Tool::new(PROPOSE_ACTION, description, schema)
             .with_title("Propose an action for approval")
             .with_annotations(
                 ToolAnnotations::with_title("Propose an action for approval")
@@ -248,16 +318,25 @@ impl ServerHandler for ActiondMcp {
             .with_instructions(INSTRUCTIONS)
     }
 
+    /// The tools as the calling agent's tenant sees them: the tenant is the authenticated
+    /// agent's, never anything in the request.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let agent = agent_of(&context)?;
+        let doc = self.tenant_document(&agent).await?;
+        Ok(ListToolsResult::with_all_items(tools(doc.as_deref())))
     }
 
+    /// Used by rmcp only to check `Mcp-Param-*` headers against a tool's input schema; it has
+    /// no request, hence no tenant, so it answers with the registry-wide schema (`action` any
+    /// string). Which actions a tenant may use is enforced by `submit`, not by this schema.
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|t| t.name == name)
+        tools_with(PROPOSE_INTRO.to_owned(), propose_schema(None))
+            .into_iter()
+            .find(|t| t.name == name)
     }
 
     async fn call_tool(
@@ -300,6 +379,23 @@ impl ServerHandler for ActiondMcp {
 }
 
 impl ActiondMcp {
+    /// The latest document of the agent's tenant (through the policy cache); `None` when the
+    /// tenant has none. A store failure is an internal error: no tool list is better than a
+    /// wrong one.
+    async fn tenant_document(
+        &self,
+        agent: &Agent,
+    ) -> Result<Option<std::sync::Arc<TenantDocument>>, McpError> {
+        let read = async {
+            let c = self.state.db.client().await?;
+            self.state.docs.latest_of(&c, &agent.tenant_id).await
+        };
+        read.await.map_err(|e: actiond_store::StoreError| {
+            tracing::error!(tenant = %agent.tenant_id, error = %e.detail(), "tenant document unreadable for tools/list");
+            McpError::internal_error("the tenant's configuration could not be read", None)
+        })
+    }
+
     async fn propose(&self, agent: &Agent, mut args: JsonObject) -> CallToolResult {
         let key = match args.remove("idempotency_key") {
             None | Some(Value::Null) => None,
@@ -490,7 +586,7 @@ mod tests {
 
     #[test]
     fn exactly_two_tools_without_list_changed() {
-        let names: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
+        let names: Vec<String> = tools(None).iter().map(|t| t.name.to_string()).collect();
         assert_eq!(names, TOOL_NAMES);
         let caps =
             serde_json::to_value(ServerCapabilities::builder().enable_tools().build()).unwrap();
@@ -523,12 +619,54 @@ mod tests {
         assert!(message.contains("retry later with the same idempotency_key"));
     }
 
+    fn doc(handlers: &str) -> TenantDocument {
+        TenantDocument::parse(&format!(
+            "tenant: t1\npolicy:\n  default: escalate\n{handlers}approvers:\n  subjects: [ops]\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn tools_describe_only_the_tenants_actions_and_limits() {
+        let d = doc(
+            "handlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 25000\n    currencies: [EUR]\n",
+        );
+        let tools = tools(Some(&d));
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, TOOL_NAMES);
+        let desc = tools[0].description.as_deref().unwrap();
+        assert!(desc.contains("billing.refund.issue: Refund part or all of a card payment"));
+        assert!(desc.contains("currency one of EUR"));
+        assert!(desc.contains("amount at most 25000"));
+        assert!(!desc.contains("dns.record.update"));
+        assert!(!desc.contains("webhook.post"));
+        assert!(!desc.contains("payments"), "credential names stay private");
+        assert_eq!(
+            tools[0].input_schema["properties"]["action"]["enum"],
+            json!(["billing.refund.issue"])
+        );
+    }
+
+    #[test]
+    fn nothing_enabled_is_two_tools_and_an_explained_empty_enum() {
+        for d in [None, Some(doc(""))] {
+            let tools = tools(d.as_ref());
+            assert_eq!(tools.len(), 2);
+            let desc = tools[0].description.as_deref().unwrap();
+            assert!(desc.ends_with(NO_ACTIONS));
+            assert!(!desc.contains("billing.refund.issue:"));
+            assert_eq!(
+                tools[0].input_schema["properties"]["action"]["enum"],
+                json!([])
+            );
+        }
+    }
+
     #[test]
     fn descriptions_tell_the_truth() {
-        let d = propose_description();
+        let d = propose_description(None);
         assert!(d.contains("does NOT perform the action"));
         assert!(d.contains("awaiting approval"));
-        assert!(d.contains("billing.refund.issue: Refund part or all of a card payment"));
         assert!(CHECK_DESCRIPTION.contains("NOT happened"));
         assert!(state_advice("escalated", Some("big")).contains("NOT happened"));
     }

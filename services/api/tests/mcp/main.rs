@@ -427,6 +427,18 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
     let list: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(list["id"], 2);
     assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 2);
+    // The bridge passes the tenant's own list through: acme enables refunds only.
+    let propose = &list["result"]["tools"][0];
+    assert_eq!(
+        propose["inputSchema"]["properties"]["action"]["enum"],
+        json!(["billing.refund.issue"])
+    );
+    assert!(
+        !propose["description"]
+            .as_str()
+            .unwrap()
+            .contains("dns.record.update")
+    );
     input
         .write_all(tools_call(3, "shell_exec", json!({"command": "id"})).as_bytes())
         .await
@@ -507,5 +519,94 @@ async fn public_origins_replace_loopback() {
         .0,
         403
     );
+    env.finish().await;
+}
+
+/// `globex` enables only DNS updates in its own zones; `initech` enables nothing.
+const GLOBEX_YAML: &str = r#"
+tenant: globex
+policy:
+  default: escalate
+handlers:
+  dns.record.update:
+    credential: pdns
+    zones: [globex.example, staging.globex.example]
+approvers:
+  subjects: [globex-ops]
+"#;
+const INITECH_YAML: &str = r#"
+tenant: initech
+policy:
+  default: escalate
+approvers:
+  subjects: [initech-ops]
+"#;
+
+/// `tools/list` over real HTTP as the agent with `token`: `propose_action`'s description and
+/// its `action` enum.
+async fn listed(base: &str, token: &str) -> (String, Value) {
+    let call = RawCall {
+        base,
+        token: Some(token),
+        host: None,
+        origin: None,
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let (status, _, body) = call.post(&list).await;
+    assert_eq!(status, 200, "{body}");
+    let tools = body["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["propose_action", "check_proposal"], "{body}");
+    (
+        tools[0]["description"].as_str().unwrap().to_owned(),
+        tools[0]["inputSchema"]["properties"]["action"]["enum"].clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenant_sees_only_its_own_actions() {
+    let env = Env::start().await;
+    let globex = env.agent_of_tenant("globex", GLOBEX_YAML, "dns-bot").await;
+    let initech = env
+        .agent_of_tenant("initech", INITECH_YAML, "idle-bot")
+        .await;
+
+    let (desc, actions) = listed(&env.base, &env.token).await;
+    assert_eq!(actions, json!(["billing.refund.issue"]));
+    assert!(desc.contains("billing.refund.issue: "), "{desc}");
+    assert!(desc.contains("currency one of USD, EUR"), "{desc}");
+    assert!(desc.contains("amount at most 100000"), "{desc}");
+    for foreign in ["dns.record.update", "globex.example", "webhook.post"] {
+        assert!(!desc.contains(foreign), "acme sees {foreign}: {desc}");
+    }
+
+    let (desc, actions) = listed(&env.base, &globex).await;
+    assert_eq!(actions, json!(["dns.record.update"]));
+    assert!(
+        desc.contains("zone one of globex.example, staging.globex.example"),
+        "{desc}"
+    );
+    for foreign in [
+        "billing.refund.issue",
+        "currency one of",
+        "amount at most",
+        "pdns",
+    ] {
+        assert!(!desc.contains(foreign), "globex sees {foreign}: {desc}");
+    }
+
+    let (desc, actions) = listed(&env.base, &initech).await;
+    assert_eq!(actions, json!([]));
+    assert!(desc.contains("not enabled any action for you"), "{desc}");
+    for foreign in [
+        "billing.refund.issue:",
+        "dns.record.update:",
+        "webhook.post:",
+    ] {
+        assert!(!desc.contains(foreign), "initech sees {foreign}: {desc}");
+    }
+
+    // Listing writes nothing.
+    assert_eq!(env.proposal_count().await, 0);
     env.finish().await;
 }

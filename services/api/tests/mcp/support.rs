@@ -148,6 +148,26 @@ impl Env {
         token
     }
 
+    /// Applies `yaml` (a tenant document for tenant `tenant`) and creates an agent of that
+    /// tenant; returns the agent's token.
+    pub async fn agent_of_tenant(&self, tenant: &str, yaml: &str, name: &str) -> String {
+        actiond_store::tenants::apply(&self.db, yaml, "test")
+            .await
+            .unwrap();
+        let token = new_token();
+        agents::create(
+            &self.db,
+            tenant,
+            name,
+            None,
+            &actiond_core::canonical::sha256_hex(&token),
+            None,
+        )
+        .await
+        .unwrap();
+        token
+    }
+
     /// Number of proposals in the database.
     pub async fn proposal_count(&self) -> i64 {
         self.sql
