@@ -51,11 +51,15 @@ pub enum AuditKind {
     /// A new tenant document version was applied.
     #[serde(rename = "tenant.document_applied")]
     TenantDocumentApplied,
+    /// A retention purge cleared the params, texts and reasons of decided proposals (one event
+    /// per batch, `detail.proposals` = how many).
+    #[serde(rename = "retention.purged")]
+    RetentionPurged,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 15] = [
+    pub const ALL: [AuditKind; 16] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -71,6 +75,7 @@ impl AuditKind {
         Self::AgentCreated,
         Self::AgentRevoked,
         Self::TenantDocumentApplied,
+        Self::RetentionPurged,
     ];
 
     /// The stored (dotted) name.
@@ -91,6 +96,7 @@ impl AuditKind {
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
             Self::TenantDocumentApplied => "tenant.document_applied",
+            Self::RetentionPurged => "retention.purged",
         }
     }
 }

@@ -7,7 +7,8 @@
 //! security in V6), audit events and seals are never touched (they hold hashes only), so
 //! `actiond audit verify` passes after a purge. Each batch writes one `retention.purged` event.
 
-use crate::{Db, Result};
+use crate::{Db, Result, audit};
+use actiond_core::audit::AuditKind;
 use std::time::{Duration, Instant};
 
 /// Per-transaction ceiling the purge keeps to.
@@ -113,17 +114,26 @@ async fn purge_batch(db: &Db, tenant: &str, age_secs: f64, batch: i64) -> Result
                  FROM b WHERE p.id = b.id RETURNING p.id),
              a AS (
                  UPDATE approvals ap SET comment = NULL FROM u
-                 WHERE ap.proposal_id = u.id AND ap.comment IS NOT NULL RETURNING 1),
-             ev AS (
-                 INSERT INTO audit_events (tenant_id, kind, actor, detail)
-                 SELECT $1, 'retention.purged', 'retention',
-                        jsonb_build_object('proposals', count(*), 'decided_after_s', $2::float8)
-                 FROM u HAVING count(*) > 0 RETURNING 1)
-             SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a), (SELECT count(*) FROM ev)",
+                 WHERE ap.proposal_id = u.id AND ap.comment IS NOT NULL RETURNING 1)
+             SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a)",
             &[&tenant, &age_secs, &batch],
         )
         .await?;
+    let purged: i64 = row.get(0);
+    if purged > 0 {
+        let detail = serde_json::json!({"proposals": purged, "decided_after_s": age_secs});
+        audit::write(
+            &tx,
+            &audit::Event::new(
+                tenant,
+                None,
+                AuditKind::RetentionPurged,
+                "retention",
+                detail,
+            ),
+        )
+        .await?;
+    }
     tx.commit().await?;
-    let n: i64 = row.get(0);
-    Ok(n as u64)
+    Ok(purged as u64)
 }
