@@ -80,6 +80,19 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     assert!(ok && out.contains("applied version 2"), "{out}{err}");
     let (ok, out, _) = cli(&["tenant", "history", "acme"], &env);
     assert!(ok && out.contains("v2\t") && out.contains("carol"), "{out}");
+    // `show` prints the latest document, or the version asked for.
+    let (ok, out, err) = cli(&["tenant", "show", "acme"], &env);
+    assert!(
+        ok && out.starts_with("# tenant acme version 2 "),
+        "{out}{err}"
+    );
+    let (ok, out, err) = cli(&["tenant", "show", "acme", "--version", "1"], &env);
+    assert!(
+        ok && out.starts_with("# tenant acme version 1 "),
+        "{out}{err}"
+    );
+    let (ok, _, err) = cli(&["tenant", "show", "acme", "--version", "9"], &env);
+    assert!(!ok && !err.is_empty() && !err.contains("panicked"), "{err}");
     let (ok, out, _) = cli(&["tenant", "apply", "-f", &f], &env);
     assert!(ok && out.contains("unchanged"), "{out}");
     // Agent tokens: bounded lifetimes; a token file that cannot be written creates no agent.

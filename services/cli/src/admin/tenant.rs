@@ -21,11 +21,15 @@ pub enum TenantCmd {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Print a tenant's document (latest, or `--version`).
+    /// Print a tenant's document (latest, or `--version N`).
+    ///
+    /// `--version` here is the document version, so the program-version flag is off for this
+    /// one subcommand (clap refuses two arguments named `version`).
+    #[command(disable_version_flag = true)]
     Show {
         /// Tenant id.
         tenant: String,
-        /// Version.
+        /// Document version to print (default: the latest).
         #[arg(long)]
         version: Option<i32>,
         #[command(flatten)]
