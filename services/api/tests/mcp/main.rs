@@ -447,14 +447,23 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
     let refused: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(refused["id"], 3);
     assert_eq!(refused["error"]["code"], -32602);
+    // A line that is not JSON has no id to answer: rmcp's stdio transport ignores it (as the
+    // other official SDKs do) and the session goes on.
     input.write_all(b"{not json\n").await.unwrap();
-    let parse: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(parse["error"]["code"], -32700);
+    input
+        .write_all(send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).as_bytes())
+        .await
+        .unwrap();
+    let after: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(after["id"], 4, "{after}");
+    assert!(after["result"]["tools"].is_array(), "{after}");
     drop(input);
     task.await.unwrap().unwrap();
     assert!(output.next_line().await.unwrap().is_none());
 
-    // A wrong token: the request is answered with an error naming HTTP 401, not left hanging.
+    // A wrong token: the request is answered with an error naming HTTP 401, not left hanging;
+    // a refused first message ends rmcp's HTTP session, so the bridge then exits with an error
+    // naming HTTP 401 (the process exits non-zero with that line).
     let (mut input, mut output, task) = run(new_token()).await;
     input
         .write_all(tools_call(1, "propose_action", refund_args("pi_bridge")).as_bytes())
@@ -464,8 +473,10 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
     let denied: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(denied["id"], 1);
     assert_eq!(denied["error"]["data"]["http_status"], 401, "{denied}");
+    let ended = task.await.unwrap().unwrap_err().to_string();
+    assert!(ended.contains("HTTP 401"), "{ended}");
+    assert!(output.next_line().await.unwrap().is_none());
     drop(input);
-    task.await.unwrap().unwrap();
     assert_eq!(env.proposal_count().await, 0);
     env.finish().await;
 }
