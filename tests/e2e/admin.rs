@@ -214,3 +214,54 @@ async fn two_replicas_migrating_at_once_both_succeed() {
         .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_a_workload_identity_has_no_token() {
+    let t = actiond_testkit::TestDb::new().await;
+    actiond_store::tenants::apply(&t.db, TENANT, "test")
+        .await
+        .unwrap();
+    let env = vec![("DATABASE_URL", t.role_url("admin").await)];
+    let create = |name: &str, extra: &[&str]| {
+        let mut args = vec!["agent", "create", "--tenant", "acme", "--name", name];
+        args.extend_from_slice(extra);
+        cli(&args, &env)
+    };
+    let jwt = [
+        "--jwt-issuer",
+        "https://k8s.example",
+        "--jwt-subject",
+        "system:serviceaccount:support:bot",
+    ];
+    let (ok, out, err) = create("k8s-bot", &jwt);
+    assert!(ok, "{err}");
+    assert!(out.contains("no token was created"), "{out}");
+    assert!(!out.contains("token (shown once)"), "{out}");
+    let sql = t.superuser().await;
+    let row = sql
+        .query_one(
+            "SELECT a.token_sha256, w.issuer, w.subject FROM agents a
+             JOIN agent_workload_identities w ON w.agent_id = a.id WHERE a.name = 'k8s-bot'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<String>>(0), None, "no token exists");
+    assert_eq!(row.get::<_, String>(1), "https://k8s.example");
+    assert_eq!(row.get::<_, String>(2), "system:serviceaccount:support:bot");
+    // One (iss, sub) is one agent: a second binding is one readable line, and no agent.
+    let (ok, _, err) = create("k8s-bot-2", &jwt);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("already belong to another agent"), "{err}");
+    // The two flags go together, and never with a token's options.
+    let (ok, _, err) = create("half", &jwt[..2]);
+    assert!(!ok && err.contains("--jwt-subject"), "{err}");
+    let (ok, _, err) = create("both", &[&jwt[..], &["--expires-in", "1d"]].concat());
+    assert!(!ok && err.contains("--expires-in"), "{err}");
+    let (ok, out, _) = cli(&["agent", "list", "--tenant", "acme"], &env);
+    assert!(
+        ok && out.contains("k8s-bot") && !out.contains("k8s-bot-2") && !out.contains("half"),
+        "{out}"
+    );
+}

@@ -39,6 +39,7 @@ async fn seed(t: &TestDb) -> (uuid::Uuid, uuid::Uuid) {
             session_id: None,
             idempotency_key: None,
             request_sha256: "c".repeat(64),
+            on_behalf_of: None,
         };
         actiond_store::proposals::submit(&t.db, &p, 20)
             .await

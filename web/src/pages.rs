@@ -442,6 +442,7 @@ pub(crate) async fn decision(
         target: reveal_invisible(&p.target, false),
         params: rows,
         agent_name: reveal_invisible(&p.agent_name, false),
+        on_behalf_of: reveal_invisible(p.on_behalf_of.as_deref().unwrap_or_default(), false),
         agent_owner: reveal_invisible(p.agent_owner.as_deref().unwrap_or_default(), false),
         session: reveal_invisible(p.session_id.as_deref().unwrap_or_default(), false),
         agent_reason: reveal_invisible(p.agent_reason.as_deref().unwrap_or_default(), true),

@@ -120,6 +120,8 @@ pub(crate) struct DecisionPage {
     pub(crate) target: String,
     pub(crate) params: Vec<ParamRow>,
     pub(crate) agent_name: String,
+    /// The user the agent acted for (delegated workload JWT), empty when none.
+    pub(crate) on_behalf_of: String,
     pub(crate) agent_owner: String,
     pub(crate) session: String,
     pub(crate) agent_reason: String,

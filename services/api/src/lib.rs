@@ -3,13 +3,22 @@
 //! - `POST /v1/proposals` → `202 {proposal_id, state: "pending"}`
 //! - `GET /v1/proposals/{id}[?wait=SECONDS]` → the proposing agent's view, long-polled
 //! - `GET /openapi.yaml` → the OpenAPI 3.1 document
+//! - `GET /v1/openapi.yaml` → the same, for the calling agent's tenant: only the actions it
+//!   enables, with its limits ([`openapi`])
 //! - `POST /mcp` → the MCP endpoint (tools `propose_action`, `check_proposal`; see [`mcp`])
+//! - `GET /.well-known/oauth-protected-resource` → RFC 9728 protected-resource metadata naming
+//!   the trusted JWT issuers; every 401 points at it (`WWW-Authenticate: Bearer
+//!   resource_metadata="…"`, RFC 9728 §5.1) so MCP clients can discover where to get a token
 //!
-//! Tenant and agent come from the bearer token only. The api holds no secrets and no grant key.
+//! Tenant and agent come from the bearer token only: a static agent token, or a workload JWT
+//! from a trusted issuer ([`jwt`]). The api holds no secrets and no grant key.
 
 pub mod error;
+pub mod jwt;
 pub mod mcp;
+pub mod openapi;
 pub mod problem;
+pub mod resource;
 pub mod submit;
 
 use actiond_runtime::Metrics;
@@ -62,6 +71,11 @@ pub struct ApiArgs {
         value_delimiter = ','
     )]
     pub public_origins: Vec<String>,
+    /// YAML file of the issuers whose workload JWTs identify agents (issuer, jwks_uri or
+    /// discovery, audience, algorithms, max_token_lifetime); see the README's "Agent identity
+    /// by JWT". Without it only static agent tokens are accepted.
+    #[arg(long, env = "ACTIOND_API_JWT_ISSUERS_FILE")]
+    pub jwt_issuers_file: Option<std::path::PathBuf>,
 }
 
 /// Counters of the api.
@@ -109,6 +123,11 @@ pub struct AppState {
     pub docs: Arc<PolicyCache>,
     /// Metrics.
     pub metrics: ApiMetrics,
+    /// Trusted issuers of workload JWTs; `None`: static agent tokens only.
+    pub jwt: Option<Arc<jwt::Verifier>>,
+    /// The API's public origin (`https://actiond.example.com`) for the RFC 9728 metadata;
+    /// `None`: taken from each request's `Host`.
+    pub public_origin: Option<String>,
 }
 
 impl AppState {
@@ -124,7 +143,29 @@ impl AppState {
             notifier,
             docs: Arc::new(PolicyCache::default()),
             metrics: ApiMetrics::new(metrics),
+            jwt: None,
+            public_origin: None,
         }
+    }
+
+    /// Accepts workload JWTs from `verifier`'s trusted issuers as well as agent tokens.
+    pub fn with_jwt(mut self, verifier: jwt::Verifier) -> Self {
+        self.jwt = Some(Arc::new(verifier));
+        self
+    }
+
+    /// Sets the public origin named in the RFC 9728 metadata (see [`resource`]).
+    pub fn with_public_origin(mut self, origin: Option<String>) -> Self {
+        self.public_origin = origin;
+        self
+    }
+
+    fn auth_failure(&self, reason: &str, detail: &'static str) -> SubmitError {
+        self.metrics
+            .auth_failures
+            .with_label_values(&[reason])
+            .inc();
+        SubmitError::Unauthorized { detail }
     }
 }
 
@@ -141,12 +182,18 @@ pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
         .route("/v1/proposals", post(create_proposal))
         .route("/v1/proposals/{id}", get(get_proposal))
         .route("/openapi.yaml", get(openapi))
+        .route("/v1/openapi.yaml", get(tenant_openapi))
+        .merge(resource::routes())
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async { SubmitError::NotFound { what: "route" } })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A client that announces a body and never sends it does not hold a connection forever.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             Duration::from_secs(10),
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            resource::point_to_metadata,
         ))
         .with_state(state);
     actiond_runtime::http::observe(routes)
@@ -159,51 +206,82 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML).into_response()
 }
 
-/// Resolves the bearer token to a live agent; 401 otherwise.
+/// `GET /v1/openapi.yaml`: the OpenAPI document of the calling agent's tenant.
+async fn tenant_openapi(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let agent = match authenticate(&state, &headers).await {
+        Ok(a) => a,
+        Err(p) => return p.into_response(),
+    };
+    let doc = {
+        let read = async {
+            let c = state.db.client().await?;
+            state.docs.latest_of(&c, &agent.tenant_id).await
+        };
+        match read.await {
+            Ok(d) => d,
+            Err(e) => return SubmitError::Store(e).into_response(),
+        }
+    };
+    match openapi::for_tenant(&agent.tenant_id, doc.as_deref()) {
+        Ok(text) => ([(header::CONTENT_TYPE, "application/yaml")], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "per-tenant OpenAPI document");
+            SubmitError::Store(actiond_store::StoreError::Config(e)).into_response()
+        }
+    }
+}
+
+/// Resolves the bearer credential to a live agent; 401 otherwise. A value shaped like a JWT is
+/// verified against the trusted issuers ([`jwt`]) and mapped through its `(iss, sub)`; any
+/// other value is an agent token, looked up by its SHA-256.
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
 ) -> Result<agents::Agent, SubmitError> {
+    const SEND: &str = "send Authorization: Bearer <agent token or workload JWT>";
     let Some(value) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
     else {
-        state
-            .metrics
-            .auth_failures
-            .with_label_values(&["missing"])
-            .inc();
-        return Err(SubmitError::Unauthorized {
-            detail: "send Authorization: Bearer <agent token>",
-        });
+        return Err(state.auth_failure("missing", SEND));
     };
     let token = value
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))
         .unwrap_or("")
         .trim();
+    if jwt::looks_like_jwt(token) {
+        return authenticate_jwt(state, token).await;
+    }
     if token.is_empty() || token.len() > 256 {
-        state
-            .metrics
-            .auth_failures
-            .with_label_values(&["invalid"])
-            .inc();
-        return Err(SubmitError::Unauthorized {
-            detail: "send Authorization: Bearer <agent token>",
-        });
+        return Err(state.auth_failure("invalid", SEND));
     }
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
     match agents::authenticate(&state.db, &hash).await? {
         Some(a) => Ok(a),
+        None => Err(state.auth_failure("invalid", "the token is unknown, expired or revoked")),
+    }
+}
+
+async fn authenticate_jwt(state: &AppState, token: &str) -> Result<agents::Agent, SubmitError> {
+    let Some(verifier) = &state.jwt else {
+        return Err(state.auth_failure(
+            "jwt_not_configured",
+            "JWT: this API trusts no JWT issuer (--jwt-issuers-file); use the agent token",
+        ));
+    };
+    let id = match verifier.verify(token).await {
+        Ok(id) => id,
+        Err(r) => return Err(state.auth_failure(r.label(), r.detail())),
+    };
+    match agents::authenticate_workload(&state.db, &id.issuer, &id.subject).await? {
+        Some(mut a) => {
+            a.on_behalf_of = id.on_behalf_of;
+            Ok(a)
+        }
         None => {
-            state
-                .metrics
-                .auth_failures
-                .with_label_values(&["invalid"])
-                .inc();
-            Err(SubmitError::Unauthorized {
-                detail: "the token is unknown, expired or revoked",
-            })
+            let r = jwt::Rejection::NoAgent;
+            Err(state.auth_failure(r.label(), r.detail()))
         }
     }
 }
@@ -369,9 +447,21 @@ pub async fn wait_for_change(
 pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let mcp_config =
         mcp::McpConfig::from_public_origins(&args.public_origins).map_err(anyhow::Error::msg)?;
+    let verifier = match &args.jwt_issuers_file {
+        None => None,
+        Some(path) => Some(
+            jwt::config::IssuersConfig::from_file(path)
+                .and_then(jwt::Verifier::new)
+                .map_err(anyhow::Error::msg)?,
+        ),
+    };
     let db = Db::connect(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("api");
-    let state = AppState::new(db.clone(), &metrics);
+    let mut state = AppState::new(db.clone(), &metrics)
+        .with_public_origin(resource::public_origin(&args.public_origins));
+    if let Some(v) = verifier {
+        state = state.with_jwt(v);
+    }
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let d = ready_db.clone();

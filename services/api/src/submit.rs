@@ -246,6 +246,7 @@ pub async fn submit(
         session_id: req.session,
         idempotency_key,
         request_sha256: req.request_sha256,
+        on_behalf_of: agent.on_behalf_of.clone(),
     };
     let cap = i64::from(doc.policy.max_open_escalations_per_agent);
     match actiond_store::proposals::submit(&state.db, &new, cap).await? {

@@ -151,6 +151,9 @@ pub struct EvalInput {
     pub agent: AgentFacts,
     /// Agent-supplied session id, empty when none.
     pub session: String,
+    /// The user the agent acts for (the `sub` of a delegated workload JWT, RFC 8693 `act`),
+    /// empty when it acts for nobody: `on_behalf_of` in rules.
+    pub on_behalf_of: String,
     /// Recent history.
     pub history: History,
 }
@@ -215,6 +218,10 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
     ctx.add_variable_from_value("target", Cel::String(Arc::new(input.target.clone())));
     ctx.add_variable_from_value("params", to_cel(&input.params));
     ctx.add_variable_from_value("session", Cel::String(Arc::new(input.session.clone())));
+    ctx.add_variable_from_value(
+        "on_behalf_of",
+        Cel::String(Arc::new(input.on_behalf_of.clone())),
+    );
     let agent = serde_json::to_value(&input.agent).unwrap_or(Value::Null);
     ctx.add_variable_from_value("agent", to_cel(&agent));
     let history = serde_json::to_value(input.history).unwrap_or(Value::Null);
@@ -318,6 +325,7 @@ handlers:
             params: json!({"payment_id":"pi_1","amount":amount,"currency":"USD"}),
             agent: AgentFacts::default(),
             session: String::new(),
+            on_behalf_of: String::new(),
             history: History::default(),
         }
     }
@@ -342,6 +350,20 @@ handlers:
         assert_eq!(
             (d.effect, d.rule.as_deref()),
             (Effect::Block, Some("blocker"))
+        );
+    }
+
+    #[test]
+    fn rules_see_whom_the_agent_acts_for() {
+        let rule = "    - name: customer-refund\n      when: 'on_behalf_of.endsWith(\"@customer.example\")'\n      effect: escalate\n      reason: A customer asked.\n";
+        let p = policy(rule, "allow");
+        let mut i = input("billing.refund.issue", 100);
+        assert_eq!(decide(&p, &i).effect, Effect::Allow);
+        i.on_behalf_of = "jane@customer.example".into();
+        let d = decide(&p, &i);
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("customer-refund"))
         );
     }
 

@@ -22,6 +22,9 @@ pub struct Agent {
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Creation time.
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The user this request acts for, when the agent authenticated with a delegated workload
+    /// JWT (RFC 8693 `act`): set per request by the api, never stored on the agent.
+    pub on_behalf_of: Option<String>,
 }
 
 const COLS: &str = "id, tenant_id, name, owner_subject, expires_at, revoked_at, created_at";
@@ -35,6 +38,7 @@ fn row(r: &tokio_postgres::Row) -> Agent {
         expires_at: r.get(4),
         revoked_at: r.get(5),
         created_at: r.get(6),
+        on_behalf_of: None,
     }
 }
 
@@ -48,6 +52,59 @@ pub async fn create(
     token_sha256: &str,
     expires_in_secs: Option<i64>,
 ) -> Result<Agent> {
+    let credential = Credential::Token {
+        sha256: token_sha256,
+        expires_in_secs,
+    };
+    insert(db, tenant, name, owner_subject, credential).await
+}
+
+/// Creates an agent that authenticates with a workload JWT only: `(issuer, subject)` are the
+/// token's `iss` and `sub` (RFC 7519 §4.1.1, §4.1.2). The agent has no token; one
+/// `(issuer, subject)` pair names one agent across all tenants.
+///
+/// Errors: [`StoreError::Conflict`] when the tenant does not exist, the name is taken or
+/// invalid, or the pair is bound to another agent already.
+pub async fn create_workload(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner_subject: Option<&str>,
+    issuer: &str,
+    subject: &str,
+) -> Result<Agent> {
+    let credential = Credential::Workload { issuer, subject };
+    insert(db, tenant, name, owner_subject, credential).await
+}
+
+/// How a new agent authenticates.
+enum Credential<'a> {
+    /// A bearer token, stored as its SHA-256, with an optional lifetime in seconds.
+    Token {
+        sha256: &'a str,
+        expires_in_secs: Option<i64>,
+    },
+    /// A workload JWT's `(iss, sub)`.
+    Workload { issuer: &'a str, subject: &'a str },
+}
+
+fn conflict(e: tokio_postgres::Error, what: impl FnOnce() -> String) -> StoreError {
+    match e.code() {
+        Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => StoreError::Conflict(what()),
+        Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION) => StoreError::Conflict(
+            "agent name must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$; a JWT issuer and subject 1 to 512 characters".into(),
+        ),
+        _ => e.into(),
+    }
+}
+
+async fn insert(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner_subject: Option<&str>,
+    credential: Credential<'_>,
+) -> Result<Agent> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     if tx
@@ -60,39 +117,47 @@ pub async fn create(
         )));
     }
     let id = Uuid::new_v4();
+    let (token_sha256, expires_in_secs) = match &credential {
+        Credential::Token {
+            sha256,
+            expires_in_secs,
+        } => (Some(*sha256), *expires_in_secs),
+        Credential::Workload { .. } => (None, None),
+    };
     let q = format!(
         "INSERT INTO agents (id, tenant_id, name, owner_subject, token_sha256, expires_at)
          VALUES ($1, $2, $3, $4, $5, CASE WHEN $6::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $6::bigint) END)
          RETURNING {COLS}"
     );
-    let r = match tx
-        .query_one(
-            &q,
-            &[
-                &id,
-                &tenant,
-                &name,
-                &owner_subject,
-                &token_sha256,
-                &expires_in_secs,
-            ],
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+        &id,
+        &tenant,
+        &name,
+        &owner_subject,
+        &token_sha256,
+        &expires_in_secs,
+    ];
+    let r = tx.query_one(&q, &params).await.map_err(|e| {
+        conflict(e, || {
+            format!("agent {name:?} already exists in tenant {tenant:?}")
+        })
+    })?;
+    let agent = row(&r);
+    let mut detail = json!({"agent_id": agent.id, "name": name, "owner": owner_subject});
+    if let Credential::Workload { issuer, subject } = credential {
+        tx.execute(
+            "INSERT INTO agent_workload_identities (agent_id, tenant_id, issuer, subject) VALUES ($1, $2, $3, $4)",
+            &[&id, &tenant, &issuer, &subject],
         )
         .await
-    {
-        Ok(r) => r,
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-            return Err(StoreError::Conflict(format!(
-                "agent {name:?} already exists in tenant {tenant:?}"
-            )));
-        }
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION) => {
-            return Err(StoreError::Conflict(
-                "agent name must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$".into(),
-            ));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let agent = row(&r);
+        .map_err(|e| {
+            conflict(e, || {
+                format!("JWT issuer {issuer:?} and subject {subject:?} already belong to another agent")
+            })
+        })?;
+        detail["jwt_issuer"] = json!(issuer);
+        detail["jwt_subject"] = json!(subject);
+    }
     audit::write(
         &tx,
         &audit::Event {
@@ -104,12 +169,27 @@ pub async fn create(
             to_state: None,
             intent_hash: None,
             params_sha256: None,
-            detail: json!({"agent_id": agent.id, "name": name, "owner": owner_subject}),
+            detail,
         },
     )
     .await?;
     tx.commit().await?;
     Ok(agent)
+}
+
+/// Finds the live agent (not revoked, not expired) bound to a verified workload JWT's
+/// `(iss, sub)`. Read on every request, so a revocation takes effect at once.
+pub async fn authenticate_workload(db: &Db, issuer: &str, subject: &str) -> Result<Option<Agent>> {
+    let c = db.client().await?;
+    let q = format!(
+        "SELECT {COLS} FROM agents WHERE id = (SELECT agent_id FROM agent_workload_identities WHERE issuer = $1 AND subject = $2)
+           AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
+    );
+    let stmt = c.prepare_cached(&q).await?;
+    Ok(c.query_opt(&stmt, &[&issuer, &subject])
+        .await?
+        .as_ref()
+        .map(row))
 }
 
 /// Finds the live agent holding a token (by its SHA-256): not revoked, not expired.

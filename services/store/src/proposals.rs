@@ -13,7 +13,8 @@ use uuid::Uuid;
 /// ON a.id = p.agent_id`.
 pub const PROPOSAL_COLUMNS: &str = "p.id, p.tenant_id, p.agent_id, a.name AS agent_name, a.owner_subject AS agent_owner,
     p.action, p.target, p.params_json, p.params_sha256, p.intent_hash, p.state, p.effect, p.rule_name, p.decision_reason,
-    p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at";
+    p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at,
+    (SELECT d.on_behalf_of FROM proposal_delegations d WHERE d.proposal_id = p.id) AS on_behalf_of";
 
 /// A proposal with its agent's name and owner, read by column name (see [`PROPOSAL_COLUMNS`]).
 /// Every agent-written field (`agent_reason`, `source_text`, `session_id`, `target`,
@@ -62,6 +63,8 @@ pub struct ProposalRow {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// Last state change.
     pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// The user the agent acted for (RFC 8693 `act` delegation), when it said so.
+    pub on_behalf_of: Option<String>,
 }
 
 /// A stored name the core enums do not know: the database and this build disagree.
@@ -98,6 +101,7 @@ impl ProposalRow {
             session_id: r.try_get("session_id")?,
             created_at: r.try_get("created_at")?,
             updated_at: r.try_get("updated_at")?,
+            on_behalf_of: r.try_get("on_behalf_of")?,
         })
     }
 
@@ -118,6 +122,7 @@ impl ProposalRow {
                 owner: self.agent_owner.clone().unwrap_or_default(),
             },
             session: self.session_id.clone().unwrap_or_default(),
+            on_behalf_of: self.on_behalf_of.clone().unwrap_or_default(),
             history,
         }
     }
@@ -163,6 +168,9 @@ pub struct NewProposal {
     pub idempotency_key: Option<String>,
     /// SHA-256 of the canonical request body (what "the same request" means).
     pub request_sha256: String,
+    /// The user the agent acts for (the `sub` of a delegated workload JWT), stored beside the
+    /// proposal in `proposal_delegations`.
+    pub on_behalf_of: Option<String>,
 }
 
 /// What [`submit`] did.
@@ -254,6 +262,13 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                 return Err(crate::StoreError::Conflict(
                     "submission audit event was not written".into(),
                 ));
+            }
+            if let Some(user) = &p.on_behalf_of {
+                tx.execute(
+                    "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, $2, $3)",
+                    &[&p.id, &p.tenant_id, user],
+                )
+                .await?;
             }
             tx.commit().await?;
             return Ok(Submitted::Created(p.id));

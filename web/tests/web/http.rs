@@ -161,6 +161,16 @@ async fn dev_login_is_refused_off_loopback() {
 async fn dev_login_decisions_csrf_isolation_and_notifications() {
     let t = fresh_db().await;
     let seeded = seed(&t.db, None).await;
+    // support-bot filed p_deny with a delegated workload JWT (RFC 8693 `act`) for jane.
+    t.db.client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, 'acme', 'jane@customer.example')",
+            &[&seeded.p_deny],
+        )
+        .await
+        .unwrap();
     let (cap, hook_url, relay) = capture_servers().await;
     let (creds, _public) = credentials(&hook_url);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -318,6 +328,8 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     );
     assert!(deny_html.contains("⟨U+202E⟩") && deny_html.contains("⟨U+200B⟩"));
     let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
+    assert!(deny_html.contains("support-bot, acting for jane@customer.example"));
+    assert!(!other_html.contains("acting for"));
     assert!(other_html.contains("&#60;!channel&#62;"));
 
     let p = format!("/p/{}/decide", seeded.p_approve);

@@ -136,6 +136,7 @@ async fn escalated(
         session_id: Some("sess-2026-11-29-a".into()),
         idempotency_key: None,
         request_sha256: sha256_hex(id.to_string()),
+        on_behalf_of: None,
     };
     let r = actiond_store::proposals::submit(db, &p, 100).await.unwrap();
     assert_eq!(r, Submitted::Created(id));

@@ -5,8 +5,9 @@
 //! - **Transport**: rmcp's Streamable HTTP server in stateless mode (no `Mcp-Session-Id`, no
 //!   standalone SSE stream): any replica answers any request, and there is no session to hijack.
 //!   Responses are plain JSON when the handler sends nothing before its result.
-//! - **Authentication**: every HTTP request to `/mcp` carries the agent's bearer token and is
-//!   authorized by [`crate::authenticate`] before rmcp sees it (401 otherwise). The resolved
+//! - **Authentication**: every HTTP request to `/mcp` carries the agent's bearer token or
+//!   workload JWT and is authorized by [`crate::authenticate`] before rmcp sees it (401
+//!   otherwise, pointing at the RFC 9728 metadata: [`crate::resource`]). The resolved
 //!   agent rides in the request's extensions to the tool handler; an MCP session id, where a
 //!   client sends one, is never treated as authentication.
 //! - **DNS rebinding**: rmcp validates `Host` against the configured public origins' authorities

@@ -14,6 +14,7 @@
     reason = "test harness: a failed step stops the test loudly"
 )]
 
+mod jwt;
 mod support;
 
 use actiond_api::mcp::McpConfig;
@@ -218,7 +219,14 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
     for token in [None, Some(wrong.as_str()), Some("")] {
         let (status, headers, body) = RawCall { token, ..ok }.post(&valid_call).await;
         assert_eq!(status, 401, "{body}");
-        assert_eq!(headers["www-authenticate"], "Bearer realm=\"actiond\"");
+        // RFC 9728 §5.1: the 401 points MCP clients at the protected-resource metadata.
+        assert_eq!(
+            headers["www-authenticate"],
+            format!(
+                "Bearer realm=\"actiond\", resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
+                env.base
+            )
+        );
         assert_eq!(body["type"], "urn:actiond:problem:unauthorized");
     }
     let basic = reqwest::Client::new()

@@ -88,6 +88,12 @@ pub fn new_token() -> String {
 impl Env {
     /// Fresh database, migrated; tenant `acme` applied; one agent; the api served on port 0.
     pub async fn start() -> Env {
+        Self::start_with(|s| s).await
+    }
+
+    /// As [`Env::start`], with the api's state changed by `configure` (e.g. trusted JWT
+    /// issuers) before it serves.
+    pub async fn start_with(configure: impl FnOnce(AppState) -> AppState) -> Env {
         let admin_url = admin_url();
         let admin = connect(&admin_url).await;
         let dbname = format!("t_{}", uuid::Uuid::new_v4().simple());
@@ -117,7 +123,7 @@ impl Env {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let metrics = Metrics::new("api");
-        let app = router(AppState::new(db.clone(), &metrics));
+        let app = router(configure(AppState::new(db.clone(), &metrics)));
         tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });

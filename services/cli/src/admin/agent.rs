@@ -11,7 +11,9 @@ use std::path::PathBuf;
 /// `actiond agent …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentCmd {
-    /// Create an agent and print its token (shown once; only its SHA-256 is stored).
+    /// Create an agent and print its token (shown once; only its SHA-256 is stored), or, with
+    /// --jwt-issuer and --jwt-subject, an agent that authenticates with a workload JWT only
+    /// (no token is created or printed).
     Create {
         /// Tenant id.
         #[arg(long)]
@@ -28,6 +30,14 @@ pub enum AgentCmd {
         /// Write the token to this file (mode 0600) instead of printing it.
         #[arg(long)]
         token_file: Option<PathBuf>,
+        /// The `iss` of the agent's workload JWTs: one of the api's trusted issuers
+        /// (exactly as the tokens carry it). Needs --jwt-subject.
+        #[arg(long, requires = "jwt_subject", conflicts_with_all = ["expires_in", "token_file"])]
+        jwt_issuer: Option<String>,
+        /// The `sub` of the agent's workload JWTs (e.g.
+        /// `system:serviceaccount:support:support-bot`). Needs --jwt-issuer.
+        #[arg(long, requires = "jwt_issuer")]
+        jwt_subject: Option<String>,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -95,9 +105,14 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
             owner,
             expires_in,
             token_file,
+            jwt_issuer,
+            jwt_subject,
             db,
         } => {
             let db = db.connect()?;
+            if let (Some(iss), Some(sub)) = (jwt_issuer, jwt_subject) {
+                return create_workload(&db, &tenant, &name, owner.as_deref(), &iss, &sub).await;
+            }
             create(
                 &db,
                 &tenant,
@@ -158,6 +173,23 @@ async fn create(
             say(&format!("token (shown once): {token}"));
         }
     }
+    Ok(())
+}
+
+/// `actiond agent create --jwt-issuer ISS --jwt-subject SUB`: no token exists for this agent.
+async fn create_workload(
+    db: &Db,
+    tenant: &str,
+    name: &str,
+    owner: Option<&str>,
+    issuer: &str,
+    subject: &str,
+) -> anyhow::Result<()> {
+    let a = agents::create_workload(db, tenant, name, owner, issuer, subject).await?;
+    say(&format!(
+        "agent {} ({}) created in tenant {}; it authenticates with JWTs from issuer {issuer} with subject {subject} (no token was created)",
+        a.name, a.id, a.tenant_id
+    ));
     Ok(())
 }
 

@@ -38,7 +38,7 @@ pub struct PolicySection {
 pub struct RuleDef {
     /// Unique name, `^[a-z0-9][a-z0-9_.-]*$`.
     pub name: String,
-    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `history`.
+    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `on_behalf_of`, `history`.
     pub when: String,
     /// Effect when it matches.
     pub effect: Effect,

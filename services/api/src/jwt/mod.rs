@@ -1,0 +1,355 @@
+//! Workload identity: agents authenticating with short-lived JWTs from the platform's own
+//! identity (Kubernetes service-account tokens, SPIFFE JWT-SVIDs, OAuth client-credentials
+//! access tokens) instead of a static token.
+//!
+//! A token is accepted only when all of this holds, checked in this order (each failure is a
+//! [`Rejection`], a 401 naming the claim and the rule):
+//!
+//! 1. It is a JWS compact serialization (RFC 7515 §7.1) whose header has no `crit` and whose
+//!    `alg` is not `none`.
+//! 2. Its `iss` (RFC 7519 §4.1.1) is exactly one of the configured trusted issuers, and its
+//!    `alg` is one that issuer allows (HMAC is never allowed, see [`config`]).
+//! 3. Its `kid` names a key in **that issuer's** JWK Set ([`jwks`]; an unknown `kid` fetches
+//!    the set again at most once per interval) whose type and `alg` fit the token's `alg`.
+//! 4. The signature verifies (`jsonwebtoken`), and `exp`, `iss`, `aud`, `sub` are present;
+//!    `exp` and `nbf` hold within the leeway; `aud` contains the issuer's configured audience.
+//! 5. Its lifetime, `exp - iat` (`exp - now` without `iat`), is at most the issuer's
+//!    `max_token_lifetime`, and `iat` is not in the future.
+//!
+//! The agent is the one bound to `(iss, sub)` by `actiond agent create --jwt-issuer ISS
+//! --jwt-subject SUB`, looked up on every request, so revoking it refuses its JWTs at once.
+//!
+//! **Delegation (RFC 8693 §4.1).** A token with an `act` claim says that the actor `act.sub`
+//! acts for the subject `sub`. Then the agent is the one bound to `(iss, act.sub)` and `sub`
+//! is the user it acts for ([`WorkloadIdentity::on_behalf_of`]), recorded on each proposal,
+//! seen by rules as `on_behalf_of` and shown to approvers. `act.iss`, when present, must equal
+//! `iss`; nested `act` claims (earlier actors) are informational only (RFC 8693 §4.1) and
+//! ignored.
+
+pub mod config;
+pub mod jwks;
+
+use base64::Engine as _;
+use config::IssuersConfig;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Longest JWT accepted, in bytes.
+pub const MAX_JWT_BYTES: usize = 8 * 1024;
+
+/// A verified workload token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadIdentity {
+    /// `iss`.
+    pub issuer: String,
+    /// The agent's subject: `sub`, or `act.sub` for a delegated token.
+    pub subject: String,
+    /// The user the agent acts for: `sub` of a token with an `act` claim.
+    pub on_behalf_of: Option<String>,
+}
+
+/// Why a JWT was refused. Each is a 401; [`Rejection::detail`] names the claim and the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not a compact JWS, bad base64url or JSON, or a `crit` header.
+    Malformed,
+    /// `alg: none` (an unsigned token).
+    AlgNone,
+    /// The `alg` is not one the issuer allows, or does not fit the key.
+    AlgorithmNotAllowed,
+    /// `iss` is missing or not a trusted issuer.
+    UnknownIssuer,
+    /// The header has no `kid`.
+    MissingKid,
+    /// The issuer's key set has no key with this `kid` (also after a refresh).
+    UnknownKey,
+    /// The signature does not verify.
+    BadSignature,
+    /// `exp` has passed.
+    Expired,
+    /// `nbf` or `iat` is in the future.
+    NotYetValid,
+    /// `aud` does not contain the configured audience.
+    WrongAudience,
+    /// `exp`, `aud` or `sub` is missing or not of its type.
+    MissingClaim,
+    /// `exp - iat` is over the issuer's maximum token lifetime.
+    LifetimeTooLong,
+    /// `act` is not an object with a string `sub`, or its `iss` differs from the token's.
+    BadActor,
+    /// A valid token whose `(iss, sub)` is bound to no live agent (unknown or revoked).
+    NoAgent,
+}
+
+impl Rejection {
+    /// What the agent's operator reads in the problem's `detail`.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Self::Malformed => {
+                "JWT: not a signed JWT (three base64url parts, JSON header and claims, no crit header)"
+            }
+            Self::AlgNone => "JWT header alg: none is never accepted",
+            Self::AlgorithmNotAllowed => {
+                "JWT header alg: not an algorithm this issuer is trusted with, or not the key's algorithm"
+            }
+            Self::UnknownIssuer => "JWT claim iss: missing or not a trusted issuer of this API",
+            Self::MissingKid => "JWT header kid: required, the id of the issuer's signing key",
+            Self::UnknownKey => "JWT header kid: no such key in the issuer's JWK Set",
+            Self::BadSignature => "JWT: the signature does not verify with the issuer's key",
+            Self::Expired => "JWT claim exp: the token has expired",
+            Self::NotYetValid => "JWT claim nbf/iat: the token is not valid yet",
+            Self::WrongAudience => "JWT claim aud: does not name this API's configured audience",
+            Self::MissingClaim => {
+                "JWT claims exp, iss, aud and sub are required (exp a number, sub a string of 1 to 512 characters)"
+            }
+            Self::LifetimeTooLong => {
+                "JWT claims exp - iat: longer than this issuer's max_token_lifetime"
+            }
+            Self::BadActor => {
+                "JWT claim act: must be an object with a string sub (RFC 8693), and its iss, if any, the token's iss"
+            }
+            Self::NoAgent => {
+                "JWT sub: no live agent is bound to this issuer and subject (unknown or revoked)"
+            }
+        }
+    }
+
+    /// A bounded metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Malformed => "jwt_malformed",
+            Self::AlgNone | Self::AlgorithmNotAllowed => "jwt_algorithm",
+            Self::UnknownIssuer => "jwt_issuer",
+            Self::MissingKid | Self::UnknownKey => "jwt_key",
+            Self::BadSignature => "jwt_signature",
+            Self::Expired | Self::NotYetValid | Self::LifetimeTooLong => "jwt_time",
+            Self::WrongAudience => "jwt_audience",
+            Self::MissingClaim | Self::BadActor => "jwt_claims",
+            Self::NoAgent => "jwt_no_agent",
+        }
+    }
+}
+
+struct Issuer {
+    config: config::IssuerConfig,
+    keys: jwks::KeySet,
+}
+
+/// The trusted issuers with their cached key sets.
+pub struct Verifier {
+    issuers: HashMap<String, Issuer>,
+    leeway: Duration,
+}
+
+/// Whether a bearer value has the shape of a JWS compact serialization (three dot-separated
+/// parts); static agent tokens never contain a dot.
+pub fn looks_like_jwt(token: &str) -> bool {
+    token.bytes().filter(|b| *b == b'.').count() == 2
+}
+
+fn segment_json(segment: &str) -> Result<Value, Rejection> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(segment)
+        .map_err(|_| Rejection::Malformed)?;
+    serde_json::from_slice(&bytes).map_err(|_| Rejection::Malformed)
+}
+
+fn kind_to_rejection(kind: &ErrorKind) -> Rejection {
+    match kind {
+        ErrorKind::ExpiredSignature => Rejection::Expired,
+        ErrorKind::ImmatureSignature => Rejection::NotYetValid,
+        ErrorKind::InvalidAudience => Rejection::WrongAudience,
+        ErrorKind::InvalidIssuer => Rejection::UnknownIssuer,
+        ErrorKind::InvalidSignature => Rejection::BadSignature,
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => Rejection::AlgorithmNotAllowed,
+        ErrorKind::MissingRequiredClaim(_) | ErrorKind::InvalidClaimFormat(_) => {
+            Rejection::MissingClaim
+        }
+        _ => Rejection::Malformed,
+    }
+}
+
+/// The agent's subject and the delegating user, from verified claims (RFC 8693 §4.1).
+fn actor(claims: &Value, iss: &str) -> Result<(String, Option<String>), Rejection> {
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 512)
+            .map(str::to_owned)
+    };
+    let sub = text(claims.get("sub")).ok_or(Rejection::MissingClaim)?;
+    match claims.get("act") {
+        None => Ok((sub, None)),
+        Some(act @ Value::Object(_)) => {
+            let actor = text(act.get("sub")).ok_or(Rejection::BadActor)?;
+            match act.get("iss") {
+                None => {}
+                Some(Value::String(i)) if i == iss => {}
+                Some(_) => return Err(Rejection::BadActor),
+            }
+            Ok((actor, Some(sub)))
+        }
+        Some(_) => Err(Rejection::BadActor),
+    }
+}
+
+impl Verifier {
+    /// Builds the verifier; nothing is fetched until the first token arrives.
+    pub fn new(config: IssuersConfig) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(jwks::FETCH_TIMEOUT)
+            .build()
+            .map_err(|e| format!("JWKS HTTP client: {e}"))?;
+        let issuers = config
+            .issuers
+            .into_iter()
+            .map(|c| {
+                let keys = jwks::KeySet::new(
+                    c.issuer.clone(),
+                    c.keys.clone(),
+                    config.jwks_refresh_interval,
+                    config.jwks_max_age,
+                    http.clone(),
+                );
+                (c.issuer.clone(), Issuer { config: c, keys })
+            })
+            .collect();
+        Ok(Self {
+            issuers,
+            leeway: config.leeway,
+        })
+    }
+
+    /// The trusted issuers' identifiers, sorted (the `authorization_servers` of RFC 9728).
+    pub fn issuer_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.issuers.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Verifies a JWT as the module documentation says; the agent lookup is the caller's.
+    pub async fn verify(&self, token: &str) -> Result<WorkloadIdentity, Rejection> {
+        if token.len() > MAX_JWT_BYTES || !looks_like_jwt(token) {
+            return Err(Rejection::Malformed);
+        }
+        let mut parts = token.split('.');
+        let header = segment_json(parts.next().unwrap_or(""))?;
+        let unverified = segment_json(parts.next().unwrap_or(""))?;
+        if header.get("crit").is_some() {
+            return Err(Rejection::Malformed);
+        }
+        match header.get("alg").and_then(Value::as_str) {
+            Some(a) if a.eq_ignore_ascii_case("none") => return Err(Rejection::AlgNone),
+            Some(_) => {}
+            None => return Err(Rejection::Malformed),
+        }
+        let alg: Algorithm = header
+            .get("alg")
+            .and_then(Value::as_str)
+            .and_then(|a| a.parse().ok())
+            .ok_or(Rejection::AlgorithmNotAllowed)?;
+        let issuer = unverified
+            .get("iss")
+            .and_then(Value::as_str)
+            .and_then(|i| self.issuers.get(i))
+            .ok_or(Rejection::UnknownIssuer)?;
+        if !issuer.config.algorithms.contains(&alg) {
+            return Err(Rejection::AlgorithmNotAllowed);
+        }
+        let kid = header
+            .get("kid")
+            .and_then(Value::as_str)
+            .ok_or(Rejection::MissingKid)?;
+        let key = issuer.keys.key(kid).await.ok_or(Rejection::UnknownKey)?;
+        if !key.allows(alg) {
+            return Err(Rejection::AlgorithmNotAllowed);
+        }
+        let mut validation = Validation::new(alg);
+        validation.leeway = self.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_audience(&[&issuer.config.audience]);
+        validation.set_issuer(&[&issuer.config.issuer]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let claims = jsonwebtoken::decode::<Value>(token, &key.key, &validation)
+            .map_err(|e| kind_to_rejection(e.kind()))?
+            .claims;
+        self.check_lifetime(&claims, &issuer.config)?;
+        let (subject, on_behalf_of) = actor(&claims, &issuer.config.issuer)?;
+        Ok(WorkloadIdentity {
+            issuer: issuer.config.issuer.clone(),
+            subject,
+            on_behalf_of,
+        })
+    }
+
+    fn check_lifetime(
+        &self,
+        claims: &Value,
+        issuer: &config::IssuerConfig,
+    ) -> Result<(), Rejection> {
+        let now = jsonwebtoken::get_current_timestamp() as f64;
+        let leeway = self.leeway.as_secs_f64();
+        let exp = claims
+            .get("exp")
+            .and_then(Value::as_f64)
+            .ok_or(Rejection::MissingClaim)?;
+        let iat = match claims.get("iat") {
+            None => None,
+            Some(v) => Some(v.as_f64().ok_or(Rejection::MissingClaim)?),
+        };
+        if iat.is_some_and(|i| i > now + leeway) {
+            return Err(Rejection::NotYetValid);
+        }
+        let lifetime = exp - iat.unwrap_or(now);
+        if lifetime > issuer.max_token_lifetime.as_secs_f64() {
+            return Err(Rejection::LifetimeTooLong);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn act_names_the_agent_and_sub_the_user() {
+        let plain = json!({"sub": "bot"});
+        assert_eq!(actor(&plain, "i"), Ok(("bot".into(), None)));
+        let delegated = json!({"sub": "jane@customer.example", "act": {"sub": "bot"}});
+        assert_eq!(
+            actor(&delegated, "i"),
+            Ok(("bot".into(), Some("jane@customer.example".into())))
+        );
+        let same_iss =
+            json!({"sub": "jane", "act": {"sub": "bot", "iss": "i", "act": {"sub": "x"}}});
+        assert_eq!(
+            actor(&same_iss, "i"),
+            Ok(("bot".into(), Some("jane".into())))
+        );
+        for bad in [
+            json!({"sub": "jane", "act": "bot"}),
+            json!({"sub": "jane", "act": {}}),
+            json!({"sub": "jane", "act": {"sub": 7}}),
+            json!({"sub": "jane", "act": {"sub": "bot", "iss": "other"}}),
+        ] {
+            assert_eq!(actor(&bad, "i"), Err(Rejection::BadActor), "{bad}");
+        }
+        assert_eq!(actor(&json!({}), "i"), Err(Rejection::MissingClaim));
+        assert_eq!(
+            actor(&json!({"sub": ""}), "i"),
+            Err(Rejection::MissingClaim)
+        );
+    }
+
+    #[test]
+    fn only_three_part_values_are_jwts() {
+        assert!(looks_like_jwt("a.b.c"));
+        assert!(!looks_like_jwt("actiond_abc"));
+        assert!(!looks_like_jwt("a.b.c.d.e"));
+    }
+}
