@@ -71,7 +71,9 @@ struct TestIssuer {
 
 impl TestIssuer {
     async fn start(keys: &[&TestKey]) -> Self {
-        let set = Arc::new(Mutex::new(keys.iter().map(|k| k.jwk.clone()).collect()));
+        let set = Arc::new(Mutex::new(
+            keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>(),
+        ));
         let fetches = Arc::new(AtomicUsize::new(0));
         let (s, f) = (set.clone(), fetches.clone());
         let app = Router::new().route(

@@ -625,7 +625,59 @@ async fn each_tenant_sees_only_its_own_actions() {
         assert!(!desc.contains(foreign), "initech sees {foreign}: {desc}");
     }
 
+    // The OpenAPI side: GET /v1/openapi.yaml describes the same actions, limits and enum.
+    for (token, enum_, has, foreign) in [
+        (
+            &env.token,
+            json!(["billing.refund.issue"]),
+            "amount at most 100000",
+            "dns.record.update",
+        ),
+        (
+            &globex,
+            json!(["dns.record.update"]),
+            "zone one of globex.example",
+            "billing.refund.issue",
+        ),
+        (
+            &initech,
+            json!([]),
+            "not enabled any action for you",
+            "billing.refund.issue:",
+        ),
+    ] {
+        let (enum_seen, desc) = tenant_openapi(&env.base, token).await;
+        assert_eq!(enum_seen, enum_);
+        assert!(desc.contains(has), "{desc}");
+        assert!(!desc.contains(foreign), "{desc}");
+    }
+    let anonymous = reqwest::get(format!("{}/v1/openapi.yaml", env.base))
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+
     // Listing writes nothing.
     assert_eq!(env.proposal_count().await, 0);
     env.finish().await;
+}
+
+/// `GET /v1/openapi.yaml` as the agent with `token`: the `action` enum of `ProposalRequest`
+/// and the description of `POST /v1/proposals`.
+async fn tenant_openapi(base: &str, token: &str) -> (Value, String) {
+    let resp = reqwest::Client::new()
+        .get(format!("{base}/v1/openapi.yaml"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/yaml");
+    let spec: Value = serde_yaml_ng::from_str(&resp.text().await.unwrap()).unwrap();
+    (
+        spec["components"]["schemas"]["ProposalRequest"]["properties"]["action"]["enum"].clone(),
+        spec["paths"]["/v1/proposals"]["post"]["description"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
 }
