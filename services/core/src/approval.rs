@@ -176,6 +176,7 @@ mod tests {
             claim: "groups".into(),
             values: vec!["acme-approvers".into()],
             subjects: vec!["ops".into()],
+            admins: Vec::new(),
         }
     }
 

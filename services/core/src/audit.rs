@@ -48,6 +48,12 @@ pub enum AuditKind {
     /// An agent's token was revoked.
     #[serde(rename = "agent.revoked")]
     AgentRevoked,
+    /// An approver froze an agent: its open escalations are denied, new proposals refused.
+    #[serde(rename = "agent.frozen")]
+    AgentFrozen,
+    /// The agent's owner or a tenant admin unfroze it.
+    #[serde(rename = "agent.unfrozen")]
+    AgentUnfrozen,
     /// A new tenant document version was applied.
     #[serde(rename = "tenant.document_applied")]
     TenantDocumentApplied,
@@ -59,7 +65,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 16] = [
+    pub const ALL: [AuditKind; 18] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -74,6 +80,8 @@ impl AuditKind {
         Self::ProposalOutcomeUnknown,
         Self::AgentCreated,
         Self::AgentRevoked,
+        Self::AgentFrozen,
+        Self::AgentUnfrozen,
         Self::TenantDocumentApplied,
         Self::RetentionPurged,
     ];
@@ -95,6 +103,8 @@ impl AuditKind {
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
+            Self::AgentFrozen => "agent.frozen",
+            Self::AgentUnfrozen => "agent.unfrozen",
             Self::TenantDocumentApplied => "tenant.document_applied",
             Self::RetentionPurged => "retention.purged",
         }

@@ -12,6 +12,8 @@
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
+//! - [`injection`]: the phrase list that flags source text giving orders or claiming approval.
+//! - [`text`]: making agent-written text visible and safe (hidden characters named).
 
 pub mod approval;
 pub mod audit;
@@ -21,6 +23,7 @@ pub mod canonical;
 pub mod grant;
 pub mod handlers;
 pub mod ids;
+pub mod injection;
 pub mod intent;
 pub mod policy;
 pub mod state;

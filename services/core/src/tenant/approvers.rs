@@ -17,6 +17,10 @@ pub struct Approvers {
     pub values: Vec<String>,
     /// Subjects that are approvers regardless of claims.
     pub subjects: Vec<String>,
+    /// Subjects that are tenant admins in the approval app: they see the "Approvers" page
+    /// (decisions, approve ratio and time on page per person) and may unfreeze any agent of
+    /// the tenant. An admin must also be an approver to reach the app at all.
+    pub admins: Vec<String>,
 }
 
 /// `approvers:` (optional; claim `groups` and nobody else when absent).
@@ -38,7 +42,7 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
         errs,
         "approvers",
         m,
-        &["issuer", "claim", "values", "subjects"],
+        &["issuer", "claim", "values", "subjects", "admins"],
     );
     let claim = match m.get("claim") {
         None => "groups".to_owned(),
@@ -61,5 +65,6 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
         claim,
         values: get_strings(errs, "approvers.values", m.get("values")),
         subjects: get_strings(errs, "approvers.subjects", m.get("subjects")),
+        admins: get_strings(errs, "approvers.admins", m.get("admins")),
     }
 }
