@@ -7,26 +7,29 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// Whether (issuer, subject, claims) may approve for the tenant of `doc`: the one rule in
-/// [`actiond_core::approval::may_decide`], applied to the document's `approvers` section.
+/// [`actiond_core::approval::may_decide`], applied to the document's `approvers` section, with
+/// this deployment's issuer (`deployment_issuer`) as the pin when the document sets none.
 pub(crate) fn may_approve(
     doc: &TenantDocument,
+    deployment_issuer: &str,
     issuer: &str,
     subject: &str,
     claims: &Value,
 ) -> bool {
-    actiond_core::approval::may_decide(&doc.approvers, issuer, subject, claims)
+    actiond_core::approval::may_decide(&doc.approvers, deployment_issuer, issuer, subject, claims)
 }
 
 /// The tenants a person approves for, sorted.
 pub(crate) fn authorized_tenants(
     docs: &[Arc<TenantDocument>],
+    deployment_issuer: &str,
     issuer: &str,
     subject: &str,
     claims: &Value,
 ) -> Vec<String> {
     let mut t: Vec<String> = docs
         .iter()
-        .filter(|d| may_approve(d, issuer, subject, claims))
+        .filter(|d| may_approve(d, deployment_issuer, issuer, subject, claims))
         .map(|d| d.tenant.as_str().to_owned())
         .collect();
     t.sort();
@@ -51,24 +54,41 @@ mod tests {
         assert!(may_approve(
             &d,
             "https://idp",
+            "https://idp",
             "x",
             &json!({"groups": ["a", "acme-approvers"]})
         ));
         assert!(may_approve(
             &d,
             "https://idp",
+            "https://idp",
             "x",
             &json!({"groups": "acme-approvers"})
         ));
-        assert!(may_approve(&d, "https://idp", "ops", &json!({})));
+        assert!(may_approve(
+            &d,
+            "https://idp",
+            "https://idp",
+            "ops",
+            &json!({})
+        ));
         assert!(!may_approve(
             &d,
+            "https://idp",
+            "https://other",
+            "ops",
+            &json!({})
+        ));
+        assert!(!may_approve(
+            &d,
+            "https://idp",
             "https://idp",
             "x",
             &json!({"groups": ["acme-approvers-not"]})
         ));
         assert!(!may_approve(
             &d,
+            "https://idp",
             "https://idp",
             "x",
             &json!({"roles": ["acme-approvers"]})
@@ -80,6 +100,7 @@ mod tests {
         let d = doc("  issuer: https://idp.example\n  values: [g]\n");
         assert!(may_approve(
             &d,
+            "https://web.example",
             "https://idp.example",
             "x",
             &json!({"groups": ["g"]})
@@ -87,11 +108,13 @@ mod tests {
         assert!(!may_approve(
             &d,
             "https://evil.example",
+            "https://evil.example",
             "x",
             &json!({"groups": ["g"]})
         ));
         assert!(!may_approve(
             &d,
+            crate::DEV_ISSUER,
             crate::DEV_ISSUER,
             "x",
             &json!({"groups": ["g"]})

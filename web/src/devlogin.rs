@@ -169,16 +169,15 @@ pub(crate) async fn submit(
         ));
     }
     let claims = json!({"groups": groups});
-    let cookie_v = create_session(
-        &state,
-        DEV_ISSUER,
-        &subject,
-        email.as_deref(),
-        None,
-        &claims,
-        true,
-    )
-    .await?;
+    let who = crate::oidc::Identity {
+        issuer: DEV_ISSUER.to_owned(),
+        subject: subject.clone(),
+        email: email.clone(),
+        name: None,
+        claims,
+        auth_time: None,
+    };
+    let cookie_v = create_session(&state, &who, true).await?;
     state.metrics.logins.with_label_values(&["dev", "ok"]).inc();
     tracing::warn!(subject = %subject, "dev login used");
     let next = safe_next(form.get("next").map(String::as_str));

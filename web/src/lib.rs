@@ -206,6 +206,12 @@ fn is_loopback_url(u: &Url) -> bool {
 }
 
 impl AppState {
+    /// The issuer whose subjects are persons for tenants that pin none (`approvers.issuer`):
+    /// the configured OIDC issuer, else the dev login's [`DEV_ISSUER`].
+    pub(crate) fn person_issuer(&self) -> &str {
+        self.oidc.as_ref().map_or(DEV_ISSUER, |o| o.issuer())
+    }
+
     /// Builds the state from configuration: connects the pool, reads the grant signing key and
     /// the OIDC client secret from the credentials directory, checks the dev-login rule.
     /// OIDC discovery happens lazily at the first login, so the IdP may start later.

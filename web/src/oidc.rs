@@ -83,6 +83,8 @@ pub(crate) struct Identity {
     pub(crate) email: Option<String>,
     pub(crate) name: Option<String>,
     pub(crate) claims: Value,
+    /// ID-token `auth_time`: when the IdP last authenticated the person.
+    pub(crate) auth_time: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The configured OIDC relying party.
@@ -171,8 +173,10 @@ impl Oidc {
         Ok(client)
     }
 
-    /// Starts a login: a fresh `state`, `nonce` and PKCE (S256) verifier.
-    pub(crate) async fn start(&self) -> anyhow::Result<StartedLogin> {
+    /// Starts a login: a fresh `state`, `nonce` and PKCE (S256) verifier; with `max_age`, the
+    /// IdP must have authenticated the person at most that long ago, or do it again (OpenID
+    /// Connect Core 1.0 §3.1.2.1).
+    pub(crate) async fn start(&self, max_age: Option<Duration>) -> anyhow::Result<StartedLogin> {
         let client = self.client(false).await?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let mut req = client
@@ -184,6 +188,9 @@ impl Oidc {
             .set_pkce_challenge(challenge);
         for s in &self.scopes {
             req = req.add_scope(Scope::new(s.clone()));
+        }
+        if let Some(m) = max_age {
+            req = req.set_max_age(m);
         }
         let (auth_url, state, nonce) = req.url();
         Ok(StartedLogin {
@@ -249,6 +256,7 @@ impl Oidc {
             email,
             name,
             claims: claims_json,
+            auth_time: claims.auth_time(),
         })
     }
 }

@@ -12,10 +12,11 @@ use crate::session::{Viewer, require_post, require_viewer};
 use crate::views::{
     ApprovalRow, Chrome, DecisionPage, ParamRow, QueuePage, QueueRow, RiskyValue, render,
 };
+use actiond_core::approval::{ConfirmField, Retyped};
 use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::reveal_invisible;
-use actiond_store::approvals::{self, Approver, Decided, Verdict};
+use actiond_store::approvals::{self, Approver, Decided, Shown, Verdict};
 use actiond_store::queue_views::{self, Filter};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -433,7 +434,21 @@ pub(crate) async fn decision(
     } else {
         ""
     };
+    let confirm = doc
+        .as_deref()
+        .and_then(|doc| doc.handler(&p.action))
+        .map(|h| actiond_core::approval::confirm_required(&h.confirm, h.confirm_over, &params))
+        .unwrap_or_default();
     let page = DecisionPage {
+        confirm_amount: confirm.contains(&ConfirmField::Amount),
+        confirm_target: confirm.contains(&ConfirmField::Target),
+        confirm_currency: reveal_invisible(
+            params
+                .get("currency")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            false,
+        ),
         chrome: chrome(&v),
         id: id.to_string(),
         tenant: p.tenant_id.clone(),
@@ -508,11 +523,21 @@ pub(crate) async fn decide(
         subject: v.subject.clone(),
         email: v.email.clone(),
         channel: "web",
+        session: Some(v.times),
     };
     let verdict_label = if verdict == Verdict::Approve {
         "approve"
     } else {
         "deny"
+    };
+    let retyped = Retyped {
+        amount: form.get("confirm_amount").cloned(),
+        target: form.get("confirm_target").cloned(),
+    };
+    let shown = Shown {
+        intent,
+        doc_version: Some(doc_version),
+        retyped: &retyped,
     };
     let outcome = approvals::decide(
         &state.db,
@@ -521,8 +546,7 @@ pub(crate) async fn decide(
         id,
         &approver,
         verdict,
-        intent,
-        Some(doc_version),
+        &shown,
         None,
     )
     .await;
@@ -544,6 +568,18 @@ pub(crate) async fn decide(
         }
         Ok(Decided::NeedsMore { .. }) => "recorded",
         Ok(Decided::AlreadyDecided { .. }) => "already",
+        Ok(Decided::Refused(r)) => {
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[verdict_label, "refused"])
+                .inc();
+            if let Some(max_age) = r.sign_in_max_age() {
+                let to = crate::session::sign_in_again(&state, &v, &format!("/p/{id}"), max_age);
+                return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
+            }
+            return Err(WebError::Conflict(format!("{r}. Nothing was decided.")));
+        }
         Err(actiond_store::StoreError::Conflict(m)) => {
             state
                 .metrics

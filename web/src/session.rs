@@ -13,6 +13,7 @@
 //! the row with one `DELETE … RETURNING`, so a replayed or forged callback finds nothing.
 
 use crate::error::{WebError, WebResult};
+use crate::oidc::Identity;
 use crate::views::{LoginPage, render};
 use crate::{AppState, authz, headers};
 use actiond_core::canonical::sha256_hex;
@@ -24,7 +25,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore as _;
 use serde::Deserialize;
-use serde_json::Value;
 use std::time::Duration;
 
 /// Lifetime of a started login.
@@ -115,6 +115,8 @@ pub(crate) struct Viewer {
     pub(crate) dev: bool,
     /// Tenants this person approves for, from the current tenant documents.
     pub(crate) tenants: Vec<String>,
+    /// The login that read the claims, and the IdP's `auth_time`.
+    pub(crate) times: actiond_store::approvals::SessionTimes,
 }
 
 /// The session of this request, if valid; refreshes its idle timer.
@@ -135,7 +137,13 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
         let c = state.db.client().await?;
         state.docs.latest_of_every_tenant(&c).await?
     };
-    let tenants = authz::authorized_tenants(&docs, &s.issuer, &s.subject, &s.claims);
+    let tenants = authz::authorized_tenants(
+        &docs,
+        state.person_issuer(),
+        &s.issuer,
+        &s.subject,
+        &s.claims,
+    );
     Ok(Some(Viewer {
         id_sha256,
         issuer: s.issuer,
@@ -145,6 +153,10 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
         csrf: s.csrf_token,
         dev: s.dev_login,
         tenants,
+        times: actiond_store::approvals::SessionTimes {
+            claims_at: s.created_at,
+            auth_time: s.auth_time,
+        },
     }))
 }
 
@@ -200,14 +212,10 @@ pub(crate) async fn require_post(
     }
 }
 
-/// Creates a session and returns its `Set-Cookie` value.
+/// Creates a session for the person `who` and returns its `Set-Cookie` value.
 pub(crate) async fn create_session(
     state: &AppState,
-    issuer: &str,
-    subject: &str,
-    email: Option<&str>,
-    name: Option<&str>,
-    claims: &Value,
+    who: &Identity,
     dev: bool,
 ) -> WebResult<HeaderValue> {
     let id = random_token();
@@ -215,16 +223,32 @@ pub(crate) async fn create_session(
     let id_sha256 = sha256_hex(id.as_bytes());
     let session = web_sessions::NewSession {
         id_sha256: &id_sha256,
-        issuer,
-        subject,
-        email,
-        display_name: name,
-        claims,
+        issuer: &who.issuer,
+        subject: &who.subject,
+        email: who.email.as_deref(),
+        display_name: who.name.as_deref(),
+        claims: &who.claims,
         csrf_token: &csrf,
         dev_login: dev,
+        auth_time: who.auth_time,
     };
     web_sessions::create(&state.db, &state.clock, &session, state.session_absolute).await?;
     set_cookie(state, "actiond_session", &id, None)
+}
+
+/// Where to send a person who must sign in again before an Approve counts (`max_age`
+/// seconds: `approvers.max_claims_age` or a handler's `reauth_within`), coming back to `next`:
+/// the IdP with OIDC `max_age`, or the dev login form.
+pub(crate) fn sign_in_again(state: &AppState, v: &Viewer, next: &str, max_age: u64) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("next", next);
+    if v.dev || state.oidc.is_none() {
+        q.append_pair("again", "1");
+        format!("/login?{}", q.finish())
+    } else {
+        q.append_pair("max_age", &max_age.to_string());
+        format!("/login/oidc?{}", q.finish())
+    }
 }
 
 /// Query of `/login` and `/login/oidc`.
@@ -232,6 +256,10 @@ pub(crate) async fn create_session(
 pub(crate) struct NextQuery {
     next: Option<String>,
     logged_out: Option<String>,
+    /// Show the sign-in choices even with a session (a rule asked for a fresh sign-in).
+    again: Option<String>,
+    /// OIDC `max_age` in seconds for the authorization request.
+    max_age: Option<u64>,
 }
 
 /// `GET /login`: the sign-in choices.
@@ -241,7 +269,7 @@ pub(crate) async fn login_page(
     Query(q): Query<NextQuery>,
 ) -> WebResult<Response> {
     let next = safe_next(q.next.as_deref());
-    if viewer(&state, &headers).await?.is_some() {
+    if q.again.is_none() && viewer(&state, &headers).await?.is_some() {
         return Ok(Redirect::to(&next).into_response());
     }
     let prelogin = state.dev.as_ref().map(|_| random_token());
@@ -275,7 +303,7 @@ pub(crate) async fn login_oidc(
         return Err(WebError::NotFound);
     };
     let next = safe_next(q.next.as_deref());
-    let started = oidc.start().await?;
+    let started = oidc.start(q.max_age.map(Duration::from_secs)).await?;
     let binding = random_token();
     let login = web_sessions::LoginState {
         binding_sha256: sha256_hex(binding.as_bytes()),
@@ -373,16 +401,7 @@ pub(crate) async fn callback(
             ));
         }
     };
-    let cookie_v = create_session(
-        &state,
-        &who.issuer,
-        &who.subject,
-        who.email.as_deref(),
-        who.name.as_deref(),
-        &who.claims,
-        false,
-    )
-    .await?;
+    let cookie_v = create_session(&state, &who, false).await?;
     state
         .metrics
         .logins

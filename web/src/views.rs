@@ -144,4 +144,9 @@ pub(crate) struct DecisionPage {
     pub(crate) approvals_have: usize,
     pub(crate) notice: String,
     pub(crate) warning: String,
+    /// The handler's `confirm` asks for the amount / the target to be typed again.
+    pub(crate) confirm_amount: bool,
+    pub(crate) confirm_target: bool,
+    /// The currency the amount is typed in.
+    pub(crate) confirm_currency: String,
 }

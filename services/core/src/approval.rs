@@ -1,15 +1,28 @@
 //! The rules for decisions by people, as pure functions (the store applies them inside the
-//! decision's transaction with the proposal row locked; the web app and the break-glass CLI use
-//! the same ones to decide who may decide):
-//! - who may decide: the document's `approvers` (issuer pin, subjects, claim values);
+//! decision's transaction with the proposal row locked, with every age measured by the
+//! database clock; the web app and the break-glass CLI use the same ones to decide who may
+//! decide):
+//! - in time: an escalated proposal older than the tenant's `escalation_ttl` is never decided
+//!   (it expires instead);
+//! - who may decide: the document's `approvers` (subjects, claim values) under one pinned
+//!   issuer (`approvers.issuer`, else the web's configured issuer); a subject of any other
+//!   issuer matches nothing;
+//! - entitled now: an Approve counts only with claims younger than `approvers.max_claims_age`
+//!   and, where a handler sets `reauth_within`, an ID-token `auth_time` that recent (OpenID
+//!   Connect Core 1.0 §3.1.2.1 `max_age`); a Deny never needs either;
+//! - re-typed values: a handler's `confirm: [amount|target]` makes the approver type the value
+//!   again, compared with the stored params;
 //! - what they decide on: the intent hash they were shown (a prefix of at least 8 hex
 //!   characters) and, where shown, the document version — anything else is stale;
 //! - no self-approval: the agent's recorded owner never approves its proposals;
-//! - how many people: `approvals_required: N` distinct approvers; break-glass supplies at most
-//!   one of them (its `--as` subject is self-asserted).
+//! - how many people: `approvals_required: N` distinct persons — subjects of the pinned issuer,
+//!   whatever the channel (a break-glass `--as SUB` and a web login of SUB count once);
+//!   break-glass supplies at most one of them (its `--as` subject is self-asserted).
 
+use crate::handlers::minor_unit_exponent;
 use crate::tenant::Approvers;
 use serde_json::Value;
+use std::time::Duration;
 
 /// Approve or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +43,43 @@ impl Verdict {
     }
 }
 
-/// Why a person's decision is refused. The texts are safe to show to that person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+/// A parameter an approver must type again before an Approve counts (`confirm:` of a handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConfirmField {
+    /// `params.amount`, typed in major units of `params.currency` (`120.00` for 12000 USD).
+    Amount,
+    /// The proposal's target, typed exactly.
+    Target,
+}
+
+impl ConfirmField {
+    /// The name in tenant documents and forms (`amount`, `target`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Amount => "amount",
+            Self::Target => "target",
+        }
+    }
+
+    /// Parses a name of a tenant document's `confirm:` list.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "amount" => Some(Self::Amount),
+            "target" => Some(Self::Target),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ConfirmField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a person's decision is refused. The texts are safe to show to that person; each names
+/// the rule ([`ApprovalRefusal::rule`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApprovalRefusal {
     /// The shown intent hash is missing or not at least 8 hex characters.
     #[error("the intent hash shown must be given (at least 8 hex characters)")]
@@ -53,6 +101,80 @@ pub enum ApprovalRefusal {
         "break-glass can supply only one approval per proposal; the others must come from the approval web app"
     )]
     BreakGlassLimit,
+    /// The escalation TTL passed (by the database clock) before this decision; the proposal
+    /// expired with it.
+    #[error("this request expired at {at} (escalation_ttl); nothing will run")]
+    Expired {
+        /// When it expired, as the database clock says (`YYYY-MM-DD HH:MM:SS UTC`).
+        at: String,
+    },
+    /// This person (subject of the pinned issuer) already decided this proposal, on some
+    /// channel.
+    #[error("you already decided on this proposal (as {subject}); another person must decide")]
+    SamePerson {
+        /// The subject.
+        subject: String,
+    },
+    /// The claims the session holds are older than `approvers.max_claims_age`.
+    #[error(
+        "your sign-in details are older than approvers.max_claims_age ({max_secs} s); sign in again, then approve"
+    )]
+    ClaimsTooOld {
+        /// `approvers.max_claims_age` in seconds.
+        max_secs: u64,
+    },
+    /// The handler's `reauth_within` needs a more recent authentication (ID token `auth_time`).
+    #[error(
+        "this action needs a sign-in within the last {within_secs} s (reauth_within); sign in again, then approve"
+    )]
+    ReauthRequired {
+        /// The handler's `reauth_within` in seconds.
+        within_secs: u64,
+    },
+    /// A `confirm:` value was not typed.
+    #[error("confirm_{field}: type the {field} shown to approve")]
+    ConfirmMissing {
+        /// Which value.
+        field: ConfirmField,
+    },
+    /// A `confirm:` value was typed but differs from the stored params.
+    #[error(
+        "confirm_{field}: the {field} typed is not the proposal's {field}; nothing was approved"
+    )]
+    ConfirmMismatch {
+        /// Which value.
+        field: ConfirmField,
+    },
+}
+
+impl ApprovalRefusal {
+    /// A stable name of the rule that refused (the audit event's `detail.rule`).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::ShownIntentMissing => "shown_intent_missing",
+            Self::StaleIntent => "stale_intent",
+            Self::StaleDocVersion => "stale_doc_version",
+            Self::SelfApproval => "self_approval",
+            Self::NoDocVersion => "no_doc_version",
+            Self::BreakGlassLimit => "breakglass_limit",
+            Self::Expired { .. } => "escalation_ttl",
+            Self::SamePerson { .. } => "same_person",
+            Self::ClaimsTooOld { .. } => "max_claims_age",
+            Self::ReauthRequired { .. } => "reauth_within",
+            Self::ConfirmMissing { .. } => "confirm_missing",
+            Self::ConfirmMismatch { .. } => "confirm_mismatch",
+        }
+    }
+
+    /// The OIDC `max_age` (seconds) of the sign-in that would lift this refusal, when signing
+    /// in again is the way out (`max_claims_age`, `reauth_within`).
+    pub fn sign_in_max_age(&self) -> Option<u64> {
+        match self {
+            Self::ClaimsTooOld { max_secs } => Some(*max_secs),
+            Self::ReauthRequired { within_secs } => Some(*within_secs),
+            _ => None,
+        }
+    }
 }
 
 /// True when `claims[claim]` (a string or a list of strings) holds one of `values`.
@@ -67,14 +189,25 @@ fn claim_matches(claims: &Value, claim: &str, values: &[String]) -> bool {
     }
 }
 
+/// The issuer whose subjects are this tenant's persons: `approvers.issuer` when set, else
+/// `deployment_issuer` (the web app's configured issuer).
+pub fn pinned_issuer<'a>(approvers: &'a Approvers, deployment_issuer: &'a str) -> &'a str {
+    approvers.issuer.as_deref().unwrap_or(deployment_issuer)
+}
+
 /// Whether a person signed in with OIDC (`issuer`, `subject`, ID-token `claims`) may decide
-/// for a tenant with these `approvers`: `approvers.issuer`, when set, must equal the issuer
-/// (ignoring a trailing `/`); then the subject is in `approvers.subjects`, or the claim
+/// for a tenant with these `approvers`: the issuer must be the pinned one ([`pinned_issuer`],
+/// ignoring a trailing `/`), then the subject is in `approvers.subjects`, or the claim
 /// `approvers.claim` holds one of `approvers.values`.
-pub fn may_decide(approvers: &Approvers, issuer: &str, subject: &str, claims: &Value) -> bool {
-    if let Some(required) = &approvers.issuer
-        && required.trim_end_matches('/') != issuer.trim_end_matches('/')
-    {
+pub fn may_decide(
+    approvers: &Approvers,
+    deployment_issuer: &str,
+    issuer: &str,
+    subject: &str,
+    claims: &Value,
+) -> bool {
+    let pinned = pinned_issuer(approvers, deployment_issuer);
+    if pinned.trim_end_matches('/') != issuer.trim_end_matches('/') {
         return false;
     }
     may_decide_by_subject(approvers, subject)
@@ -140,6 +273,133 @@ pub fn check_breakglass(
     Ok(())
 }
 
+/// How old, by the database clock, what a web approver's session vouches for is, in seconds:
+/// the claims (read at login) and the last authentication at the identity provider (ID-token
+/// `auth_time`; `None` when the token had none). Break-glass has neither.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Freshness {
+    /// Seconds since the claims were read.
+    pub claims_age: f64,
+    /// Seconds since `auth_time`, when known.
+    pub auth_age: Option<f64>,
+}
+
+/// An Approve from the web counts only with claims younger than `max_claims_age` and, when the
+/// handler sets `reauth_within`, an `auth_time` at most that old. A Deny never needs either
+/// (it is the safe direction); break-glass (`fresh` = `None`) has no ID token, and its use is
+/// itself audited and alerted on.
+pub fn check_fresh(
+    verdict: Verdict,
+    fresh: Option<Freshness>,
+    max_claims_age: Duration,
+    reauth_within: Option<Duration>,
+) -> Result<(), ApprovalRefusal> {
+    let Some(f) = fresh else { return Ok(()) };
+    if verdict == Verdict::Deny {
+        return Ok(());
+    }
+    if f.claims_age > max_claims_age.as_secs_f64() {
+        return Err(ApprovalRefusal::ClaimsTooOld {
+            max_secs: max_claims_age.as_secs(),
+        });
+    }
+    if let Some(w) = reauth_within {
+        match f.auth_age {
+            Some(age) if age <= w.as_secs_f64() => {}
+            _ => {
+                return Err(ApprovalRefusal::ReauthRequired {
+                    within_secs: w.as_secs(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The values an approver must type again for these params: every field of `confirm`, except
+/// that `amount` is skipped when `confirm_over` is set and `params.amount` is not above it.
+pub fn confirm_required(
+    confirm: &[ConfirmField],
+    confirm_over: Option<i64>,
+    params: &Value,
+) -> Vec<ConfirmField> {
+    confirm
+        .iter()
+        .copied()
+        .filter(|f| match (f, confirm_over) {
+            (ConfirmField::Amount, Some(over)) => params
+                .get("amount")
+                .and_then(Value::as_i64)
+                .is_none_or(|a| a > over),
+            _ => true,
+        })
+        .collect()
+}
+
+/// Reads an amount typed in major units of `currency` (`120`, `120.0`, `120.00`; at most the
+/// currency's ISO 4217 exponent of decimals; no sign, no grouping) as integer minor units.
+pub fn parse_major_units(typed: &str, currency: &str) -> Option<i64> {
+    let t = typed.trim();
+    let exp = minor_unit_exponent(currency) as usize;
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    if int.is_empty() || int.len() > 15 || !digits(int) || !digits(frac) || frac.len() > exp {
+        return None;
+    }
+    if t.contains('.') && frac.is_empty() {
+        return None;
+    }
+    let padded = format!("{frac:0<exp$}");
+    let minor: i64 = format!("{int}{padded}").parse().ok()?;
+    Some(minor)
+}
+
+/// The values typed again by the approver (form fields `confirm_amount`, `confirm_target`; CLI
+/// `--confirm`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retyped {
+    /// The amount, in major units.
+    pub amount: Option<String>,
+    /// The target.
+    pub target: Option<String>,
+}
+
+/// Compares every required value ([`confirm_required`]) with the stored params and target: the
+/// amount as a number in the currency's minor units, the target exactly (surrounding blanks
+/// ignored). A Deny needs nothing typed.
+pub fn check_confirm(
+    verdict: Verdict,
+    required: &[ConfirmField],
+    params: &Value,
+    target: &str,
+    typed: &Retyped,
+) -> Result<(), ApprovalRefusal> {
+    if verdict == Verdict::Deny {
+        return Ok(());
+    }
+    for &field in required {
+        let given = match field {
+            ConfirmField::Amount => typed.amount.as_deref(),
+            ConfirmField::Target => typed.target.as_deref(),
+        }
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .ok_or(ApprovalRefusal::ConfirmMissing { field })?;
+        let same = match field {
+            ConfirmField::Amount => {
+                let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+                let stored = params.get("amount").and_then(Value::as_i64);
+                stored.is_some() && parse_major_units(given, cur) == stored
+            }
+            ConfirmField::Target => given == target,
+        };
+        if !same {
+            return Err(ApprovalRefusal::ConfirmMismatch { field });
+        }
+    }
+    Ok(())
+}
+
 /// Where the approvals of a proposal stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tally {
@@ -154,7 +414,7 @@ pub enum Tally {
     },
 }
 
-/// The tally after `have` distinct approvals (one per issuer and subject) of a handler that
+/// The tally after `have` distinct approvals (one per person: subject of the pinned issuer) of a handler that
 /// requires `required` (`approvals_required`).
 pub fn tally(have: i64, required: u32) -> Tally {
     let need = i64::from(required);
@@ -177,36 +437,184 @@ mod tests {
             values: vec!["acme-approvers".into()],
             subjects: vec!["ops".into()],
             admins: Vec::new(),
+            max_claims_age: Duration::from_secs(3600),
         }
     }
 
     #[test]
     fn subject_or_claim_value_may_decide_under_the_pinned_issuer() {
         let a = approvers(None);
-        assert!(may_decide(&a, "https://idp", "ops", &json!({})));
+        let idp = "https://idp";
+        assert!(may_decide(&a, idp, "https://idp", "ops", &json!({})));
+        let groups = json!({"groups": ["acme-approvers"]});
+        assert!(may_decide(&a, idp, "https://idp", "x", &groups));
+        let one = json!({"groups": "acme-approvers"});
+        assert!(may_decide(&a, idp, "https://idp", "x", &one));
+        let other = json!({"groups": ["other"]});
+        assert!(!may_decide(&a, idp, "https://idp", "x", &other));
+        // Unpinned: the deployment's issuer is the pin; another issuer's "ops" is nobody.
+        assert!(!may_decide(&a, idp, "https://idp2", "ops", &json!({})));
+        assert!(!may_decide(&a, idp, "https://idp2", "x", &groups));
+        let pinned = approvers(Some("https://idp/"));
         assert!(may_decide(
-            &a,
+            &pinned,
+            "https://web",
             "https://idp",
-            "x",
-            &json!({"groups": ["acme-approvers"]})
-        ));
-        assert!(may_decide(
-            &a,
-            "https://idp",
-            "x",
-            &json!({"groups": "acme-approvers"})
+            "ops",
+            &json!({})
         ));
         assert!(!may_decide(
-            &a,
+            &pinned,
             "https://idp",
-            "x",
-            &json!({"groups": ["other"]})
+            "https://evil",
+            "ops",
+            &json!({})
         ));
-        let pinned = approvers(Some("https://idp/"));
-        assert!(may_decide(&pinned, "https://idp", "ops", &json!({})));
-        assert!(!may_decide(&pinned, "https://evil", "ops", &json!({})));
+        assert!(!may_decide(
+            &pinned,
+            "https://web",
+            "https://web",
+            "ops",
+            &json!({})
+        ));
+        assert_eq!(pinned_issuer(&pinned, "https://web"), "https://idp/");
+        assert_eq!(pinned_issuer(&a, "https://web"), "https://web");
         assert!(may_decide_by_subject(&a, "ops"));
         assert!(!may_decide_by_subject(&a, "acme-approvers"));
+    }
+
+    #[test]
+    fn approve_needs_fresh_claims_and_auth_deny_never_does() {
+        let hour = Duration::from_secs(3600);
+        let ten_min = Some(Duration::from_secs(600));
+        let f = |claims_age: f64, auth_age: Option<f64>| {
+            Some(Freshness {
+                claims_age,
+                auth_age,
+            })
+        };
+        use Verdict::{Approve, Deny};
+        let cases: [(
+            Verdict,
+            Option<Freshness>,
+            Option<Duration>,
+            Result<(), ApprovalRefusal>,
+        ); 9] = [
+            (Approve, f(10.0, Some(10.0)), None, Ok(())),
+            (Approve, f(3599.0, None), None, Ok(())),
+            (
+                Approve,
+                f(3601.0, Some(1.0)),
+                None,
+                Err(ApprovalRefusal::ClaimsTooOld { max_secs: 3600 }),
+            ),
+            (Deny, f(99_999.0, None), ten_min, Ok(())),
+            (Approve, f(10.0, Some(599.0)), ten_min, Ok(())),
+            (
+                Approve,
+                f(10.0, Some(601.0)),
+                ten_min,
+                Err(ApprovalRefusal::ReauthRequired { within_secs: 600 }),
+            ),
+            (
+                Approve,
+                f(10.0, None),
+                ten_min,
+                Err(ApprovalRefusal::ReauthRequired { within_secs: 600 }),
+            ),
+            (Deny, f(10.0, Some(601.0)), ten_min, Ok(())),
+            (Approve, None, ten_min, Ok(())),
+        ];
+        for (verdict, fresh, reauth, want) in cases {
+            assert_eq!(
+                check_fresh(verdict, fresh, hour, reauth),
+                want,
+                "{verdict:?} {fresh:?} {reauth:?}"
+            );
+        }
+        assert_eq!(
+            ApprovalRefusal::ClaimsTooOld { max_secs: 3600 }.sign_in_max_age(),
+            Some(3600)
+        );
+        assert_eq!(ApprovalRefusal::StaleIntent.sign_in_max_age(), None);
+    }
+
+    #[test]
+    fn retyped_values_must_match_the_stored_params() {
+        let params = json!({"amount": 120_050, "currency": "USD"});
+        let req = [ConfirmField::Amount];
+        let typed = |a: &str| Retyped {
+            amount: Some(a.into()),
+            target: None,
+        };
+        let mismatch = Err(ApprovalRefusal::ConfirmMismatch {
+            field: ConfirmField::Amount,
+        });
+        let cases: [(&str, Result<(), ApprovalRefusal>); 9] = [
+            ("1200.50", Ok(())),
+            (" 1200.5 ", Ok(())),
+            ("1200.05", mismatch.clone()),
+            ("120050", mismatch.clone()),
+            ("1200.500", mismatch.clone()),
+            ("1,200.50", mismatch.clone()),
+            ("-1200.50", mismatch.clone()),
+            ("1200.", mismatch.clone()),
+            (
+                "",
+                Err(ApprovalRefusal::ConfirmMissing {
+                    field: ConfirmField::Amount,
+                }),
+            ),
+        ];
+        for (t, want) in cases {
+            assert_eq!(
+                check_confirm(Verdict::Approve, &req, &params, "pi_1", &typed(t)),
+                want,
+                "{t:?}"
+            );
+        }
+        assert_eq!(
+            check_confirm(Verdict::Deny, &req, &params, "pi_1", &Retyped::default()),
+            Ok(())
+        );
+        let yen = json!({"amount": 5000, "currency": "JPY"});
+        assert_eq!(
+            check_confirm(Verdict::Approve, &req, &yen, "t", &typed("5000")),
+            Ok(())
+        );
+        assert_eq!(
+            check_confirm(Verdict::Approve, &req, &yen, "t", &typed("50.00")),
+            mismatch
+        );
+        let target = [ConfirmField::Target];
+        let t = Retyped {
+            amount: None,
+            target: Some(" pi_1 ".into()),
+        };
+        assert_eq!(
+            check_confirm(Verdict::Approve, &target, &params, "pi_1", &t),
+            Ok(())
+        );
+        assert_eq!(
+            check_confirm(Verdict::Approve, &target, &params, "pi_2", &t),
+            Err(ApprovalRefusal::ConfirmMismatch {
+                field: ConfirmField::Target
+            })
+        );
+    }
+
+    #[test]
+    fn confirm_over_skips_small_amounts() {
+        let both = [ConfirmField::Amount, ConfirmField::Target];
+        let small = json!({"amount": 50_000});
+        let large = json!({"amount": 50_001});
+        assert_eq!(
+            confirm_required(&both, Some(50_000), &small),
+            [ConfirmField::Target]
+        );
+        assert_eq!(confirm_required(&both, Some(50_000), &large), both);
+        assert_eq!(confirm_required(&both, None, &small), both);
+        assert_eq!(confirm_required(&both, Some(1), &json!({})), both);
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub enum AuditKind {
     /// An operator decided with the break-glass CLI.
     #[serde(rename = "approval.breakglass")]
     ApprovalBreakglass,
+    /// A person's approve or deny was refused (`detail.rule` names the rule); when the refusal
+    /// is the escalation TTL, the proposal moves `escalated → expired` with this event.
+    #[serde(rename = "approval.refused")]
+    ApprovalRefused,
     /// An executor spent the grant (`approved → executing`).
     #[serde(rename = "grant.spent")]
     GrantSpent,
@@ -65,13 +69,14 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 18] = [
+    pub const ALL: [AuditKind; 19] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
         Self::ApprovalRecorded,
         Self::ApprovalDecided,
         Self::ApprovalBreakglass,
+        Self::ApprovalRefused,
         Self::GrantSpent,
         Self::GrantRejected,
         Self::GrantExpired,
@@ -95,6 +100,7 @@ impl AuditKind {
             Self::ApprovalRecorded => "approval.recorded",
             Self::ApprovalDecided => "approval.decided",
             Self::ApprovalBreakglass => "approval.breakglass",
+            Self::ApprovalRefused => "approval.refused",
             Self::GrantSpent => "grant.spent",
             Self::GrantRejected => "grant.rejected",
             Self::GrantExpired => "grant.expired",

@@ -2,29 +2,39 @@
 //! issue grants the same way (design, "web" and "break-glass CLI").
 //!
 //! The rules themselves are pure functions in [`actiond_core::approval`]; this module applies
-//! them in the decision's transaction with the proposal row locked:
+//! them in the decision's transaction with the proposal row locked, measuring every age with
+//! the database clock in the locking statement itself:
 //! - only `escalated` proposals can be decided; a second decision learns who decided and when;
+//! - a decision after the tenant's `escalation_ttl` decides nothing: the proposal becomes
+//!   `expired` right there (the policy sweep only tidies up; it is never the guard);
 //! - the decision names the intent hash (prefix, ≥ 8 hex characters) and, from the web, the
 //!   document version that were displayed; anything else is refused as stale;
 //! - the agent's recorded owner can never approve its proposals;
-//! - `approvals_required: N` means N distinct (issuer, subject), at most one of them by
-//!   break-glass; one deny is final;
-//! - an approval that completes the count issues the grant with the caller's key.
+//! - an Approve from the web needs claims younger than `approvers.max_claims_age` and, when the
+//!   handler sets `reauth_within`, an `auth_time` that recent; the handler's `confirm` values
+//!   must be typed again and match the stored params;
+//! - `approvals_required: N` means N distinct persons (subjects of the tenant's pinned issuer,
+//!   whatever the channel), at most one of them by break-glass; one deny is final;
+//! - an approval that completes the count issues the grant with the caller's key;
+//! - every refusal is an `approval.refused` audit event, committed with nothing else changed
+//!   (except the expiry above).
 
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, StoreError, audit, grants, set_tenant, tenants};
-use actiond_core::approval::{self as rules, ApprovalRefusal, Tally};
+use actiond_core::approval::{self as rules, ApprovalRefusal, Freshness, Retyped, Tally};
 use actiond_core::audit::AuditKind;
 use actiond_core::grant::GrantSigner;
 use actiond_core::state::ProposalState;
-use actiond_core::tenant::HandlerEntry;
+use actiond_core::tenant::{HandlerEntry, TenantDocument};
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
 /// A person deciding.
 #[derive(Debug, Clone)]
 pub struct Approver {
-    /// OIDC issuer (`breakglass` for the CLI).
+    /// OIDC issuer: the web login's; for break-glass the tenant's pinned issuer, or
+    /// `breakglass` when the document pins none (persons are told apart by subject).
     pub issuer: String,
     /// Subject (`sub` claim or the CLI's `--as`).
     pub subject: String,
@@ -32,6 +42,31 @@ pub struct Approver {
     pub email: Option<String>,
     /// `web` or `breakglass`.
     pub channel: &'static str,
+    /// What the web session vouches for and since when; `None` for break-glass.
+    pub session: Option<SessionTimes>,
+}
+
+/// When a web session's claims were read (its login) and when the identity provider last
+/// authenticated the person (ID-token `auth_time`, if the token had one).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionTimes {
+    /// The login that read the claims.
+    pub claims_at: DateTime<Utc>,
+    /// ID-token `auth_time`.
+    pub auth_time: Option<DateTime<Utc>>,
+}
+
+/// What the person was shown and typed: the intent hash (or a prefix of at least 8 hex
+/// characters), the document version when the channel shows one, and the values typed again
+/// for the handler's `confirm`.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    /// Intent hash shown.
+    pub intent: &'a str,
+    /// Document version shown.
+    pub doc_version: Option<i32>,
+    /// Values typed again.
+    pub retyped: &'a Retyped,
 }
 
 pub use actiond_core::approval::Verdict;
@@ -62,6 +97,9 @@ pub enum Decided {
         /// When.
         at: Option<chrono::DateTime<chrono::Utc>>,
     },
+    /// Refused by a rule (audited; nothing decided). After the escalation TTL
+    /// ([`ApprovalRefusal::Expired`]) the proposal is now `expired`.
+    Refused(ApprovalRefusal),
 }
 
 /// A proposal as an approver sees it (all agent-written fields are untrusted text).
@@ -103,11 +141,6 @@ pub async fn get(db: &Db, tenants: Option<&[String]>, id: Uuid) -> Result<Option
     Ok(row)
 }
 
-/// A refused decision as the store's error (the text is safe to show to the person).
-fn refused(r: ApprovalRefusal) -> StoreError {
-    StoreError::Conflict(r.to_string())
-}
-
 impl Approver {
     fn is_breakglass(&self) -> bool {
         self.channel == "breakglass"
@@ -139,9 +172,20 @@ struct Deciding<'a> {
     doc_version: i32,
 }
 
-/// Records a person's decision; see the module doc for the rules. `shown_intent` is the intent
-/// hash (or a prefix of at least 8 hex characters) that was displayed; `shown_doc_version` the
-/// document version displayed, when the channel shows one.
+/// The locked proposal with what the database clock says about it in the same statement.
+struct Locked {
+    proposal: ProposalRow,
+    /// `created_at + escalation_ttl`.
+    ttl_at: DateTime<Utc>,
+    /// `now() > created_at + escalation_ttl`.
+    ttl_passed: bool,
+    /// Ages of the session's claims and `auth_time` (web only).
+    fresh: Option<Freshness>,
+}
+
+/// Records a person's decision; see the module doc for the rules. A refusal by a rule is
+/// `Ok(Decided::Refused(..))`, audited and committed; `Err` is a database failure (or a
+/// proposal, tenant document or handler that does not exist).
 #[allow(clippy::too_many_arguments)]
 pub async fn decide(
     db: &Db,
@@ -150,67 +194,226 @@ pub async fn decide(
     id: Uuid,
     approver: &Approver,
     verdict: Verdict,
-    shown_intent: &str,
-    shown_doc_version: Option<i32>,
+    shown: &Shown<'_>,
     comment: Option<&str>,
 ) -> Result<Decided> {
-    let shown_intent = rules::shown_intent(shown_intent).map_err(refused)?;
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     set_tenant(&tx, tenant).await?;
-    let proposal = lock(&tx, tenant, id).await?;
-    if proposal.state != ProposalState::Escalated {
-        let out = already_decided(&tx, proposal.state, id).await?;
+    let current = tenants::latest(&tx, tenant)
+        .await?
+        .ok_or(StoreError::NotFound("tenant document"))?
+        .parse()?;
+    let locked = lock(&tx, tenant, id, &current, approver.session).await?;
+    if locked.proposal.state != ProposalState::Escalated {
+        let out = already_decided(&tx, locked.proposal.state, id).await?;
         tx.commit().await?;
         return Ok(out);
     }
-    rules::check_shown(
-        &proposal.intent_hash,
-        proposal.doc_version,
-        &shown_intent,
-        shown_doc_version,
-    )
-    .map_err(refused)?;
-    rules::check_not_owner(proposal.agent_owner.as_deref(), &approver.subject, verdict)
-        .map_err(refused)?;
-    let doc_version = proposal
-        .doc_version
-        .ok_or_else(|| refused(ApprovalRefusal::NoDocVersion))?;
-    let d = Deciding {
+    let mut d = Deciding {
         tenant,
         id,
         approver,
         verdict,
         comment,
-        proposal,
-        doc_version,
+        proposal: locked.proposal,
+        doc_version: 0,
     };
-    let handler = handler_of(&tx, &d).await?;
-    record_approval(&tx, &d).await?;
-    let (to_state, outcome) = match verdict {
-        Verdict::Deny => deny(&tx, &d).await?,
-        Verdict::Approve => approve(&tx, signer, &d, &handler).await?,
+    let checked = if locked.ttl_passed {
+        expire(&tx, &d, locked.ttl_at).await?;
+        Err(ApprovalRefusal::Expired {
+            at: locked.ttl_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        })
+    } else {
+        check(&tx, &mut d, &current, locked.fresh, shown).await?
     };
-    if let Some(to_state) = to_state {
-        write_decided(&tx, signer, &d, to_state, &outcome).await?;
-    }
+    let outcome = match checked {
+        Err(refusal) => {
+            write_refused(&tx, &d, &refusal).await?;
+            Decided::Refused(refusal)
+        }
+        Ok(handler) => record(&tx, signer, &d, &handler).await?,
+    };
     tx.commit().await?;
     Ok(outcome)
 }
 
-/// Locks the proposal row for this decision.
-async fn lock(tx: &crate::Tx<'_>, tenant: &str, id: Uuid) -> Result<ProposalRow> {
+/// Records the decision of a checked person and applies it: the approvals row, then a deny or
+/// the tally (and grant) of an approve, with the audit event of any state change.
+async fn record(
+    tx: &crate::Tx<'_>,
+    signer: &GrantSigner,
+    d: &Deciding<'_>,
+    handler: &HandlerEntry,
+) -> Result<Decided> {
+    record_approval(tx, d).await?;
+    let (to_state, outcome) = match d.verdict {
+        Verdict::Deny => deny(tx, d).await?,
+        Verdict::Approve => approve(tx, signer, d, handler).await?,
+    };
+    if let Some(to_state) = to_state {
+        write_decided(tx, signer, d, to_state, &outcome).await?;
+    }
+    Ok(outcome)
+}
+
+/// Every rule a person's decision must pass, in order; the handler entry of the escalating
+/// document version when all pass. Sets `d.doc_version`.
+async fn check(
+    tx: &crate::Tx<'_>,
+    d: &mut Deciding<'_>,
+    current: &TenantDocument,
+    fresh: Option<Freshness>,
+    shown: &Shown<'_>,
+) -> Result<std::result::Result<HandlerEntry, ApprovalRefusal>> {
+    let p = &d.proposal;
+    let pure = rules::shown_intent(shown.intent)
+        .and_then(|s| rules::check_shown(&p.intent_hash, p.doc_version, &s, shown.doc_version))
+        .and_then(|()| {
+            rules::check_not_owner(p.agent_owner.as_deref(), &d.approver.subject, d.verdict)
+        })
+        .and_then(|()| p.doc_version.ok_or(ApprovalRefusal::NoDocVersion));
+    d.doc_version = match pure {
+        Ok(v) => v,
+        Err(r) => return Ok(Err(r)),
+    };
+    let handler = handler_of(tx, d).await?;
+    let params: serde_json::Value = serde_json::from_str(&d.proposal.params_json)
+        .map_err(|e| StoreError::Config(format!("stored params_json: {e}")))?;
+    let required = rules::confirm_required(&handler.confirm, handler.confirm_over, &params);
+    let pure = rules::check_fresh(
+        d.verdict,
+        fresh,
+        current.approvers.max_claims_age,
+        handler.reauth_within,
+    )
+    .and_then(|()| {
+        rules::check_confirm(
+            d.verdict,
+            &required,
+            &params,
+            &d.proposal.target,
+            shown.retyped,
+        )
+    });
+    if let Err(r) = pure {
+        return Ok(Err(r));
+    }
+    if let Err(r) = check_person(tx, d).await? {
+        return Ok(Err(r));
+    }
+    Ok(Ok(handler))
+}
+
+/// Locks the proposal row for this decision and, in the same statement, judges the tenant's
+/// current `escalation_ttl` and the session's ages by the database clock.
+async fn lock(
+    tx: &crate::Tx<'_>,
+    tenant: &str,
+    id: Uuid,
+    current: &TenantDocument,
+    session: Option<SessionTimes>,
+) -> Result<Locked> {
+    let ttl = current.policy.escalation_ttl.as_secs_f64();
+    let claims_at = session.map(|s| s.claims_at);
+    let auth_time = session.and_then(|s| s.auth_time);
     let row = tx
         .query_opt(
             &format!(
-                "SELECT {PROPOSAL_COLUMNS} FROM proposals p JOIN agents a ON a.id = p.agent_id
+                "SELECT {PROPOSAL_COLUMNS},
+                        p.created_at + make_interval(secs => $3) AS ttl_at,
+                        now() > p.created_at + make_interval(secs => $3) AS ttl_passed,
+                        extract(epoch FROM now() - $4::timestamptz)::float8 AS claims_age,
+                        extract(epoch FROM now() - $5::timestamptz)::float8 AS auth_age
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
                  WHERE p.tenant_id = $1 AND p.id = $2 FOR UPDATE OF p"
             ),
-            &[&tenant, &id],
+            &[&tenant, &id, &ttl, &claims_at, &auth_time],
         )
         .await?
         .ok_or(StoreError::NotFound("proposal"))?;
-    ProposalRow::from_row(&row)
+    let claims_age: Option<f64> = row.try_get("claims_age")?;
+    Ok(Locked {
+        proposal: ProposalRow::from_row(&row)?,
+        ttl_at: row.try_get("ttl_at")?,
+        ttl_passed: row.try_get("ttl_passed")?,
+        fresh: claims_age.map(|claims_age| Freshness {
+            claims_age,
+            auth_age: row.get("auth_age"),
+        }),
+    })
+}
+
+/// The escalation TTL passed before this decision: the proposal expires now, with the
+/// `proposal.expired` event (the refusal's own event follows).
+async fn expire(tx: &crate::Tx<'_>, d: &Deciding<'_>, ttl_at: DateTime<Utc>) -> Result<()> {
+    tx.execute(
+        "UPDATE proposals SET state = 'expired', decision_reason = 'nobody decided before the escalation_ttl'
+         WHERE id = $1 AND state = 'escalated'",
+        &[&d.id],
+    )
+    .await?;
+    let actor = d.approver.actor();
+    audit::write(
+        tx,
+        &d.proposal
+            .event(
+                AuditKind::ProposalExpired,
+                &actor,
+                json!({"expired_at": ttl_at, "found_by": "decision", "approver": d.approver.audit_json()}),
+            )
+            .transition(Some(ProposalState::Escalated), ProposalState::Expired),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `approval.refused` event of a refusal: who, what they tried, and the rule.
+async fn write_refused(tx: &crate::Tx<'_>, d: &Deciding<'_>, r: &ApprovalRefusal) -> Result<()> {
+    let actor = d.approver.actor();
+    audit::write(
+        tx,
+        &d.proposal.event(
+            AuditKind::ApprovalRefused,
+            &actor,
+            json!({
+                "approver": d.approver.audit_json(),
+                "decision": d.verdict.as_str(),
+                "rule": r.rule(),
+                "message": r.to_string(),
+            }),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The person-level rules that need the recorded approvals: this subject has not decided
+/// before on any channel (a person is a subject of the pinned issuer), and break-glass
+/// supplies at most one approval (its `--as` is self-asserted).
+async fn check_person(
+    tx: &crate::Tx<'_>,
+    d: &Deciding<'_>,
+) -> Result<std::result::Result<(), ApprovalRefusal>> {
+    let row = tx
+        .query_one(
+            "SELECT count(*) FILTER (WHERE subject = $2) AS mine,
+                    count(*) FILTER (WHERE channel = 'breakglass' AND decision = 'approve') AS breakglass
+             FROM approvals WHERE proposal_id = $1",
+            &[&d.id, &d.approver.subject],
+        )
+        .await?;
+    let mine: i64 = row.try_get("mine")?;
+    if mine > 0 {
+        return Ok(Err(ApprovalRefusal::SamePerson {
+            subject: d.approver.subject.clone(),
+        }));
+    }
+    Ok(rules::check_breakglass(
+        d.approver.is_breakglass(),
+        d.verdict,
+        row.try_get("breakglass")?,
+    ))
 }
 
 /// The answer for a proposal that is no longer `escalated`: its state and the last person who
@@ -241,33 +444,16 @@ async fn handler_of(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<HandlerEntry
         .ok_or_else(|| StoreError::Conflict(format!("no handler for {action}")))
 }
 
-/// Stores this person's approval or denial (one per issuer and subject), after the
-/// break-glass limit: `--as` on the CLI is self-asserted, so one operator could claim several
-/// subjects; break-glass supplies at most one of the N approvals.
+/// Stores this person's approval or denial (the rules in [`check_person`] already passed with
+/// the proposal row locked).
 async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
     let a = d.approver;
-    if a.is_breakglass() && d.verdict == Verdict::Approve {
-        let prior: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM approvals WHERE proposal_id = $1 AND channel = 'breakglass' AND decision = 'approve'",
-                &[&d.id],
-            )
-            .await?
-            .get(0);
-        rules::check_breakglass(true, d.verdict, prior).map_err(refused)?;
-    }
-    let inserted = tx
-        .execute(
-            "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
-            &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel],
-        )
-        .await?;
-    if inserted == 0 {
-        return Err(StoreError::Conflict(
-            "you already decided on this proposal".into(),
-        ));
-    }
+    tx.execute(
+        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel],
+    )
+    .await?;
     Ok(())
 }
 
@@ -296,7 +482,7 @@ async fn approve(
 ) -> Result<(Option<ProposalState>, Decided)> {
     let have: i64 = tx
         .query_one(
-            "SELECT count(*) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
+            "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
             &[&d.id],
         )
         .await?

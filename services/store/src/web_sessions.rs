@@ -7,6 +7,7 @@
 //! sleeping (production clocks are never shifted).
 
 use crate::{Db, Result};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +54,11 @@ pub struct Session {
     pub csrf_token: String,
     /// True when made by the loopback dev login.
     pub dev_login: bool,
+    /// When the session was made: the login that read `claims`.
+    pub created_at: DateTime<Utc>,
+    /// When the identity provider last authenticated the person (ID-token `auth_time`; the
+    /// login itself for the dev login); `None` when the ID token had none.
+    pub auth_time: Option<DateTime<Utc>>,
 }
 
 /// A session to create.
@@ -74,6 +80,8 @@ pub struct NewSession<'a> {
     pub csrf_token: &'a str,
     /// Made by the dev login.
     pub dev_login: bool,
+    /// ID-token `auth_time`; for a dev login (none given) the session's creation.
+    pub auth_time: Option<DateTime<Utc>>,
 }
 
 /// Creates a session that ends `absolute` after now, whatever its use.
@@ -82,8 +90,9 @@ pub async fn create(db: &Db, clock: &Clock, s: &NewSession<'_>, absolute: Durati
     c.execute(
         &format!(
             "INSERT INTO web_sessions (id_sha256, issuer, subject, email, display_name, claims, csrf_token, dev_login,
-                                       created_at, last_seen_at, expires_at)
-             VALUES ($2, $3, $4, $5, $6, $7, $8, $9, {NOW}, {NOW}, {NOW} + make_interval(secs => $10::float8))"
+                                       created_at, last_seen_at, expires_at, auth_time)
+             VALUES ($2, $3, $4, $5, $6, $7, $8, $9, {NOW}, {NOW}, {NOW} + make_interval(secs => $10::float8),
+                     COALESCE($11::timestamptz, CASE WHEN $9 THEN {NOW} END))"
         ),
         &[
             &clock.ahead_secs(),
@@ -96,6 +105,7 @@ pub async fn create(db: &Db, clock: &Clock, s: &NewSession<'_>, absolute: Durati
             &s.csrf_token,
             &s.dev_login,
             &absolute.as_secs_f64(),
+            &s.auth_time,
         ],
     )
     .await?;
@@ -117,7 +127,7 @@ pub async fn touch(
                 "UPDATE web_sessions SET last_seen_at = {NOW}
                  WHERE id_sha256 = $2 AND expires_at > {NOW}
                    AND last_seen_at > {NOW} - make_interval(secs => $3::float8)
-                 RETURNING issuer, subject, email, display_name, claims, csrf_token, dev_login"
+                 RETURNING issuer, subject, email, display_name, claims, csrf_token, dev_login, created_at, auth_time"
             ),
             &[&clock.ahead_secs(), &id_sha256, &idle.as_secs_f64()],
         )
@@ -130,6 +140,8 @@ pub async fn touch(
         claims: r.get("claims"),
         csrf_token: r.get("csrf_token"),
         dev_login: r.get("dev_login"),
+        created_at: r.get("created_at"),
+        auth_time: r.get("auth_time"),
     }))
 }
 

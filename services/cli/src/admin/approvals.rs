@@ -65,6 +65,13 @@ pub struct DecideArgs {
     /// Comment shown to the agent.
     #[arg(long)]
     pub comment: Option<String>,
+    /// The amount typed again, in major units (`1200.50`), when the handler's `confirm` lists
+    /// `amount`.
+    #[arg(long)]
+    pub confirm_amount: Option<String>,
+    /// The target typed again, when the handler's `confirm` lists `target`.
+    #[arg(long)]
+    pub confirm_target: Option<String>,
     #[command(flatten)]
     pub key: BreakGlassKey,
     #[command(flatten)]
@@ -204,11 +211,27 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
             p.tenant_id
         );
     }
+    // `--as SUB` is the person SUB of the tenant's pinned issuer: the same person as a web
+    // login of SUB, so the two count once.
     let approver = Approver {
-        issuer: "breakglass".into(),
+        issuer: doc
+            .approvers
+            .issuer
+            .clone()
+            .unwrap_or_else(|| "breakglass".into()),
         subject: a.as_subject.clone(),
         email: None,
         channel: "breakglass",
+        session: None,
+    };
+    let retyped = actiond_core::approval::Retyped {
+        amount: a.confirm_amount.clone(),
+        target: a.confirm_target.clone(),
+    };
+    let shown = approvals::Shown {
+        intent: &a.intent,
+        doc_version: None,
+        retyped: &retyped,
     };
     let out = approvals::decide(
         &db,
@@ -217,8 +240,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         a.id,
         &approver,
         verdict,
-        &a.intent,
-        None,
+        &shown,
         a.comment.as_deref(),
     )
     .await?;
@@ -248,6 +270,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
                 _ => String::new(),
             }
         ),
+        Decided::Refused(r) => bail!("refused ({}): {r}; nothing was decided", r.rule()),
     }
     Ok(())
 }

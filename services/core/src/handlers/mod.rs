@@ -15,7 +15,7 @@ mod refund;
 mod webhook;
 
 pub use dns::{is_canonical_dns_name, is_dns_name};
-pub use refund::format_minor_units;
+pub use refund::{format_minor_units, minor_unit_exponent};
 
 use crate::{FieldError, FieldErrors, ids::is_credential_part};
 use serde_json::{Map, Value};

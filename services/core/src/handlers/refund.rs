@@ -125,15 +125,21 @@ fn placeholder(key: &str, params: &Value) -> Option<String> {
         .map(|n| format_minor_units(n, cur))
 }
 
-/// Formats integer minor units as a decimal amount with the ISO 4217 exponent of `currency`
-/// (2 unless listed: 0 for JPY, KRW, …; 3 for BHD, KWD, …): `12000, "USD"` → `"120.00"`.
-pub fn format_minor_units(amount: i64, currency: &str) -> String {
-    let exp = match currency {
+/// The ISO 4217 minor-unit exponent of `currency`: 0 (JPY, KRW, …), 3 (BHD, KWD, …) or 2 (every
+/// other code).
+pub fn minor_unit_exponent(currency: &str) -> u32 {
+    match currency {
         "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
         | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
         "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
         _ => 2,
-    };
+    }
+}
+
+/// Formats integer minor units as a decimal amount with the ISO 4217 exponent of `currency`
+/// (2 unless listed: 0 for JPY, KRW, …; 3 for BHD, KWD, …): `12000, "USD"` → `"120.00"`.
+pub fn format_minor_units(amount: i64, currency: &str) -> String {
+    let exp = minor_unit_exponent(currency);
     if exp == 0 {
         return amount.to_string();
     }

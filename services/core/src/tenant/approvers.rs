@@ -1,15 +1,20 @@
 //! `approvers:` of a tenant document: who may approve for this tenant, by ID-token claim values
 //! or by subject (design, "Approvers").
 
-use super::{get_strings, unknown_keys};
+use super::{get_duration, get_strings, ser_duration, unknown_keys};
 use crate::FieldError;
 use serde::Serialize;
 use serde_json::Value;
+use std::time::Duration;
+
+/// Default `approvers.max_claims_age`: claims read at login count for an Approve for 1 hour.
+pub const DEFAULT_MAX_CLAIMS_AGE: Duration = Duration::from_secs(3600);
 
 /// `approvers:` of a tenant document.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Approvers {
-    /// Expected ID-token issuer; any configured issuer when absent.
+    /// The identity provider whose subjects are this tenant's persons (ID-token `iss`); the
+    /// web app's configured issuer when absent. Subjects of any other issuer match nothing.
     pub issuer: Option<String>,
     /// Claim holding group names (default `groups`).
     pub claim: String,
@@ -21,15 +26,29 @@ pub struct Approvers {
     /// (decisions, approve ratio and time on page per person) and may unfreeze any agent of
     /// the tenant. An admin must also be an approver to reach the app at all.
     pub admins: Vec<String>,
+    /// How old the claims read at login may be for an Approve to count (10s–24h, default 1h);
+    /// older ones send the person through the identity provider again (OIDC `max_age`).
+    #[serde(serialize_with = "ser_duration")]
+    pub max_claims_age: Duration,
+}
+
+impl Default for Approvers {
+    fn default() -> Self {
+        Self {
+            issuer: None,
+            claim: "groups".into(),
+            values: Vec::new(),
+            subjects: Vec::new(),
+            max_claims_age: DEFAULT_MAX_CLAIMS_AGE,
+            admins: Vec::new(),
+        }
+    }
 }
 
 /// `approvers:` (optional; claim `groups` and nobody else when absent).
 pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Approvers {
     let Some(v) = v else {
-        return Approvers {
-            claim: "groups".into(),
-            ..Approvers::default()
-        };
+        return Approvers::default();
     };
     let Some(m) = v.as_object() else {
         errs.push(FieldError::new(
@@ -42,7 +61,14 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
         errs,
         "approvers",
         m,
-        &["issuer", "claim", "values", "subjects", "admins"],
+        &[
+            "issuer",
+            "claim",
+            "values",
+            "subjects",
+            "admins",
+            "max_claims_age",
+        ],
     );
     let claim = match m.get("claim") {
         None => "groups".to_owned(),
@@ -60,11 +86,24 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
             None
         }
     };
+    let max_claims_age = get_duration(
+        errs,
+        "approvers.max_claims_age",
+        m.get("max_claims_age"),
+        DEFAULT_MAX_CLAIMS_AGE,
+    );
+    if !(Duration::from_secs(10)..=Duration::from_secs(86_400)).contains(&max_claims_age) {
+        errs.push(FieldError::new(
+            "approvers.max_claims_age",
+            "must be between 10s and 24h",
+        ));
+    }
     Approvers {
         issuer,
         claim,
         values: get_strings(errs, "approvers.values", m.get("values")),
         subjects: get_strings(errs, "approvers.subjects", m.get("subjects")),
         admins: get_strings(errs, "approvers.admins", m.get("admins")),
+        max_claims_age,
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{get_duration, get_effect, get_strings, ser_duration};
 use crate::FieldError;
+use crate::approval::ConfirmField;
 use crate::handlers::HandlerKind;
 use crate::policy::Effect;
 use serde::Serialize;
@@ -36,18 +37,35 @@ pub struct HandlerEntry {
     /// Handler execution timeout.
     #[serde(serialize_with = "ser_duration")]
     pub timeout: Duration,
+    /// An Approve needs an identity-provider sign-in at most this old (ID-token `auth_time`;
+    /// OIDC `max_age`), 10s–24h.
+    #[serde(serialize_with = "super::ser_duration_opt")]
+    pub reauth_within: Option<Duration>,
+    /// Values the approver types again before an Approve counts (`amount`, `target`).
+    #[serde(serialize_with = "ser_confirm")]
+    pub confirm: Vec<ConfirmField>,
+    /// With `confirm: [amount]`: only amounts above this (minor units) must be typed again.
+    pub confirm_over: Option<i64>,
     /// Handler-specific settings (validated by the handler).
     pub settings: Value,
 }
 
+/// `confirm` as its names.
+fn ser_confirm<S: serde::Serializer>(c: &[ConfirmField], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(c.iter().map(|f| f.as_str()))
+}
+
 /// Settings every handler takes; the rest of an entry goes to the handler's own validation.
-const COMMON_HANDLER_KEYS: [&str; 6] = [
+const COMMON_HANDLER_KEYS: [&str; 9] = [
     "summary",
     "risky",
     "grant_lifetime",
     "approvals_required",
     "min_effect",
     "timeout",
+    "reauth_within",
+    "confirm",
+    "confirm_over",
 ];
 
 /// `handlers:` (optional): action name → entry; unknown actions and bad entries are left out
@@ -158,6 +176,7 @@ fn parse_entry(
             "must be between 100ms and 120s",
         ));
     }
+    let care = parse_care(errs, p, kind, em);
     let specific: Map<String, Value> = em
         .iter()
         .filter(|(k, _)| !COMMON_HANDLER_KEYS.contains(&k.as_str()))
@@ -172,8 +191,89 @@ fn parse_entry(
         approvals_required,
         min_effect,
         timeout,
+        reauth_within: care.reauth_within,
+        confirm: care.confirm,
+        confirm_over: care.confirm_over,
         settings: Value::Object(specific),
     })
+}
+
+/// The approval-care settings of one entry: `reauth_within`, `confirm`, `confirm_over`.
+struct Care {
+    reauth_within: Option<Duration>,
+    confirm: Vec<ConfirmField>,
+    confirm_over: Option<i64>,
+}
+
+/// Parses [`Care`] at path `p`: `confirm: [amount]` needs a handler with an integer `amount`
+/// parameter, and `confirm_over` needs `amount` in `confirm`.
+fn parse_care(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    kind: HandlerKind,
+    em: &Map<String, Value>,
+) -> Care {
+    let reauth_within = em.get("reauth_within").map(|v| {
+        let path = format!("{p}.reauth_within");
+        let d = get_duration(errs, &path, Some(v), Duration::from_secs(600));
+        if !(Duration::from_secs(10)..=Duration::from_secs(86_400)).contains(&d) {
+            errs.push(FieldError::new(path, "must be between 10s and 24h"));
+        }
+        d
+    });
+    let mut confirm = Vec::new();
+    for name in get_strings(errs, &format!("{p}.confirm"), em.get("confirm")) {
+        match ConfirmField::parse(&name) {
+            Some(ConfirmField::Amount) if !has_integer_param(kind, "amount") => {
+                errs.push(FieldError::new(
+                    format!("{p}.confirm"),
+                    format!("{} has no amount parameter", kind.action()),
+                ))
+            }
+            Some(f) if !confirm.contains(&f) => confirm.push(f),
+            Some(_) => {}
+            None => errs.push(FieldError::new(
+                format!("{p}.confirm"),
+                format!("{name:?} is not one of amount, target"),
+            )),
+        }
+    }
+    let confirm_over = match em.get("confirm_over") {
+        None => None,
+        Some(v) => {
+            let path = format!("{p}.confirm_over");
+            match v.as_i64() {
+                Some(n) if n >= 0 && confirm.contains(&ConfirmField::Amount) => Some(n),
+                Some(n) if n >= 0 => {
+                    errs.push(FieldError::new(path, "needs amount in confirm"));
+                    None
+                }
+                _ => {
+                    errs.push(FieldError::new(
+                        path,
+                        format!(
+                            "must be a non-negative integer in minor units (got {})",
+                            super::got(v)
+                        ),
+                    ));
+                    None
+                }
+            }
+        }
+    };
+    Care {
+        reauth_within,
+        confirm,
+        confirm_over,
+    }
+}
+
+/// Whether the handler's parameter schema has an integer parameter `name`.
+fn has_integer_param(kind: HandlerKind, name: &str) -> bool {
+    kind.params_schema()
+        .pointer(&format!("/properties/{name}/type"))
+        .and_then(Value::as_str)
+        == Some("integer")
 }
 
 /// `risky`: names of the handler's params (the registry's defaults when absent).

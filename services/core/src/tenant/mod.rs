@@ -19,10 +19,15 @@
 //!     max_amount: 100000         # handler-specific settings…
 //!     grant_lifetime: 5m         # common settings: grant_lifetime (≤15m), approvals_required,
 //!     min_effect: allow          # min_effect, timeout, summary, risky
+//!     reauth_within: 10m         # Approve needs an IdP sign-in this recent (auth_time)
+//!     confirm: [amount]          # the approver types the amount again…
+//!     confirm_over: 50000        # …when it is above this (minor units)
 //! approvers:
 //!   claim: groups                # ID-token claim holding group names
 //!   values: [acme-approvers]
 //!   subjects: [ops-oncall]       # subjects allowed to approve (also for `--as` on the CLI)
+//!   issuer: https://sso.example  # whose subjects these are (default: the web's issuer)
+//!   max_claims_age: 1h           # older login claims → sign in again before an Approve
 //! notify:
 //!   webhook: approvals-chat      # credential name holding a chat webhook URL
 //! retention:
@@ -40,7 +45,7 @@ mod notify;
 mod policy;
 mod retention;
 
-pub use approvers::Approvers;
+pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE};
 pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
