@@ -223,10 +223,9 @@ pub async fn submit(
     let params_json =
         canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
     let params_sha256 = sha256_hex(&params_json);
-    let agent_id = agent.id.to_string();
     let intent_hash = Intent {
         tenant_id: &agent.tenant_id,
-        agent_id: &agent_id,
+        agent_id: &agent.id.to_string(),
         action: &req.action,
         target: &target,
         params_json: &params_json,

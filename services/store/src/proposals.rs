@@ -195,6 +195,22 @@ pub enum Submitted {
     },
 }
 
+/// Records whom the agent acts for (a delegated workload JWT's `sub`, RFC 8693 `act`) beside
+/// the proposal, in the submission's transaction. Nothing when it acts for nobody.
+async fn record_delegation<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<()> {
+    if let Some(user) = &p.on_behalf_of {
+        tx.execute(
+            "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, $2, $3)",
+            &[&p.id, &p.tenant_id, user],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Stores a proposal as `pending`, honouring `Idempotency-Key` (unique per tenant, agent, key)
 /// and returning the open proposal when the same agent proposes the same intent again.
 /// `max_open_escalations` is the tenant's per-agent cap.
@@ -263,13 +279,7 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                     "submission audit event was not written".into(),
                 ));
             }
-            if let Some(user) = &p.on_behalf_of {
-                tx.execute(
-                    "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, $2, $3)",
-                    &[&p.id, &p.tenant_id, user],
-                )
-                .await?;
-            }
+            record_delegation(&tx, p).await?;
             tx.commit().await?;
             return Ok(Submitted::Created(p.id));
         }
