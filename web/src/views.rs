@@ -142,4 +142,8 @@ pub(crate) struct DecisionPage {
     pub(crate) approvals_have: usize,
     pub(crate) notice: String,
     pub(crate) warning: String,
+    /// What the provider holds now (the executor's preview), or "preview unavailable".
+    pub(crate) preview: String,
+    /// When the preview was read, or why it is unavailable.
+    pub(crate) preview_note: String,
 }
