@@ -7,6 +7,7 @@ mod api;
 mod attacks;
 mod audit_seal;
 mod flows;
+mod handlers;
 mod privileges;
 mod schema;
 mod support;

@@ -17,6 +17,7 @@ use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::reveal_invisible;
 use actiond_store::approvals::{self, Approver, Decided, Shown, Verdict};
+use actiond_store::previews;
 use actiond_store::queue_views::{self, Filter};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -387,6 +388,7 @@ pub(crate) async fn decision(
         .await?
         .ok_or(WebError::NotFound)?;
     let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
+    let (preview, preview_note) = preview_lines(previews::get(&state.db, &v.tenants, id).await?);
     let doc = match p.doc_version {
         Some(ver) => {
             let c = state.db.client().await?;
@@ -480,8 +482,34 @@ pub(crate) async fn decision(
         approvals_have,
         notice: notice.to_owned(),
         warning: warning.to_owned(),
+        preview,
+        preview_note,
     };
     Ok(render(&page))
+}
+
+/// The preview lines and their note: what the provider held when the executor read it, dated;
+/// "preview unavailable" with the reason; nothing for actions without previews. Provider and
+/// agent text alike is shown with invisible characters made visible.
+fn preview_lines(p: Option<previews::Preview>) -> (String, String) {
+    match p {
+        Some(p) if p.ok => (
+            reveal_invisible(&p.text, true),
+            format!(
+                "read {} from the provider; for information: the approval binds the parameters, not this preview",
+                p.read_at.format("%H:%M UTC on %Y-%m-%d")
+            ),
+        ),
+        Some(p) => (
+            "preview unavailable".into(),
+            format!(
+                "{} (tried {})",
+                reveal_invisible(&p.text, false),
+                p.read_at.format("%H:%M UTC")
+            ),
+        ),
+        None => (String::new(), String::new()),
+    }
 }
 
 /// `POST /p/{id}/decide`: one click, approve or deny.

@@ -149,4 +149,8 @@ pub(crate) struct DecisionPage {
     pub(crate) confirm_target: bool,
     /// The currency the amount is typed in.
     pub(crate) confirm_currency: String,
+    /// What the provider holds now (the executor's preview), or "preview unavailable".
+    pub(crate) preview: String,
+    /// When the preview was read, or why it is unavailable.
+    pub(crate) preview_note: String,
 }

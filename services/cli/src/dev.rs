@@ -70,6 +70,18 @@ policy:
       when: 'action == "dns.record.update" && params.zone == "staging.example.com"'
       effect: allow
       reason: Staging DNS changes are automatic.
+    - name: inside-email
+      when: 'action == "email.send" && params.recipients.all(r, r.endsWith("@example.com"))'
+      effect: allow
+      reason: Email inside example.com is automatic.
+    - name: outside-email
+      when: 'action == "email.send" && !params.recipients.all(r, r.endsWith("@example.com"))'
+      effect: escalate
+      reason: Email to outside domains needs a person.
+    - name: every-statement
+      when: 'action == "db.statement.execute"'
+      effect: escalate
+      reason: Every database statement needs a person.
     - name: webhook-exfiltration
       when: 'action == "webhook.post"'
       effect: escalate
@@ -86,6 +98,23 @@ handlers:
   webhook.post:
     url: http://127.0.0.1:SINK_PORT/hook
     credential: hooks
+  email.send:
+    from: support@example.com
+    recipient_domains: [example.com, customer.example]
+    max_recipients: 5
+    templates:
+      ticket-reply:
+        subject: "Re: ticket {ticket}"
+        body: "Hello {name},\n\nyour ticket {ticket} is closed. Reply to this email to reopen it.\n"
+  db.statement.execute:
+    credential: orders           # a connection URL of a dedicated role in the orders database
+    min_effect: escalate
+    statement_timeout: 2s
+    statements:
+      cancel_order:
+        sql: "UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'open'"
+        params: [{name: order_id, type: bigint}]
+        max_rows: 1
 approvers:
   claim: groups
   values: [demo-approvers]
@@ -227,6 +256,100 @@ async fn stop_pg(mut pg: ThrowawayPg) {
     let _ = std::fs::remove_dir_all(&pg.dir);
 }
 
+/// Starts a tiny SMTP server that accepts every message and prints it: it stands in for the
+/// operator's relay of `email.send`, as the HTTP sink does for the other providers.
+async fn start_smtp_sink() -> anyhow::Result<u16> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut lines = BufReader::new(r).lines();
+                let _ = w.write_all(b"220 actiond-dev-sink ESMTP\r\n").await;
+                let mut data: Option<Vec<String>> = None;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let reply = if let Some(d) = data.as_mut() {
+                        if line != "." {
+                            d.push(line.strip_prefix('.').unwrap_or(&line).to_owned());
+                            continue;
+                        }
+                        let shown = actiond_core::text::reveal_invisible(&d.join("\n"), true);
+                        eprintln!("[dev-sink] SMTP message:\n{shown}");
+                        data = None;
+                        "250 queued"
+                    } else {
+                        match line.get(..4).map(str::to_ascii_uppercase).as_deref() {
+                            Some("EHLO" | "HELO") => "250 actiond-dev-sink",
+                            Some("DATA") => {
+                                data = Some(Vec::new());
+                                "354 end with <CRLF>.<CRLF>"
+                            }
+                            Some("QUIT") => "221 bye",
+                            _ => "250 ok",
+                        }
+                    };
+                    if w.write_all(format!("{reply}\r\n").as_bytes())
+                        .await
+                        .is_err()
+                        || reply.starts_with("221")
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// Creates the demo `orders` database with its own login role (`demo_orders`, allowed to read
+/// and update `orders` only) for `db.statement.execute`, and writes its URL as the credential
+/// `demo.orders`. Only on the throwaway cluster: with your own DATABASE_URL the credential
+/// names a database you may create yourself.
+async fn set_up_demo_orders(roles: &RoleUrls, exec_dir: &Path) -> anyhow::Result<()> {
+    let mut u = url::Url::parse(&roles.url).context("DATABASE_URL")?;
+    u.set_path("/demo_orders");
+    let _ = u.set_username("demo_orders");
+    let _ = u.set_password(None);
+    write_secret(&exec_dir.join("demo.orders"), u.as_str())?;
+    if !roles.own_pg {
+        return Ok(());
+    }
+    let admin = actiond_store::tls::connect(&roles.url).await?;
+    admin
+        .batch_execute("CREATE ROLE demo_orders LOGIN; CREATE DATABASE demo_orders")
+        .await
+        .ok();
+    let mut owner = url::Url::parse(&roles.url)?;
+    owner.set_path("/demo_orders");
+    let c = actiond_store::tls::connect(owner.as_str()).await?;
+    c.batch_execute(
+        "CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY, customer text NOT NULL, status text NOT NULL);
+         INSERT INTO orders VALUES (1001, 'ann@example.com', 'open'), (1002, 'bo@customer.example', 'open')
+           ON CONFLICT DO NOTHING;
+         GRANT SELECT, UPDATE ON orders TO demo_orders;",
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the HTTP dev sink answers: reads get a fixed stand-in (a PowerDNS zone holding
+/// `www.prod.example.com A 192.0.2.7`, a payment of 150.00 USD with nothing refunded) so
+/// previews have something to show; everything else succeeds.
+fn sink_answer(method: &axum::http::Method, path: &str) -> serde_json::Value {
+    use serde_json::json;
+    if method == axum::http::Method::GET && path.starts_with("/api/v1/servers/localhost/zones/") {
+        return json!({"rrsets": [{"name": "www.prod.example.com.", "type": "A", "ttl": 3600,
+            "records": [{"content": "192.0.2.7", "disabled": false}]}]});
+    }
+    if method == axum::http::Method::GET && path.starts_with("/v1/payment_intents/") {
+        return json!({"amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": 0}});
+    }
+    json!({"id": format!("dev_{}", uuid::Uuid::new_v4().simple()), "status": "succeeded"})
+}
+
 /// Starts a tiny HTTP server that accepts anything and logs it: it stands in for the billing
 /// API and the webhook receiver so approved actions have somewhere to go.
 async fn start_sink() -> anyhow::Result<u16> {
@@ -234,8 +357,11 @@ async fn start_sink() -> anyhow::Result<u16> {
     use axum::http::{Method, Uri};
     let app = axum::Router::new().fallback(|method: Method, uri: Uri, body: Bytes| async move {
         let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-        eprintln!("[dev-sink] {method} {uri} {}", actiond_core::text::reveal_invisible(&shown, false));
-        axum::Json(serde_json::json!({"id": format!("dev_{}", uuid::Uuid::new_v4().simple()), "status": "succeeded"}))
+        eprintln!(
+            "[dev-sink] {method} {uri} {}",
+            actiond_core::text::reveal_invisible(&shown, false)
+        );
+        axum::Json(sink_answer(&method, uri.path()))
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
@@ -316,9 +442,13 @@ async fn run_with_db(
     let creds = state.join("credentials");
     let exec_dir = write_credentials(&creds)?;
     let sink = start_sink().await?;
+    let smtp = start_smtp_sink().await?;
+    set_up_demo_orders(&roles, &exec_dir)
+        .await
+        .context("the demo orders database")?;
     let demo = set_up_demo(&db, state, sink).await?;
     let exe = std::env::current_exe()?;
-    let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, sink)?;
+    let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, (sink, smtp))?;
     children.push(crate::audit::spawn_dev_sealer(
         &exe,
         &roles.of("sealer"),
@@ -447,7 +577,7 @@ fn spawn_services(
     roles: &RoleUrls,
     creds: &Path,
     exec_dir: &Path,
-    sink: u16,
+    (sink, smtp): (u16, u16),
 ) -> anyhow::Result<Vec<(&'static str, Child)>> {
     let any = "127.0.0.1:0".to_owned();
     Ok(vec![
@@ -496,6 +626,7 @@ fn spawn_services(
                         format!("http://127.0.0.1:{sink}/"),
                     ),
                     ("ACTIOND_PDNS_BASE_URL", format!("http://127.0.0.1:{sink}/")),
+                    ("ACTIOND_SMTP_RELAY", format!("127.0.0.1:{smtp}")),
                     ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
                 ],
             )?,
@@ -558,7 +689,7 @@ fn print_banner(
         format!("  agent token   {token}"),
         format!("                (agent support-bot, owner dev-owner; also in {tp})"),
         format!(
-            "  dev sink      http://127.0.0.1:{sink}   (stands in for the billing API and the webhook receiver)"
+            "  dev sink      http://127.0.0.1:{sink}   (stands in for the billing API, PowerDNS, the webhook receiver and, on a port of its own, the SMTP relay)"
         ),
         String::new(),
         "Try it from another terminal:".into(),

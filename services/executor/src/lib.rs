@@ -17,6 +17,7 @@
 
 pub mod destinations;
 pub mod handlers;
+pub mod previews;
 pub mod refusal;
 
 use actiond_core::grant::{KeyKind, TrustedKeys};
@@ -91,6 +92,9 @@ pub struct ExecutorArgs {
     /// Base URL of the PowerDNS HTTP API for `dns.record.update`.
     #[arg(long, env = "ACTIOND_PDNS_BASE_URL")]
     pub pdns_base_url: Option<url::Url>,
+    /// SMTP relay for `email.send` (`host:port`; STARTTLS whenever the relay offers it).
+    #[arg(long, env = "ACTIOND_SMTP_RELAY", value_parser = handlers::email::parse_relay)]
+    pub smtp_relay: Option<(String, u16)>,
     /// Allow private, loopback and link-local destinations (single-machine setups, tests).
     #[arg(long, env = "ACTIOND_ALLOW_PRIVATE_DESTINATIONS")]
     pub allow_private_destinations: bool,
@@ -219,6 +223,7 @@ impl Worker {
                     .collect(),
                 billing_base_url: args.billing_base_url.clone(),
                 pdns_base_url: args.pdns_base_url.clone(),
+                smtp_relay: args.smtp_relay.clone(),
                 allow_private: args.allow_private_destinations,
             },
             http,
@@ -564,6 +569,11 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
     });
     let wake = Arc::new(Notify::new());
     let listener = spawn_listener(&db, CHANNEL_APPROVED, wake.clone());
+    let preview_task = tokio::spawn(previews::run(
+        worker.clone(),
+        Duration::from_millis(args.poll_ms.max(10)),
+        stop_rx.clone(),
+    ));
     let slots = Arc::new(Semaphore::new(args.concurrency.max(1)));
     let poll = Duration::from_millis(args.poll_ms.max(10));
     let sweep_every = Duration::from_millis(args.sweep_ms.max(100));
@@ -624,6 +634,7 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
     // Let running handlers finish and record their outcomes.
     let _ = slots.acquire_many(args.concurrency.max(1) as u32).await;
     listener.abort();
+    let _ = preview_task.await;
     tracing::info!("actiond executor stopped");
     Ok(())
 }

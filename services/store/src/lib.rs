@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod notifications;
 pub mod policy_cache;
 pub mod policy_queue;
+pub mod previews;
 pub mod proposals;
 pub mod queue_views;
 pub mod retention;

@@ -8,6 +8,7 @@
 //!   directory per signer, the executor's `trusted_keys/`).
 //! - [`Receiver`]: a local HTTP server that counts and records requests, optionally slow.
 //! - [`Service`]: an `actiond <role>` child process with its log in a file, killed on drop.
+//! - [`providers`]: real PowerDNS, SMTP and target-Postgres servers for handler tests.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,6 +16,8 @@
     clippy::panic,
     clippy::print_stdout
 )]
+
+pub mod providers;
 
 use actiond_core::grant::{GrantSigner, generate_key};
 use actiond_store::Db;

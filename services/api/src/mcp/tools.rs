@@ -126,8 +126,62 @@ fn constraints(entry: &HandlerEntry) -> Vec<String> {
     if let Some(z) = list("zones") {
         out.push(format!("zone one of {z}"));
     }
+    if let Some(d) = list("recipient_domains") {
+        out.push(format!("recipients in the domains {d}"));
+    }
+    if let Some(n) = s.get("max_recipients").and_then(Value::as_u64) {
+        out.push(format!("at most {n} recipients"));
+    }
+    out.extend(named_choices(s));
     if entry.min_effect == Effect::Escalate {
         out.push("always needs a person's approval".to_owned());
+    }
+    out
+}
+
+/// The named templates (`email.send`) and statements (`db.statement.execute`) an agent may
+/// choose, each with the variables or typed values it takes; never their text or SQL.
+fn named_choices(s: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(t) = s.get("templates").and_then(Value::as_object) {
+        let names: Vec<String> = t
+            .iter()
+            .map(|(name, tpl)| {
+                let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
+                let mut vars = actiond_core::handlers::email::placeholders(text("subject"));
+                for v in actiond_core::handlers::email::placeholders(text("body")) {
+                    if !vars.contains(&v) {
+                        vars.push(v);
+                    }
+                }
+                format!("{name} (variables: {})", vars.join(", "))
+            })
+            .collect();
+        out.push(format!("template one of {}", names.join(", ")));
+    }
+    if let Some(st) = s.get("statements").and_then(Value::as_object) {
+        let names: Vec<String> = st
+            .iter()
+            .map(|(name, def)| {
+                let vals: Vec<String> = def
+                    .get("params")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|p| {
+                                format!(
+                                    "{}: {}",
+                                    p["name"].as_str().unwrap_or_default(),
+                                    p["type"].as_str().unwrap_or_default()
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!("{name} (values: {})", vals.join(", "))
+            })
+            .collect();
+        out.push(format!("statement one of {}", names.join(", ")));
     }
     out
 }
@@ -644,6 +698,43 @@ mod tests {
         assert_eq!(
             tools[0].input_schema["properties"]["action"]["enum"],
             json!(["billing.refund.issue"])
+        );
+    }
+
+    #[test]
+    fn email_and_statement_choices_are_listed_without_their_text() {
+        let d = doc(concat!(
+            "handlers:\n  email.send:\n    from: a@acme.example\n    recipient_domains: [acme.example]\n",
+            "    templates:\n      reply: {subject: 'Re: {ticket}', body: 'Hi {name}, {ticket} is closed'}\n",
+            "  db.statement.execute:\n    credential: orders\n    statements:\n",
+            "      cancel_order: {sql: 'UPDATE orders SET status = 1 WHERE id = $1', params: [{name: order_id, type: bigint}], max_rows: 1}\n",
+        ));
+        let desc = propose_description(Some(&d));
+        assert!(desc.contains("- email.send: Send a text email"), "{desc}");
+        assert!(desc.contains("params: {recipients: array"), "{desc}");
+        assert!(
+            desc.contains("recipients in the domains acme.example"),
+            "{desc}"
+        );
+        assert!(
+            desc.contains("template one of reply (variables: ticket, name)"),
+            "{desc}"
+        );
+        assert!(
+            desc.contains("- db.statement.execute: Run one of the tenant's named SQL statements"),
+            "{desc}"
+        );
+        assert!(
+            desc.contains("statement one of cancel_order (values: order_id: bigint)"),
+            "{desc}"
+        );
+        assert!(
+            !desc.contains("UPDATE orders") && !desc.contains("Hi {name}"),
+            "{desc}"
+        );
+        assert!(
+            !desc.contains("orders;") && !desc.contains("credential"),
+            "{desc}"
         );
     }
 

@@ -115,6 +115,34 @@ async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints the executor's preview: one line, or the first line and the rest indented (an
+/// email), dated; "preview unavailable" with the reason; nothing when there is none.
+async fn show_preview(db: &actiond_store::Db, tenant: &str, id: uuid::Uuid) -> anyhow::Result<()> {
+    let Some(v) = actiond_store::previews::get(db, &[tenant.to_owned()], id).await? else {
+        return Ok(());
+    };
+    let at = v.read_at.format("%H:%M UTC");
+    if !v.ok {
+        say(&format!(
+            "preview    unavailable: {} (tried {at})",
+            esc(&v.text)
+        ));
+        return Ok(());
+    }
+    let mut lines = v.text.lines();
+    let first = lines.next().unwrap_or_default();
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() {
+        say(&format!("preview    {} (read {at})", esc(first)));
+    } else {
+        say(&format!("preview    (read {at})"));
+        for line in std::iter::once(first).chain(rest) {
+            say(&format!("  | {}", esc(line)));
+        }
+    }
+    Ok(())
+}
+
 /// `actiond approvals show`: everything a person needs to decide, untrusted text escaped.
 async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
@@ -127,6 +155,7 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     say(&format!("state      {}", p.state));
     say(&format!("action     {}", esc(&summary)));
     say(&format!("target     {}", esc(&p.target)));
+    show_preview(&db, &p.tenant_id, id).await?;
     say(&format!(
         "agent      {} ({}), owner {}",
         esc(&p.agent_name),

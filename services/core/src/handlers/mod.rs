@@ -2,7 +2,8 @@
 //! them, how it reads as one sentence, which params carry the risk, and which per-tenant settings
 //! it takes. Execution lives in the executor; this is the part every service needs.
 //!
-//! Each handler's facts and rules live in its own module (`webhook`, `refund`, `dns`) as one
+//! Each handler's facts and rules live in its own module (`webhook`, `refund`, `dns`, `email`,
+//! `db_statement`) as one
 //! `Spec`; this module is the registry ([`HandlerKind`] and its lookup) and the checks every
 //! handler shares: unknown and required params, the setting keys, the credential name, headers,
 //! and summary templates.
@@ -10,7 +11,9 @@
 //! Lookup is an exact comparison with the registry's names: `constructor`, `__proto__`,
 //! `toString`, `shell.exec` and every other unknown name simply miss (design, "Handlers").
 
+pub mod db_statement;
 mod dns;
+pub mod email;
 mod refund;
 mod webhook;
 
@@ -29,6 +32,11 @@ pub enum HandlerKind {
     BillingRefundIssue,
     /// `dns.record.update`: replace one RRset through the PowerDNS HTTP API.
     DnsRecordUpdate,
+    /// `email.send`: a text email from a named template through the operator's SMTP relay.
+    EmailSend,
+    /// `db.statement.execute`: a named SQL statement run as the tenant's role of a target
+    /// database, with a cap on rows touched.
+    DbStatementExecute,
 }
 
 /// What one handler declares about itself; each handler module defines one `SPEC`.
@@ -69,10 +77,12 @@ fn no_placeholder(_key: &str, _params: &Value) -> Option<String> {
 
 impl HandlerKind {
     /// Every handler in the registry.
-    pub const ALL: [HandlerKind; 3] = [
+    pub const ALL: [HandlerKind; 5] = [
         Self::WebhookPost,
         Self::BillingRefundIssue,
         Self::DnsRecordUpdate,
+        Self::EmailSend,
+        Self::DbStatementExecute,
     ];
 
     fn spec(self) -> &'static Spec {
@@ -80,6 +90,8 @@ impl HandlerKind {
             Self::WebhookPost => &webhook::SPEC,
             Self::BillingRefundIssue => &refund::SPEC,
             Self::DnsRecordUpdate => &dns::SPEC,
+            Self::EmailSend => &email::SPEC,
+            Self::DbStatementExecute => &db_statement::SPEC,
         }
     }
 

@@ -3,6 +3,10 @@
 //! URL, host, command or SQL text from the proposal. Only `params` fields declared in the
 //! handler's schema are used.
 
+pub(crate) mod db;
+pub(crate) mod dns;
+pub mod email;
+
 use crate::destinations::check_url;
 use actiond_core::handlers::HandlerKind;
 use actiond_runtime::credentials::CredentialsDir;
@@ -18,6 +22,8 @@ pub struct Destinations {
     pub billing_base_url: Option<url::Url>,
     /// Base URL of the PowerDNS HTTP API.
     pub pdns_base_url: Option<url::Url>,
+    /// SMTP relay of `email.send` (host, port).
+    pub smtp_relay: Option<(String, u16)>,
     /// Allow private/loopback destinations.
     pub allow_private: bool,
 }
@@ -89,7 +95,9 @@ pub async fn execute(kind: HandlerKind, ex: &Execution<'_>) -> Outcome {
         match kind {
             HandlerKind::WebhookPost => webhook_post(ex).await,
             HandlerKind::BillingRefundIssue => refund(ex).await,
-            HandlerKind::DnsRecordUpdate => dns_update(ex).await,
+            HandlerKind::DnsRecordUpdate => dns::update(ex).await,
+            HandlerKind::EmailSend => email::send(ex).await,
+            HandlerKind::DbStatementExecute => db::execute(ex).await,
         }
     };
     match tokio::time::timeout(ex.timeout, fut).await {
@@ -101,7 +109,7 @@ pub async fn execute(kind: HandlerKind, ex: &Execution<'_>) -> Outcome {
     }
 }
 
-fn credential(ex: &Execution<'_>) -> Result<Option<String>, Outcome> {
+pub(crate) fn credential(ex: &Execution<'_>) -> Result<Option<String>, Outcome> {
     match ex.settings.get("credential").and_then(Value::as_str) {
         None => Ok(None),
         Some(name) => ex
@@ -113,6 +121,15 @@ fn credential(ex: &Execution<'_>) -> Result<Option<String>, Outcome> {
 }
 
 async fn send(req: reqwest::RequestBuilder) -> Outcome {
+    send_with(req, |_, body| body.to_owned()).await
+}
+
+/// Sends `req`; a non-2xx answer is `Failed` with `reason(status, body)` (the body cut to 500
+/// characters), a connect error `Failed`, anything after the request may have left `Unknown`.
+pub(crate) async fn send_with(
+    req: reqwest::RequestBuilder,
+    reason: impl Fn(u16, &str) -> String,
+) -> Outcome {
     match req.send().await {
         Ok(resp) => {
             let status = resp.status();
@@ -127,8 +144,9 @@ async fn send(req: reqwest::RequestBuilder) -> Outcome {
                 Outcome::Succeeded(format!("HTTP {}", status.as_u16()))
             } else {
                 Outcome::Failed(format!(
-                    "provider answered HTTP {}: {body}",
-                    status.as_u16()
+                    "provider answered HTTP {}: {}",
+                    status.as_u16(),
+                    reason(status.as_u16(), &body)
                 ))
             }
         }
@@ -215,6 +233,15 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
                 .unwrap_or_default()
                 .to_string(),
         );
+        // Stripe infers the currency from the payment when it is left out; the approved
+        // currency is sent so a refund can never run in another one.
+        form.append_pair(
+            "currency",
+            &p.get("currency")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_ascii_lowercase(),
+        );
         if let Some(r) = p.get("reason").and_then(Value::as_str) {
             form.append_pair("reason", r);
         }
@@ -231,75 +258,5 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
         .header("idempotency-key", ex.grant_id.to_string())
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body);
-    send(req).await
-}
-
-async fn dns_update(ex: &Execution<'_>) -> Outcome {
-    let Some(base) = &ex.destinations.pdns_base_url else {
-        return Outcome::Failed(
-            "no PowerDNS API is configured on this executor (--pdns-base-url)".into(),
-        );
-    };
-    let p = ex.params;
-    let s = |k: &str| {
-        p.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .trim_end_matches('.')
-            .to_ascii_lowercase()
-    };
-    let zone = s("zone");
-    let allowed = ex
-        .settings
-        .get("zones")
-        .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|z| z.as_str() == Some(zone.as_str())));
-    if !allowed {
-        return Outcome::Failed(format!(
-            "zone {zone} is not allowed by the approved settings"
-        ));
-    }
-    let server = ex
-        .settings
-        .get("server_id")
-        .and_then(Value::as_str)
-        .unwrap_or("localhost");
-    let path = format!(
-        "api/v1/servers/{}/zones/{}.",
-        url::form_urlencoded::byte_serialize(server.as_bytes()).collect::<String>(),
-        url::form_urlencoded::byte_serialize(zone.as_bytes()).collect::<String>()
-    );
-    let Ok(url) = base.join(&path) else {
-        return Outcome::Failed("bad PowerDNS base URL".into());
-    };
-    let cred = match credential(ex) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Outcome::Failed("dns.record.update needs a credential".into()),
-        Err(o) => return o,
-    };
-    let rtype = p.get("type").and_then(Value::as_str).unwrap_or_default();
-    let records: Vec<Value> = p
-        .get("records")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(|c| serde_json::json!({"content": c, "disabled": false}))
-                .collect()
-        })
-        .unwrap_or_default();
-    let body = serde_json::json!({"rrsets": [{
-        "name": format!("{}.", s("name")),
-        "type": rtype,
-        "ttl": p.get("ttl").and_then(Value::as_i64).unwrap_or(3600),
-        "changetype": "REPLACE",
-        "records": records,
-    }]});
-    let req = ex
-        .http
-        .patch(url)
-        .header("x-api-key", cred)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap_or_default());
     send(req).await
 }

@@ -1,0 +1,418 @@
+//! `db.statement.execute`: a SQL statement *named* in the tenant document (written by the
+//! tenant's admin, never by the agent), its parameters bound by name and type, run as a
+//! dedicated role of the target database (the URL is the credential) under a
+//! `statement_timeout` and a cap on the rows it may touch. The agent chooses only the
+//! statement's name and its typed values.
+
+use super::{Spec, check_token};
+use crate::FieldError;
+use crate::ids::parse_duration;
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+/// The registry entry of `db.statement.execute`.
+pub(super) static SPEC: Spec = Spec {
+    action: "db.statement.execute",
+    description: "Run one of the tenant's named SQL statements with typed values; rows touched over the statement's cap roll it back.",
+    honours_idempotency_key: false,
+    history_sum_param: None,
+    default_risky: &["statement", "values"],
+    default_summary: "Run statement {statement} with {values}",
+    settings: &["credential", "statements", "statement_timeout"],
+    credential_required: true,
+    params_schema,
+    check_params,
+    check_settings,
+    derive_target,
+    placeholder,
+};
+
+/// Default of `statement_timeout`.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest text value, in characters.
+const MAX_TEXT_CHARS: usize = 1000;
+
+/// The SQL types a statement parameter may have, and the JSON value each accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlType {
+    /// `text`: a JSON string.
+    Text,
+    /// `bigint`: a JSON integer.
+    Bigint,
+    /// `integer`: a JSON integer within ±2^31.
+    Integer,
+    /// `boolean`: `true` or `false`.
+    Boolean,
+}
+
+impl SqlType {
+    /// Parses a type name of the settings.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text" => Some(Self::Text),
+            "bigint" => Some(Self::Bigint),
+            "integer" => Some(Self::Integer),
+            "boolean" => Some(Self::Boolean),
+            _ => None,
+        }
+    }
+
+    /// Whether `v` is a value of this type.
+    pub fn accepts(self, v: &Value) -> bool {
+        match self {
+            Self::Text => v
+                .as_str()
+                .is_some_and(|s| s.chars().count() <= MAX_TEXT_CHARS && !s.contains('\0')),
+            Self::Bigint => v.as_i64().is_some(),
+            Self::Integer => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+            Self::Boolean => v.is_boolean(),
+        }
+    }
+
+    fn rule(self) -> String {
+        match self {
+            Self::Text => {
+                format!("must be a string of at most {MAX_TEXT_CHARS} characters (type text)")
+            }
+            Self::Bigint => "must be an integer (type bigint)".into(),
+            Self::Integer => {
+                "must be an integer between -2147483648 and 2147483647 (type integer)".into()
+            }
+            Self::Boolean => "must be true or false (type boolean)".into(),
+        }
+    }
+}
+
+/// A statement of the tenant document, as the executor runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedStatement {
+    /// The SQL, with `$1`, `$2`, … for the parameters in order.
+    pub sql: String,
+    /// Parameter names and types, in `$n` order.
+    pub params: Vec<(String, SqlType)>,
+    /// Most rows the statement may touch; more rolls it back.
+    pub max_rows: u64,
+}
+
+/// The statement `params.statement` names in `settings`, or `None`.
+pub fn statement(params: &Value, settings: &Value) -> Option<NamedStatement> {
+    let name = params.get("statement")?.as_str()?;
+    let s = settings.get("statements")?.get(name)?;
+    let list = s.get("params").and_then(Value::as_array);
+    let params = list
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get("name")?.as_str()?.to_owned(),
+                        SqlType::parse(p.get("type")?.as_str()?)?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(NamedStatement {
+        sql: s.get("sql")?.as_str()?.to_owned(),
+        params,
+        max_rows: s.get("max_rows")?.as_u64()?,
+    })
+}
+
+/// The `statement_timeout` of the settings (default 5 s).
+pub fn statement_timeout(settings: &Value) -> Duration {
+    settings
+        .get("statement_timeout")
+        .and_then(Value::as_str)
+        .and_then(|s| parse_duration(s).ok())
+        .unwrap_or(DEFAULT_STATEMENT_TIMEOUT)
+}
+
+fn params_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["statement"],
+        "properties": {
+            "statement": {"type": "string", "description": "name of one of the tenant's statements"},
+            "values": {"type": "object", "description": "the statement's parameters by name: strings, integers or booleans as its types say"}
+        }
+    })
+}
+
+fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<FieldError>) {
+    let Some(v) = obj.get("statement") else {
+        return;
+    };
+    check_token(errs, "statement", v, 64);
+    let Some(st) = statement(&Value::Object(obj.clone()), settings) else {
+        if v.as_str().is_some() {
+            errs.push(FieldError::new(
+                "params.statement",
+                "is not one of this tenant's statements",
+            ));
+        }
+        return;
+    };
+    let empty = Map::new();
+    let values = match obj.get("values") {
+        None => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "params.values",
+                "must be an object of the statement's parameters",
+            ));
+            return;
+        }
+    };
+    for (name, ty) in &st.params {
+        match values.get(name) {
+            None => errs.push(FieldError::new(
+                format!("params.values.{name}"),
+                "is required by the statement",
+            )),
+            Some(v) if !ty.accepts(v) => {
+                errs.push(FieldError::new(format!("params.values.{name}"), ty.rule()))
+            }
+            Some(_) => {}
+        }
+    }
+    for k in values.keys() {
+        if !st.params.iter().any(|(n, _)| n == k) {
+            errs.push(FieldError::new(
+                super::field(k).replacen("params", "params.values", 1),
+                "is not a parameter of the statement",
+            ));
+        }
+    }
+}
+
+fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    if let Some(t) = settings.get("statement_timeout") {
+        let ok = t
+            .as_str()
+            .and_then(|s| parse_duration(s).ok())
+            .is_some_and(|d| d >= Duration::from_millis(10) && d <= Duration::from_secs(60));
+        if !ok {
+            errs.push(FieldError::new(
+                format!("{path}.statement_timeout"),
+                "must be a duration between 10ms and 60s, like 2s",
+            ));
+        }
+    }
+    let Some(m) = settings
+        .get("statements")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+    else {
+        errs.push(FieldError::new(
+            format!("{path}.statements"),
+            "is required: a mapping of statement name to {sql, params, max_rows}",
+        ));
+        return;
+    };
+    for (name, s) in m {
+        check_statement(&format!("{path}.statements.{name}"), name, s, errs);
+    }
+}
+
+fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        errs.push(FieldError::new(
+            p,
+            "the name must match ^[A-Za-z0-9_-]{1,64}$",
+        ));
+    }
+    if let Some(k) = s.as_object().and_then(|o| {
+        o.keys()
+            .find(|k| !matches!(k.as_str(), "sql" | "params" | "max_rows"))
+    }) {
+        errs.push(FieldError::new(
+            format!("{p}.{k}"),
+            "unknown setting; expected sql, params, max_rows",
+        ));
+    }
+    let n_params = match s.get("params") {
+        None => 0,
+        Some(Value::Array(a)) => {
+            for (i, prm) in a.iter().enumerate() {
+                let ok_name = prm.get("name").and_then(Value::as_str).is_some_and(|n| {
+                    !n.is_empty()
+                        && n.len() <= 64
+                        && n.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                });
+                let ok_type = prm
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .and_then(SqlType::parse)
+                    .is_some();
+                if !ok_name || !ok_type {
+                    errs.push(FieldError::new(
+                        format!("{p}.params[{i}]"),
+                        "must be {name: [a-z0-9_]+, type: text | bigint | integer | boolean}",
+                    ));
+                }
+            }
+            a.len()
+        }
+        Some(_) => {
+            errs.push(FieldError::new(
+                format!("{p}.params"),
+                "must be a list of {name, type}",
+            ));
+            0
+        }
+    };
+    match s.get("sql").and_then(Value::as_str) {
+        Some(sql) if !sql.trim().is_empty() && sql.len() <= 4000 => {
+            let max = highest_placeholder(sql);
+            if max != n_params {
+                errs.push(FieldError::new(
+                    format!("{p}.sql"),
+                    format!("uses ${max} as its highest parameter but params lists {n_params}: $1…$n bind params in order"),
+                ));
+            }
+        }
+        _ => errs.push(FieldError::new(
+            format!("{p}.sql"),
+            "is required: one SQL statement of at most 4000 characters",
+        )),
+    }
+    if !s
+        .get("max_rows")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| (1..=1_000_000).contains(&n))
+    {
+        errs.push(FieldError::new(
+            format!("{p}.max_rows"),
+            "is required: the most rows the statement may touch, 1 to 1000000",
+        ));
+    }
+}
+
+/// The highest `$n` placeholder in `sql` (0 when there is none).
+fn highest_placeholder(sql: &str) -> usize {
+    let b = sql.as_bytes();
+    let mut max = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            let start = i + 1;
+            let mut j = start;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > start {
+                max = max.max(sql[start..j].parse().unwrap_or(usize::MAX));
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    max
+}
+
+/// The target is the statement's name.
+fn derive_target(params: &Value, _settings: &Value) -> String {
+    super::param_str(params, "statement")
+}
+
+/// `{values}` reads as `name = value, …`.
+fn placeholder(key: &str, params: &Value) -> Option<String> {
+    if key != "values" {
+        return None;
+    }
+    let vals = params.get("values").and_then(Value::as_object)?;
+    if vals.is_empty() {
+        return Some("no values".into());
+    }
+    Some(
+        vals.iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::HandlerKind;
+    use super::*;
+
+    fn settings() -> Value {
+        json!({"statements": {"cancel_order": {
+            "sql": "UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = $2",
+            "params": [{"name": "order_id", "type": "bigint"}, {"name": "status", "type": "text"}],
+            "max_rows": 1}}})
+    }
+
+    #[test]
+    fn only_a_named_statement_with_typed_values_passes() {
+        let h = HandlerKind::DbStatementExecute;
+        let ok = json!({"statement": "cancel_order", "values": {"order_id": 7, "status": "open"}});
+        assert!(h.validate_params(&ok, &settings()).is_ok());
+        assert_eq!(h.derive_target(&ok, &settings()), "cancel_order");
+        assert_eq!(
+            h.summary(None, &ok, "cancel_order"),
+            "Run statement cancel_order with order_id = 7, status = \"open\""
+        );
+        for (p, field, rule) in [
+            (
+                json!({"statement": "drop_all", "values": {}}),
+                "params.statement",
+                "is not one of this tenant's statements",
+            ),
+            (
+                json!({"statement": "cancel_order", "values": {"order_id": "7 OR 1=1", "status": "open"}}),
+                "params.values.order_id",
+                "must be an integer (type bigint)",
+            ),
+            (
+                json!({"statement": "cancel_order", "values": {"order_id": 7}}),
+                "params.values.status",
+                "is required by the statement",
+            ),
+            (
+                json!({"statement": "cancel_order", "values": {"order_id": 7, "status": "open", "sql": "DROP TABLE orders"}}),
+                "params.values.sql",
+                "is not a parameter of the statement",
+            ),
+            (
+                json!({"statement": "cancel_order", "values": {"order_id": 7, "status": "open"}, "sql": "DROP TABLE orders"}),
+                "params.sql",
+                "unknown parameter for db.statement.execute; expected one of: statement, values",
+            ),
+        ] {
+            let e = h.validate_params(&p, &settings()).unwrap_err();
+            assert_eq!(e.0.len(), 1, "{p}: {e}");
+            assert_eq!((e.0[0].field.as_str(), e.0[0].rule.as_str()), (field, rule));
+        }
+    }
+
+    #[test]
+    fn settings_must_bind_every_placeholder() {
+        let errs = HandlerKind::DbStatementExecute.validate_settings(
+            "h",
+            json!({"credential": "db", "statement_timeout": "2m", "statements": {"x": {"sql": "DELETE FROM t WHERE a = $1 AND b = $2", "params": [{"name": "a", "type": "uuid"}], "max_rows": 0}}})
+                .as_object()
+                .unwrap(),
+        );
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "h.statement_timeout",
+                "h.statements.x.params[0]",
+                "h.statements.x.sql",
+                "h.statements.x.max_rows"
+            ]
+        );
+        assert_eq!(highest_placeholder("SELECT $1, '$$', $12"), 12);
+    }
+}

@@ -1,0 +1,454 @@
+//! `email.send`: a text email through the operator's SMTP relay, from the tenant's address, to
+//! recipients in the tenant's allowed domains, built from a template *named* in the tenant
+//! document. The agent picks the template and fills its `{placeholders}` with plain text; it
+//! never writes a header, a subject line or HTML.
+
+use super::{Spec, check_token, is_canonical_dns_name};
+use crate::FieldError;
+use serde_json::{Map, Value, json};
+
+/// The registry entry of `email.send`.
+pub(super) static SPEC: Spec = Spec {
+    action: "email.send",
+    description: "Send a text email built from one of the tenant's named templates to recipients in its allowed domains.",
+    honours_idempotency_key: false,
+    history_sum_param: None,
+    default_risky: &["recipients", "variables"],
+    default_summary: "Email {recipients} using template {template}",
+    settings: &[
+        "credential",
+        "from",
+        "recipient_domains",
+        "templates",
+        "max_recipients",
+    ],
+    credential_required: false,
+    params_schema,
+    check_params,
+    check_settings,
+    derive_target,
+    placeholder: super::no_placeholder,
+};
+
+/// Default of the `max_recipients` setting.
+const DEFAULT_MAX_RECIPIENTS: usize = 10;
+/// Longest variable value, in characters.
+const MAX_VARIABLE_CHARS: usize = 2000;
+/// The rule broken by a CR or LF in a value that could reach a header.
+const NO_CRLF: &str = "must not contain CR, LF or other control characters (header injection)";
+
+fn params_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["recipients", "template"],
+        "properties": {
+            "recipients": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                "description": "email addresses (local@domain) in the tenant's allowed recipient domains"},
+            "template": {"type": "string", "description": "name of one of the tenant's email templates"},
+            "variables": {"type": "object", "additionalProperties": {"type": "string", "maxLength": MAX_VARIABLE_CHARS},
+                "description": "plain-text values for the template's {placeholders}; exactly the ones it uses"}
+        }
+    })
+}
+
+/// True for `local@domain` with a dot-atom local part (RFC 5322 §3.4.1, without quoted
+/// strings or comments) and a canonical lowercase domain.
+pub fn is_email_address(s: &str) -> bool {
+    let Some((local, domain)) = s.rsplit_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && local.len() <= 64
+        && !local.starts_with('.')
+        && !local.ends_with('.')
+        && !local.contains("..")
+        && local
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c))
+        && is_canonical_dns_name(domain)
+        && domain.contains('.')
+}
+
+/// The `{placeholder}` names a template text uses, in order of first use.
+pub fn placeholders(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else { break };
+        let name = &after[..end];
+        if is_placeholder_name(name) && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+fn is_placeholder_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Replaces every `{name}` of `text` with its variable (plain text, never markup).
+fn fill(text: &str, vars: &Map<String, Value>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &after[..end];
+        match vars.get(name).and_then(Value::as_str) {
+            Some(v) if is_placeholder_name(name) => out.push_str(v),
+            _ => out.push_str(&rest[start..start + end + 2]),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An email as it will be sent: from the approved settings and the validated params.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedEmail {
+    /// The tenant's `from` address.
+    pub from: String,
+    /// The recipients, as proposed.
+    pub to: Vec<String>,
+    /// The template's subject with its placeholders filled.
+    pub subject: String,
+    /// The template's text body with its placeholders filled.
+    pub body: String,
+}
+
+/// Renders the email `params` describe with `settings` (the handler entry's own settings);
+/// `None` when the template is missing (params are validated at submission, so only a changed
+/// document gets here).
+pub fn render(params: &Value, settings: &Value) -> Option<RenderedEmail> {
+    let name = params.get("template")?.as_str()?;
+    let tpl = settings.get("templates")?.get(name)?;
+    let empty = Map::new();
+    let vars = params
+        .get("variables")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    Some(RenderedEmail {
+        from: settings.get("from")?.as_str()?.to_owned(),
+        to: params
+            .get("recipients")?
+            .as_array()?
+            .iter()
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect(),
+        subject: fill(tpl.get("subject")?.as_str()?, vars),
+        body: fill(tpl.get("body")?.as_str()?, vars),
+    })
+}
+
+fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<FieldError>) {
+    if let Some(v) = obj.get("recipients") {
+        check_recipients(v, settings, errs);
+    }
+    let Some(t) = obj.get("template") else { return };
+    check_token(errs, "template", t, 64);
+    let Some(tpl) = t
+        .as_str()
+        .and_then(|name| settings.get("templates")?.get(name))
+    else {
+        if t.as_str().is_some() {
+            errs.push(FieldError::new(
+                "params.template",
+                "is not one of this tenant's email templates",
+            ));
+        }
+        return;
+    };
+    let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
+    let mut used = placeholders(text("subject"));
+    used.extend(placeholders(text("body")));
+    let empty = Map::new();
+    let vars = match obj.get("variables") {
+        None => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "params.variables",
+                "must be an object of strings",
+            ));
+            return;
+        }
+    };
+    for name in &used {
+        if !vars.contains_key(name) {
+            errs.push(FieldError::new(
+                format!("params.variables.{name}"),
+                "is required by the template",
+            ));
+        }
+    }
+    for (k, v) in vars {
+        let f = super::field(k).replacen("params", "params.variables", 1);
+        if !used.contains(k) {
+            errs.push(FieldError::new(f, "is not a placeholder of the template"));
+        } else if let Some(s) = v.as_str() {
+            if s.chars().any(char::is_control) {
+                errs.push(FieldError::new(f, NO_CRLF));
+            } else if s.chars().count() > MAX_VARIABLE_CHARS {
+                errs.push(FieldError::new(
+                    f,
+                    format!("must be at most {MAX_VARIABLE_CHARS} characters"),
+                ));
+            }
+        } else {
+            errs.push(FieldError::new(f, "must be a string"));
+        }
+    }
+}
+
+fn check_recipients(v: &Value, settings: &Value, errs: &mut Vec<FieldError>) {
+    let max = settings
+        .get("max_recipients")
+        .and_then(Value::as_u64)
+        .map_or(DEFAULT_MAX_RECIPIENTS, |n| n as usize);
+    let Some(list) = v.as_array().filter(|a| !a.is_empty() && a.len() <= max) else {
+        errs.push(FieldError::new(
+            "params.recipients",
+            format!("must be a list of 1 to {max} email addresses (this tenant's max_recipients)"),
+        ));
+        return;
+    };
+    let domains = settings.get("recipient_domains").and_then(Value::as_array);
+    for (i, r) in list.iter().enumerate() {
+        let f = format!("params.recipients[{i}]");
+        match r.as_str() {
+            Some(s) if s.chars().any(char::is_control) => errs.push(FieldError::new(f, NO_CRLF)),
+            Some(s) if is_email_address(s) => {
+                let domain = s.rsplit_once('@').map(|x| x.1).unwrap_or_default();
+                if !domains.is_some_and(|d| d.iter().any(|x| x.as_str() == Some(domain))) {
+                    errs.push(FieldError::new(
+                        f,
+                        format!("domain {domain} is not one of this tenant's recipient_domains"),
+                    ));
+                }
+            }
+            _ => errs.push(FieldError::new(
+                f,
+                "must be an email address like name@example.com (lowercase domain)",
+            )),
+        }
+    }
+    let mut seen: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+    seen.sort_unstable();
+    if seen.windows(2).any(|w| w[0] == w[1]) {
+        errs.push(FieldError::new(
+            "params.recipients",
+            "must not list an address twice",
+        ));
+    }
+}
+
+fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    if !settings
+        .get("from")
+        .and_then(Value::as_str)
+        .is_some_and(is_email_address)
+    {
+        errs.push(FieldError::new(
+            format!("{path}.from"),
+            "is required: an email address like agent@example.com",
+        ));
+    }
+    let domains_ok = settings
+        .get("recipient_domains")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            !a.is_empty()
+                && a.iter()
+                    .all(|d| d.as_str().is_some_and(is_canonical_dns_name))
+        });
+    if !domains_ok {
+        errs.push(FieldError::new(
+            format!("{path}.recipient_domains"),
+            "is required: a non-empty list of lowercase domain names",
+        ));
+    }
+    if let Some(m) = settings.get("max_recipients")
+        && !m.as_u64().is_some_and(|n| (1..=100).contains(&n))
+    {
+        errs.push(FieldError::new(
+            format!("{path}.max_recipients"),
+            "must be an integer from 1 to 100",
+        ));
+    }
+    check_templates(path, settings.get("templates"), errs);
+}
+
+fn check_templates(path: &str, v: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let Some(m) = v.and_then(Value::as_object).filter(|m| !m.is_empty()) else {
+        errs.push(FieldError::new(
+            format!("{path}.templates"),
+            "is required: a mapping of template name to {subject, body}",
+        ));
+        return;
+    };
+    for (name, t) in m {
+        let p = format!("{path}.templates.{name}");
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            errs.push(FieldError::new(
+                &p,
+                "the name must match ^[A-Za-z0-9_-]{1,64}$",
+            ));
+        }
+        let text = |k: &str| t.get(k).and_then(Value::as_str);
+        match text("subject") {
+            Some(s) if !s.is_empty() && s.len() <= 200 && !s.chars().any(char::is_control) => {}
+            _ => errs.push(FieldError::new(
+                format!("{p}.subject"),
+                "must be one line of 1 to 200 characters",
+            )),
+        }
+        match text("body") {
+            Some(b) if !b.is_empty() && b.len() <= 20_000 => {}
+            _ => errs.push(FieldError::new(
+                format!("{p}.body"),
+                "must be plain text of 1 to 20000 characters",
+            )),
+        }
+        if let Some(o) = t.as_object()
+            && let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "subject" | "body"))
+        {
+            errs.push(FieldError::new(
+                format!("{p}.{k}"),
+                "unknown setting; expected subject, body (text only, never HTML)",
+            ));
+        }
+    }
+}
+
+/// The target is the recipient list, as proposed.
+fn derive_target(params: &Value, _settings: &Value) -> String {
+    params
+        .get("recipients")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::HandlerKind;
+    use super::*;
+
+    fn settings() -> Value {
+        json!({
+            "from": "support@acme.example",
+            "recipient_domains": ["acme.example", "partner.example"],
+            "max_recipients": 2,
+            "templates": {"ticket-reply": {"subject": "Re: ticket {ticket}", "body": "Hello {name},\n\nYour ticket {ticket} is closed.\n"}}
+        })
+    }
+
+    #[test]
+    fn a_valid_email_renders_as_text() {
+        let h = HandlerKind::EmailSend;
+        let p = json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-1", "name": "Ann <b>"}});
+        assert!(h.validate_params(&p, &settings()).is_ok());
+        assert_eq!(h.derive_target(&p, &settings()), "ann@acme.example");
+        let r = render(&p, &settings()).unwrap();
+        assert_eq!(r.subject, "Re: ticket T-1");
+        assert_eq!(r.body, "Hello Ann <b>,\n\nYour ticket T-1 is closed.\n");
+        assert_eq!(r.from, "support@acme.example");
+    }
+
+    #[test]
+    fn every_refusal_names_its_field() {
+        let h = HandlerKind::EmailSend;
+        let cases = [
+            (
+                json!({"recipients": ["eve@evil.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients[0]",
+                "domain evil.example is not one of this tenant's recipient_domains",
+            ),
+            (
+                json!({"recipients": ["ann@acme.example\r\nBcc: eve@evil.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients[0]",
+                NO_CRLF,
+            ),
+            (
+                json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1\r\nBcc: eve@evil.example", "name": "x"}}),
+                "params.variables.ticket",
+                NO_CRLF,
+            ),
+            (
+                json!({"recipients": ["ann@acme.example"], "template": "wire-transfer", "variables": {}}),
+                "params.template",
+                "is not one of this tenant's email templates",
+            ),
+            (
+                json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1"}}),
+                "params.variables.name",
+                "is required by the template",
+            ),
+            (
+                json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x", "html": "<a>"}}),
+                "params.variables.html",
+                "is not a placeholder of the template",
+            ),
+            (
+                json!({"recipients": ["a@acme.example", "b@acme.example", "c@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients",
+                "must be a list of 1 to 2 email addresses (this tenant's max_recipients)",
+            ),
+            (
+                json!({"recipients": ["Ann <ann@acme.example>"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients[0]",
+                "must be an email address like name@example.com (lowercase domain)",
+            ),
+        ];
+        for (p, field, rule) in cases {
+            let e = h.validate_params(&p, &settings()).unwrap_err();
+            assert_eq!(e.0.len(), 1, "{p}: {e}");
+            assert_eq!(
+                (e.0[0].field.as_str(), e.0[0].rule.as_str()),
+                (field, rule),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let errs = HandlerKind::EmailSend.validate_settings(
+            "handlers[\"email.send\"]",
+            json!({"from": "x", "recipient_domains": [], "templates": {"a": {"subject": "s\nBcc: x", "body": "b", "html": "<p>"}}})
+                .as_object()
+                .unwrap(),
+        );
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "handlers[\"email.send\"].from",
+                "handlers[\"email.send\"].recipient_domains",
+                "handlers[\"email.send\"].templates.a.subject",
+                "handlers[\"email.send\"].templates.a.html"
+            ]
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! `dns.record.update` against the PowerDNS HTTP API: one RRset replaced (`changetype:
+//! REPLACE`) in a zone of the approved settings, and the read-only lookup previews use.
+
+use super::{Execution, Outcome, credential, send_with};
+use serde_json::{Value, json};
+
+/// The zone, record name and type of a DNS proposal, as PowerDNS spells them.
+struct Rrset {
+    /// Zone without the trailing dot.
+    zone: String,
+    /// Record name with its trailing dot (`www.example.com.`).
+    name: String,
+    /// Record type (`A`, `TXT`, …).
+    rtype: String,
+}
+
+impl Rrset {
+    fn from_params(p: &Value) -> Self {
+        let s = |k: &str| {
+            p.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim_end_matches('.')
+                .to_ascii_lowercase()
+        };
+        Self {
+            zone: s("zone"),
+            name: format!("{}.", s("name")),
+            rtype: p
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }
+}
+
+/// The zone's API URL and the API key, after checking the zone against the approved settings;
+/// `Err` is the outcome to record.
+fn zone_endpoint(ex: &Execution<'_>, zone: &str) -> Result<(url::Url, String), Outcome> {
+    let Some(base) = &ex.destinations.pdns_base_url else {
+        return Err(Outcome::Failed(
+            "no PowerDNS API is configured on this executor (--pdns-base-url)".into(),
+        ));
+    };
+    let allowed = ex
+        .settings
+        .get("zones")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|z| z.as_str() == Some(zone)));
+    if !allowed {
+        return Err(Outcome::Failed(format!(
+            "zone {zone} is not allowed by the approved settings"
+        )));
+    }
+    let server = ex
+        .settings
+        .get("server_id")
+        .and_then(Value::as_str)
+        .unwrap_or("localhost");
+    let path = format!(
+        "api/v1/servers/{}/zones/{}.",
+        url::form_urlencoded::byte_serialize(server.as_bytes()).collect::<String>(),
+        url::form_urlencoded::byte_serialize(zone.as_bytes()).collect::<String>()
+    );
+    let url = base
+        .join(&path)
+        .map_err(|_| Outcome::Failed("bad PowerDNS base URL".into()))?;
+    match credential(ex)? {
+        Some(key) => Ok((url, key)),
+        None => Err(Outcome::Failed(
+            "dns.record.update needs a credential".into(),
+        )),
+    }
+}
+
+/// A record's content in PowerDNS's zone-file syntax. TXT text becomes one or more quoted
+/// character-strings (RFC 1035 §5.1: `"` and `\` escaped, at most 255 bytes each); other types
+/// are validated at submission to their one accepted spelling and pass as they are.
+pub(crate) fn content(rtype: &str, record: &str) -> String {
+    if rtype != "TXT" {
+        return record.to_owned();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut cur_bytes = 0;
+    for c in record.chars() {
+        if cur_bytes + c.len_utf8() > 255 {
+            parts.push(std::mem::take(&mut cur));
+            cur_bytes = 0;
+        }
+        cur_bytes += c.len_utf8();
+        if c == '"' || c == '\\' {
+            cur.push('\\');
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    parts
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// PowerDNS's refusal as one clean line: the `error` of its JSON answer, else the body.
+fn refusal_reason(_status: u16, body: &str) -> String {
+    let text = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned());
+    format!(
+        "PowerDNS refused the change: {}",
+        text.replace(['\r', '\n'], " ")
+    )
+}
+
+/// Replaces the RRset with the approved records.
+pub(super) async fn update(ex: &Execution<'_>) -> Outcome {
+    let p = ex.params;
+    let set = Rrset::from_params(p);
+    let (url, key) = match zone_endpoint(ex, &set.zone) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let records: Vec<Value> = p
+        .get("records")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(|c| json!({"content": content(&set.rtype, c), "disabled": false}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = json!({"rrsets": [{
+        "name": set.name,
+        "type": set.rtype,
+        "ttl": p.get("ttl").and_then(Value::as_i64).unwrap_or(3600),
+        "changetype": "REPLACE",
+        "records": records,
+    }]});
+    let req = ex
+        .http
+        .patch(url)
+        .header("x-api-key", key)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default());
+    send_with(req, refusal_reason).await
+}
+
+/// Reads the RRset the proposal would replace, as it is now: `(ttl, contents)`, or `None` when
+/// it does not exist. Read-only (one GET of the zone).
+pub(crate) async fn current(ex: &Execution<'_>) -> Result<Option<(i64, Vec<String>)>, String> {
+    let set = Rrset::from_params(ex.params);
+    let (url, key) = zone_endpoint(ex, &set.zone).map_err(|o| o.detail().to_owned())?;
+    let resp = ex
+        .http
+        .get(url)
+        .header("x-api-key", key)
+        .send()
+        .await
+        .map_err(|e| format!("could not reach PowerDNS: {e}"))?;
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    if !(200..300).contains(&status) {
+        return Err(refusal_reason(
+            status,
+            &text.chars().take(500).collect::<String>(),
+        ));
+    }
+    let zone: Value =
+        serde_json::from_str(&text).map_err(|e| format!("PowerDNS answered non-JSON: {e}"))?;
+    let found = zone.get("rrsets").and_then(Value::as_array).and_then(|a| {
+        a.iter()
+            .find(|r| r["name"] == set.name.as_str() && r["type"] == set.rtype.as_str())
+    });
+    Ok(found.map(|r| {
+        let mut recs: Vec<String> = r["records"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["content"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        recs.sort();
+        (r["ttl"].as_i64().unwrap_or_default(), recs)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txt_is_quoted_and_split_the_way_powerdns_wants() {
+        assert_eq!(content("TXT", "v=spf1 -all"), "\"v=spf1 -all\"");
+        assert_eq!(
+            content("TXT", "say \"hi\" \\o/"),
+            "\"say \\\"hi\\\" \\\\o/\""
+        );
+        let long = "é".repeat(200); // 400 bytes: two character-strings
+        let c = content("TXT", &long);
+        assert_eq!(c, format!("\"{}\" \"{}\"", "é".repeat(127), "é".repeat(73)));
+        assert_eq!(content("A", "192.0.2.1"), "192.0.2.1");
+    }
+
+    #[test]
+    fn refusals_read_as_one_line() {
+        assert_eq!(
+            refusal_reason(422, r#"{"error": "Conflicts with\npre-existing RRset"}"#),
+            "PowerDNS refused the change: Conflicts with pre-existing RRset"
+        );
+        assert_eq!(
+            refusal_reason(500, "oops"),
+            "PowerDNS refused the change: oops"
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! Real provider servers for handler tests, each a child process on loopback ports, killed on
+//! drop:
+//! - [`PowerDns`]: Debian's `pdns_server` with the sqlite3 backend (schema from the package) and
+//!   its HTTP API;
+//! - [`SmtpSink`]: aiosmtpd (Debian `python3-aiosmtpd`) storing every message it receives in a
+//!   Maildir;
+//! - [`TargetDb`]: a second database on the test Postgres server with its own login role, as the
+//!   target of `db.statement.execute`.
+
+use crate::{admin_client, free_port, server_url, with_db};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(prefix: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits until something accepts TCP connections on `127.0.0.1:port`, or panics with `log`.
+fn wait_port(port: u16, what: &str, log: &Path) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!(
+        "{what} did not start on port {port}:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// The PowerDNS schema for the sqlite3 backend, as the Debian package ships it.
+fn pdns_schema() -> PathBuf {
+    [
+        "/usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql",
+        "/usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .unwrap_or_else(|| {
+        panic!("pdns-backend-sqlite3 is not installed (scripts/test.d/40-providers.sh installs it)")
+    })
+}
+
+/// A running PowerDNS authoritative server (sqlite3 backend, HTTP API on a loopback port).
+pub struct PowerDns {
+    child: Child,
+    /// Base URL of the HTTP API, with a trailing slash (`http://127.0.0.1:PORT/`).
+    pub base_url: String,
+    /// The API key (`X-API-Key`).
+    pub api_key: String,
+    http: reqwest::Client,
+    _dir: Scratch,
+}
+
+impl PowerDns {
+    /// Starts `pdns_server` with a fresh sqlite3 database and creates `zones` (Native, one NS).
+    pub async fn start(zones: &[&str]) -> Self {
+        let dir = Scratch::new("actiond-pdns");
+        let db = dir.0.join("pdns.sqlite3");
+        let st = Command::new("sqlite3")
+            .arg(&db)
+            .stdin(std::fs::File::open(pdns_schema()).unwrap())
+            .status()
+            .expect("sqlite3 (Debian package sqlite3)");
+        assert!(st.success(), "loading the PowerDNS schema failed");
+        let (api_port, dns_port) = (free_port(), free_port());
+        let api_key = format!("k{}", uuid::Uuid::new_v4().simple());
+        let conf = format!(
+            "launch=gsqlite3\ngsqlite3-database={}\napi=yes\napi-key={api_key}\nwebserver=yes\n\
+             webserver-address=127.0.0.1\nwebserver-port={api_port}\nwebserver-allow-from=127.0.0.0/8\n\
+             local-address=127.0.0.1\nlocal-port={dns_port}\nsocket-dir={}\nguardian=no\ndaemon=no\n\
+             disable-syslog=yes\nloglevel=4\n",
+            db.display(),
+            dir.0.display()
+        );
+        std::fs::write(dir.0.join("pdns.conf"), conf).unwrap();
+        let log = dir.0.join("pdns.log");
+        let child = Command::new("pdns_server")
+            .arg(format!("--config-dir={}", dir.0.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .expect("pdns_server (Debian package pdns-server)");
+        wait_port(api_port, "pdns_server", &log);
+        let s = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{api_port}/"),
+            api_key,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        };
+        for z in zones {
+            let body = serde_json::json!({"name": format!("{z}."), "kind": "Native", "nameservers": ["ns1.example.net."]});
+            let r = s
+                .http
+                .post(s.url("zones"))
+                .header("x-api-key", &s.api_key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+        }
+        s
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}api/v1/servers/localhost/{path}", self.base_url)
+    }
+
+    /// Sets an RRset directly through the API (test setup, not the handler).
+    pub async fn set(&self, zone: &str, name: &str, rtype: &str, ttl: u32, records: &[&str]) {
+        let recs: Vec<serde_json::Value> = records
+            .iter()
+            .map(|c| serde_json::json!({"content": c, "disabled": false}))
+            .collect();
+        let body = serde_json::json!({"rrsets": [{"name": format!("{name}."), "type": rtype, "ttl": ttl, "changetype": "REPLACE", "records": recs}]});
+        let r = self
+            .http
+            .patch(self.url(&format!("zones/{zone}.")))
+            .header("x-api-key", &self.api_key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 204, "{}", r.text().await.unwrap());
+    }
+
+    /// The record contents of `name`/`rtype` in `zone` as PowerDNS serves them now (sorted),
+    /// with the RRset's TTL; `None` when there is no such RRset.
+    pub async fn rrset(&self, zone: &str, name: &str, rtype: &str) -> Option<(u64, Vec<String>)> {
+        let v: serde_json::Value = self
+            .http
+            .get(self.url(&format!("zones/{zone}.")))
+            .header("x-api-key", &self.api_key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let set = v["rrsets"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == format!("{name}.") && r["type"] == rtype)?
+            .clone();
+        let mut recs: Vec<String> = set["records"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["content"].as_str().map(str::to_owned))
+            .collect();
+        recs.sort();
+        Some((set["ttl"].as_u64().unwrap_or_default(), recs))
+    }
+}
+
+impl Drop for PowerDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One message an [`SmtpSink`] received.
+#[derive(Debug, Clone)]
+pub struct Mail {
+    /// The message as received (headers and body, CRLF or LF line ends as stored).
+    pub raw: String,
+}
+
+impl Mail {
+    /// The value of header `name` (case-insensitive; unfolded).
+    pub fn header(&self, name: &str) -> Option<String> {
+        let head = self.raw.split("\n\n").next().unwrap_or_default();
+        let mut out: Option<String> = None;
+        for line in head.lines() {
+            if (line.starts_with(' ') || line.starts_with('\t')) && out.is_some() {
+                if let Some(o) = out.as_mut() {
+                    o.push_str(line.trim_end());
+                }
+                continue;
+            }
+            if out.is_some() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case(name)
+            {
+                out = Some(v.trim().to_owned());
+            }
+        }
+        out
+    }
+
+    /// The body (after the first empty line), with line ends as LF.
+    pub fn body(&self) -> String {
+        let raw = self.raw.replace("\r\n", "\n");
+        raw.split_once("\n\n")
+            .map(|x| x.1.to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// A real SMTP server (aiosmtpd's Mailbox handler) on a loopback port, storing every message.
+pub struct SmtpSink {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub host_port: String,
+    dir: Scratch,
+}
+
+impl SmtpSink {
+    /// Starts `python3 -m aiosmtpd` (Debian's `/usr/bin/python3` with `python3-aiosmtpd`).
+    pub fn start() -> Self {
+        let dir = Scratch::new("actiond-smtp");
+        let port = free_port();
+        let log = dir.0.join("smtp.log");
+        let py = if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        let child = Command::new(py)
+            .args(["-m", "aiosmtpd", "-n", "-l"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["-c", "aiosmtpd.handlers.Mailbox"])
+            .arg(dir.0.join("maildir"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .expect("python3 -m aiosmtpd (Debian package python3-aiosmtpd)");
+        wait_port(port, "aiosmtpd", &log);
+        Self {
+            child,
+            host_port: format!("127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// Every message received so far (Maildir `new/`), oldest first by file time.
+    pub fn messages(&self) -> Vec<Mail> {
+        let new = self.dir.0.join("maildir").join("new");
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&new)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| {
+                        let t = e
+                            .metadata()
+                            .and_then(|m| m.modified())
+                            .unwrap_or(std::time::UNIX_EPOCH);
+                        (t, e.path())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        files
+            .into_iter()
+            .map(|(_, p)| Mail {
+                raw: std::fs::read_to_string(p).unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A second database with its own login role on the test server, dropped on drop: the target
+/// of `db.statement.execute`.
+pub struct TargetDb {
+    /// Database name.
+    pub name: String,
+    /// The login role that owns nothing but the grants `setup` gives it.
+    pub role: String,
+    /// The URL the handler's credential file holds (that role, that database).
+    pub url: String,
+}
+
+impl TargetDb {
+    /// Creates the database and role, then runs `setup` in it as the server's admin (create
+    /// tables, grant the role what the statements need: the name is `{role}` in `setup`).
+    pub async fn create(setup: &str) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (name, role) = (format!("tgt_{id}"), format!("tgt_role_{id}"));
+        let c = admin_client().await;
+        c.batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+            .await
+            .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let admin = actiond_store::tls::connect(&with_db(&server_url(), &name))
+            .await
+            .unwrap();
+        admin
+            .batch_execute(&setup.replace("{role}", &role))
+            .await
+            .unwrap();
+        let url = with_db(&server_url(), &name);
+        let url = match url::Url::parse(&url) {
+            Ok(mut u) => {
+                let _ = u.set_username(&role);
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            Err(_) => url,
+        };
+        Self { name, role, url }
+    }
+
+    /// An admin connection to the target database (to read what a statement did).
+    pub async fn admin(&self) -> tokio_postgres::Client {
+        actiond_store::tls::connect(&with_db(&server_url(), &self.name))
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for TargetDb {
+    fn drop(&mut self) {
+        let (name, role) = (self.name.clone(), self.role.clone());
+        let url = server_url();
+        // Drop needs its own runtime: the test's may be shutting down.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(c) = actiond_store::tls::connect(&url).await {
+                    let _ = c
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                    let _ = c
+                        .batch_execute(&format!("DROP ROLE IF EXISTS {role}"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}

@@ -1,0 +1,507 @@
+//! Handlers against real servers: PowerDNS (Debian `pdns-server`, sqlite3 backend), an SMTP
+//! server (aiosmtpd) and a second Postgres database with its own role; and the previews the
+//! executor builds from them for escalated proposals.
+
+use crate::support::{Options, Stack};
+use actiond_testkit::providers::{PowerDns, SmtpSink, TargetDb};
+use actiond_testkit::{Service, agent, cli, eventually};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+const DOC: &str = r#"
+tenant: hx
+policy:
+  default: escalate
+  escalation_ttl: 1h
+  rules:
+    - name: staging-dns
+      when: 'action == "dns.record.update" && params.zone == "staging.example.com"'
+      effect: allow
+      reason: Staging DNS is automatic.
+    - name: inside-email
+      when: 'action == "email.send" && params.recipients.all(r, r.endsWith("@acme.example"))'
+      effect: allow
+      reason: Mail inside the company is automatic.
+    - name: one-order
+      when: 'action == "db.statement.execute" && params.statement != "cancel_customer"'
+      effect: allow
+      reason: Single orders are automatic.
+handlers:
+  dns.record.update:
+    credential: pdns
+    zones: [prod.example.com, staging.example.com]
+  email.send:
+    from: support@acme.example
+    recipient_domains: [acme.example, partner.example]
+    max_recipients: 3
+    templates:
+      ticket-reply:
+        subject: "Re: ticket {ticket}"
+        body: "Hello {name},\n\nyour ticket {ticket} is closed.\n"
+  db.statement.execute:
+    credential: orders
+    statement_timeout: 300ms
+    statements:
+      cancel_order:
+        sql: "UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'open'"
+        params: [{name: order_id, type: bigint}]
+        max_rows: 1
+      cancel_customer:
+        sql: "UPDATE orders SET status = 'cancelled' WHERE customer = $1 AND status = 'open'"
+        params: [{name: customer, type: text}]
+        max_rows: 2
+      slow_cancel:
+        sql: "UPDATE orders SET status = 'cancelled' WHERE id = $1 AND pg_sleep(2) IS NOT NULL"
+        params: [{name: order_id, type: bigint}]
+        max_rows: 1
+approvers:
+  subjects: [alice]
+"#;
+
+/// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers.
+struct Hx {
+    s: Stack,
+    token: String,
+}
+
+impl Hx {
+    async fn new(name: &str, extra: &[(&'static str, String)], creds: &[(&str, &str)]) -> Self {
+        let mut s = Stack::with(
+            name,
+            Options {
+                executor: false,
+                ..Options::default()
+            },
+        )
+        .await;
+        actiond_store::tenants::apply(&s.tdb.db, DOC, "test")
+            .await
+            .unwrap();
+        for (k, v) in creds {
+            s.keys.credential("hx", k, v);
+        }
+        let (_, token) = agent(&s.tdb.db, "hx", "ops-bot", Some("owner-olivia")).await;
+        let mut env = s.executor_env("exec-hx").await;
+        env.extend(extra.iter().cloned());
+        let svc = Service::spawn("executor", "exec-hx", &[], &env, &s.logs);
+        s.services.push(svc);
+        Self { s, token }
+    }
+
+    /// Proposes `action` with `params`; returns (status, body).
+    async fn post(&self, action: &str, params: Value) -> (u16, Value) {
+        let body = json!({"action": action, "params": params, "reason": "test"});
+        self.s.post_as(&self.token, &body.to_string(), None).await
+    }
+
+    async fn propose(&self, action: &str, params: Value) -> uuid::Uuid {
+        let (st, v) = self.post(action, params).await;
+        assert_eq!(st, 202, "{v}");
+        v["proposal_id"].as_str().unwrap().parse().unwrap()
+    }
+
+    async fn detail(&self, id: uuid::Uuid) -> String {
+        let c = self.s.tdb.db.client().await.unwrap();
+        c.query_one(
+            "SELECT coalesce(outcome_detail, '') FROM proposals WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
+    /// Waits for the executor's preview of `id`: (ok, text).
+    async fn preview(&self, id: uuid::Uuid) -> (bool, String) {
+        let db = self.s.tdb.db.clone();
+        eventually(T, "a preview", || {
+            let db = db.clone();
+            async move {
+                let c = db.client().await.ok()?;
+                c.query_opt(
+                    "SELECT ok, text FROM proposal_previews WHERE proposal_id = $1",
+                    &[&id],
+                )
+                .await
+                .ok()?
+                .map(|r| (r.get(0), r.get(1)))
+            }
+        })
+        .await
+    }
+
+    /// Approves `id` on the break-glass CLI as alice.
+    async fn approve(&self, id: uuid::Uuid) {
+        let intent: String = self.s.row(id).await.get(3);
+        let (ok, out, err) = cli(
+            &[
+                "approvals",
+                "approve",
+                &id.to_string(),
+                "--as",
+                "alice",
+                "--intent",
+                &intent[..16],
+            ],
+            &self.s.cli_env().await,
+        );
+        assert!(ok, "{out}{err}");
+    }
+}
+
+fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
+    json!({"zone": zone, "name": name, "type": rtype, "ttl": 300, "records": records})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_changes_reach_a_real_powerdns() {
+    let pdns = PowerDns::start(&["staging.example.com", "prod.example.com"]).await;
+    let hx = Hx::new(
+        "dns_changes_reach_a_real_powerdns",
+        &[("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone())],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let z = "staging.example.com";
+    // Create, then replace; then every type the schema allows (TXT quoted for PowerDNS).
+    let cases = [
+        (
+            "www.staging.example.com",
+            "A",
+            json!(["192.0.2.1"]),
+            vec!["192.0.2.1"],
+        ),
+        (
+            "www.staging.example.com",
+            "A",
+            json!(["198.51.100.7", "192.0.2.9"]),
+            vec!["192.0.2.9", "198.51.100.7"],
+        ),
+        (
+            "www.staging.example.com",
+            "AAAA",
+            json!(["2001:db8::1"]),
+            vec!["2001:db8::1"],
+        ),
+        (
+            "alias.staging.example.com",
+            "CNAME",
+            json!(["www.staging.example.com."]),
+            vec!["www.staging.example.com."],
+        ),
+        (
+            "staging.example.com",
+            "MX",
+            json!(["10 mail.example.net."]),
+            vec!["10 mail.example.net."],
+        ),
+        (
+            "sub.staging.example.com",
+            "NS",
+            json!(["ns1.example.net.", "ns2.example.net."]),
+            vec!["ns1.example.net.", "ns2.example.net."],
+        ),
+        (
+            "staging.example.com",
+            "TXT",
+            json!(["v=spf1 -all", "say \"hi\" \\o/"]),
+            vec!["\"say \\\"hi\\\" \\\\o/\"", "\"v=spf1 -all\""],
+        ),
+    ];
+    for (name, rtype, records, want) in cases {
+        let id = hx
+            .propose("dns.record.update", dns(z, name, rtype, records))
+            .await;
+        hx.s.wait_state(id, "succeeded", T).await;
+        let (ttl, got) = pdns.rrset(z, name, rtype).await.unwrap();
+        assert_eq!(
+            (ttl, got),
+            (300, want.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+            "{name} {rtype}"
+        );
+    }
+    // PowerDNS refuses a CNAME beside other records: failed, with its reason in one clean line.
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                z,
+                "www.staging.example.com",
+                "CNAME",
+                json!(["other.example.net."]),
+            ),
+        )
+        .await;
+    hx.s.wait_state(id, "failed", T).await;
+    let detail = hx.detail(id).await;
+    assert!(
+        detail.starts_with("provider answered HTTP 422: PowerDNS refused the change: ")
+            && detail.contains("Conflicts with pre-existing RRset")
+            && !detail.contains('\n'),
+        "{detail}"
+    );
+    assert!(
+        pdns.rrset(z, "www.staging.example.com", "CNAME")
+            .await
+            .is_none()
+    );
+
+    // Production escalates; the executor previews the record set as it is now.
+    pdns.set(
+        "prod.example.com",
+        "www.prod.example.com",
+        "A",
+        300,
+        &["192.0.2.7"],
+    )
+    .await;
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "prod.example.com",
+                "www.prod.example.com",
+                "A",
+                json!(["203.0.113.9"]),
+            ),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(
+        hx.preview(id).await,
+        (
+            true,
+            "www.prod.example.com A: 192.0.2.7 → 203.0.113.9".to_owned()
+        )
+    );
+    let (ok, out, err) = cli(
+        &["approvals", "show", &id.to_string()],
+        &hx.s.cli_env().await,
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().any(|l| l
+            .starts_with("preview    www.prod.example.com A: 192.0.2.7 → 203.0.113.9 (read ")
+            && l.ends_with(" UTC)")),
+        "{out}"
+    );
+    // The preview changed nothing.
+    assert_eq!(hx.s.state(id).await, "escalated");
+    let (_, now) = pdns
+        .rrset("prod.example.com", "www.prod.example.com", "A")
+        .await
+        .unwrap();
+    assert_eq!(now, ["192.0.2.7"]);
+    hx.approve(id).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    let (_, now) = pdns
+        .rrset("prod.example.com", "www.prod.example.com", "A")
+        .await
+        .unwrap();
+    assert_eq!(now, ["203.0.113.9"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_preview_is_unavailable_when_powerdns_is_down() {
+    let pdns = PowerDns::start(&["prod.example.com"]).await;
+    let (url, key) = (pdns.base_url.clone(), pdns.api_key.clone());
+    drop(pdns);
+    let hx = Hx::new(
+        "dns_preview_is_unavailable_when_powerdns_is_down",
+        &[("ACTIOND_PDNS_BASE_URL", url)],
+        &[("pdns", &key)],
+    )
+    .await;
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "prod.example.com",
+                "www.prod.example.com",
+                "A",
+                json!(["203.0.113.9"]),
+            ),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    let (ok, text) = hx.preview(id).await;
+    assert!(
+        !ok && text.starts_with("could not reach PowerDNS"),
+        "{text}"
+    );
+    assert_eq!(
+        hx.s.state(id).await,
+        "escalated",
+        "a failed preview decides nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_send_reaches_a_real_smtp_server() {
+    let smtp = SmtpSink::start();
+    let hx = Hx::new(
+        "email_send_reaches_a_real_smtp_server",
+        &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
+        &[],
+    )
+    .await;
+    let vars = json!({"ticket": "T-42", "name": "Ann <b>bold</b>"});
+    // Refused at submission, naming the field.
+    for (params, field) in [
+        (
+            json!({"recipients": ["eve@evil.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]",
+        ),
+        (
+            json!({"recipients": ["ann@acme.example\r\nBcc: eve@evil.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]",
+        ),
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-42\r\nBcc: eve@evil.example", "name": "Ann"}}),
+            "params.variables.ticket",
+        ),
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "wire-money", "variables": vars}),
+            "params.template",
+        ),
+        (
+            json!({"recipients": ["a@acme.example", "b@acme.example", "c@acme.example", "d@acme.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients",
+        ),
+    ] {
+        let (st, v) = hx.post("email.send", params.clone()).await;
+        assert_eq!(st, 400, "{params}: {v}");
+        assert!(v.to_string().contains(field), "{params}: {v}");
+    }
+    let id = hx
+        .propose("email.send", json!({"recipients": ["ann@acme.example", "bo@acme.example"], "template": "ticket-reply", "variables": vars}))
+        .await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    let msgs = smtp.messages();
+    assert_eq!(msgs.len(), 1, "exactly one message");
+    let m = &msgs[0];
+    assert_eq!(m.header("From").as_deref(), Some("support@acme.example"));
+    assert_eq!(
+        m.header("To").as_deref(),
+        Some("ann@acme.example, bo@acme.example")
+    );
+    assert_eq!(m.header("Subject").as_deref(), Some("Re: ticket T-42"));
+    assert_eq!(
+        m.header("Content-Type").as_deref(),
+        Some("text/plain; charset=utf-8")
+    );
+    assert!(
+        m.header("Message-ID")
+            .is_some_and(|v| v.ends_with("@actiond>"))
+    );
+    assert_eq!(
+        m.body(),
+        "Hello Ann <b>bold</b>,\n\nyour ticket T-42 is closed.\n"
+    );
+    // To a partner: escalated, previewed as the rendered email, nothing sent.
+    let id = hx
+        .propose("email.send", json!({"recipients": ["pat@partner.example"], "template": "ticket-reply", "variables": {"ticket": "T-7", "name": "Pat"}}))
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(
+        hx.preview(id).await,
+        (true, "From: support@acme.example\nTo: pat@partner.example\nSubject: Re: ticket T-7\n\nHello Pat,\n\nyour ticket T-7 is closed.\n".to_owned())
+    );
+    assert_eq!(smtp.messages().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
+    let target = TargetDb::create(
+        "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, status text NOT NULL);
+         INSERT INTO orders VALUES (1, 'c1', 'open'), (2, 'c1', 'open'), (3, 'c1', 'open'), (4, 'c2', 'open');
+         CREATE TABLE secrets (v text); INSERT INTO secrets VALUES ('s');
+         GRANT SELECT, UPDATE ON orders TO {role};",
+    )
+    .await;
+    let hx = Hx::new(
+        "db_statement_runs_as_the_tenant_role_under_its_cap",
+        &[],
+        &[("orders", &target.url)],
+    )
+    .await;
+    let status = |id: i64| {
+        let t = &target;
+        async move {
+            t.admin()
+                .await
+                .query_one("SELECT status FROM orders WHERE id = $1", &[&id])
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    // The agent chooses a name and typed values, never SQL.
+    for (params, field) in [
+        (
+            json!({"statement": "drop_secrets", "values": {}}),
+            "params.statement",
+        ),
+        (
+            json!({"statement": "cancel_order", "values": {"order_id": "1 OR true"}}),
+            "params.values.order_id",
+        ),
+        (
+            json!({"statement": "cancel_order", "values": {"order_id": 1}, "sql": "DELETE FROM orders"}),
+            "params.sql",
+        ),
+    ] {
+        let (st, v) = hx.post("db.statement.execute", params.clone()).await;
+        assert_eq!(st, 400, "{params}: {v}");
+        assert!(v.to_string().contains(field), "{params}: {v}");
+    }
+    let id = hx
+        .propose(
+            "db.statement.execute",
+            json!({"statement": "cancel_order", "values": {"order_id": 4}}),
+        )
+        .await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    assert_eq!(hx.detail(id).await, "1 row(s) affected");
+    assert_eq!(status(4).await, "cancelled");
+    // Over statement_timeout: failed, nothing kept.
+    let id = hx
+        .propose(
+            "db.statement.execute",
+            json!({"statement": "slow_cancel", "values": {"order_id": 1}}),
+        )
+        .await;
+    hx.s.wait_state(id, "failed", T).await;
+    assert!(
+        hx.detail(id)
+            .await
+            .contains("canceled by statement_timeout"),
+        "{}",
+        hx.detail(id).await
+    );
+    assert_eq!(status(1).await, "open");
+    // Three rows against a cap of two: escalated, previewed (rolled back), approved, refused.
+    let id = hx
+        .propose(
+            "db.statement.execute",
+            json!({"statement": "cancel_customer", "values": {"customer": "c1"}}),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(
+        hx.preview(id).await,
+        (true, "Statement cancel_customer would touch 3 rows now, over its cap of 2: it would fail and be rolled back".to_owned())
+    );
+    assert_eq!(status(1).await, "open", "the preview was rolled back");
+    hx.approve(id).await;
+    hx.s.wait_state(id, "failed", T).await;
+    assert_eq!(
+        hx.detail(id).await,
+        "would touch 3 rows, cap 2; rolled back"
+    );
+    for i in 1..=3 {
+        assert_eq!(status(i).await, "open");
+    }
+}
