@@ -115,6 +115,8 @@ pub(crate) struct Viewer {
     pub(crate) dev: bool,
     /// Tenants this person approves for, from the current tenant documents.
     pub(crate) tenants: Vec<String>,
+    /// The ID-token claims of the session (tenant-admin pages check them like approvers).
+    pub(crate) claims: serde_json::Value,
 }
 
 /// The session of this request, if valid; refreshes its idle timer.
@@ -137,6 +139,7 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
     };
     let tenants = authz::authorized_tenants(&docs, &s.issuer, &s.subject, &s.claims);
     Ok(Some(Viewer {
+        claims: s.claims,
         id_sha256,
         issuer: s.issuer,
         subject: s.subject,

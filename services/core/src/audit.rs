@@ -55,11 +55,17 @@ pub enum AuditKind {
     /// per batch, `detail.proposals` = how many).
     #[serde(rename = "retention.purged")]
     RetentionPurged,
+    /// A candidate (shadow) tenant document was stored for evaluation beside the live one.
+    #[serde(rename = "tenant.shadow_stored")]
+    TenantShadowStored,
+    /// A shadow document was promoted: applied as the tenant's next version.
+    #[serde(rename = "tenant.shadow_promoted")]
+    TenantShadowPromoted,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 16] = [
+    pub const ALL: [AuditKind; 18] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -76,6 +82,8 @@ impl AuditKind {
         Self::AgentRevoked,
         Self::TenantDocumentApplied,
         Self::RetentionPurged,
+        Self::TenantShadowStored,
+        Self::TenantShadowPromoted,
     ];
 
     /// The stored (dotted) name.
@@ -97,6 +105,8 @@ impl AuditKind {
             Self::AgentRevoked => "agent.revoked",
             Self::TenantDocumentApplied => "tenant.document_applied",
             Self::RetentionPurged => "retention.purged",
+            Self::TenantShadowStored => "tenant.shadow_stored",
+            Self::TenantShadowPromoted => "tenant.shadow_promoted",
         }
     }
 }
