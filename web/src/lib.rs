@@ -18,6 +18,7 @@
 //! `GET /login/oidc`, `GET /oidc/callback`, `POST /logout`, `GET|POST /dev-login`,
 //! `GET /static/app.css`. No state change on GET except starting a login.
 
+mod admin;
 mod authz;
 mod devlogin;
 mod error;
@@ -338,6 +339,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(pages::root))
         .route("/queue", get(pages::queue))
         .route("/history", get(pages::history))
+        .route("/admin/shadow", get(admin::shadow))
         .route("/p/{id}", get(pages::decision))
         .route("/p/{id}/decide", post(pages::decide))
         .route("/login", get(session::login_page))

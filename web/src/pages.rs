@@ -39,7 +39,8 @@ pub(crate) fn parse_form(body: &[u8]) -> HashMap<String, String> {
     m
 }
 
-fn chrome(v: &Viewer) -> Chrome {
+/// The signed-in header of `v`'s pages.
+pub(crate) fn chrome(v: &Viewer) -> Chrome {
     let who = v
         .name
         .clone()
@@ -170,7 +171,8 @@ fn selected_tenants(v: &Viewer, f: &Filters) -> Vec<String> {
     }
 }
 
-fn path_and_query(uri: &Uri) -> String {
+/// The request's path and query, to come back to after a login.
+pub(crate) fn path_and_query(uri: &Uri) -> String {
     uri.path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "/queue".into())

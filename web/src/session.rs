@@ -117,6 +117,8 @@ pub(crate) struct Viewer {
     pub(crate) tenants: Vec<String>,
     /// The login that read the claims, and the IdP's `auth_time`.
     pub(crate) times: actiond_store::approvals::SessionTimes,
+    /// The ID-token claims of the session (tenant-admin pages check them like approvers).
+    pub(crate) claims: serde_json::Value,
 }
 
 /// The session of this request, if valid; refreshes its idle timer.
@@ -145,6 +147,7 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
         &s.claims,
     );
     Ok(Some(Viewer {
+        claims: s.claims,
         id_sha256,
         issuer: s.issuer,
         subject: s.subject,

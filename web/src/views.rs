@@ -154,3 +154,46 @@ pub(crate) struct DecisionPage {
     /// When the preview was read, or why it is unavailable.
     pub(crate) preview_note: String,
 }
+
+/// One example proposal of a shadow flip.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowExample {
+    pub(crate) proposal_id: String,
+    pub(crate) action: String,
+    pub(crate) live_rule: String,
+}
+
+/// One group of flipped decisions.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowFlipRow {
+    pub(crate) direction: &'static str,
+    pub(crate) from: &'static str,
+    pub(crate) to: &'static str,
+    pub(crate) rule: String,
+    pub(crate) count: i64,
+    pub(crate) examples: Vec<ShadowExample>,
+}
+
+/// The report of one shadow document.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowSummary {
+    pub(crate) seq: i32,
+    pub(crate) status: String,
+    pub(crate) stored_by: String,
+    pub(crate) stored_at: String,
+    pub(crate) live_version: String,
+    pub(crate) evaluated: i64,
+    pub(crate) agreed: i64,
+    pub(crate) flipped: i64,
+    pub(crate) flips: Vec<ShadowFlipRow>,
+}
+
+/// `/admin/shadow`.
+#[derive(Template)]
+#[template(path = "shadow.html")]
+pub(crate) struct ShadowPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) report: Option<ShadowSummary>,
+}

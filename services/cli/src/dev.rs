@@ -119,6 +119,17 @@ approvers:
   claim: groups
   values: [demo-approvers]
   subjects: [dev-operator]
+# Past 200.00 of refunds a day, all agents together, every refund needs a person.
+budgets:
+  - action: billing.refund.issue
+    sum_of: amount
+    max: 20000
+    per: 24h
+    scope: tenant
+    reason: over the daily refund budget
+# Who may read the tenant's admin pages (the shadow policy report).
+admins:
+  subjects: [dev-operator]
 "#;
 
 /// A throwaway Postgres cluster.

@@ -20,7 +20,8 @@ struct Cli {
 enum Command {
     /// Run the agent-facing API (REST + MCP).
     Api(actiond_api::ApiArgs),
-    /// Run the policy worker; `actiond policy test` replays history through a candidate document.
+    /// Run the policy worker; `actiond policy test` replays history through a candidate document,
+    /// `actiond policy shadow-report` shows what a shadow document decided on live traffic.
     Policy(PolicyCmd),
     /// Run the executor (the only holder of provider credentials).
     Executor(actiond_executor::ExecutorArgs),
@@ -32,7 +33,7 @@ enum Command {
     Migrate(admin::DbArgs),
     /// Generate an Ed25519 grant key pair.
     Keygen(admin::KeygenArgs),
-    /// Tenant documents: apply, diff, show, history, validate.
+    /// Tenant documents: apply, diff, show, history, validate; shadow and promote a candidate.
     #[command(subcommand)]
     Tenant(admin::TenantCmd),
     /// Agents and their tokens: create, list, revoke.

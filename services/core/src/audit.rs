@@ -65,11 +65,17 @@ pub enum AuditKind {
     /// per batch, `detail.proposals` = how many).
     #[serde(rename = "retention.purged")]
     RetentionPurged,
+    /// A candidate (shadow) tenant document was stored for evaluation beside the live one.
+    #[serde(rename = "tenant.shadow_stored")]
+    TenantShadowStored,
+    /// A shadow document was promoted: applied as the tenant's next version.
+    #[serde(rename = "tenant.shadow_promoted")]
+    TenantShadowPromoted,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 19] = [
+    pub const ALL: [AuditKind; 21] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -89,6 +95,8 @@ impl AuditKind {
         Self::AgentUnfrozen,
         Self::TenantDocumentApplied,
         Self::RetentionPurged,
+        Self::TenantShadowStored,
+        Self::TenantShadowPromoted,
     ];
 
     /// The stored (dotted) name.
@@ -113,6 +121,8 @@ impl AuditKind {
             Self::AgentUnfrozen => "agent.unfrozen",
             Self::TenantDocumentApplied => "tenant.document_applied",
             Self::RetentionPurged => "retention.purged",
+            Self::TenantShadowStored => "tenant.shadow_stored",
+            Self::TenantShadowPromoted => "tenant.shadow_promoted",
         }
     }
 }

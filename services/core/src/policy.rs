@@ -183,6 +183,19 @@ impl Decision {
     }
 }
 
+/// Raises `decision` because a proposal would take `budget` past its `max`: `allow` becomes
+/// `escalate` with rule `budget` and the budget's reason; an `escalate` or `block` stays what it
+/// was (severity only rises). Returns whether the decision changed.
+pub fn raise_for_budget(decision: &mut Decision, budget: &crate::tenant::Budget) -> bool {
+    if decision.effect >= Effect::Escalate {
+        return false;
+    }
+    decision.effect = Effect::Escalate;
+    decision.rule = Some("budget".into());
+    decision.reason = budget.reason.clone();
+    true
+}
+
 /// JSON → CEL with integers as CEL `int` (serde's path gives `uint`, and `uint * int` errors).
 pub fn to_cel(v: &Value) -> Cel {
     match v {
@@ -421,6 +434,38 @@ handlers:
             (d.effect, d.rule.as_deref()),
             (Effect::Escalate, Some("min-effect"))
         );
+    }
+
+    #[test]
+    fn budgets_only_raise() {
+        let doc = TenantDocument::parse(
+            "tenant: acme\npolicy:\n  default: allow\nhandlers:\n  billing.refund.issue:\n    credential: p\n    max_amount: 100000\nbudgets:\n  - {action: billing.refund.issue, sum_of: amount, max: 100, per: 24h, scope: tenant, reason: over the daily refund budget}\n",
+        )
+        .unwrap();
+        let b = &doc.budgets[0];
+        let mut d = decide(
+            &CompiledPolicy::new(doc.clone(), 1, "x".into()).unwrap(),
+            &input("billing.refund.issue", 5),
+        );
+        assert!(raise_for_budget(&mut d, b));
+        assert_eq!(
+            (d.effect, d.rule.as_deref(), d.reason.as_str()),
+            (
+                Effect::Escalate,
+                Some("budget"),
+                "over the daily refund budget"
+            )
+        );
+        for effect in [Effect::Escalate, Effect::Block] {
+            let mut d = Decision {
+                effect,
+                rule: Some("r".into()),
+                reason: "x".into(),
+                errors: vec![],
+            };
+            assert!(!raise_for_budget(&mut d, b));
+            assert_eq!((d.effect, d.rule.as_deref()), (effect, Some("r")));
+        }
     }
 
     #[test]

@@ -9,7 +9,13 @@
 //! Policy also owns the timeouts of the states it produced: `pending` and `escalated` rows
 //! older than the tenant's `escalation_ttl` become `expired` (swept every `sweep_interval`).
 //! Its admin listener exports the database-derived queue gauges (oldest age per tenant and
-//! state), so they come from one place.
+//! state) and budget use (per tenant and action), so they come from one place.
+//!
+//! After the rules, declared budgets may raise `allow` to `escalate` (reserved atomically, see
+//! `actiond_store::budgets`), and a tenant's open shadow document is evaluated beside the live
+//! one without acting on it ([`shadow`]).
+
+mod shadow;
 
 use actiond_core::grant::GrantSigner;
 use actiond_core::policy::{CompiledPolicy, Decision, decide};
@@ -18,7 +24,8 @@ use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::policy_queue::{self, DecidedRow};
-use actiond_store::{Db, tenants};
+use actiond_store::shadow::ShadowCache;
+use actiond_store::{Db, budgets, tenants};
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -78,6 +85,8 @@ pub struct PolicyMetrics {
     eval_seconds: HistogramVec,
     oldest_age: GaugeVec,
     depth: GaugeVec,
+    budget_use: GaugeVec,
+    budget_escalations: IntCounterVec,
 }
 
 impl PolicyMetrics {
@@ -100,6 +109,16 @@ impl PolicyMetrics {
                 &["tenant", "state"],
             ),
             depth: m.gauge_vec("queue_depth", "Proposals per tenant and live state", &["tenant", "state"]),
+            budget_use: m.gauge_vec(
+                "budget_use_ratio",
+                "Use of the most-used budget of each tenant and action in its window (used / max; the busiest agent for per-agent budgets; 1 = at the limit)",
+                &["tenant", "action"],
+            ),
+            budget_escalations: m.counter_vec(
+                "policy_budget_escalations_total",
+                "Proposals the rules allowed that a budget escalated",
+                &["tenant", "action"],
+            ),
         }
     }
 }
@@ -109,6 +128,7 @@ pub struct Worker {
     db: Db,
     signer: Arc<GrantSigner>,
     cache: PolicyCache,
+    shadows: ShadowCache,
     metrics: PolicyMetrics,
     batch: i64,
     budget: Duration,
@@ -129,6 +149,7 @@ impl Worker {
             db,
             signer: Arc::new(signer),
             cache: PolicyCache::default(),
+            shadows: ShadowCache::default(),
             metrics,
             batch,
             budget,
@@ -168,7 +189,7 @@ impl Worker {
             .eval_seconds
             .with_label_values::<&str>(&[])
             .start_timer();
-        let decisions = futures_util::future::join_all(prepared.into_iter().map(
+        let mut decisions = futures_util::future::join_all(prepared.into_iter().map(
             |(row, policy, input)| async move {
                 match (policy, input) {
                     (Some(p), Some(input)) => {
@@ -207,6 +228,7 @@ impl Worker {
         ))
         .await;
         timer.observe_duration();
+        self.after_rules(&tx, &mut decisions, &policies).await?;
         for d in &decisions {
             let tenant = d.row.tenant_id.as_str();
             if d.decision.rule.as_deref() == Some("no-handler") {
@@ -239,6 +261,28 @@ impl Worker {
             self.approved.hint();
         }
         Ok(rows.len())
+    }
+
+    /// What follows the rules in the batch's transaction: the budgets (which may raise a
+    /// decision, and reserve) and the shadow evaluation (which records, and changes nothing).
+    async fn after_rules(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        decisions: &mut [DecidedRow<'_>],
+        policies: &HashMap<String, Option<CompiledPolicy>>,
+    ) -> anyhow::Result<()> {
+        let candidates = shadow::open_candidates(tx, &self.shadows, decisions).await?;
+        let over = budgets::reserve_batch(tx, decisions, policies, &shadow::documents(&candidates))
+            .await?;
+        for o in over {
+            self.metrics
+                .budget_escalations
+                .with_label_values(&[&o.tenant, &o.action])
+                .inc();
+            tracing::info!(proposal = %o.proposal_id, tenant = o.tenant, action = o.action, "over budget: escalated");
+        }
+        shadow::evaluate_and_record(tx, &candidates, decisions, self.budget).await?;
+        Ok(())
     }
 
     /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.
@@ -281,6 +325,32 @@ impl Worker {
             }
             Err(e) => tracing::warn!(error = %e.detail(), "queue gauges not refreshed"),
         }
+        if let Err(e) = self.refresh_budget_gauges().await {
+            tracing::warn!(error = %e.detail(), "budget gauges not refreshed");
+        }
+    }
+
+    /// Sets `budget_use_ratio{tenant,action}` from the database: for each budgeted action of
+    /// each tenant's latest document, the highest use ÷ max among its budgets.
+    async fn refresh_budget_gauges(&self) -> actiond_store::Result<()> {
+        let c = self.db.client().await?;
+        let docs = self.cache.latest_of_every_tenant(&c).await?;
+        self.metrics.budget_use.reset();
+        for doc in docs {
+            let mut highest: HashMap<&str, f64> = HashMap::new();
+            for b in &doc.budgets {
+                let ratio = budgets::use_ratio(&c, doc.tenant.as_str(), b).await?;
+                let h = highest.entry(b.action.as_str()).or_insert(0.0);
+                *h = h.max(ratio);
+            }
+            for (action, ratio) in highest {
+                self.metrics
+                    .budget_use
+                    .with_label_values(&[doc.tenant.as_str(), action])
+                    .set(ratio);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -46,12 +46,24 @@ pub enum Applied {
 /// Validates `source` and stores it as the tenant's next version, creating the tenant on first
 /// apply. Applying the same source twice stores nothing the second time.
 pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    let applied = apply_in(&tx, source, applied_by).await?;
+    tx.commit().await?;
+    Ok(applied)
+}
+
+/// [`apply`] inside the caller's transaction (the one path for every new version: `tenant
+/// apply` and `tenant promote` both come here), audited as `tenant.document_applied`.
+pub async fn apply_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    source: &str,
+    applied_by: &str,
+) -> Result<Applied> {
     let doc = TenantDocument::parse(source).map_err(|e| StoreError::Conflict(e.to_string()))?;
     let tenant = doc.tenant.as_str().to_owned();
     let sha = sha256_hex(source.as_bytes());
     let document = serde_json::to_value(&doc).unwrap_or_default();
-    let mut client = db.client().await?;
-    let tx = client.transaction().await?;
     tx.execute(
         "INSERT INTO tenants (id) VALUES ($1) ON CONFLICT DO NOTHING",
         &[&tenant],
@@ -61,7 +73,7 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
     tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", &[&tenant])
         .await?;
     // Same bytes, or the same document written differently (comments, order, spacing).
-    if let Some(latest) = latest_in(&tx, &tenant).await?
+    if let Some(latest) = latest_in(tx, &tenant).await?
         && (latest.sha256 == sha
             || latest
                 .parse()
@@ -69,7 +81,6 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
                 .and_then(|d| serde_json::to_value(d).ok())
                 .is_some_and(|v| v == document))
     {
-        tx.commit().await?;
         return Ok(Applied::Unchanged(latest));
     }
     let row = tx
@@ -83,7 +94,7 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
     let version: i32 = row.get(0);
     let actor = format!("operator:{applied_by}");
     audit::write(
-        &tx,
+        tx,
         &audit::Event {
             tenant_id: &tenant,
             proposal_id: None,
@@ -97,7 +108,6 @@ pub async fn apply(db: &Db, source: &str, applied_by: &str) -> Result<Applied> {
         },
     )
     .await?;
-    tx.commit().await?;
     Ok(Applied::New(StoredDocument {
         tenant_id: tenant,
         version,

@@ -1,4 +1,5 @@
-//! `actiond policy test`: replay a tenant's recorded decisions through a candidate document.
+//! `actiond policy test`: replay a tenant's recorded decisions through a candidate document;
+//! `actiond policy shadow-report`: what a shadow document decided differently on live traffic.
 
 use super::{DbArgs, read_source};
 use actiond_core::policy::{CompiledPolicy, History, decide};
@@ -24,19 +25,103 @@ pub enum PolicySub {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Report how a tenant's shadow document (`actiond tenant shadow`) would have decided the
+    /// proposals since it was stored: how many it flips, which way, by its deciding rule, with
+    /// examples.
+    ShadowReport {
+        /// Tenant id.
+        tenant: String,
+        /// Candidate number (default: the open one, else the latest).
+        #[arg(long)]
+        shadow: Option<i32>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// `actiond policy test|shadow-report`.
+pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
+    match cmd {
+        PolicySub::Test {
+            file,
+            since,
+            json,
+            db,
+        } => what_if(&file, &since, json, &db).await,
+        PolicySub::ShadowReport {
+            tenant,
+            shadow,
+            json,
+            db,
+        } => shadow_report(&tenant, shadow, json, &db).await,
+    }
+}
+
+/// `actiond policy shadow-report`.
+async fn shadow_report(
+    tenant: &str,
+    seq: Option<i32>,
+    json: bool,
+    db: &DbArgs,
+) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let c = db.client().await?;
+    let Some(r) = actiond_store::shadow::report(&c, tenant, seq).await? else {
+        anyhow::bail!(
+            "tenant {tenant:?} has no such shadow document (store one with `actiond tenant shadow -f FILE`)"
+        );
+    };
+    if json {
+        say(&serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let s = &r.shadow;
+    let status = match (s.closed_at, s.promoted_version) {
+        (None, _) => "being evaluated".to_owned(),
+        (Some(_), Some(v)) => format!("promoted to version {v}"),
+        (Some(_), None) => "replaced".to_owned(),
+    };
+    say(&format!(
+        "shadow report: tenant {tenant}, shadow document {} ({status}; stored by {} at {}, beside live version {})",
+        s.seq,
+        s.stored_by,
+        s.stored_at.to_rfc3339(),
+        s.live_version
+            .map_or_else(|| "-".to_owned(), |v| v.to_string())
+    ));
+    say(&format!("  evaluated  {}", r.evaluated));
+    say(&format!("  agreed     {}", r.agreed));
+    say(&format!("  flipped    {}", r.evaluated - r.agreed));
+    for f in &r.flips {
+        say(&format!(
+            "    {} {} → {}: {} (shadow rule: {})",
+            f.direction, f.from, f.to, f.count, f.rule
+        ));
+        for e in &f.examples {
+            say(&format!(
+                "      e.g. {} {} (live rule: {})",
+                e.proposal_id,
+                actiond_core::text::reveal_invisible(&e.action, false),
+                e.live_rule
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `actiond policy test`.
-pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
-    let PolicySub::Test {
-        file,
-        since,
-        json,
-        db,
-    } = cmd;
-    let source = read_source(&file)?;
+async fn what_if(
+    file: &std::path::Path,
+    since: &str,
+    json: bool,
+    db: &DbArgs,
+) -> anyhow::Result<()> {
+    let source = read_source(file)?;
     let doc = actiond_core::tenant::TenantDocument::parse(&source)?;
-    let since = actiond_core::ids::parse_duration(&since).map_err(anyhow::Error::msg)?;
+    let since = actiond_core::ids::parse_duration(since).map_err(anyhow::Error::msg)?;
     let tenant = doc.tenant.as_str().to_owned();
     let candidate = CompiledPolicy::new(
         doc,

@@ -1,4 +1,5 @@
-//! `actiond tenant …`: apply, show, history, diff and validate tenant documents.
+//! `actiond tenant …`: apply, show, history, diff and validate tenant documents; store a
+//! shadow (candidate) document and promote it.
 
 use super::{DbArgs, read_source};
 use actiond_core::tenant::TenantDocument;
@@ -56,6 +57,30 @@ pub enum TenantCmd {
         #[arg(short = 'f', long)]
         file: PathBuf,
     },
+    /// Store a candidate document that policy evaluates beside the live one on every new
+    /// proposal, without acting on it (replaces the tenant's previous candidate). See
+    /// `actiond policy shadow-report`.
+    Shadow {
+        /// YAML file (a whole tenant document).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Who stores it (recorded).
+        #[arg(long = "as", env = "USER", default_value = "operator")]
+        stored_by: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Apply the tenant's candidate document as its next version (versioned and audited like
+    /// `apply`) and stop evaluating it.
+    Promote {
+        /// Tenant id.
+        tenant: String,
+        /// Who promotes it (recorded).
+        #[arg(long = "as", env = "USER", default_value = "operator")]
+        promoted_by: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
 }
 
 /// `actiond tenant …`.
@@ -74,7 +99,50 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
         TenantCmd::History { tenant, db } => history(&tenant, &db).await,
         TenantCmd::Diff { file, db } => diff(&file, &db).await,
         TenantCmd::Validate { file } => validate(&file),
+        TenantCmd::Shadow {
+            file,
+            stored_by,
+            db,
+        } => shadow(&file, &stored_by, &db).await,
+        TenantCmd::Promote {
+            tenant,
+            promoted_by,
+            db,
+        } => promote(&tenant, &promoted_by, &db).await,
     }
+}
+
+/// `actiond tenant shadow`.
+async fn shadow(file: &Path, stored_by: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let source = read_source(file)?;
+    let db = db.connect()?;
+    let s = actiond_store::shadow::store(&db, &source, stored_by).await?;
+    say(&format!(
+        "tenant {}: shadow document {} stored (sha256 {}); policy evaluates it beside live version {} without acting on it",
+        s.tenant_id,
+        s.seq,
+        s.sha256,
+        s.live_version
+            .map_or_else(|| "-".to_owned(), |v| v.to_string())
+    ));
+    Ok(())
+}
+
+/// `actiond tenant promote`.
+async fn promote(tenant: &str, promoted_by: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let (s, applied) = actiond_store::shadow::promote(&db, tenant, promoted_by).await?;
+    match applied {
+        Applied::New(d) => say(&format!(
+            "tenant {}: shadow document {} promoted: applied version {} (sha256 {})",
+            d.tenant_id, s.seq, d.version, d.sha256
+        )),
+        Applied::Unchanged(d) => say(&format!(
+            "tenant {}: shadow document {} promoted: unchanged, still version {} (sha256 {})",
+            d.tenant_id, s.seq, d.version, d.sha256
+        )),
+    }
+    Ok(())
 }
 
 /// `actiond tenant apply`.

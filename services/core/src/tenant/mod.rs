@@ -32,20 +32,30 @@
 //!   webhook: approvals-chat      # credential name holding a chat webhook URL
 //! retention:
 //!   decided_after: 30d           # purge params/source text/reasons of decided proposals
+//! budgets:                       # sums that escalate once exceeded (see `budgets`)
+//!   - {action: billing.refund.issue, sum_of: amount, max: 50000, per: 24h, scope: agent}
+//! admins:                        # who reads the tenant's admin pages (shadow report)
+//!   values: [acme-admins]
 //! ```
 //! Every validation error names the field path and the rule. CEL rules are compiled at apply.
 //!
 //! Each top-level section is parsed by its own module (`policy`, `handlers`, `approvers`,
-//! `notify`, `retention`); this one holds the document, its entry points and the field
+//! `notify`, `retention`, `budgets`, `admins`); this one holds the document, its entry points and the field
 //! readers they share.
 
+mod admins;
 mod approvers;
+mod budgets;
 mod handlers;
 mod notify;
 mod policy;
 mod retention;
 
+pub use admins::Admins;
 pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE};
+pub use budgets::{
+    Budget, BudgetScope, MAX_BUDGET_LIMIT, MAX_BUDGET_WINDOW, MAX_BUDGETS, MIN_BUDGET_WINDOW,
+};
 pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
@@ -78,6 +88,10 @@ pub struct TenantDocument {
     pub notify: Notify,
     /// How long decided proposals keep their customer data.
     pub retention: Retention,
+    /// Declared budgets; a proposal past one escalates.
+    pub budgets: Vec<Budget>,
+    /// Who may read the tenant's admin pages.
+    pub admins: Admins,
 }
 
 /// Serializes a duration in the document's own form (`5m`, `24h`).
@@ -134,6 +148,8 @@ impl TenantDocument {
                 "approvers",
                 "notify",
                 "retention",
+                "budgets",
+                "admins",
             ],
         );
         let tenant = match root.get("tenant") {
@@ -161,6 +177,8 @@ impl TenantDocument {
         let approvers = approvers::parse_approvers(&mut errs, root.get("approvers"));
         let notify = notify::parse_notify(&mut errs, root.get("notify"));
         let retention = retention::parse_retention(&mut errs, root.get("retention"));
+        let budgets = budgets::parse_budgets(&mut errs, root.get("budgets"), &handlers);
+        let admins = admins::parse_admins(&mut errs, root.get("admins"));
         match (tenant, policy) {
             (Some(tenant), Some(policy)) if errs.is_empty() => Ok(Self {
                 tenant,
@@ -169,9 +187,19 @@ impl TenantDocument {
                 approvers,
                 notify,
                 retention,
+                budgets,
+                admins,
             }),
             _ => Err(FieldErrors(errs)),
         }
+    }
+
+    /// The budgets declared for `action`, in document order.
+    pub fn budgets_of<'a, 's>(
+        &'a self,
+        action: &'s str,
+    ) -> impl Iterator<Item = &'a Budget> + use<'a, 's> {
+        self.budgets.iter().filter(move |b| b.action == action)
     }
 
     /// The handler entry for an action, if this tenant enables it and the registry has it.

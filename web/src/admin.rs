@@ -1,0 +1,114 @@
+//! Tenant-admin pages: `GET /admin/shadow`, the report of a tenant's shadow (candidate)
+//! document — how many live decisions it would have flipped, which way, by rule, with examples.
+//!
+//! Tenant admins are the people the tenant's current document lists under `admins:` (identified
+//! like approvers: `approvers.issuer` and `approvers.claim`). Anyone else gets 403; the report
+//! is read with row-level security scoped to the one tenant shown.
+
+use crate::AppState;
+use crate::error::{WebError, WebResult};
+use crate::pages::{chrome, path_and_query};
+use crate::session::require_viewer;
+use crate::views::{ShadowFlipRow, ShadowPage, ShadowSummary, render};
+use actiond_core::text::reveal_invisible;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use serde::Deserialize;
+
+/// `?tenant=` of the report page.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct TenantQuery {
+    tenant: Option<String>,
+}
+
+/// `GET /admin/shadow[?tenant=T]`.
+pub(crate) async fn shadow(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<TenantQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let mut client = state.db.client().await?;
+    let docs = state.docs.latest_of_every_tenant(&client).await?;
+    let mut admin_tenants: Vec<String> = docs
+        .iter()
+        .filter(|d| {
+            d.admins.includes(
+                &d.approvers,
+                state.person_issuer(),
+                &v.issuer,
+                &v.subject,
+                &v.claims,
+            )
+        })
+        .map(|d| d.tenant.as_str().to_owned())
+        .collect();
+    admin_tenants.sort();
+    let tenant = match q.tenant.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) if admin_tenants.iter().any(|a| a == t) => t.to_owned(),
+        // Another tenant's report is as invisible as another tenant's proposal.
+        Some(_) => return Err(WebError::NotFound),
+        None => match admin_tenants.first() {
+            Some(t) => t.clone(),
+            None => {
+                return Err(WebError::Forbidden(
+                    "No tenant lists you (or your groups) as an admin. Ask the tenant's operator to add you to its admins.".into(),
+                ));
+            }
+        },
+    };
+    let tx = client
+        .transaction()
+        .await
+        .map_err(actiond_store::StoreError::from)?;
+    actiond_store::set_tenant(&tx, &tenant).await?;
+    let report = actiond_store::shadow::report(&tx, &tenant, None).await?;
+    tx.commit().await.map_err(actiond_store::StoreError::from)?;
+    let report = report.map(|r| {
+        let s = &r.shadow;
+        ShadowSummary {
+            seq: s.seq,
+            status: match (s.closed_at, s.promoted_version) {
+                (None, _) => "being evaluated".to_owned(),
+                (Some(_), Some(ver)) => format!("promoted to version {ver}"),
+                (Some(_), None) => "replaced".to_owned(),
+            },
+            stored_by: reveal_invisible(&s.stored_by, false),
+            stored_at: s.stored_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            live_version: s
+                .live_version
+                .map_or_else(|| "-".to_owned(), |x| x.to_string()),
+            evaluated: r.evaluated,
+            agreed: r.agreed,
+            flipped: r.evaluated - r.agreed,
+            flips: r
+                .flips
+                .iter()
+                .map(|f| ShadowFlipRow {
+                    direction: f.direction,
+                    from: f.from.as_str(),
+                    to: f.to.as_str(),
+                    rule: f.rule.clone(),
+                    count: f.count,
+                    examples: f
+                        .examples
+                        .iter()
+                        .map(|e| crate::views::ShadowExample {
+                            proposal_id: e.proposal_id.to_string(),
+                            action: reveal_invisible(&e.action, false),
+                            live_rule: e.live_rule.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    });
+    Ok(render(&ShadowPage {
+        chrome: chrome(&v),
+        admin_tenants,
+        tenant,
+        report,
+    }))
+}
