@@ -4,6 +4,7 @@
 
 mod admin;
 mod api;
+mod approval_rules;
 mod attacks;
 mod audit_seal;
 mod budgets;

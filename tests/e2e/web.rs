@@ -6,7 +6,7 @@ use crate::support::{Options, Stack, refund};
 use actiond_testkit::{Service, eventually, free_port};
 use std::time::Duration;
 
-fn hidden(html: &str, name: &str) -> String {
+pub(crate) fn hidden(html: &str, name: &str) -> String {
     let key = format!("name=\"{name}\" value=\"");
     let start = html
         .find(&key)

@@ -92,6 +92,8 @@ handlers:
     max_amount: 100000
     currencies: [USD, EUR]
     summary: "Refund {amount} {currency} on payment {payment_id}"
+    confirm: [amount]          # approvers type the amount again for refunds over 500.00
+    confirm_over: 50000
   dns.record.update:
     credential: pdns
     zones: [prod.example.com, staging.example.com]

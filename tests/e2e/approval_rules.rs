@@ -1,0 +1,546 @@
+//! Approvals that cannot be gamed (issue #9), over real processes: `actiond api` and `policy`
+//! escalate, `actiond web` (dev login, the loopback stand-in for SSO) and the break-glass CLI
+//! decide. Every time bound is judged by the database clock when the decision is made, one
+//! person counts once across channels, only the pinned issuer's subjects are persons, stale
+//! claims and old sign-ins send the person to sign in again before an Approve counts, and
+//! re-typed values must match the stored params. Every refusal is an `approval.refused` event.
+
+use crate::support::{Options, Stack, TENANT, refund};
+use actiond_testkit::{Service, cli, eventually, free_port};
+use reqwest::StatusCode;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+/// `actiond web` with the dev login, and how to sign in to it.
+struct Web {
+    url: String,
+    svc_index: usize,
+}
+
+/// A signed-in browser: its cookie jar and the person's subject.
+struct Person {
+    http: reqwest::Client,
+    subject: String,
+}
+
+fn hidden(html: &str, name: &str) -> String {
+    crate::web::hidden(html, name)
+}
+
+impl Web {
+    async fn start(s: &mut Stack) -> Self {
+        let port = free_port();
+        let web = Service::spawn(
+            "web",
+            "web",
+            &[],
+            &[
+                ("DATABASE_URL", s.tdb.role_url("web").await),
+                ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
+                (
+                    "ACTIOND_WEB_CREDENTIALS_DIR",
+                    s.keys.web_dir.display().to_string(),
+                ),
+                ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
+                ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
+            ],
+            &s.logs,
+        );
+        s.services.push(web);
+        let w = Self {
+            url: format!("http://127.0.0.1:{port}"),
+            svc_index: s.services.len() - 1,
+        };
+        w.code(s).await;
+        w
+    }
+
+    /// The current one-time code (the last one the log announced).
+    async fn code(&self, s: &Stack) -> String {
+        let svc = &s.services[self.svc_index];
+        eventually(T, "dev login code on stderr", || {
+            let log = svc.log_text();
+            async move {
+                log.lines()
+                    .filter_map(|l| l.split_once("one-time code"))
+                    .filter_map(|(_, rest)| rest.split_once(": "))
+                    .filter_map(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+                    .next_back()
+            }
+        })
+        .await
+    }
+
+    /// Signs `subject` in with `groups` through the dev login, in `http`'s cookie jar (a fresh
+    /// browser when `None`).
+    async fn login(&self, s: &Stack, subject: &str, groups: &str, again: Option<Person>) -> Person {
+        let http = again.map(|p| p.http).unwrap_or_else(|| {
+            reqwest::Client::builder()
+                .cookie_store(true)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap()
+        });
+        let page = http
+            .get(format!("{}/login?again=1", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let code = self.code(s).await;
+        let r = http
+            .post(format!("{}/dev-login", self.url))
+            .header("origin", &self.url)
+            .form(&[
+                ("prelogin", hidden(&page, "prelogin").as_str()),
+                ("next", "/queue"),
+                ("code", code.as_str()),
+                ("subject", subject),
+                ("email", &format!("{subject}@acme.test")),
+                ("groups", groups),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "dev login of {subject}");
+        // The next login needs the next code: wait until the used one is replaced.
+        eventually(T, "a fresh one-time code", || {
+            let c = self.code(s);
+            let used = code.clone();
+            async move { Some(c.await).filter(|c| *c != used) }
+        })
+        .await;
+        Person {
+            http,
+            subject: subject.to_owned(),
+        }
+    }
+
+    /// GETs the decision page: (status, html).
+    async fn page(&self, p: &Person, id: uuid::Uuid) -> (StatusCode, String) {
+        let r = p
+            .http
+            .get(format!("{}/p/{id}", self.url))
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.text().await.unwrap())
+    }
+
+    /// Reads the decision page: the form fields of a decision with `verdict`.
+    async fn form(&self, p: &Person, id: uuid::Uuid, verdict: &str) -> Vec<(String, String)> {
+        let (st, page) = self.page(p, id).await;
+        assert_eq!(st, StatusCode::OK, "{} reads {id}: {page}", p.subject);
+        ["csrf", "intent_hash", "doc_version"]
+            .iter()
+            .map(|k| ((*k).to_owned(), hidden(&page, k)))
+            .chain([("verdict".to_owned(), verdict.to_owned())])
+            .collect()
+    }
+
+    /// POSTs a decision form with `extra` fields: (status, Location, body).
+    async fn post(
+        &self,
+        p: &Person,
+        id: uuid::Uuid,
+        mut form: Vec<(String, String)>,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, String, String) {
+        form.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let r = p
+            .http
+            .post(format!("{}/p/{id}/decide", self.url))
+            .header("origin", &self.url)
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        let loc = r
+            .headers()
+            .get("location")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (r.status(), loc, r.text().await.unwrap())
+    }
+
+    /// Reads the decision page, then POSTs `verdict` with `extra` fields.
+    async fn decide(
+        &self,
+        p: &Person,
+        id: uuid::Uuid,
+        verdict: &str,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, String, String) {
+        let form = self.form(p, id, verdict).await;
+        self.post(p, id, form, extra).await
+    }
+}
+
+/// A stack with `tenant_edit` applied to the test tenant, no executor, and one web app.
+async fn stack(name: &str, tenant_edit: impl Fn(String) -> String) -> (Stack, Web) {
+    let mut s = Stack::with(
+        name,
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let doc = tenant_edit(
+        TENANT
+            .replace("RECEIVER", &s.recv.url)
+            .replace("WEBHOOK_PATH", "hook"),
+    );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let web = Web::start(&mut s).await;
+    (s, web)
+}
+
+/// `actiond approvals approve|deny ID --as SUBJECT --intent …` with `extra` flags.
+async fn breakglass(
+    s: &Stack,
+    id: uuid::Uuid,
+    verb: &str,
+    subject: &str,
+    extra: &[&str],
+) -> (bool, String, String) {
+    let intent: String = s.row(id).await.get("intent_hash");
+    let id_s = id.to_string();
+    let mut args = vec![
+        "approvals",
+        verb,
+        &id_s,
+        "--as",
+        subject,
+        "--intent",
+        &intent[..16],
+    ];
+    args.extend_from_slice(extra);
+    cli(&args, &s.cli_env().await)
+}
+
+async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
+    let c = s.tdb.db.client().await.unwrap();
+    c.query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The `detail.rule` of every `approval.refused` event of a proposal, in order.
+async fn refusals(s: &Stack, id: uuid::Uuid) -> Vec<String> {
+    s.audit_kinds(id)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k == "approval.refused")
+        .map(|(_, d)| d["rule"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Moves a proposal's creation back so that its `escalation_ttl` (1h in the test tenant) ends
+/// `left` from now by the database clock (negative: already passed).
+async fn ttl_ends_in(s: &Stack, id: uuid::Uuid, left_secs: f64) {
+    let c = s.tdb.db.client().await.unwrap();
+    c.execute(
+        "UPDATE proposals SET created_at = now() - interval '1 hour' + make_interval(secs => $2) WHERE id = $1",
+        &[&id, &left_secs],
+    )
+    .await
+    .unwrap();
+}
+
+fn policy_index(s: &Stack) -> usize {
+    s.services.iter().position(|x| x.role == "policy").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_after_the_ttl_expires_the_proposal_on_web_and_cli() {
+    let (mut s, web) = stack("approval_ttl_by_db_clock", |d| d).await;
+    let ids = [
+        s.propose(&refund("pi_ttl_web", 12000)).await,
+        s.propose(&refund("pi_ttl_cli", 13000)).await,
+        s.propose(&refund("pi_ttl_deny", 14000)).await,
+        s.propose(&refund("pi_ttl_inside", 15000)).await,
+    ];
+    for id in ids {
+        s.wait_state(id, "escalated", T).await;
+    }
+    // The policy worker (whose sweep also expires) is down: the decision is the only guard.
+    let i = policy_index(&s);
+    s.services[i].terminate();
+    let alice = web.login(&s, "alice", "", None).await;
+    let [web_id, cli_id, deny_id, inside_id] = ids;
+    for id in [web_id, cli_id, deny_id] {
+        ttl_ends_in(&s, id, -30.0).await;
+    }
+    // One second before the TTL by the database clock, an approval counts.
+    let form = web.form(&alice, inside_id, "approve").await;
+    ttl_ends_in(&s, inside_id, 1.0).await;
+    let (st, loc, body) = web.post(&alice, inside_id, form, &[]).await;
+    assert_eq!(
+        (st, loc.as_str()),
+        (
+            StatusCode::SEE_OTHER,
+            &*format!("/p/{inside_id}?result=approved")
+        ),
+        "{body}"
+    );
+    assert_eq!(s.state(inside_id).await, "approved");
+
+    let (st, _, body) = web.decide(&alice, web_id, "approve", &[]).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains("expired at") && body.contains("nothing will run"),
+        "{body}"
+    );
+    let (ok, out, err) = breakglass(&s, cli_id, "approve", "bob", &[]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("expired at") && err.contains("nothing will run"),
+        "{err}"
+    );
+    let (st, _, body) = web.decide(&alice, deny_id, "deny", &[]).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    for id in [web_id, cli_id, deny_id] {
+        assert_eq!(s.state(id).await, "expired", "{id}");
+        assert_eq!(grants(&s, id).await, 0);
+        assert_eq!(refusals(&s, id).await, ["escalation_ttl"]);
+        let kinds: Vec<String> = s
+            .audit_kinds(id)
+            .await
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert!(kinds.contains(&"proposal.expired".to_owned()), "{kinds:?}");
+        let c = s.tdb.db.client().await.unwrap();
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM approvals WHERE proposal_id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "a late decision is not recorded");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_person_counts_once_across_break_glass_and_web() {
+    let (s, web) = stack("approval_one_person", |d| {
+        d.replace(
+            "    max_amount: 100000\n",
+            "    max_amount: 100000\n    approvals_required: 2\n",
+        )
+        .replace(
+            "  subjects: [alice, bob]",
+            "  subjects: [alice, bob, dev-operator]",
+        )
+    })
+    .await;
+    let id = s.propose(&refund("pi_two_people", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (ok, out, err) = breakglass(&s, id, "approve", "dev-operator", &[]).await;
+    assert!(ok && out.contains("1 of 2"), "{out}{err}");
+    // The same subject signed in to the web app is the same person.
+    let op = web.login(&s, "dev-operator", "", None).await;
+    let (st, _, body) = web.decide(&op, id, "approve", &[]).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("you already decided"), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(grants(&s, id).await, 0);
+    assert_eq!(refusals(&s, id).await, ["same_person"]);
+    // A second person completes it.
+    let bob = web.login(&s, "bob", "", None).await;
+    let (st, loc, _) = web.decide(&bob, id, "approve", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{id}?result=approved"))
+    );
+    assert_eq!(s.state(id).await, "approved");
+    assert_eq!(grants(&s, id).await, 1);
+    let c = s.tdb.db.client().await.unwrap();
+    let issued_by: String = c
+        .query_one(
+            "SELECT issued_by FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(issued_by, "dev-operator,bob");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_of_another_issuer_is_not_an_approver() {
+    // The tenant's persons are subjects of its pinned issuer; this web app's logins come from
+    // another one (the dev login), so "alice" here is not the tenant's alice.
+    let (s, web) = stack("approval_pinned_issuer", |d| {
+        d.replace(
+            "approvers:\n",
+            "approvers:\n  issuer: https://sso.acme.example\n",
+        )
+    })
+    .await;
+    let id = s.propose(&refund("pi_pinned", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let alice = web.login(&s, "alice", "", None).await;
+    assert_eq!(web.page(&alice, id).await.0, StatusCode::NOT_FOUND);
+    let r = alice
+        .http
+        .post(format!("{}/p/{id}/decide", web.url))
+        .header("origin", &web.url)
+        .form(&[("verdict", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(grants(&s, id).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_amount_must_be_typed_again_and_match() {
+    let (s, web) = stack("approval_confirm_amount", |d| {
+        d.replace(
+            "    max_amount: 100000\n",
+            "    max_amount: 100000\n    confirm: [amount]\n    confirm_over: 50000\n",
+        )
+    })
+    .await;
+    let big = s.propose(&refund("pi_confirm_big", 60050)).await;
+    let small = s.propose(&refund("pi_confirm_small", 12000)).await;
+    s.wait_state(big, "escalated", T).await;
+    s.wait_state(small, "escalated", T).await;
+    let alice = web.login(&s, "alice", "", None).await;
+    let (_, page) = web.page(&alice, big).await;
+    assert!(page.contains("name=\"confirm_amount\""), "{page}");
+    assert!(
+        !web.page(&alice, small)
+            .await
+            .1
+            .contains("name=\"confirm_amount\"")
+    );
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[], "confirm_missing"),
+        (&[("confirm_amount", "600.05")], "confirm_mismatch"),
+        (&[("confirm_amount", "60050")], "confirm_mismatch"),
+    ];
+    for (extra, rule) in cases {
+        let (st, _, body) = web.decide(&alice, big, "approve", extra).await;
+        assert_eq!(st, StatusCode::CONFLICT, "{extra:?}: {body}");
+        assert!(body.contains("confirm_amount"), "{body}");
+        assert_eq!(s.state(big).await, "escalated");
+        assert_eq!(
+            refusals(&s, big).await.last().map(String::as_str),
+            Some(rule)
+        );
+    }
+    let (ok, _, err) = breakglass(&s, big, "approve", "bob", &["--confirm-amount", "600.00"]).await;
+    assert!(!ok && err.contains("confirm_amount"), "{err}");
+    assert_eq!(grants(&s, big).await, 0);
+    let (st, loc, _) = web
+        .decide(&alice, big, "approve", &[("confirm_amount", "600.50")])
+        .await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{big}?result=approved"))
+    );
+    assert_eq!(s.state(big).await, "approved");
+    // Under confirm_over nothing is typed; a deny never needs it.
+    let (st, loc, _) = web.decide(&alice, small, "deny", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{small}?result=denied"))
+    );
+}
+
+/// Makes every session of `subject` look as if its claims were read, and the IdP last
+/// authenticated the person, `secs` ago (instead of waiting).
+async fn age_sessions(s: &Stack, subject: &str, claims_secs: f64, auth_secs: f64) {
+    let c = s.tdb.db.client().await.unwrap();
+    c.execute(
+        "UPDATE web_sessions SET created_at = now() - make_interval(secs => $2),
+                auth_time = now() - make_interval(secs => $3) WHERE subject = $1",
+        &[&subject, &claims_secs, &auth_secs],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_claims_and_old_sign_ins_must_sign_in_again_before_an_approve_counts() {
+    let (s, web) = stack("approval_fresh_sign_in", |d| {
+        d.replace(
+            "    max_amount: 100000\n",
+            "    max_amount: 100000\n    reauth_within: 10m\n",
+        )
+        .replace(
+            "  subjects: [alice, bob]",
+            "  subjects: [bob]\n  claim: groups\n  values: [acme-approvers]\n  max_claims_age: 5m",
+        )
+    })
+    .await;
+    let ids = [
+        s.propose(&refund("pi_fresh_1", 12000)).await,
+        s.propose(&refund("pi_fresh_2", 13000)).await,
+        s.propose(&refund("pi_fresh_3", 14000)).await,
+    ];
+    for id in ids {
+        s.wait_state(id, "escalated", T).await;
+    }
+    let [a, b, c] = ids;
+    let next = |id: uuid::Uuid| format!("/login?next=%2Fp%2F{id}&again=1");
+
+    // reauth_within: an old auth_time → Approve sends bob to sign in again; Deny works at once.
+    let bob = web.login(&s, "bob", "", None).await;
+    age_sessions(&s, "bob", 60.0, 3600.0).await;
+    let (st, loc, _) = web.decide(&bob, a, "approve", &[]).await;
+    assert_eq!((st, loc), (StatusCode::SEE_OTHER, next(a)));
+    assert_eq!(
+        (s.state(a).await, grants(&s, a).await),
+        ("escalated".into(), 0)
+    );
+    let (st, loc, _) = web.decide(&bob, b, "deny", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{b}?result=denied"))
+    );
+    let bob = web.login(&s, "bob", "", Some(bob)).await;
+    let (st, loc, _) = web.decide(&bob, a, "approve", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{a}?result=approved"))
+    );
+
+    // max_claims_age: carol approves by group; the group is gone at the IdP, her claims are
+    // old → Approve sends her to sign in again, and then she is no approver at all.
+    let carol = web.login(&s, "carol", "acme-approvers", None).await;
+    age_sessions(&s, "carol", 600.0, 60.0).await;
+    let (st, loc, _) = web.decide(&carol, c, "approve", &[]).await;
+    assert_eq!((st, loc), (StatusCode::SEE_OTHER, next(c)));
+    let carol = web.login(&s, "carol", "", Some(carol)).await;
+    assert_eq!(web.page(&carol, c).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        (s.state(c).await, grants(&s, c).await),
+        ("escalated".into(), 0)
+    );
+    assert_eq!(refusals(&s, a).await, ["reauth_within"]);
+    assert_eq!(refusals(&s, c).await, ["max_claims_age"]);
+    // Still in the group after signing in again: the Approve counts.
+    let carol = web.login(&s, "carol", "acme-approvers", Some(carol)).await;
+    let (st, loc, _) = web.decide(&carol, c, "approve", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{c}?result=approved"))
+    );
+}
