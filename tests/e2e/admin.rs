@@ -218,7 +218,8 @@ async fn two_replicas_migrating_at_once_both_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_with_a_workload_identity_has_no_token() {
     let t = actiond_testkit::TestDb::new().await;
-    actiond_store::tenants::apply(&t.db, TENANT, "test")
+    let doc = "tenant: acme\npolicy:\n  default: escalate\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 100000\napprovers:\n  subjects: [alice]\n";
+    actiond_store::tenants::apply(&t.db, doc, "test")
         .await
         .unwrap();
     let env = vec![("DATABASE_URL", t.role_url("admin").await)];

@@ -271,3 +271,56 @@ async fn rls_scopes_every_transaction_and_nothing_leaks_on_a_pooled_connection()
     );
     web.batch_execute("ROLLBACK").await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whom_an_agent_acts_for_is_tenant_scoped_and_write_once() {
+    let t = TestDb::new().await;
+    let (a, b) = seed(&t).await;
+    let insert = "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, $2, $3)";
+    t.superuser()
+        .await
+        .execute(insert, &[&b, &"tenb", &"bob@tenb.example"])
+        .await
+        .unwrap();
+    let api = t.as_role("api").await;
+    api.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    api.execute(insert, &[&a, &"tena", &"jane@customer.example"])
+        .await
+        .unwrap();
+    // Tenant a's api cannot record a delegation for tenant b, nor read b's.
+    let e = api
+        .execute(insert, &[&a, &"tenb", &"mallory@evil.example"])
+        .await
+        .expect_err("a delegation in another tenant");
+    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    assert!(message.contains("row-level security"), "{e:?}");
+    api.batch_execute("ROLLBACK; BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    api.execute(insert, &[&a, &"tena", &"jane@customer.example"])
+        .await
+        .unwrap();
+    let seen: Vec<String> = api
+        .query("SELECT on_behalf_of FROM proposal_delegations", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seen, ["jane@customer.example"]);
+    // Recorded once, at submission: the api may not rewrite or remove it.
+    denied(
+        api.execute("UPDATE proposal_delegations SET on_behalf_of = 'x'", &[])
+            .await,
+        "api updates a delegation",
+    );
+    api.batch_execute("ROLLBACK").await.unwrap();
+    api.batch_execute("BEGIN").await.unwrap();
+    denied(
+        api.execute("DELETE FROM proposal_delegations", &[]).await,
+        "api deletes a delegation",
+    );
+    api.batch_execute("ROLLBACK").await.unwrap();
+}
