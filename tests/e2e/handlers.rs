@@ -398,7 +398,8 @@ async fn email_send_reaches_a_real_smtp_server() {
     );
     assert_eq!(
         m.body(),
-        "Hello Ann <b>bold</b>,\n\nyour ticket T-42 is closed.\n"
+        // The rendered text exactly, plus the line end lettre adds before SMTP's end of data.
+        "Hello Ann <b>bold</b>,\n\nyour ticket T-42 is closed.\n\n"
     );
     // To a partner: escalated, previewed as the rendered email, nothing sent.
     let id = hx

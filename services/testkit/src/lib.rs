@@ -300,7 +300,9 @@ pub struct Seen {
 }
 
 /// A local HTTP server that records every request. Requests to paths starting with `/slow`
-/// are answered only after `slow_delay`.
+/// are answered only after `slow_delay`. Reads of `/v1/payment_intents/{id}` (the executor's
+/// refund previews) are answered with a payment of 150.00 USD, 25.00 already refunded, and are
+/// not recorded: [`Receiver::requests`] are the actions that reached the provider.
 #[derive(Clone)]
 pub struct Receiver {
     /// Base URL (`http://127.0.0.1:PORT`).
@@ -321,6 +323,10 @@ impl Receiver {
             let s = s2.clone();
             async move {
                 let path = uri.path().to_owned();
+                if path.starts_with("/v1/payment_intents/") {
+                    // A preview's read-only lookup: answered, not recorded as an action.
+                    return axum::Json(serde_json::json!({"id": path.rsplit('/').next(), "amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": 2500}}));
+                }
                 s.lock().unwrap().push(Seen {
                     path: path.clone(),
                     headers: headers

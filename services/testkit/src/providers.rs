@@ -31,7 +31,7 @@ impl Drop for Scratch {
 
 /// Waits until something accepts TCP connections on `127.0.0.1:port`, or panics with `log`.
 fn wait_port(port: u16, what: &str, log: &Path) {
-    for _ in 0..200 {
+    for _ in 0..800 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;
         }
