@@ -80,14 +80,17 @@ async fn start_two_policies(s: &mut Stack) -> u16 {
 async fn assert_budget_metrics(s: &Stack, admin: u16) {
     let metrics_url = format!("http://127.0.0.1:{admin}/metrics");
     let http = s.http.clone();
+    let ours = |l: &str, name: &str| {
+        l.starts_with(&format!("{name}{{"))
+            && l.contains("tenant=\"acme\"")
+            && l.contains("action=\"billing.refund.issue\"")
+    };
     eventually(Duration::from_secs(20), "budget gauge", || {
         let (h, u) = (http.clone(), metrics_url.clone());
         async move {
             let text = h.get(&u).send().await.ok()?.text().await.ok()?;
             text.lines()
-                .any(|l| {
-                    l == "actiond_budget_use_ratio{action=\"billing.refund.issue\",tenant=\"acme\"} 1"
-                })
+                .any(|l| ours(l, "actiond_budget_use_ratio") && l.ends_with("} 1"))
                 .then_some(())
         }
     })
@@ -101,7 +104,8 @@ async fn assert_budget_metrics(s: &Stack, admin: u16) {
         .await
         .unwrap();
     assert!(
-        text.contains("actiond_policy_budget_escalations_total{action=\"billing.refund.issue\",tenant=\"acme\"}"),
+        text.lines()
+            .any(|l| ours(l, "actiond_policy_budget_escalations_total") && !l.ends_with("} 0")),
         "{text}"
     );
 }
@@ -224,7 +228,7 @@ async fn per_agent_budgets_are_separate_and_only_live_spending_counts() {
     let row = s.row(b).await;
     assert_eq!(
         row.get::<_, Option<String>>(1).as_deref(),
-        Some("over the 1h billing.refund.issue budget")
+        Some("over the hourly billing.refund.issue budget")
     );
     // Another agent has its own budget.
     let (st, v) = s.post_as(&other, &refund("pi_b1", 4500), None).await;

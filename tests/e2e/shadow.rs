@@ -150,7 +150,7 @@ async fn promote_and_check(s: &Stack, env: &[(&'static str, String)]) {
     let c = s.tdb.db.client().await.unwrap();
     let kinds: Vec<String> = c
         .query(
-            "SELECT kind FROM audit_events WHERE tenant_id = 'acme' AND proposal_id IS NULL ORDER BY id",
+            "SELECT kind FROM audit_events WHERE tenant_id = 'acme' AND kind LIKE 'tenant.%' ORDER BY id",
             &[],
         )
         .await

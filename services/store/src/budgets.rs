@@ -162,7 +162,7 @@ pub async fn reserve_batch(
             })
             .collect()
     };
-    let sums: Vec<BTreeSet<String>> = decided.iter().map(|d| sums_of(d)).collect();
+    let sums: Vec<BTreeSet<String>> = decided.iter().map(sums_of).collect();
     let keys: BTreeSet<(String, String)> = decided
         .iter()
         .zip(&sums)
