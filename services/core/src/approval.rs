@@ -494,12 +494,13 @@ mod tests {
             })
         };
         use Verdict::{Approve, Deny};
-        let cases: [(
+        type Case = (
             Verdict,
             Option<Freshness>,
             Option<Duration>,
             Result<(), ApprovalRefusal>,
-        ); 9] = [
+        );
+        let cases: [Case; 9] = [
             (Approve, f(10.0, Some(10.0)), None, Ok(())),
             (Approve, f(3599.0, None), None, Ok(())),
             (
