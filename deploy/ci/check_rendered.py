@@ -103,6 +103,19 @@ def main():
                         files.add(it["path"])
         if not files <= allowed_secrets[comp] or (comp != "api" and not files):
             err(f"{comp}: mounts secrets {sorted(files)}, expected within {sorted(allowed_secrets[comp])}")
+    # Workload-JWT issuers: a ConfigMap the api mounts and names in ACTIOND_API_JWT_ISSUERS_FILE.
+    cms = [c for c in kinds.get("ConfigMap", []) if c["metadata"]["name"].endswith("-api-jwt-issuers")]
+    api_env = {e["name"]: e.get("value") for e in deps["api"]["spec"]["template"]["spec"]["containers"][0].get("env", [])} if "api" in deps else {}
+    if cms:
+        issuers = yaml.safe_load(cms[0]["data"]["issuers.yaml"])
+        if not isinstance(issuers, dict) or not issuers.get("issuers"):
+            err("api-jwt-issuers ConfigMap: issuers.yaml has no issuers list")
+        mounts = deps["api"]["spec"]["template"]["spec"]["containers"][0].get("volumeMounts", [])
+        paths = [m["mountPath"] + "/issuers.yaml" for m in mounts if m["name"] == "jwt-issuers"]
+        if api_env.get("ACTIOND_API_JWT_ISSUERS_FILE") not in paths or not paths:
+            err(f"api: ACTIOND_API_JWT_ISSUERS_FILE {api_env.get('ACTIOND_API_JWT_ISSUERS_FILE')} is not the mounted issuers.yaml {paths}")
+    elif "ACTIOND_API_JWT_ISSUERS_FILE" in api_env:
+        err("api: ACTIOND_API_JWT_ISSUERS_FILE set without the issuers ConfigMap")
     jobs = kinds.get("Job", [])
     if len(jobs) != 1:
         err(f"{len(jobs)} Jobs, expected the migrate Job")
