@@ -157,23 +157,24 @@ impl Stack {
     }
 
     pub async fn start_policy(&mut self) {
+        self.start_policy_with(Vec::new()).await;
+    }
+
+    /// Starts `actiond policy` with `extra` environment besides the defaults.
+    pub async fn start_policy_with(&mut self, extra: Vec<(&'static str, String)>) {
         let url = self.tdb.role_url("policy").await;
-        let svc = Service::spawn(
-            "policy",
-            "policy",
-            &[],
-            &[
-                ("DATABASE_URL", url),
-                ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                (
-                    "ACTIOND_POLICY_CREDENTIALS_DIR",
-                    self.keys.policy_dir.display().to_string(),
-                ),
-                ("ACTIOND_POLICY_POLL_MS", "200".into()),
-                ("ACTIOND_POLICY_SWEEP_MS", "500".into()),
-            ],
-            &self.logs,
-        );
+        let mut env = vec![
+            ("DATABASE_URL", url),
+            ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
+            (
+                "ACTIOND_POLICY_CREDENTIALS_DIR",
+                self.keys.policy_dir.display().to_string(),
+            ),
+            ("ACTIOND_POLICY_POLL_MS", "200".into()),
+            ("ACTIOND_POLICY_SWEEP_MS", "500".into()),
+        ];
+        env.extend(extra);
+        let svc = Service::spawn("policy", "policy", &[], &env, &self.logs);
         self.services.push(svc);
     }
 

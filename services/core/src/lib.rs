@@ -20,6 +20,7 @@ pub mod audit;
 pub mod audit_chain;
 pub mod audit_export;
 pub mod canonical;
+pub mod classifier;
 pub mod grant;
 pub mod handlers;
 pub mod ids;

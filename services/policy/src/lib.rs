@@ -15,7 +15,10 @@
 //! `actiond_store::budgets`), and a tenant's open shadow document is evaluated beside the live
 //! one without acting on it ([`shadow`]).
 
+mod classifier;
 mod shadow;
+
+pub use classifier::Classifiers;
 
 use actiond_core::grant::GrantSigner;
 use actiond_core::policy::{CompiledPolicy, Decision, decide};
@@ -72,6 +75,15 @@ pub struct PolicyArgs {
     /// Claim loops per process (each holds at most one transaction).
     #[arg(long, env = "ACTIOND_POLICY_CONCURRENCY", default_value_t = 2)]
     pub concurrency: usize,
+    /// Classifier endpoints tenants may name in `policy.classifier`, as NAME=URL (repeatable;
+    /// comma-separated in the environment). A tenant naming an unknown one escalates.
+    #[arg(
+        long = "classifier",
+        env = "ACTIOND_POLICY_CLASSIFIERS",
+        value_name = "NAME=URL",
+        value_delimiter = ','
+    )]
+    pub classifiers: Vec<String>,
 }
 
 /// Metrics of the policy worker.
@@ -87,6 +99,8 @@ pub struct PolicyMetrics {
     depth: GaugeVec,
     budget_use: GaugeVec,
     budget_escalations: IntCounterVec,
+    classifier_calls: IntCounterVec,
+    classifier_seconds: HistogramVec,
 }
 
 impl PolicyMetrics {
@@ -119,6 +133,16 @@ impl PolicyMetrics {
                 "Proposals the rules allowed that a budget escalated",
                 &["tenant", "action"],
             ),
+            classifier_calls: m.counter_vec(
+                "policy_classifier_calls_total",
+                "Classifier calls by tenant and outcome (agreed, raised, lower_ignored, timeout, error, malformed, unconfigured)",
+                &["tenant", "outcome"],
+            ),
+            classifier_seconds: m.histogram_vec(
+                "policy_classifier_seconds",
+                "Duration of one classifier call",
+                &["tenant"],
+            ),
         }
     }
 }
@@ -133,6 +157,7 @@ pub struct Worker {
     batch: i64,
     budget: Duration,
     approved: Notifier,
+    classifiers: Classifiers,
 }
 
 impl Worker {
@@ -143,6 +168,7 @@ impl Worker {
         metrics: PolicyMetrics,
         batch: i64,
         budget: Duration,
+        classifiers: Classifiers,
     ) -> Self {
         let approved = Notifier::spawn(db.clone(), CHANNEL_APPROVED, Duration::from_millis(20));
         Self {
@@ -154,6 +180,7 @@ impl Worker {
             batch,
             budget,
             approved,
+            classifiers,
         }
     }
 
@@ -209,6 +236,7 @@ impl Worker {
                             doc_version: Some(version),
                             doc_sha256: Some(sha),
                             grant_lifetime: lifetime,
+                            classifier: None,
                         }
                     }
                     _ => DecidedRow {
@@ -222,12 +250,14 @@ impl Worker {
                         doc_version: None,
                         doc_sha256: None,
                         grant_lifetime: Duration::ZERO,
+                        classifier: None,
                     },
                 }
             },
         ))
         .await;
         timer.observe_duration();
+        self.classify(&mut decisions, &policies).await;
         self.after_rules(&tx, &mut decisions, &policies).await?;
         for d in &decisions {
             let tenant = d.row.tenant_id.as_str();
@@ -261,6 +291,69 @@ impl Worker {
             self.approved.hint();
         }
         Ok(rows.len())
+    }
+
+    /// Asks each tenant's classifier (when its document names one) about every decision it
+    /// could still raise (allow or escalate), all calls at once, each within the tenant's
+    /// timeout; applies the raise-only rule and records the answer for the audit event.
+    async fn classify(
+        &self,
+        decisions: &mut [DecidedRow<'_>],
+        policies: &HashMap<String, Option<CompiledPolicy>>,
+    ) {
+        let asks = decisions.iter().enumerate().filter_map(|(i, d)| {
+            let p = policies.get(&d.row.tenant_id)?.as_ref()?;
+            let askable = d.decision.effect < actiond_core::policy::Effect::Block
+                && d.doc_version.is_some()
+                && p.doc.policy.classifier.is_some();
+            askable.then_some((i, p, d))
+        });
+        let answers = futures_util::future::join_all(asks.map(|(i, p, d)| async move {
+            let req = classifier_request(d);
+            (i, self.classifiers.ask(&p.doc.policy, &req).await, p)
+        }))
+        .await;
+        for (i, answer, p) in answers {
+            let (Some((outcome, took)), Some(r)) = (answer, p.doc.policy.classifier.as_ref())
+            else {
+                continue;
+            };
+            let d = &mut decisions[i];
+            let tenant = d.row.tenant_id.as_str();
+            let combined =
+                actiond_core::classifier::combine(d.decision.effect, &r.endpoint, &outcome);
+            self.metrics
+                .classifier_calls
+                .with_label_values(&[tenant, outcome.label()])
+                .inc();
+            self.metrics
+                .classifier_seconds
+                .with_label_values(&[tenant])
+                .observe(took.as_secs_f64());
+            let detail = match &outcome {
+                actiond_core::classifier::Outcome::Error(e)
+                | actiond_core::classifier::Outcome::Malformed(e) => Some(e.as_str()),
+                _ => None,
+            };
+            if detail.is_some() || outcome.label() == "timeout" {
+                tracing::warn!(proposal = %d.row.id, tenant, endpoint = r.endpoint, outcome = outcome.label(), detail, "classifier failed: escalating");
+            }
+            d.classifier = Some(serde_json::json!({
+                "endpoint": r.endpoint,
+                "outcome": outcome.label(),
+                "effect": outcome.answer().map(|a| a.effect.as_str()),
+                "reason": outcome.answer().and_then(|a| a.reason.clone()),
+                "detail": detail,
+                "latency_ms": took.as_millis() as u64,
+                "changed": combined.changed.is_some(),
+                "rules_effect": d.decision.effect.as_str(),
+            }));
+            if let Some((rule, reason)) = combined.changed {
+                d.decision.effect = combined.effect;
+                d.decision.rule = Some(rule);
+                d.decision.reason = reason;
+            }
+        }
     }
 
     /// What follows the rules in the batch's transaction: the budgets (which may raise a
@@ -400,6 +493,24 @@ async fn work_loop(
     }
 }
 
+/// The classifier's view of a decided row (see [`actiond_core::classifier`]).
+fn classifier_request<'a>(
+    d: &'a DecidedRow<'_>,
+) -> actiond_core::classifier::ClassifierRequest<'a> {
+    let r = d.row;
+    actiond_core::classifier::ClassifierRequest {
+        proposal_id: r.id,
+        tenant: &r.tenant_id,
+        agent: &r.agent_name,
+        action: &r.action,
+        target: &r.target,
+        params: serde_json::from_str(&r.params_json).unwrap_or(serde_json::Value::Null),
+        source_text: r.source_text.as_deref(),
+        agent_reason: r.agent_reason.as_deref(),
+        effect: d.decision.effect,
+    }
+}
+
 /// Loads the grant-signing key from the credentials directory (`grant_signing_key`).
 pub fn load_signer(dir: Option<&std::path::Path>, key_id: &str) -> anyhow::Result<GrantSigner> {
     let creds = CredentialsDir::resolve(dir)?;
@@ -413,6 +524,7 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
         anyhow::bail!("--key-id must start with policy- (got {:?})", args.key_id);
     }
     let signer = load_signer(args.credentials_dir.as_deref(), &args.key_id)?;
+    let classifiers = Classifiers::parse(&args.classifiers)?;
     let db = Db::connect(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("policy");
     let worker = Arc::new(Worker::new(
@@ -421,6 +533,7 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
         PolicyMetrics::new(&metrics),
         args.batch.clamp(1, 1000),
         Duration::from_millis(args.eval_budget_ms.max(1)),
+        classifiers.clone(),
     ));
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
@@ -444,7 +557,7 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
-    tracing::info!(admin = %admin, key_id = %args.key_id, "actiond policy started");
+    tracing::info!(admin = %admin, key_id = %args.key_id, classifiers = ?classifiers.names(), "actiond policy started");
     let wake = Arc::new(Notify::new());
     let listener = spawn_listener(&db, CHANNEL_PENDING, wake.clone());
     tokio::spawn(async move {

@@ -206,6 +206,9 @@ pub struct DecidedRow<'a> {
     pub doc_sha256: Option<String>,
     /// Grant lifetime for `allow`.
     pub grant_lifetime: Duration,
+    /// What the tenant's classifier answered, when one was asked (recorded in the
+    /// `proposal.decided` audit event as `classifier`).
+    pub classifier: Option<serde_json::Value>,
 }
 
 /// The state a policy effect moves a `pending` proposal to.
@@ -279,6 +282,7 @@ pub async fn record_batch(
                         "doc_sha256": d.doc_sha256,
                         "grant_id": grant_id,
                         "key_id": grant_id.map(|_| signer.key_id()),
+                        "classifier": d.classifier,
                     }),
                 )
                 .transition(Some(ProposalState::Pending), state),

@@ -8,6 +8,7 @@
 //!   escalation_ttl: 24h          # pending/escalated older than this expire (default 24h)
 //!   history_window: 24h          # window of `history.count` / `history.sum` (default 24h)
 //!   max_open_escalations_per_agent: 20
+//!   classifier: {endpoint: injection-guard, timeout: 300ms}   # optional; can only raise
 //!   rules:                       # ordered; the most severe matching rule wins
 //!     - name: shell-never
 //!       when: 'action.startsWith("shell.")'
@@ -332,6 +333,51 @@ handlers:
         let h = d.handler("billing.refund.issue").unwrap();
         assert_eq!(h.grant_lifetime, DEFAULT_GRANT_LIFETIME);
         assert!(d.handler("constructor").is_none());
+    }
+
+    #[test]
+    fn the_classifier_is_a_configured_name_with_a_bounded_timeout() {
+        let with = |c: &str| {
+            DOC.replace(
+                "  default: escalate\n",
+                &format!("  default: escalate\n  classifier: {c}\n"),
+            )
+        };
+        let d = TenantDocument::parse(&with("{endpoint: guard}")).unwrap();
+        let c = d.policy.classifier.unwrap();
+        assert_eq!(
+            (c.endpoint.as_str(), c.timeout),
+            ("guard", crate::classifier::DEFAULT_TIMEOUT)
+        );
+        let d = TenantDocument::parse(&with("{endpoint: guard, timeout: 2s}")).unwrap();
+        assert_eq!(d.policy.classifier.unwrap().timeout, Duration::from_secs(2));
+        assert!(
+            TenantDocument::parse(DOC)
+                .unwrap()
+                .policy
+                .classifier
+                .is_none()
+        );
+        for (bad, field) in [
+            (
+                "{endpoint: 'http://evil.example/'}",
+                "policy.classifier.endpoint",
+            ),
+            ("{timeout: 300ms}", "policy.classifier.endpoint"),
+            (
+                "{endpoint: guard, timeout: 1ms}",
+                "policy.classifier.timeout",
+            ),
+            (
+                "{endpoint: guard, timeout: 1m}",
+                "policy.classifier.timeout",
+            ),
+            ("{endpoint: guard, url: x}", "policy.classifier"),
+            ("guard", "policy.classifier"),
+        ] {
+            let e = TenantDocument::parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains(field), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
 use crate::FieldError;
+use crate::classifier::{self, ClassifierRef};
 use crate::policy::{Effect, compile_rule};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -31,6 +32,8 @@ pub struct PolicySection {
     pub max_open_escalations_per_agent: u32,
     /// Ordered rules.
     pub rules: Vec<RuleDef>,
+    /// The classifier asked after the rules, when the tenant names one (it can only raise).
+    pub classifier: Option<ClassifierRef>,
 }
 
 /// One policy rule as written.
@@ -75,6 +78,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
             "history_window",
             "max_open_escalations_per_agent",
             "rules",
+            "classifier",
         ],
     );
     let default = get_effect(errs, "policy.default", m.get("default"));
@@ -110,13 +114,64 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         },
     };
     let rules = parse_rules(errs, m.get("rules"));
+    let classifier = parse_classifier(errs, m.get("classifier"));
     Some(PolicySection {
         default: default.unwrap_or(Effect::Block),
         escalation_ttl,
         history_window,
         max_open_escalations_per_agent: cap,
         rules,
+        classifier,
     })
+}
+
+/// `policy.classifier`: `{endpoint: NAME, timeout: 300ms}` (timeout optional, 10ms to 5s).
+fn parse_classifier(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Option<ClassifierRef> {
+    let m = match v {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "policy.classifier",
+                "must be a mapping {endpoint: NAME, timeout: 300ms}",
+            ));
+            return None;
+        }
+    };
+    unknown_keys(errs, "policy.classifier", m, &["endpoint", "timeout"]);
+    let endpoint = match m.get("endpoint") {
+        Some(Value::String(s)) if classifier::valid_endpoint_name(s) => s.clone(),
+        None | Some(Value::Null) => {
+            errs.push(FieldError::new(
+                "policy.classifier.endpoint",
+                "is required: the name of a classifier configured on the policy service",
+            ));
+            return None;
+        }
+        Some(v) => {
+            errs.push(FieldError::new(
+                "policy.classifier.endpoint",
+                format!(
+                    "must match ^[a-z0-9][a-z0-9_.-]{{0,63}}$, a name the operator configured, not a URL (got {})",
+                    got(v)
+                ),
+            ));
+            return None;
+        }
+    };
+    let timeout = get_duration(
+        errs,
+        "policy.classifier.timeout",
+        m.get("timeout"),
+        classifier::DEFAULT_TIMEOUT,
+    );
+    if !(classifier::MIN_TIMEOUT..=classifier::MAX_TIMEOUT).contains(&timeout) {
+        errs.push(FieldError::new(
+            "policy.classifier.timeout",
+            "must be from 10ms to 5s (the call runs while policy holds the proposal)",
+        ));
+    }
+    Some(ClassifierRef { endpoint, timeout })
 }
 
 /// `policy.rules`: a list of at most [`MAX_RULES`] rules with unique names.
