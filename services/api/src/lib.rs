@@ -25,14 +25,13 @@ use actiond_runtime::Metrics;
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::{Db, agents, proposals};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use error::SubmitError;
 use prometheus::IntCounterVec;
-use serde::Deserialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,6 +185,7 @@ pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
         .merge(resource::routes())
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async { SubmitError::NotFound { what: "route" } })
+        .method_not_allowed_fallback(|| async { problem::Problem::method_not_allowed() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A client that announces a body and never sends it does not hold a connection forever.
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
@@ -199,11 +199,16 @@ pub fn router_with_mcp(state: AppState, mcp_config: &mcp::McpConfig) -> Router {
     actiond_runtime::http::observe(routes)
 }
 
-/// The OpenAPI 3.1 document describing this API.
+/// The OpenAPI 3.1 document describing this API, as written; it is served with each action's
+/// params typed from the handler registry ([`openapi::static_yaml`]).
 pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/yaml")],
+        openapi::static_yaml(),
+    )
+        .into_response()
 }
 
 /// `GET /v1/openapi.yaml`: the OpenAPI document of the calling agent's tenant.
@@ -361,17 +366,58 @@ async fn create_proposal(
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/proposals/{id}`: `wait` (seconds) and `state` (the state last seen).
+#[derive(Debug, Default, PartialEq, Eq)]
 struct WaitQuery {
-    wait: Option<String>,
+    wait: u64,
     state: Option<String>,
+}
+
+impl WaitQuery {
+    /// Parses the raw query. Each parameter at most once; `wait` an integer from 0 to
+    /// [`MAX_WAIT_SECS`]; `state` one of the proposal states. Other names are ignored.
+    fn parse(raw: Option<&str>) -> Result<Self, SubmitError> {
+        let mut q = Self::default();
+        let (mut seen_wait, mut seen_state) = (false, false);
+        for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            let seen = match name.as_ref() {
+                "wait" => &mut seen_wait,
+                "state" => &mut seen_state,
+                _ => continue,
+            };
+            if std::mem::replace(seen, true) {
+                return Err(SubmitError::field(&name, "must be given at most once"));
+            }
+            if name == "wait" {
+                q.wait = match value.parse::<u64>() {
+                    Ok(w) if w <= MAX_WAIT_SECS => w,
+                    _ => {
+                        return Err(SubmitError::field(
+                            "wait",
+                            format!(
+                                "must be an integer number of seconds from 0 to {MAX_WAIT_SECS}"
+                            ),
+                        ));
+                    }
+                };
+            } else if actiond_core::state::ProposalState::parse(&value).is_some() {
+                q.state = Some(value.into_owned());
+            } else {
+                return Err(SubmitError::field(
+                    "state",
+                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed or outcome_unknown",
+                ));
+            }
+        }
+        Ok(q)
+    }
 }
 
 async fn get_proposal(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
     let agent = match authenticate(&state, &headers).await {
         Ok(a) => a,
@@ -380,22 +426,15 @@ async fn get_proposal(
     let Ok(id) = uuid::Uuid::parse_str(&id) else {
         return SubmitError::NotFound { what: "proposal" }.into_response();
     };
-    let wait = match q.wait.as_deref().map(str::parse::<u64>) {
-        None => 0,
-        Some(Ok(w)) if w <= MAX_WAIT_SECS => w,
-        Some(_) => {
-            return SubmitError::field(
-                "wait",
-                format!("must be an integer number of seconds from 0 to {MAX_WAIT_SECS}"),
-            )
-            .into_response();
-        }
+    let q = match WaitQuery::parse(raw.as_deref()) {
+        Ok(q) => q,
+        Err(p) => return p.into_response(),
     };
     match wait_for_change(
         &state,
         &agent,
         id,
-        Duration::from_secs(wait),
+        Duration::from_secs(q.wait),
         q.state.as_deref(),
     )
     .await

@@ -46,6 +46,22 @@ impl Problem {
             www_authenticate: false,
         }
     }
+    /// A refusal made by the HTTP layer before any handler ran (405, 406, 415, a foreign
+    /// `Host`…): `code` a stable snake_case name, `detail` what to send instead.
+    pub fn transport(status: StatusCode, code: &str, detail: impl Into<String>) -> Self {
+        let title = status.canonical_reason().unwrap_or("Request refused");
+        Self::new(status, code, title, detail)
+    }
+
+    /// 405: the path exists, the method does not (the router adds `Allow`).
+    pub fn method_not_allowed() -> Self {
+        Self::transport(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this path does not accept this method; the Allow header lists those it does",
+        )
+    }
+
     /// 400 with field errors; `detail` lists them.
     fn invalid(errors: Vec<FieldError>) -> Self {
         let detail = errors

@@ -14,8 +14,12 @@
 //!   and `Origin` against the origins themselves (403 otherwise); the default is loopback only.
 //!   rmcp 3.11.0 contains the fix for GHSA-89vp-x53w-74fx (Host validation, rmcp ≥ 1.4.0).
 //! - **Strict JSON**: the request body is read with the same strict parser as REST
-//!   (duplicate keys, unsafe integers and non-finite numbers are refused with a 400 naming the
-//!   path), so the same input is accepted or refused the same way on both paths.
+//!   (duplicate keys, unsafe integers and non-finite numbers are refused, naming the path), so
+//!   the same input is accepted or refused the same way on both paths; on `/mcp` the refusal
+//!   is a JSON-RPC parse error (-32700) whose `data.errors` name the field and the rule.
+//! - **HTTP and JSON-RPC rules** ([`routes`]): transport refusals (401, 403, 405, 406, 413,
+//!   415) are RFC 9457 problem details; invalid messages are JSON-RPC -32600; `Accept: */*`
+//!   and a missing `Content-Type` are accepted; batches follow the protocol version.
 //! - **Tools**: exactly `propose_action` and `check_proposal` ([`tools`]). No resources, no
 //!   prompts, no `list_changed`. Any other tool name is a JSON-RPC error (-32602) at call time,
 //!   whatever a client believes the list said; nothing is written.
@@ -32,16 +36,20 @@ pub mod stdio;
 pub mod tools;
 
 use crate::error::SubmitError;
+use crate::problem::Problem;
 use crate::{AppState, MAX_BODY_BYTES};
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::any;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tower::ServiceExt as _;
 
 pub use stdio::run_stdio;
 
@@ -160,7 +168,10 @@ impl McpConfig {
     }
 }
 
-/// The `/mcp` route: bearer authentication and strict JSON in front of rmcp's stateless
+/// rmcp's stateless Streamable HTTP service, as mounted at `/mcp`.
+type McpService = StreamableHttpService<tools::ActiondMcp, NeverSessionManager>;
+
+/// The `/mcp` route: the HTTP and JSON-RPC rules ([`endpoint`]) in front of rmcp's stateless
 /// Streamable HTTP service. Merge it into the API router.
 pub fn routes(state: AppState, config: &McpConfig) -> Router<AppState> {
     let server_config = StreamableHttpServerConfig::default()
@@ -173,46 +184,344 @@ pub fn routes(state: AppState, config: &McpConfig) -> Router<AppState> {
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_MCP_BODY_BYTES);
     let handler_state = state.clone();
-    let service = StreamableHttpService::new(
+    let service: McpService = StreamableHttpService::new(
         move || Ok(tools::ActiondMcp::new(handler_state.clone())),
         Arc::new(NeverSessionManager::default()),
         server_config,
     );
-    Router::new()
-        .route_service("/mcp", service)
-        .route_layer(axum::middleware::from_fn_with_state(state, authorize))
+    Router::new().route(
+        "/mcp",
+        any(move |State(state): State<AppState>, request: Request| {
+            let service = service.clone();
+            async move { endpoint(state, service, request).await }
+        }),
+    )
 }
 
-/// Authenticates the bearer token (401 otherwise), refuses non-strict JSON bodies (400), and
-/// hands the agent to the tool handler through the request's extensions.
-async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// `POST /mcp`, in this order: the method (405 otherwise, with `Allow: POST`), the bearer
+/// token (401), `Content-Type` (absent or `application/json`, parsed as a media type; 415),
+/// `Accept` (absent, or a range that admits `application/json`; 406), the body size (413),
+/// then JSON-RPC: a body that is not strict JSON is -32700, a message without
+/// `jsonrpc: "2.0"` or with an `id` that is null or not a string/integer is -32600, and a batch
+/// is served only under protocol 2025-03-26 ([`batch`]). Transport refusals, rmcp's included
+/// (a foreign `Host` or `Origin` is its 403), are problem details.
+async fn endpoint(state: AppState, service: McpService, request: Request) -> Response {
+    if request.method() != Method::POST {
+        let mut r = Problem::method_not_allowed().into_response();
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
     let agent = match crate::authenticate(&state, request.headers()).await {
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
+    if let Err(p) = check_media_types(request.headers()) {
+        return p.into_response();
+    }
     let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(_) => {
-            return SubmitError::BodyTooLarge {
-                limit: MAX_MCP_BODY_BYTES,
-            }
-            .into_response();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MCP_BODY_BYTES).await else {
+        return SubmitError::BodyTooLarge {
+            limit: MAX_MCP_BODY_BYTES,
+        }
+        .into_response();
+    };
+    let value = match actiond_core::canonical::parse_strict(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            let field = if e.path.is_empty() {
+                "body".to_owned()
+            } else {
+                e.path.clone()
+            };
+            let data = json!({"errors": [{"field": field, "rule": e.rule}]});
+            let message = format!("Parse error: {field}: {}", e.rule);
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                PARSE_ERROR,
+                message,
+                data,
+            );
         }
     };
-    if !bytes.is_empty()
-        && let Err(e) = actiond_core::canonical::parse_strict(&bytes)
-    {
-        let field = if e.path.is_empty() {
-            "body".to_owned()
-        } else {
-            e.path.clone()
-        };
-        return SubmitError::field(&field, e.rule).into_response();
-    }
+    // rmcp insists on both types; the answer is JSON whatever the client listed.
+    parts.headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     parts.extensions.insert(agent);
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let call = Call {
+        service,
+        parts: &parts,
+    };
+    match value {
+        Value::Array(items) => batch(&call, items).await,
+        message => match check_message(&message) {
+            Err((id, why)) => rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                INVALID_REQUEST,
+                why,
+                Value::Null,
+            ),
+            Ok(()) => call.forward(bytes).await,
+        },
+    }
+}
+
+/// JSON-RPC 2.0 error codes used here.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+
+/// One message handed to rmcp, with the request's method, URI and headers and the agent.
+struct Call<'a> {
+    service: McpService,
+    parts: &'a axum::http::request::Parts,
+}
+
+impl Call<'_> {
+    /// Sends `body` (one JSON-RPC message) through rmcp; its plain-text refusals become
+    /// problem details, and a message it cannot read as MCP becomes -32600.
+    async fn forward(&self, body: Bytes) -> Response {
+        let mut request = Request::new(Body::from(body));
+        *request.method_mut() = self.parts.method.clone();
+        *request.uri_mut() = self.parts.uri.clone();
+        *request.headers_mut() = self.parts.headers.clone();
+        if let Some(agent) = self.parts.extensions.get::<actiond_store::agents::Agent>() {
+            request.extensions_mut().insert(agent.clone());
+        }
+        let response = match self.service.clone().oneshot(request).await {
+            Ok(r) => r.map(Body::new),
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let is_json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| media_essence(v) == "application/json");
+        if !(status.is_client_error() || status.is_server_error()) || is_json {
+            return response;
+        }
+        let text = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            // The type was checked above: rmcp could not read the message as MCP.
+            let why = format!("Invalid request: not an MCP message ({text})");
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                INVALID_REQUEST,
+                why,
+                Value::Null,
+            );
+        }
+        let code = match status {
+            StatusCode::FORBIDDEN => "host_or_origin_not_allowed",
+            StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+            s if s.is_server_error() => "internal",
+            _ => "bad_request",
+        };
+        Problem::transport(status, code, text).into_response()
+    }
+}
+
+/// A JSON array of messages. MCP 2025-03-26 allows batches; 2025-06-18 removed them, so a
+/// batch is refused (-32600) when `MCP-Protocol-Version` names a later version, and served
+/// message by message when it names 2025-03-26 or is absent (which means 2025-03-26). The
+/// answer is the array of the requests' responses (invalid members answered in place), or
+/// 202 with no body when the batch held only notifications.
+async fn batch(call: &Call<'_>, items: Vec<Value>) -> Response {
+    let version = call
+        .parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(BATCH_VERSION);
+    if version != BATCH_VERSION {
+        let why = format!(
+            "Invalid request: protocol version {version} has no JSON-RPC batches (2025-03-26 had); send one message per request"
+        );
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            INVALID_REQUEST,
+            why,
+            Value::Null,
+        );
+    }
+    if items.is_empty() {
+        let why = "Invalid request: an empty batch".to_owned();
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            INVALID_REQUEST,
+            why,
+            Value::Null,
+        );
+    }
+    let mut answers = Vec::new();
+    for item in items {
+        if let Err((id, why)) = check_message(&item) {
+            answers.push(rpc_error_value(id, INVALID_REQUEST, why, Value::Null));
+            continue;
+        }
+        let response = call.forward(Bytes::from(item.to_string())).await;
+        let status = response.status();
+        if status == StatusCode::ACCEPTED {
+            continue;
+        }
+        let is_json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| media_essence(v) == "application/json");
+        if !is_json {
+            // A transport refusal (foreign Host, …) refuses the whole batch.
+            return response;
+        }
+        match axum::body::to_bytes(response.into_body(), 4 * MAX_MCP_BODY_BYTES).await {
+            Ok(b) => answers.push(serde_json::from_slice(&b).unwrap_or(Value::Null)),
+            Err(_) => {
+                return Problem::from(SubmitError::Store(actiond_store::StoreError::Config(
+                    "mcp: unreadable batch answer".into(),
+                )))
+                .into_response();
+            }
+        }
+    }
+    if answers.is_empty() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        Value::Array(answers).to_string(),
+    )
+        .into_response()
+}
+
+/// The one protocol version whose clients may send batches.
+const BATCH_VERSION: &str = "2025-03-26";
+
+/// JSON-RPC 2.0 §4: a message is an object with `jsonrpc: "2.0"`; an `id`, when present, is a
+/// string or an integer (never null); a request or notification has a string `method`, a
+/// response (to a server request) an `id` and a `result` or `error`. Errors carry the id to
+/// answer with (null when it is unusable) and the reason.
+fn check_message(v: &Value) -> Result<(), (Value, String)> {
+    let Some(m) = v.as_object() else {
+        return Err((
+            Value::Null,
+            "Invalid request: a message must be a JSON object".into(),
+        ));
+    };
+    let id = match m.get("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id.clone()),
+        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
+        Some(_) => {
+            return Err((
+                Value::Null,
+                "Invalid request: id must be a string or an integer, never null".into(),
+            ));
+        }
+    };
+    let answer_id = id.clone().unwrap_or(Value::Null);
+    if m.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err((answer_id, "Invalid request: jsonrpc must be \"2.0\"".into()));
+    }
+    match m.get("method") {
+        Some(Value::String(_)) => Ok(()),
+        Some(_) => Err((answer_id, "Invalid request: method must be a string".into())),
+        None if id.is_some() && (m.contains_key("result") || m.contains_key("error")) => Ok(()),
+        None => Err((answer_id, "Invalid request: method is required".into())),
+    }
+}
+
+/// `Content-Type` absent or `application/json` (any case, any parameters): 415 otherwise.
+/// `Accept` absent, or admitting `application/json` through `*/*`, `application/*` or itself
+/// with a non-zero `q`: 406 otherwise.
+fn check_media_types(headers: &HeaderMap) -> Result<(), Box<Problem>> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ok = ct
+            .to_str()
+            .is_ok_and(|v| media_essence(v) == "application/json");
+        if !ok {
+            return Err(Box::new(Problem::transport(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send Content-Type: application/json (or none)",
+            )));
+        }
+    }
+    let mut ranges = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .peekable();
+    if ranges.peek().is_none() {
+        return Ok(());
+    }
+    let admits_json = ranges.any(|range| {
+        let mut pieces = range.split(';');
+        let essence = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = pieces.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        !refused
+            && matches!(
+                essence.as_str(),
+                "*/*" | "application/*" | "application/json"
+            )
+    });
+    if admits_json {
+        Ok(())
+    } else {
+        Err(Box::new(Problem::transport(
+            StatusCode::NOT_ACCEPTABLE,
+            "not_acceptable",
+            "this endpoint answers application/json: send Accept: application/json (text/event-stream may be listed too), */*, or no Accept",
+        )))
+    }
+}
+
+/// The lower-case `type/subtype` of a media type, without parameters.
+fn media_essence(value: &str) -> String {
+    value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// A JSON-RPC error object for `id`.
+fn rpc_error_value(id: Value, code: i64, message: String, data: Value) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if !data.is_null() {
+        error["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// A JSON-RPC error answered with HTTP `status`.
+fn rpc_error(status: StatusCode, id: Value, code: i64, message: String, data: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        rpc_error_value(id, code, message, data).to_string(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

@@ -254,8 +254,9 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
     let dup = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"propose_action","arguments":{"action":"billing.refund.issue","params":{"payment_id":"pi_attack","amount":100,"amount":12000,"currency":"USD"}}}}"#;
     let (status, _, body) = ok.post(dup).await;
     assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32700, "{body}");
     assert!(
-        body["errors"][0]["field"]
+        body["error"]["data"]["errors"][0]["field"]
             .as_str()
             .unwrap()
             .ends_with("params.amount"),
