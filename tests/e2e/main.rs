@@ -8,6 +8,7 @@ mod approval_rules;
 mod attacks;
 mod audit_seal;
 mod budgets;
+mod cli;
 mod flows;
 mod handlers;
 mod privileges;
