@@ -1,9 +1,12 @@
 # syntax=docker/dockerfile:1
 # One image for every role: `actiond api|policy|executor|web|migrate`.
-#   docker build -t actiond .
+#   docker build -t actiond --build-arg ACTIOND_GIT_COMMIT=$(git rev-parse HEAD) .
 # Build stage: the workspace (Cargo.lock pinned), release profile, only the `actiond` binary.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
+# `.git` stays out of the context: the commit `actiond version` prints comes in as an argument.
+ARG ACTIOND_GIT_COMMIT=unknown
+ENV ACTIOND_GIT_COMMIT=${ACTIOND_GIT_COMMIT}
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

@@ -9,6 +9,7 @@ mod attacks;
 mod audit_seal;
 mod budgets;
 mod classifier;
+mod cli;
 mod flows;
 mod handlers;
 mod privileges;

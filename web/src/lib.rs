@@ -67,12 +67,12 @@ pub struct WebArgs {
     /// Must be https unless it is a loopback address. Default: `http://<listen>`.
     #[arg(long, env = "ACTIOND_WEB_PUBLIC_URL")]
     pub public_url: Option<Url>,
-    /// Postgres URL.
-    #[arg(long, env = "DATABASE_URL")]
+    /// Postgres URL of the web role (its value is never printed: it may hold a password).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// Connections in this process's pool.
-    #[arg(long, env = "ACTIOND_WEB_DB_POOL_SIZE", default_value_t = 8)]
-    pub db_pool_size: usize,
+    #[arg(long, env = "ACTIOND_WEB_POOL_SIZE", default_value_t = 8)]
+    pub pool_size: usize,
     /// Apply database migrations at start (normally `actiond migrate` does it).
     #[arg(long, env = "ACTIOND_WEB_MIGRATE")]
     pub migrate: bool,
@@ -285,7 +285,7 @@ impl AppState {
                 "no way to log in: configure --oidc-issuer and --oidc-client-id, or --dev-login on loopback"
             );
         }
-        let db = Db::connect(&args.database_url, args.db_pool_size)?;
+        let db = Db::connect(&args.database_url, args.pool_size)?;
         if args.migrate {
             db.migrate().await.context("migrations")?;
         }

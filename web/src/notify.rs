@@ -196,27 +196,7 @@ async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Ve
 }
 
 fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(a) => {
-            let o = a.octets();
-            a.is_loopback()
-                || a.is_private()
-                || a.is_link_local()
-                || a.is_unspecified()
-                || a.is_broadcast()
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-        }
-        IpAddr::V6(a) => {
-            if let Some(v4) = a.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let s = a.segments();
-            a.is_loopback()
-                || a.is_unspecified()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-        }
-    }
+    actiond_core::netaddr::is_private(ip)
 }
 
 /// Posts `{"text": …}` to a webhook URL from the operator's credentials: http(s) only, no

@@ -338,7 +338,9 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         return verify_file(f, &key);
     }
     let Some(url) = &a.database_url else {
-        bail!("actiond audit verify needs DATABASE_URL or --from-file");
+        return Err(crate::exit::invalid(
+            "actiond audit verify needs DATABASE_URL or --from-file",
+        ));
     };
     let db = Db::connect(url, 2)?;
     match actiond_store::audit_export::verify_db(&db, &key).await? {
@@ -396,7 +398,9 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
 
 async fn export(a: ExportArgs) -> anyhow::Result<()> {
     let Some(format) = Format::parse(&a.format) else {
-        bail!("--format must be jsonl or cloudevents");
+        return Err(crate::exit::invalid(
+            "--format must be jsonl or cloudevents",
+        ));
     };
     let db = Db::connect(&a.db.database_url, 2)?;
     let mut ex = Export::start(

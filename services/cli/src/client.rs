@@ -1,7 +1,7 @@
 //! A small client for the REST API: `actiond propose` and `actiond status`.
 
 use actiond_runtime::say;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::path::PathBuf;
 
 /// Where the API is and who the agent is.
@@ -25,7 +25,9 @@ impl Conn {
         }
         match std::env::var("ACTIOND_TOKEN") {
             Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
-            _ => bail!("no agent token: pass --token-file FILE or set ACTIOND_TOKEN"),
+            _ => Err(crate::exit::invalid(
+                "no agent token: pass --token-file FILE or set ACTIOND_TOKEN",
+            )),
         }
     }
 }
@@ -63,7 +65,10 @@ fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<ser
         serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
     if !status.is_success() {
         let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or(body);
-        bail!("HTTP {}: {detail}", status.as_u16());
+        return Err(crate::exit::tagged(
+            crate::exit::of_status(status.as_u16()),
+            format!("HTTP {}: {detail}", status.as_u16()),
+        ));
     }
     say(&serde_json::to_string_pretty(&v)?);
     Ok(v)
@@ -75,7 +80,7 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     // Send the params text as written: the server's strict parser must see duplicates etc.
     let params_raw = a.params.trim();
     if !params_raw.starts_with('{') {
-        bail!("--params must be a JSON object");
+        return Err(crate::exit::invalid("--params must be a JSON object"));
     }
     let mut body = format!(
         "{{\"action\":{},\"params\":{params_raw}",

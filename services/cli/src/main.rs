@@ -1,16 +1,26 @@
 //! `actiond`: one binary, one subcommand per role, plus administration, the break-glass CLI,
-//! a small client and `actiond dev`. Errors print as one readable line on stderr, exit code 1.
+//! a small client and `actiond dev`. Errors print as one readable line on stderr; the exit code
+//! says what kind of failure it was ([`exit`]).
 
 mod admin;
 mod audit;
 mod client;
 mod dev;
+mod exit;
 
 use clap::{Parser, Subcommand};
 
+/// `actiond version` and `--version`: the package version and the git commit built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ACTIOND_GIT_COMMIT"),
+    ")"
+);
+
 /// actiond — an approval gateway for AI agent actions.
 #[derive(Debug, Parser)]
-#[command(name = "actiond", version, about, propagate_version = true)]
+#[command(name = "actiond", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,6 +61,8 @@ enum Command {
     Audit(audit::AuditCmd),
     /// Run everything on this machine: a throwaway Postgres, keys, a demo tenant, an agent token.
     Dev(dev::DevArgs),
+    /// Print the version and the git commit this binary was built from.
+    Version,
 }
 
 /// `actiond policy [test …]`.
@@ -65,6 +77,10 @@ struct PolicyCmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Version) {
+        actiond_runtime::say(&format!("actiond {VERSION}"));
+        return std::process::ExitCode::SUCCESS;
+    }
     let quiet_logs = matches!(
         cli.command,
         Command::Tenant(_)
@@ -93,8 +109,8 @@ fn main() -> std::process::ExitCode {
             Command::Api(a) => actiond_api::run(a).await,
             Command::Policy(PolicyCmd { sub: Some(s), .. }) => admin::policy(s).await,
             Command::Policy(PolicyCmd { run: Some(a), .. }) => actiond_policy::run(a).await,
-            Command::Policy(PolicyCmd { .. }) => Err(anyhow::anyhow!(
-                "actiond policy needs DATABASE_URL (see actiond policy --help)"
+            Command::Policy(PolicyCmd { .. }) => Err(exit::invalid(
+                "actiond policy needs DATABASE_URL (see actiond policy --help)",
             )),
             Command::Executor(a) => actiond_executor::run(a).await,
             Command::Web(a) => actiond_web::run(a).await,
@@ -108,21 +124,11 @@ fn main() -> std::process::ExitCode {
             Command::Status(a) => client::status(a).await,
             Command::Audit(c) => audit::audit(c).await,
             Command::Dev(a) => dev::run(a).await,
+            Command::Version => Ok(()),
         }
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            let mut msg = e.to_string();
-            for cause in e.chain().skip(1) {
-                let c = cause.to_string();
-                if !msg.contains(&c) {
-                    msg.push_str(": ");
-                    msg.push_str(&c);
-                }
-            }
-            eprintln!("actiond: error: {}", msg.replace('\n', " "));
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => exit::report(&e),
     }
 }

@@ -12,6 +12,7 @@
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
+//! - [`netaddr`]: which IP addresses are public destinations (every IPv4-in-IPv6 form judged).
 //! - [`injection`]: the phrase list that flags source text giving orders or claiming approval.
 //! - [`text`]: making agent-written text visible and safe (hidden characters named).
 
@@ -26,6 +27,7 @@ pub mod handlers;
 pub mod ids;
 pub mod injection;
 pub mod intent;
+pub mod netaddr;
 pub mod policy;
 pub mod state;
 pub mod tenant;

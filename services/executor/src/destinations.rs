@@ -11,33 +11,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// True for addresses that are not publicly routable (RFC 1918, RFC 4193, loopback,
-/// link-local, CGNAT, unspecified, multicast, documentation, IPv4-mapped forms of these).
+/// link-local, CGNAT, unspecified, multicast, documentation, and every IPv6 form that carries
+/// one of these IPv4 addresses: mapped, compatible, NAT64, 6to4, Teredo). See
+/// [`actiond_core::netaddr`].
 pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || o[0] == 0
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-        }
-    }
+    actiond_core::netaddr::is_private(ip)
 }
 
 /// A resolver that drops private addresses unless allowed.
@@ -98,17 +76,16 @@ pub fn check_url(
             "host {host_l} is not in the executor's allowed destinations"
         ));
     }
-    if let Some(url::Host::Ipv4(ip)) = url.host()
+    let literal = match url.host() {
+        Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+        _ => None,
+    };
+    if let Some(ip) = literal
         && !allow_private
-        && is_private(IpAddr::V4(ip))
+        && let Some(why) = actiond_core::netaddr::non_public(ip)
     {
-        return Err(format!("{ip} is a private address"));
-    }
-    if let Some(url::Host::Ipv6(ip)) = url.host()
-        && !allow_private
-        && is_private(IpAddr::V6(ip))
-    {
-        return Err(format!("{ip} is a private address"));
+        return Err(format!("{ip} is not a public address: {why}"));
     }
     Ok(())
 }
@@ -143,6 +120,18 @@ mod tests {
         let u = url::Url::parse("http://169.254.169.254/latest/meta-data").unwrap();
         assert!(check_url(&u, &["169.254.169.254".into()], false).is_err());
         assert!(check_url(&u, &["169.254.169.254".into()], true).is_ok());
+        // `[::127.0.0.1]` is loopback in IPv4-compatible form.
+        for literal in [
+            "[::127.0.0.1]",
+            "[::ffff:7f00:1]",
+            "[64:ff9b::a9fe:a9fe]",
+            "[2002:a00:1::]",
+        ] {
+            let u = url::Url::parse(&format!("http://{literal}/hook")).unwrap();
+            let listed = u.host_str().unwrap().to_owned();
+            let err = check_url(&u, &[listed], false).unwrap_err();
+            assert!(err.contains("not a public address"), "{literal}: {err}");
+        }
         let u = url::Url::parse("file:///etc/passwd").unwrap();
         assert!(check_url(&u, &["".into()], true).is_err());
     }

@@ -4,7 +4,6 @@ use super::DbArgs;
 use super::keys::open_secret;
 use actiond_runtime::say;
 use actiond_store::{Db, agents};
-use anyhow::bail;
 use base64::Engine as _;
 use std::path::PathBuf;
 
@@ -83,9 +82,11 @@ pub async fn create_agent(
         None => None,
         Some(s) => {
             let d = actiond_core::ids::parse_duration(s)
-                .map_err(|e| anyhow::anyhow!("--expires-in: {e}"))?;
+                .map_err(|e| crate::exit::invalid(format!("--expires-in: {e}")))?;
             if d.as_secs() == 0 || d.as_secs() > 10 * 365 * 86_400 {
-                bail!("--expires-in: must be between 1s and 3650d");
+                return Err(crate::exit::invalid(
+                    "--expires-in: must be between 1s and 3650d",
+                ));
             }
             Some(i64::try_from(d.as_secs())?)
         }
@@ -221,7 +222,9 @@ async fn revoke(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
     if agents::revoke(&db, tenant, name).await? {
         say(&format!("agent {name} in tenant {tenant}: token revoked"));
     } else {
-        bail!("no live agent {name:?} in tenant {tenant:?}");
+        return Err(crate::exit::not_found(format!(
+            "no live agent {name:?} in tenant {tenant:?}"
+        )));
     }
     Ok(())
 }

@@ -147,7 +147,7 @@ async fn show_preview(db: &actiond_store::Db, tenant: &str, id: uuid::Uuid) -> a
 async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
     let Some(p) = approvals::get(&db, None, id).await? else {
-        bail!("proposal {id} not found")
+        return Err(crate::exit::not_found(format!("proposal {id} not found")));
     };
     let summary = summary_of(&db, &p).await;
     say(&format!("proposal   {}", p.id));
@@ -218,13 +218,16 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
 /// the executors.
 async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
     if !a.key.key_id.starts_with("breakglass-") {
-        bail!("--key-id must start with breakglass-");
+        return Err(crate::exit::invalid("--key-id must start with breakglass-"));
     }
     let creds = CredentialsDir::resolve(a.key.credentials_dir.as_deref())?;
     let signer = GrantSigner::from_pkcs8_b64(&a.key.key_id, &creds.read("grant_signing_key")?)?;
     let db = a.db.connect()?;
     let Some(p) = approvals::get(&db, None, a.id).await? else {
-        bail!("proposal {} not found", a.id)
+        return Err(crate::exit::not_found(format!(
+            "proposal {} not found",
+            a.id
+        )));
     };
     // The operator must be an approver of this tenant (by subject: the CLI sees no ID token).
     let c = db.client().await?;

@@ -70,9 +70,9 @@ async fn shadow_report(
     let db = db.connect()?;
     let c = db.client().await?;
     let Some(r) = actiond_store::shadow::report(&c, tenant, seq).await? else {
-        anyhow::bail!(
+        return Err(crate::exit::not_found(format!(
             "tenant {tenant:?} has no such shadow document (store one with `actiond tenant shadow -f FILE`)"
-        );
+        )));
     };
     if json {
         say(&serde_json::to_string_pretty(&r)?);

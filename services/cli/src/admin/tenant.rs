@@ -5,7 +5,6 @@ use super::{DbArgs, read_source};
 use actiond_core::tenant::TenantDocument;
 use actiond_runtime::say;
 use actiond_store::tenants::{self, Applied};
-use anyhow::bail;
 use std::path::{Path, PathBuf};
 
 /// `actiond tenant …`.
@@ -171,7 +170,9 @@ async fn show(tenant: &str, version: Option<i32>, db: &DbArgs) -> anyhow::Result
         None => tenants::latest(&c, tenant).await?,
     };
     let Some(d) = d else {
-        bail!("tenant {tenant:?} has no such document")
+        return Err(crate::exit::not_found(format!(
+            "tenant {tenant:?} has no such document"
+        )));
     };
     say(&format!(
         "# tenant {} version {} sha256 {} applied by {} at {}",

@@ -1,0 +1,167 @@
+//! How `actiond` ends: one line on stderr and an exit code a script can branch on.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done |
+//! | 1 | failed for another reason (refused, verification failed, a server error) |
+//! | 2 | invalid input: a bad flag or argument, or a document or value that does not validate |
+//! | 3 | not found: the proposal, tenant, agent, document or file named does not exist |
+//! | 4 | unreachable: Postgres or the API could not be reached |
+//!
+//! Code 2 is also what clap uses for a command line it cannot parse, so "you asked for
+//! something malformed" has one code whichever layer noticed.
+
+use actiond_store::StoreError;
+use std::process::ExitCode;
+
+/// Why a command failed, as far as the exit code is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Anything else (exit 1).
+    Other,
+    /// Invalid input (exit 2).
+    Invalid,
+    /// The thing named does not exist (exit 3).
+    NotFound,
+    /// Postgres or the API could not be reached (exit 4).
+    Unreachable,
+}
+
+impl Kind {
+    /// The process exit code of this kind.
+    pub fn code(self) -> u8 {
+        match self {
+            Kind::Other => 1,
+            Kind::Invalid => 2,
+            Kind::NotFound => 3,
+            Kind::Unreachable => 4,
+        }
+    }
+}
+
+/// An error whose kind the command knows; its message is shown as is.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Tagged {
+    kind: Kind,
+    message: String,
+}
+
+/// A "not found" error (exit 3).
+pub fn not_found(message: impl Into<String>) -> anyhow::Error {
+    Tagged {
+        kind: Kind::NotFound,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// An "invalid input" error (exit 2).
+pub fn invalid(message: impl Into<String>) -> anyhow::Error {
+    Tagged {
+        kind: Kind::Invalid,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// The kind of `e`: the first cause in its chain that says what it is.
+pub fn classify(e: &anyhow::Error) -> Kind {
+    for cause in e.chain() {
+        if let Some(t) = cause.downcast_ref::<Tagged>() {
+            return t.kind;
+        }
+        if let Some(s) = cause.downcast_ref::<StoreError>() {
+            return match s {
+                StoreError::NotFound(_) => Kind::NotFound,
+                StoreError::Conflict(_) | StoreError::Config(_) => Kind::Invalid,
+                StoreError::Pool(_) => Kind::Unreachable,
+                StoreError::Db(d) if d.as_db_error().is_none() => Kind::Unreachable,
+                StoreError::Db(_) | StoreError::Migration(_) => Kind::Other,
+            };
+        }
+        if cause.is::<actiond_core::FieldErrors>() {
+            return Kind::Invalid;
+        }
+        if let Some(r) = cause.downcast_ref::<reqwest::Error>()
+            && (r.is_connect() || r.is_timeout())
+        {
+            return Kind::Unreachable;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::NotFound => Kind::NotFound,
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut => {
+                    Kind::Unreachable
+                }
+                _ => Kind::Other,
+            };
+        }
+        if cause.is::<serde_json::Error>() || cause.is::<uuid::Error>() {
+            return Kind::Invalid;
+        }
+    }
+    Kind::Other
+}
+
+/// Prints `e` as one line on stderr and returns its exit code.
+pub fn report(e: &anyhow::Error) -> ExitCode {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    eprintln!("actiond: error: {}", msg.replace('\n', " "));
+    ExitCode::from(classify(e).code())
+}
+
+/// The HTTP status of an API answer as an error kind (`actiond propose`, `actiond status`).
+pub fn of_status(status: u16) -> Kind {
+    match status {
+        404 => Kind::NotFound,
+        400 | 413 | 415 | 422 => Kind::Invalid,
+        502..=504 => Kind::Unreachable,
+        _ => Kind::Other,
+    }
+}
+
+/// An error of `kind` with `message`.
+pub fn tagged(kind: Kind, message: impl Into<String>) -> anyhow::Error {
+    Tagged {
+        kind,
+        message: message.into(),
+    }
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_errors_keep_their_kind_under_context() {
+        let e = not_found("proposal x not found").context("actiond approvals show");
+        assert_eq!(classify(&e), Kind::NotFound);
+        assert_eq!(classify(&invalid("bad")), Kind::Invalid);
+        assert_eq!(
+            classify(&tagged(Kind::Unreachable, "down")),
+            Kind::Unreachable
+        );
+        assert_eq!(classify(&anyhow::anyhow!("other")), Kind::Other);
+    }
+
+    #[test]
+    fn store_and_io_errors_are_classified() {
+        let e: anyhow::Error = StoreError::NotFound("tenant").into();
+        assert_eq!(classify(&e), Kind::NotFound);
+        let e: anyhow::Error = StoreError::Conflict("policy.default: required".into()).into();
+        assert_eq!(classify(&e), Kind::Invalid);
+        let e = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound))
+            .context("cannot read tenant.yaml");
+        assert_eq!(classify(&e), Kind::NotFound);
+        assert_eq!(Kind::Unreachable.code(), 4);
+    }
+}

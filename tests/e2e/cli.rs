@@ -1,0 +1,175 @@
+//! The `actiond` command line as a platform expects it: no secret in `--help`, a version with
+//! its commit, and exit codes that say what went wrong.
+
+use actiond_testkit::{TestDb, actiond_bin};
+use std::process::Command;
+
+/// The password every `--help` run is given in `DATABASE_URL`; it must never be printed.
+const PASSWORD: &str = "s3cret-Pa55w0rd";
+
+/// Runs `actiond args…` with `envs`; returns (exit code, stdout, stderr).
+fn run(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(actiond_bin());
+    cmd.args(args)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("RUST_LOG")
+        .env_remove("DATABASE_URL")
+        .env_remove("ACTIOND_URL")
+        .env_remove("ACTIOND_TOKEN");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The subcommands a help text lists under `Commands:` (without `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn no_help_text_prints_the_database_password() {
+    let url = format!("postgres://actiond_web:{PASSWORD}@db.example:5432/actiond?sslmode=require");
+    let envs = [
+        ("DATABASE_URL", url.as_str()),
+        ("ACTIOND_TOKEN", "actiond_secret-agent-token"),
+    ];
+    let mut todo = vec![Vec::<String>::new()];
+    let mut checked = Vec::new();
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let (code, out, err) = run(&args, &envs);
+        assert_eq!(code, 0, "actiond {}: {err}", args.join(" "));
+        for secret in [PASSWORD, "secret-agent-token", "db.example"] {
+            assert!(
+                !out.contains(secret) && !err.contains(secret),
+                "actiond {} prints {secret:?}:\n{out}{err}",
+                args.join(" ")
+            );
+        }
+        for sub in subcommands(&out) {
+            let mut next = path.clone();
+            next.push(sub);
+            todo.push(next);
+        }
+        checked.push(path.join(" "));
+    }
+    // Every role and every administration command was looked at.
+    for must in [
+        "api",
+        "policy",
+        "executor",
+        "web",
+        "dev",
+        "migrate",
+        "tenant apply",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == must),
+            "{must} not checked: {checked:?}"
+        );
+    }
+    assert!(checked.len() > 30, "{checked:?}");
+    // The variable is still named, only its value is hidden.
+    let (_, out, _) = run(&["web", "--help"], &envs);
+    assert!(out.contains("[env: DATABASE_URL"), "{out}");
+}
+
+#[test]
+fn version_names_the_package_version_and_the_commit() {
+    let (code, out, _) = run(&["version"], &[]);
+    assert_eq!(code, 0);
+    let line = out.trim();
+    let rest = line
+        .strip_prefix(concat!("actiond ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .unwrap_or_else(|| panic!("{line}"));
+    let commit = rest.strip_suffix(')').unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line}"
+    );
+    let (code, flag, _) = run(&["--version"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(flag.trim(), line);
+}
+
+/// (arguments, environment, expected exit code, what stderr says)
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32, &'a str);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
+    let tdb = TestDb::new().await;
+    let url = tdb.url.clone();
+    let db = [("DATABASE_URL", url.as_str())];
+    let dir = std::env::temp_dir().join(format!("actiond-exit-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "tenant: acme\npolicy: {default: maybe}\n").unwrap();
+    let bad = bad.display().to_string();
+    let missing = dir.join("missing.yaml").display().to_string();
+    let id = uuid::Uuid::new_v4().to_string();
+    let cases: &[Case] = &[
+        (&["approvals", "show", &id], &db, 3, "not found"),
+        (&["tenant", "show", "nobody"], &db, 3, "no such document"),
+        (
+            &["agent", "revoke", "--tenant", "nobody", "--name", "x"],
+            &db,
+            3,
+            "no live agent",
+        ),
+        (
+            &["tenant", "validate", "-f", &missing],
+            &[],
+            3,
+            "cannot read",
+        ),
+        (
+            &["tenant", "validate", "-f", &bad],
+            &[],
+            2,
+            "policy.default",
+        ),
+        (&["tenant", "apply", "-f", &bad], &db, 2, "policy.default"),
+        (
+            &["approvals", "show", "not-a-uuid"],
+            &db,
+            2,
+            "invalid value",
+        ),
+        (&["status"], &[], 2, "required"),
+        (
+            &["tenant", "show", "acme"],
+            &[("DATABASE_URL", "postgres://actiond@127.0.0.1:1/actiond")],
+            4,
+            "",
+        ),
+        (
+            &["status", &id],
+            &[
+                ("ACTIOND_URL", "http://127.0.0.1:1"),
+                ("ACTIOND_TOKEN", "t"),
+            ],
+            4,
+            "cannot reach",
+        ),
+    ];
+    for (args, envs, want, says) in cases {
+        let (code, _, err) = run(args, envs);
+        assert_eq!(code, *want, "actiond {}: {err}", args.join(" "));
+        assert!(err.contains(says), "actiond {}: {err}", args.join(" "));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
