@@ -11,6 +11,7 @@ mod budgets;
 mod flows;
 mod handlers;
 mod privileges;
+mod queue_plans;
 mod schema;
 mod shadow;
 mod support;
