@@ -13,6 +13,7 @@ mod cli;
 mod flows;
 mod handlers;
 mod privileges;
+mod queue_plans;
 mod schema;
 mod shadow;
 mod support;

@@ -162,3 +162,135 @@ async fn role_transitions_are_legal_transitions() {
     }
     assert_eq!(by_any_role, legal, "a legal transition no role may make");
 }
+
+/// V13 (cheaper proposal writes) on a database that already holds a proposal in every state:
+/// the rows stay as they were, the same rules hold afterwards (legal transitions, roles,
+/// immutable identity), and a lease change of an `approved` row is now a HOT update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v13_keeps_rows_in_every_state_and_their_rules() {
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let admin_url = actiond_testkit::server_url();
+    let admin = actiond_store::tls::connect(&admin_url).await.unwrap();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, _) = admin_url.rsplit_once('/').unwrap();
+    let url = format!("{base}/{name}");
+    let db = actiond_store::Db::connect(&url, 2).unwrap();
+    assert_eq!(db.migrate_to(12).await.unwrap().last(), Some(&12));
+    let mut c = actiond_store::tls::connect(&url).await.unwrap();
+    let agent = uuid::Uuid::new_v4();
+    c.batch_execute(&format!(
+        "INSERT INTO tenants (id) VALUES ('acme');
+         INSERT INTO agents (id, tenant_id, name, token_sha256) VALUES ('{agent}', 'acme', 'bot', repeat('a', 64));
+         SET session_replication_role = replica;
+         INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
+                                request_sha256, state, lease_owner, lease_until)
+         SELECT gen_random_uuid(), 'acme', '{agent}', 'webhook.post', '', '{{}}', md5(s) || md5(s), md5(s) || md5(s),
+                md5(s) || md5(s), s, CASE WHEN s = 'executing' THEN 'x' END,
+                CASE WHEN s = 'executing' THEN now() + interval '1 hour' END
+         FROM unnest(ARRAY['pending','escalated','approved','blocked','denied','expired',
+                           'executing','succeeded','failed','outcome_unknown']) s;
+         SET session_replication_role = origin;"
+    ))
+    .await
+    .unwrap();
+    let before: Vec<(String, String)> = c
+        .query("SELECT id::text, state FROM proposals ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(before.len(), 10);
+    assert_eq!(db.migrate().await.unwrap(), vec![13]);
+    let after: Vec<(String, String)> = c
+        .query("SELECT id::text, state FROM proposals ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(before, after, "V13 moves no row");
+    let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
+    // A lease change of an approved row (the executor's claim) is HOT now.
+    let tx = c.transaction().await.unwrap();
+    tx.batch_execute(
+        "SET LOCAL ROLE actiond_executor;
+         UPDATE proposals SET lease_owner = 'e1', lease_until = now() + interval '30 seconds' WHERE state = 'approved'",
+    )
+    .await
+    .unwrap();
+    let hot: i64 = tx
+        .query_one(
+            "SELECT pg_stat_get_xact_tuples_hot_updated('proposals'::regclass)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(hot, 1, "the claim's lease update is a HOT update");
+    // The executor's own transition still passes, and still stamps updated_at.
+    tx.batch_execute("UPDATE proposals SET state = 'executing' WHERE state = 'approved'")
+        .await
+        .unwrap();
+    let stamped: bool = tx
+        .query_one(
+            "SELECT updated_at = now() FROM proposals WHERE lease_owner = 'e1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(stamped);
+    tx.rollback().await.unwrap();
+    // A role outside its transitions, an illegal transition, a changed identity column, an
+    // insert that does not start pending: refused with the same codes as before.
+    let refused = [
+        (
+            "SET ROLE actiond_policy; UPDATE proposals SET state = 'executing' WHERE state = 'approved'",
+            "42501",
+        ),
+        (
+            "RESET ROLE; UPDATE proposals SET state = 'pending' WHERE state = 'succeeded'",
+            "23514",
+        ),
+        (
+            "RESET ROLE; UPDATE proposals SET target = 'elsewhere' WHERE state = 'approved'",
+            "23514",
+        ),
+        (
+            "RESET ROLE; UPDATE proposals SET purged_at = NULL WHERE false",
+            "",
+        ),
+    ];
+    for (sql, want) in refused {
+        let got = c.batch_execute(sql).await.err().and_then(code);
+        if want.is_empty() {
+            assert_eq!(got, None, "{sql}");
+        } else {
+            assert_eq!(got.as_deref(), Some(want), "{sql}");
+        }
+    }
+    let ins = c
+        .batch_execute(&format!(
+            "RESET ROLE; INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                 intent_hash, request_sha256, state)
+             VALUES (gen_random_uuid(), 'acme', '{agent}', 'x', '', '{{}}', repeat('b', 64), repeat('b', 64),
+                     repeat('b', 64), 'approved')"
+        ))
+        .await
+        .err()
+        .and_then(code);
+    assert_eq!(
+        ins.as_deref(),
+        Some("23514"),
+        "a proposal starts as pending"
+    );
+    drop(c);
+    drop(db);
+    let _ = admin
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await;
+}

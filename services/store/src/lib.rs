@@ -174,11 +174,26 @@ impl Db {
     /// once serialize on a session advisory lock; the second finds nothing to do.
     /// Returns the versions applied by this call.
     pub async fn migrate(&self) -> Result<Vec<i32>> {
+        self.migrate_runner(embedded::migrations::runner()).await
+    }
+
+    /// Applies the embedded migrations up to and including `version` only (for tests that
+    /// load rows into an older schema and then migrate them forward). Returns the versions
+    /// applied by this call.
+    pub async fn migrate_to(&self, version: i32) -> Result<Vec<i32>> {
+        self.migrate_runner(
+            embedded::migrations::runner().set_target(refinery::Target::Version(version)),
+        )
+        .await
+    }
+
+    /// Runs `runner` under the migration lock.
+    async fn migrate_runner(&self, runner: refinery::Runner) -> Result<Vec<i32>> {
         let mut client = self.dedicated().await?;
         client
             .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await?;
-        let res = embedded::migrations::runner().run_async(&mut client).await;
+        let res = runner.run_async(&mut client).await;
         let _ = client
             .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
             .await;
