@@ -274,6 +274,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         .map(|s| (label(&s.role), s.child.id()))
         .chain([("bench client", std::process::id())])
         .collect();
+    let updates_before = proposal_updates(&su).await;
     let meter = cpu::Meter::start(fixed, cpu::Postgres::from_backend(backend, &tdb.name));
     let started = std::time::Instant::now();
     let submitted = match args.rate {
@@ -305,6 +306,12 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         );
     }
     drop(services);
+    // The services' backends flush their table statistics when they exit.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let updates = match (updates_before, proposal_updates(&su).await) {
+        (Some((a0, h0)), Some((a1, h1))) => Some((a1 - a0, h1 - h0)),
+        _ => None,
+    };
     report::Run {
         scenario: args.scenario.clone(),
         mode: match args.rate {
@@ -321,5 +328,18 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         stages,
         floor,
         statements,
+        updates,
     }
+}
+
+/// `proposals`' cumulative (updates, HOT updates) in `pg_stat_user_tables`, when readable.
+async fn proposal_updates(c: &tokio_postgres::Client) -> Option<(i64, i64)> {
+    c.query_opt(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'proposals'",
+        &[],
+    )
+    .await
+    .ok()
+    .flatten()
+    .map(|r| (r.get(0), r.get(1)))
 }

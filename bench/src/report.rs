@@ -43,6 +43,9 @@ pub struct Run {
     pub floor: Option<Result<Floor, String>>,
     /// The statement profile, or why there is none; `None` when not asked for.
     pub statements: Option<Result<Vec<Statement>, String>>,
+    /// Updates of `proposals` over the run and how many of them were HOT (no index touched),
+    /// from `pg_stat_user_tables`; `None` when not readable.
+    pub updates: Option<(i64, i64)>,
 }
 
 /// CPU milliseconds per proposal for each component present, in [`COMPONENTS`] order.
@@ -146,6 +149,12 @@ impl Run {
                 line(format!("    {name:<18} {}", dist_text(d)));
             }
         }
+        if let Some((all, hot)) = self.updates {
+            line(format!(
+                "  proposals rows  {all} updates, {hot} of them HOT ({:.0}%; pg_stat_user_tables)",
+                hot as f64 * 100.0 / (all.max(1) as f64)
+            ));
+        }
         self.statements_text(&mut line);
         o
     }
@@ -211,6 +220,7 @@ impl Run {
             "cpu_ms_per_proposal": cpu_json(&cpu_per_proposal(&self.cpu, self.proposals as f64)),
             "stages": stages,
             "statements": statements,
+            "proposal_updates": self.updates.map(|(all, hot)| json!({"all": all, "hot": hot})),
         })
     }
 }
