@@ -9,6 +9,7 @@ mod attacks;
 mod audit_seal;
 mod budgets;
 mod cli;
+mod edge;
 mod flows;
 mod handlers;
 mod privileges;

@@ -8,6 +8,13 @@
 
 use axum::Router;
 use axum::http::{HeaderName, Request};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceBuilder;
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
@@ -45,6 +52,182 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
         path = %request.uri().path(),
         request_id = %request_id,
     )
+}
+
+/// What one listener lets a client hold ([`serve`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    /// From the moment a connection waits for a request head (just connected, or idle between
+    /// keep-alive requests) to the end of that head: a client that dribbles its headers, or an
+    /// idle connection, is closed after this long.
+    pub header_read_timeout: Duration,
+    /// Open connections at most; past it the listener stops accepting until one closes (the
+    /// kernel's backlog holds the rest).
+    pub max_connections: usize,
+    /// After the shutdown signal, how long in-flight requests may take to finish before their
+    /// connections are dropped.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Edge {
+    /// 10 s to send a request head (or to stay idle), 4,096 connections, a 10 s drain (under
+    /// the 30 s stop timeouts of the systemd units and the Helm chart).
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then drains: stops accepting,
+/// lets each connection finish its in-flight request (closing idle keep-alive connections at
+/// once), and returns when all are closed or `edge.drain_timeout` has passed. Unlike
+/// `axum::serve`, a connection that does not send a complete request head within
+/// `edge.header_read_timeout` is closed, and at most `edge.max_connections` are open at once.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    raise_fd_limit();
+    let slots = Arc::new(Semaphore::new(edge.max_connections.max(1)));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            router.clone(),
+            edge,
+            stop_rx.clone(),
+            permit,
+        ));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let max = u32::try_from(edge.max_connections.max(1)).unwrap_or(u32::MAX);
+    if tokio::time::timeout(edge.drain_timeout, slots.acquire_many(max))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = edge.max_connections - slots.available_permits(),
+            "drain timeout: closing the connections still open"
+        );
+    }
+}
+
+/// One connection: HTTP/1.1 with the header-read timeout, graceful close on `stop`.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    edge: Edge,
+    mut stop: watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) {
+    let service = TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout);
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection closed with an error");
+                }
+                break;
+            }
+            c = stop.changed(), if !stopping => {
+                stopping = true;
+                if c.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+    drop(permit);
+}
+
+/// Raises this process's open-file limit to its hard limit, so the connection cap, not the
+/// default soft limit of 1,024 descriptors, bounds how many clients a listener holds.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Why a `Content-Type` is not JSON, or `Ok` when it is `application/json` (type and subtype
+/// case-insensitive, optional whitespace, parameters allowed; a `charset` must be UTF-8).
+/// `application/jsonp`, `application/json-seq` and `text/json` are not JSON. The same check
+/// runs on REST and on `/mcp`.
+pub fn check_json_media_type(value: &str) -> Result<(), String> {
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or("").trim();
+    let Some((ty, sub)) = essence.split_once('/') else {
+        return Err(format!("{essence:?} is not a media type (type/subtype)"));
+    };
+    let token = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !token(ty) || !token(sub) {
+        return Err(format!("{essence:?} is not a media type (type/subtype)"));
+    }
+    if !ty.eq_ignore_ascii_case("application") || !sub.eq_ignore_ascii_case("json") {
+        return Err(format!("must be application/json, not {essence}"));
+    }
+    for param in parts {
+        let param = param.trim();
+        if param.is_empty() {
+            continue;
+        }
+        let Some((name, v)) = param.split_once('=') else {
+            return Err(format!("parameter {param:?} has no value"));
+        };
+        let v = v.trim().trim_matches('"');
+        if name.trim().eq_ignore_ascii_case("charset")
+            && !v.eq_ignore_ascii_case("utf-8")
+            && !v.eq_ignore_ascii_case("utf8")
+        {
+            return Err(format!("charset must be utf-8, not {v}"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -95,6 +278,35 @@ mod tests {
         assert!(uuid_like(&fresh), "{fresh}");
         assert_ne!(fresh, get_request_id(&url, None).await);
         assert_eq!(get_request_id(&url, Some("abc-123")).await, "abc-123");
+    }
+
+    #[test]
+    fn json_media_types_are_parsed_not_prefix_matched() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            " application/json ",
+        ] {
+            assert!(check_json_media_type(ok).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            ("application/jsonp", "must be application/json"),
+            ("application/json-seq", "must be application/json"),
+            ("application/json+x", "must be application/json"),
+            ("text/json", "must be application/json"),
+            (
+                "application/x-www-form-urlencoded",
+                "must be application/json",
+            ),
+            ("json", "not a media type"),
+            ("application/json; charset=latin1", "charset"),
+            ("", "not a media type"),
+        ] {
+            let err = check_json_media_type(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     fn uuid_like(s: &str) -> bool {

@@ -5,9 +5,11 @@
 //!   `/readyz`) on its own port.
 //! - [`credentials`]: secrets read from files in `$CREDENTIALS_DIRECTORY` (systemd
 //!   `LoadCredential=`) or a mounted directory — never from environment variables.
-//! - [`shutdown_signal`]: resolves on SIGINT or SIGTERM.
+//! - [`shutdown_signal`]: resolves on the first SIGINT or SIGTERM, which starts draining
+//!   ([`draining`]: `/readyz` 503, long-polls answered at once); a second signal exits at once.
 //! - [`http::observe`]: the layer stack of every HTTP listener (`X-Request-Id`, per-request
-//!   tracing span).
+//!   tracing span); [`http::serve`]: the connection handling of every listener (header-read
+//!   timeout, connection cap, bounded drain).
 
 pub mod credentials;
 pub mod http;
@@ -35,8 +37,31 @@ pub fn init_tracing() {
     };
 }
 
-/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
+/// The process's draining flag: false until the first SIGINT/SIGTERM, then true for good.
+fn drain_flag() -> &'static tokio::sync::watch::Sender<bool> {
+    static FLAG: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| tokio::sync::watch::channel(false).0)
+}
+
+/// True once the process is shutting down: `/readyz` answers 503, long-polls answer at once
+/// with the current state, listeners stop accepting and finish what they hold.
+pub fn draining() -> bool {
+    *drain_flag().borrow()
+}
+
+/// Starts draining now (what the first SIGINT/SIGTERM does); idempotent.
+pub fn start_draining() {
+    drain_flag().send_if_modified(|d| !std::mem::replace(d, true));
+}
+
+/// Resolves when the process starts draining.
+pub async fn until_draining() {
+    let mut rx = drain_flag().subscribe();
+    let _ = rx.wait_for(|d| *d).await;
+}
+
+/// One SIGINT or SIGTERM.
+async fn one_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -55,7 +80,29 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    tracing::info!("shutdown signal received");
+}
+
+/// Watches for signals once per process: the first SIGINT/SIGTERM starts draining, a second
+/// one ends the process at once (exit code 130) whatever is still in flight.
+fn watch_signals() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        tokio::spawn(async {
+            one_signal().await;
+            tracing::info!("shutdown signal received; draining (a second signal exits at once)");
+            start_draining();
+            one_signal().await;
+            tracing::warn!("second shutdown signal; exiting without finishing the drain");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM (or [`start_draining`] is
+/// called). The first signal starts draining; a second one exits at once.
+pub async fn shutdown_signal() {
+    watch_signals();
+    until_draining().await;
 }
 
 /// A readiness check: returns true when the service can do its work (e.g. Postgres answers).
@@ -173,14 +220,7 @@ pub async fn serve_admin(
     let app = http::observe(app);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %e, "admin listener failed");
-        }
-    });
+    tokio::spawn(http::serve(listener, app, http::Edge::default(), shutdown));
     Ok(bound)
 }
 
@@ -195,7 +235,9 @@ async fn metrics_handler(State(s): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
-    if (s.ready)().await {
+    if draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+    } else if (s.ready)().await {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")

@@ -190,6 +190,17 @@ async fn authorize(State(state): State<AppState>, request: Request, next: Next) 
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
+    // Media types are parsed as on REST (`Application/JSON` is JSON, `application/jsonp` not).
+    if request.method() == axum::http::Method::POST
+        && let Some(ct) = request.headers().get(axum::http::header::CONTENT_TYPE)
+        && ct
+            .to_str()
+            .map_err(|_| String::new())
+            .and_then(actiond_runtime::http::check_json_media_type)
+            .is_err()
+    {
+        return SubmitError::UnsupportedMediaType.into_response();
+    }
     let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY_BYTES).await {
         Ok(b) => b,
