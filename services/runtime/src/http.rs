@@ -1,10 +1,14 @@
 //! The layer stack every HTTP listener of actiond wraps its router in ([`observe`]).
 //!
-//! Each request gets an `X-Request-Id`: the one the client (or a proxy in front) sent, or a
-//! fresh UUID v4. The id is echoed on the response and carried by a per-request tracing span
-//! named `http` (fields `method`, `path`, `request_id`), so every log line written while the
-//! request is handled can be matched to it. The query string is left out of the span: it may
-//! carry one-time values (an OIDC `code`, a `state`).
+//! Each request gets an `X-Request-Id`: the one the client (or a proxy in front) sent when it
+//! is 1 to 128 characters of `A-Z a-z 0-9 - _ . : / + =` (anything else is replaced, so a log
+//! line cannot be forged through it), or a fresh UUID v4. The id is echoed on every response,
+//! written as `request_id` into every problem document (`application/problem+json`), and
+//! carried by a per-request tracing span named `http` (fields `method`, `path`, `request_id`),
+//! so every log line written while the request is handled can be matched to it. One access-log
+//! line per request (target `actiond::access`: method, route template, status, duration) is
+//! written at `INFO`; never headers, the query string or the body (a bearer token, an OIDC
+//! `code`, params).
 
 use axum::Router;
 use axum::http::{HeaderName, Request};
@@ -33,10 +37,105 @@ where
 {
     router.layer(
         ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(drop_unsafe_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
             .layer(TraceLayer::new_for_http().make_span_with(request_span))
-            .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER)),
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+            .layer(axum::middleware::from_fn(access_log))
+            // A client that announces a body and never sends it does not hold a connection.
+            .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+                Duration::from_secs(10),
+            )),
     )
+}
+
+/// Longest `X-Request-Id` accepted from a client.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// True for a request id a client may choose (see the module documentation).
+pub fn acceptable_request_id(id: &[u8]) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID_LEN
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/+=".contains(b))
+}
+
+/// Removes a client's `X-Request-Id` that is too long or carries other characters (or is sent
+/// twice), so a fresh one is made instead.
+async fn drop_unsafe_request_id(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let ids = request.headers().get_all(&REQUEST_ID_HEADER);
+    let mut it = ids.iter();
+    let keep =
+        matches!((it.next(), it.next()), (Some(v), None) if acceptable_request_id(v.as_bytes()));
+    if !keep {
+        request.headers_mut().remove(&REQUEST_ID_HEADER);
+    }
+    next.run(request).await
+}
+
+/// Writes the access-log line of one request and puts the request id into a problem document.
+async fn access_log(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let start = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "(unmatched)".to_owned());
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .map(str::to_owned);
+    let mut response = next.run(request).await;
+    if let Some(id) = &request_id {
+        response = with_problem_request_id(response, id).await;
+    }
+    tracing::info!(
+        target: "actiond::access",
+        method = %method,
+        route = %route,
+        status = response.status().as_u16(),
+        duration_ms = start.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
+
+/// Adds `"request_id"` to an `application/problem+json` body (problem documents are small).
+async fn with_problem_request_id(
+    response: axum::response::Response,
+    id: &str,
+) -> axum::response::Response {
+    let is_problem = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    if !is_problem {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 256 * 1024).await else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let body = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.entry("request_id")
+                .or_insert_with(|| serde_json::Value::String(id.to_owned()));
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            serde_json::to_vec(&m).unwrap_or_else(|_| bytes.to_vec())
+        }
+        _ => bytes.to_vec(),
+    };
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// The `http` span of one request.
@@ -242,7 +341,16 @@ mod tests {
     use axum::routing::get;
 
     async fn serve() -> String {
-        let app = observe(Router::new().route("/", get(|| async { "ok" })));
+        let app = observe(Router::new().route("/", get(|| async { "ok" })).route(
+            "/problem",
+            get(|| async {
+                (
+                    axum::http::StatusCode::NOT_FOUND,
+                    [("content-type", "application/problem+json")],
+                    r#"{"type":"about:blank","status":404,"title":"Not found"}"#,
+                )
+            }),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -278,6 +386,24 @@ mod tests {
         assert!(uuid_like(&fresh), "{fresh}");
         assert_ne!(fresh, get_request_id(&url, None).await);
         assert_eq!(get_request_id(&url, Some("abc-123")).await, "abc-123");
+        // (sent, kept?)
+        let long = "a".repeat(MAX_REQUEST_ID_LEN + 1);
+        let max = "a".repeat(MAX_REQUEST_ID_LEN);
+        for (sent, kept) in [
+            ("req:01/2+x=.y_z", true),
+            (max.as_str(), true),
+            (long.as_str(), false),
+            ("a b", false),
+            ("x\"}{\"level\":\"ERROR", false),
+            ("caf\u{e9}", false),
+        ] {
+            let got = get_request_id(&url, Some(sent)).await;
+            if kept {
+                assert_eq!(got, sent);
+            } else {
+                assert!(uuid_like(&got), "{sent:?} → {got:?}");
+            }
+        }
     }
 
     #[test]
@@ -307,6 +433,24 @@ mod tests {
             let err = check_json_media_type(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[tokio::test]
+    async fn problem_documents_carry_the_request_id() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let url = serve().await;
+        let authority = url.trim_start_matches("http://").trim_end_matches('/');
+        let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let request = format!(
+            "GET /problem HTTP/1.1\r\nHost: {authority}\r\nX-Request-Id: trace-42\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["request_id"], "trace-42", "{response}");
+        assert_eq!(v["status"], 404);
     }
 
     fn uuid_like(s: &str) -> bool {
