@@ -1,6 +1,7 @@
 //! actiond-runtime: process plumbing shared by every service. No domain logic.
 //!
-//! - [`init_tracing`]: logs to stderr (`RUST_LOG`, `ACTIOND_LOG_FORMAT=json`).
+//! - [`init_tracing_as`]: logs to stderr as text or JSON (`--log-format`,
+//!   `ACTIOND_LOG_FORMAT`; `RUST_LOG` filters, rmcp's debug dump off by default).
 //! - [`Metrics`]: a Prometheus registry and the admin listener (`/metrics`, `/healthz`,
 //!   `/readyz`) on its own port.
 //! - [`credentials`]: secrets read from files in `$CREDENTIALS_DIRECTORY` (systemd
@@ -21,19 +22,53 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// Initializes logging to stderr. `RUST_LOG` filters (default `info`); `ACTIOND_LOG_FORMAT=json`
-/// switches to one JSON object per line.
+/// How log lines are written: `text` (one readable line) or `json` (one JSON object per line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    Text,
+    /// One JSON object per line, fields as JSON values.
+    Json,
+}
+
+impl LogFormat {
+    /// Parses `text` or `json` (the values of `--log-format` / `ACTIOND_LOG_FORMAT`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" => Some(Self::Text),
+            "json" => Some(Self::Json),
+            _ => None,
+        }
+    }
+}
+
+/// The filter when `RUST_LOG` is unset: `info`, with rmcp's per-request debug dump off.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// Initializes logging to stderr from the environment (`RUST_LOG`, `ACTIOND_LOG_FORMAT`); for
+/// embedders and roles started without the `actiond` command line. A no-op when logging is
+/// already set up.
 pub fn init_tracing() {
+    let format = std::env::var("ACTIOND_LOG_FORMAT")
+        .ok()
+        .and_then(|v| LogFormat::parse(&v))
+        .unwrap_or(LogFormat::Text);
+    init_tracing_as(format, DEFAULT_LOG_FILTER);
+}
+
+/// Initializes logging to stderr in `format`. `RUST_LOG` filters (default `default_filter`).
+/// No ANSI colour unless stderr is a terminal. A no-op when logging is already set up.
+pub fn init_tracing_as(format: LogFormat, default_filter: &str) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let json = std::env::var("ACTIOND_LOG_FORMAT").is_ok_and(|v| v == "json");
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
     };
 }
 
