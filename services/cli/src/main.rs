@@ -146,6 +146,9 @@ fn main() -> std::process::ExitCode {
             Command::Version => Ok(()),
         }
     });
+    // Do not wait for tasks still running (a connection attempt, a blocking lookup): the role
+    // has drained; waiting here would also leave a second SIGTERM unheard.
+    rt.shutdown_background();
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => exit::report(&e, json),
