@@ -707,7 +707,7 @@ fn print_banner(
         String::new(),
         "Try it from another terminal:".into(),
         format!(
-            "  export ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
+            "  export ACTIOND_URL={api} ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
             roles.of("admin")
         ),
         "  # a refund over 50.00 escalates:".into(),
