@@ -7,7 +7,7 @@
 //! carried by a per-request tracing span named `http` (fields `method`, `path`, `request_id`),
 //! so every log line written while the request is handled can be matched to it. One access-log
 //! line per request (target `actiond::access`: method, route template, status, duration) is
-//! written at `INFO`; never headers, the query string or the body (a bearer token, an OIDC
+//! written at `INFO` (successful `/healthz`, `/readyz` and `/metrics` at `DEBUG`); never headers, the query string or the body (a bearer token, an OIDC
 //! `code`, params).
 
 use axum::Router;
@@ -98,14 +98,14 @@ async fn access_log(
     if let Some(id) = &request_id {
         response = with_problem_request_id(response, id).await;
     }
-    tracing::info!(
-        target: "actiond::access",
-        method = %method,
-        route = %route,
-        status = response.status().as_u16(),
-        duration_ms = start.elapsed().as_secs_f64() * 1000.0,
-        "request"
-    );
+    let status = response.status().as_u16();
+    let duration_ms = start.elapsed().as_secs_f64() * 1000.0;
+    // Probes and scrapes come every few seconds: they are logged at DEBUG unless they fail.
+    if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") && status < 400 {
+        tracing::debug!(target: "actiond::access", method = %method, route = %route, status, duration_ms, "request");
+    } else {
+        tracing::info!(target: "actiond::access", method = %method, route = %route, status, duration_ms, "request");
+    }
     response
 }
 
