@@ -8,11 +8,16 @@ Prometheus Operator CRDs) plus the chart's own promises.
   seccomp RuntimeDefault; probes on /healthz and /readyz at the admin port; ADMIN_LISTEN 0.0.0.0;
 - secrets: each service mounts only its own; the api mounts none; no literal secret in env;
   breakglass-*.pub mounted only when expected;
+- every pod's terminationGracePeriodSeconds equals the systemd units' TimeoutStopSec and is
+  above the services' 10 s drain;
 - the migrate Job is a pre-install,pre-upgrade hook running `migrate`;
 - the PrometheusRule's groups are written to RULES_OUT (for promtool check rules);
 - the dashboard ConfigMap equals DASHBOARD.json; a ServiceMonitor has endpoints.
 """
+import glob
 import json
+import os
+import re
 import sys
 
 import yaml
@@ -41,8 +46,21 @@ def main():
         "executor": {"credentials", "trusted_keys"},
         "web": {"grant_signing_key", "oidc_client_secret"},
     }
+    units = glob.glob(os.path.join(os.path.dirname(__file__), "../../packaging/systemd/*.service"))
+    stop = set()
+    for u in units:
+        if u.endswith("-migrate.service"):  # a oneshot, not a drained service
+            continue
+        m = re.search(r"^TimeoutStopSec=(\d+)s?$", open(u, encoding="utf-8").read(), re.M)
+        stop.add(int(m.group(1)) if m else None)
+    if len(stop) != 1 or None in stop:
+        err(f"systemd units: TimeoutStopSec differs or is missing: {stop}")
+    drain = 10
     for comp, d in deps.items():
         spec = d["spec"]["template"]["spec"]
+        grace = spec.get("terminationGracePeriodSeconds")
+        if grace not in stop or not isinstance(grace, int) or grace <= drain:
+            err(f"{comp}: terminationGracePeriodSeconds {grace} must equal TimeoutStopSec {stop} and exceed the {drain} s drain")
         if spec.get("automountServiceAccountToken") is not False:
             err(f"{comp}: service account token is mounted")
         psc = spec.get("securityContext", {})

@@ -179,7 +179,7 @@ async fn the_guides_injected_ticket_is_escalated_and_denied() {
             "--as",
             "alice",
             "--intent",
-            &intent[..12],
+            &intent[..16],
         ],
         &s.cli_env().await,
     );

@@ -10,6 +10,7 @@ mod audit_seal;
 mod budgets;
 mod classifier;
 mod cli;
+mod edge;
 mod flows;
 mod handlers;
 mod privileges;

@@ -399,11 +399,15 @@ pub async fn serve_state(
         dev_login = state.dev.is_some(),
         "actiond web listening"
     );
-    let res = axum::serve(listener, actiond_runtime::http::observe(router(state)))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    actiond_runtime::http::serve(
+        listener,
+        actiond_runtime::http::observe(router(state)),
+        actiond_runtime::http::Edge::default(),
+        shutdown,
+    )
+    .await;
     bg.abort();
-    res.context("web listener")
+    Ok(())
 }
 
 /// `actiond web`: binds `--listen` and serves until SIGINT/SIGTERM.

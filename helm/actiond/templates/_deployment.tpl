@@ -42,6 +42,7 @@ spec:
       serviceAccountName: {{ include "actiond.fullname" $ctx }}-{{ $c }}
       automountServiceAccountToken: false
       enableServiceLinks: false
+      terminationGracePeriodSeconds: {{ $ctx.Values.terminationGracePeriodSeconds }}
       {{- with $ctx.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}

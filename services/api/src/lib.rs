@@ -310,10 +310,12 @@ async fn create_proposal(
         }
         Err(e) => return SubmitError::field("body", e.body_text()).into_response(),
     };
-    if let Some(ct) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        && !ct.starts_with("application/json")
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && ct
+            .to_str()
+            .map_err(|_| String::new())
+            .and_then(actiond_runtime::http::check_json_media_type)
+            .is_err()
     {
         return SubmitError::UnsupportedMediaType.into_response();
     }
@@ -446,7 +448,8 @@ async fn get_proposal(
 }
 
 /// Reads the agent's proposal; with a `wait`, polls until its state differs from `seen` (the
-/// state first read when `seen` is `None`), it reaches a final state, or the wait ends.
+/// state first read when `seen` is `None`), it reaches a final state, the wait ends, or the
+/// process starts draining (then the current state is the answer, so shutdown is not held).
 pub async fn wait_for_change(
     state: &AppState,
     agent: &agents::Agent,
@@ -462,16 +465,22 @@ pub async fn wait_for_change(
         .unwrap_or_else(|| first.state.clone());
     let is_final =
         |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_final());
-    if wait.is_zero() || first.state != baseline || is_final(&first.state) {
+    // A draining process answers with what it has: the client polls again, elsewhere.
+    if wait.is_zero()
+        || first.state != baseline
+        || is_final(&first.state)
+        || actiond_runtime::draining()
+    {
         return Ok(Some(first));
     }
     let mut interval = Duration::from_millis(100);
     let mut last = first;
-    while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(
-            interval.min(deadline.saturating_duration_since(tokio::time::Instant::now())),
-        )
-        .await;
+    while tokio::time::Instant::now() < deadline && !actiond_runtime::draining() {
+        let pause = interval.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = actiond_runtime::until_draining() => {}
+        }
         interval = (interval * 2).min(Duration::from_secs(1));
         match proposals::get_for_agent(&state.db, &agent.tenant_id, agent.id, id).await? {
             Some(s) if s.state != baseline || is_final(&s.state) => return Ok(Some(s)),
@@ -506,18 +515,28 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         let d = ready_db.clone();
         Box::pin(async move { d.ping().await })
     });
+    // The admin listener outlives the drain, so `/readyz` answers 503 throughout it.
     let admin = actiond_runtime::serve_admin(
         args.admin_listen,
         metrics,
         ready,
         None,
-        actiond_runtime::shutdown_signal(),
+        std::future::pending(),
     )
     .await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %listener.local_addr()?, admin = %admin, "actiond api listening");
-    axum::serve(listener, router_with_mcp(state, &mcp_config))
-        .with_graceful_shutdown(actiond_runtime::shutdown_signal())
-        .await?;
+    let started = tokio::time::Instant::now();
+    actiond_runtime::http::serve(
+        listener,
+        router_with_mcp(state, &mcp_config),
+        actiond_runtime::http::Edge::default(),
+        actiond_runtime::shutdown_signal(),
+    )
+    .await;
+    tracing::info!(
+        drained_ms = started.elapsed().as_millis() as u64,
+        "actiond api stopped"
+    );
     Ok(())
 }

@@ -331,8 +331,14 @@ async fn set_up_demo_orders(roles: &RoleUrls, exec_dir: &Path) -> anyhow::Result
         return Ok(());
     }
     let admin = actiond_store::tls::connect(&roles.url).await?;
+    // Two statements, two round trips: in one query string they share an implicit
+    // transaction, which CREATE DATABASE refuses. Either may exist already (a second run).
     admin
-        .batch_execute("CREATE ROLE demo_orders LOGIN; CREATE DATABASE demo_orders")
+        .batch_execute("CREATE ROLE demo_orders LOGIN")
+        .await
+        .ok();
+    admin
+        .batch_execute("CREATE DATABASE demo_orders")
         .await
         .ok();
     let mut owner = url::Url::parse(&roles.url)?;
@@ -707,7 +713,7 @@ fn print_banner(
         String::new(),
         "Try it from another terminal:".into(),
         format!(
-            "  export ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
+            "  export ACTIOND_URL={api} ACTIOND_TOKEN=$(cat {tp}) DATABASE_URL={} ACTIOND_CLI_CREDENTIALS_DIR={cli_creds}",
             roles.of("admin")
         ),
         "  # a refund over 50.00 escalates:".into(),

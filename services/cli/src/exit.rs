@@ -104,8 +104,9 @@ pub fn classify(e: &anyhow::Error) -> Kind {
     Kind::Other
 }
 
-/// Prints `e` as one line on stderr and returns its exit code.
-pub fn report(e: &anyhow::Error) -> ExitCode {
+/// Prints `e` as one line on stderr (a log line when `json`, so a log collector parses it like
+/// the others) and returns its exit code.
+pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
     let mut msg = e.to_string();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();
@@ -114,8 +115,17 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
             msg.push_str(&c);
         }
     }
-    eprintln!("actiond: error: {}", msg.replace('\n', " "));
-    ExitCode::from(classify(e).code())
+    let kind = classify(e);
+    if json {
+        tracing::error!(
+            exit_code = kind.code(),
+            error = msg.as_str(),
+            "actiond: error"
+        );
+    } else {
+        eprintln!("actiond: error: {}", msg.replace('\n', " "));
+    }
+    ExitCode::from(kind.code())
 }
 
 /// The HTTP status of an API answer as an error kind (`actiond propose`, `actiond status`).

@@ -22,6 +22,16 @@ const VERSION: &str = concat!(
 #[derive(Debug, Parser)]
 #[command(name = "actiond", version = VERSION, about, propagate_version = true)]
 struct Cli {
+    /// Log lines on stderr: `text` or `json` (one object per line). Errors that end the
+    /// process are written the same way.
+    #[arg(
+        long,
+        global = true,
+        env = "ACTIOND_LOG_FORMAT",
+        default_value = "text",
+        value_parser = ["text", "json"]
+    )]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -91,8 +101,17 @@ fn main() -> std::process::ExitCode {
             | Command::Keygen(_)
             | Command::McpStdio(_)
     );
-    if !quiet_logs || std::env::var_os("RUST_LOG").is_some() {
-        actiond_runtime::init_tracing();
+    let format = actiond_runtime::LogFormat::parse(&cli.log_format)
+        .unwrap_or(actiond_runtime::LogFormat::Text);
+    let json = format == actiond_runtime::LogFormat::Json;
+    if !quiet_logs || json || std::env::var_os("RUST_LOG").is_some() {
+        // Administration commands print their results; their logs stay at warnings.
+        let default = if quiet_logs {
+            "warn"
+        } else {
+            actiond_runtime::DEFAULT_LOG_FILTER
+        };
+        actiond_runtime::init_tracing_as(format, default);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -127,8 +146,11 @@ fn main() -> std::process::ExitCode {
             Command::Version => Ok(()),
         }
     });
+    // Do not wait for tasks still running (a connection attempt, a blocking lookup): the role
+    // has drained; waiting here would also leave a second SIGTERM unheard.
+    rt.shutdown_background();
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => exit::report(&e),
+        Err(e) => exit::report(&e, json),
     }
 }

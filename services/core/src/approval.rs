@@ -82,7 +82,7 @@ impl std::fmt::Display for ConfirmField {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApprovalRefusal {
     /// The shown intent hash is missing or not at least 8 hex characters.
-    #[error("the intent hash shown must be given (at least 8 hex characters)")]
+    #[error("the intent hash shown must be given (at least 16 hex characters)")]
     ShownIntentMissing,
     /// The shown intent hash is not a prefix of the proposal's.
     #[error("the proposal shown is not this proposal's current intent; reload it and decide again")]
@@ -220,11 +220,15 @@ pub fn may_decide_by_subject(approvers: &Approvers, subject: &str) -> bool {
     approvers.subjects.iter().any(|s| s == subject)
 }
 
-/// Normalizes the intent hash a person was shown: trimmed, lowercase, at least 8 hex
-/// characters.
+/// How many hex characters of the intent hash every channel shows and asks for: `approvals
+/// list`, `approvals show`, `actiond dev`'s hints and `--intent` (at least this many).
+pub const INTENT_PREFIX_LEN: usize = 16;
+
+/// Normalizes the intent hash a person was shown: trimmed, lowercase, at least
+/// [`INTENT_PREFIX_LEN`] hex characters.
 pub fn shown_intent(shown: &str) -> Result<String, ApprovalRefusal> {
     let s = shown.trim().to_ascii_lowercase();
-    if s.len() < 8 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+    if s.len() < INTENT_PREFIX_LEN || !s.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(ApprovalRefusal::ShownIntentMissing);
     }
     Ok(s)
@@ -620,13 +624,16 @@ mod tests {
 
     #[test]
     fn the_shown_intent_must_be_a_long_enough_prefix() {
-        assert_eq!(shown_intent(" ABCDEF12 ").unwrap(), "abcdef12");
         assert_eq!(
-            shown_intent("abcdef1"),
+            shown_intent(" ABCDEF1234567890 ").unwrap(),
+            "abcdef1234567890"
+        );
+        assert_eq!(
+            shown_intent("abcdef123456789"),
             Err(ApprovalRefusal::ShownIntentMissing)
         );
         assert_eq!(
-            shown_intent("abcdefgh"),
+            shown_intent("abcdefgh12345678"),
             Err(ApprovalRefusal::ShownIntentMissing)
         );
         assert_eq!(check_shown("abcdef1234", Some(2), "abcdef12", None), Ok(()));

@@ -1,13 +1,24 @@
 //! The layer stack every HTTP listener of actiond wraps its router in ([`observe`]).
 //!
-//! Each request gets an `X-Request-Id`: the one the client (or a proxy in front) sent, or a
-//! fresh UUID v4. The id is echoed on the response and carried by a per-request tracing span
-//! named `http` (fields `method`, `path`, `request_id`), so every log line written while the
-//! request is handled can be matched to it. The query string is left out of the span: it may
-//! carry one-time values (an OIDC `code`, a `state`).
+//! Each request gets an `X-Request-Id`: the one the client (or a proxy in front) sent when it
+//! is 1 to 128 characters of `A-Z a-z 0-9 - _ . : / + =` (anything else is replaced, so a log
+//! line cannot be forged through it), or a fresh UUID v4. The id is echoed on every response,
+//! written as `request_id` into every problem document (`application/problem+json`), and
+//! carried by a per-request tracing span named `http` (fields `method`, `path`, `request_id`),
+//! so every log line written while the request is handled can be matched to it. One access-log
+//! line per request (target `actiond::access`: method, route template, status, duration) is
+//! written at `INFO` (successful `/healthz`, `/readyz` and `/metrics` at `DEBUG`); never headers, the query string or the body (a bearer token, an OIDC
+//! `code`, params).
 
 use axum::Router;
 use axum::http::{HeaderName, Request};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceBuilder;
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
@@ -26,10 +37,105 @@ where
 {
     router.layer(
         ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(drop_unsafe_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
             .layer(TraceLayer::new_for_http().make_span_with(request_span))
-            .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER)),
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+            .layer(axum::middleware::from_fn(access_log))
+            // A client that announces a body and never sends it does not hold a connection.
+            .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+                Duration::from_secs(10),
+            )),
     )
+}
+
+/// Longest `X-Request-Id` accepted from a client.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// True for a request id a client may choose (see the module documentation).
+pub fn acceptable_request_id(id: &[u8]) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID_LEN
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/+=".contains(b))
+}
+
+/// Removes a client's `X-Request-Id` that is too long or carries other characters (or is sent
+/// twice), so a fresh one is made instead.
+async fn drop_unsafe_request_id(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let ids = request.headers().get_all(&REQUEST_ID_HEADER);
+    let mut it = ids.iter();
+    let keep =
+        matches!((it.next(), it.next()), (Some(v), None) if acceptable_request_id(v.as_bytes()));
+    if !keep {
+        request.headers_mut().remove(&REQUEST_ID_HEADER);
+    }
+    next.run(request).await
+}
+
+/// Writes the access-log line of one request and puts the request id into a problem document.
+async fn access_log(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let start = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "(unmatched)".to_owned());
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .map(str::to_owned);
+    let mut response = next.run(request).await;
+    if let Some(id) = &request_id {
+        response = with_problem_request_id(response, id).await;
+    }
+    let status = response.status().as_u16();
+    let duration_ms = start.elapsed().as_secs_f64() * 1000.0;
+    // Probes and scrapes come every few seconds: they are logged at DEBUG unless they fail.
+    if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") && status < 400 {
+        tracing::debug!(target: "actiond::access", method = %method, route = %route, status, duration_ms, "request");
+    } else {
+        tracing::info!(target: "actiond::access", method = %method, route = %route, status, duration_ms, "request");
+    }
+    response
+}
+
+/// Adds `"request_id"` to an `application/problem+json` body (problem documents are small).
+async fn with_problem_request_id(
+    response: axum::response::Response,
+    id: &str,
+) -> axum::response::Response {
+    let is_problem = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    if !is_problem {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 256 * 1024).await else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let body = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.entry("request_id")
+                .or_insert_with(|| serde_json::Value::String(id.to_owned()));
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            serde_json::to_vec(&m).unwrap_or_else(|_| bytes.to_vec())
+        }
+        _ => bytes.to_vec(),
+    };
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// The `http` span of one request.
@@ -47,6 +153,182 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
     )
 }
 
+/// What one listener lets a client hold ([`serve`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    /// From the moment a connection waits for a request head (just connected, or idle between
+    /// keep-alive requests) to the end of that head: a client that dribbles its headers, or an
+    /// idle connection, is closed after this long.
+    pub header_read_timeout: Duration,
+    /// Open connections at most; past it the listener stops accepting until one closes (the
+    /// kernel's backlog holds the rest).
+    pub max_connections: usize,
+    /// After the shutdown signal, how long in-flight requests may take to finish before their
+    /// connections are dropped.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Edge {
+    /// 10 s to send a request head (or to stay idle), 4,096 connections, a 10 s drain (under
+    /// the 30 s stop timeouts of the systemd units and the Helm chart).
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then drains: stops accepting,
+/// lets each connection finish its in-flight request (closing idle keep-alive connections at
+/// once), and returns when all are closed or `edge.drain_timeout` has passed. Unlike
+/// `axum::serve`, a connection that does not send a complete request head within
+/// `edge.header_read_timeout` is closed, and at most `edge.max_connections` are open at once.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    edge: Edge,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    raise_fd_limit();
+    let slots = Arc::new(Semaphore::new(edge.max_connections.max(1)));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            router.clone(),
+            edge,
+            stop_rx.clone(),
+            permit,
+        ));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let max = u32::try_from(edge.max_connections.max(1)).unwrap_or(u32::MAX);
+    if tokio::time::timeout(edge.drain_timeout, slots.acquire_many(max))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = edge.max_connections - slots.available_permits(),
+            "drain timeout: closing the connections still open"
+        );
+    }
+}
+
+/// One connection: HTTP/1.1 with the header-read timeout, graceful close on `stop`.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    edge: Edge,
+    mut stop: watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) {
+    let service = TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(edge.header_read_timeout);
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection closed with an error");
+                }
+                break;
+            }
+            c = stop.changed(), if !stopping => {
+                stopping = true;
+                if c.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+    drop(permit);
+}
+
+/// Raises this process's open-file limit to its hard limit, so the connection cap, not the
+/// default soft limit of 1,024 descriptors, bounds how many clients a listener holds.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Why a `Content-Type` is not JSON, or `Ok` when it is `application/json` (type and subtype
+/// case-insensitive, optional whitespace, parameters allowed; a `charset` must be UTF-8).
+/// `application/jsonp`, `application/json-seq` and `text/json` are not JSON. The same check
+/// runs on REST and on `/mcp`.
+pub fn check_json_media_type(value: &str) -> Result<(), String> {
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or("").trim();
+    let Some((ty, sub)) = essence.split_once('/') else {
+        return Err(format!("{essence:?} is not a media type (type/subtype)"));
+    };
+    let token = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !token(ty) || !token(sub) {
+        return Err(format!("{essence:?} is not a media type (type/subtype)"));
+    }
+    if !ty.eq_ignore_ascii_case("application") || !sub.eq_ignore_ascii_case("json") {
+        return Err(format!("must be application/json, not {essence}"));
+    }
+    for param in parts {
+        let param = param.trim();
+        if param.is_empty() {
+            continue;
+        }
+        let Some((name, v)) = param.split_once('=') else {
+            return Err(format!("parameter {param:?} has no value"));
+        };
+        let v = v.trim().trim_matches('"');
+        if name.trim().eq_ignore_ascii_case("charset")
+            && !v.eq_ignore_ascii_case("utf-8")
+            && !v.eq_ignore_ascii_case("utf8")
+        {
+            return Err(format!("charset must be utf-8, not {v}"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(
@@ -59,7 +341,16 @@ mod tests {
     use axum::routing::get;
 
     async fn serve() -> String {
-        let app = observe(Router::new().route("/", get(|| async { "ok" })));
+        let app = observe(Router::new().route("/", get(|| async { "ok" })).route(
+            "/problem",
+            get(|| async {
+                (
+                    axum::http::StatusCode::NOT_FOUND,
+                    [("content-type", "application/problem+json")],
+                    r#"{"type":"about:blank","status":404,"title":"Not found"}"#,
+                )
+            }),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -95,6 +386,71 @@ mod tests {
         assert!(uuid_like(&fresh), "{fresh}");
         assert_ne!(fresh, get_request_id(&url, None).await);
         assert_eq!(get_request_id(&url, Some("abc-123")).await, "abc-123");
+        // (sent, kept?)
+        let long = "a".repeat(MAX_REQUEST_ID_LEN + 1);
+        let max = "a".repeat(MAX_REQUEST_ID_LEN);
+        for (sent, kept) in [
+            ("req:01/2+x=.y_z", true),
+            (max.as_str(), true),
+            (long.as_str(), false),
+            ("a b", false),
+            ("x\"}{\"level\":\"ERROR", false),
+            ("caf\u{e9}", false),
+        ] {
+            let got = get_request_id(&url, Some(sent)).await;
+            if kept {
+                assert_eq!(got, sent);
+            } else {
+                assert!(uuid_like(&got), "{sent:?} → {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn json_media_types_are_parsed_not_prefix_matched() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            " application/json ",
+        ] {
+            assert!(check_json_media_type(ok).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            ("application/jsonp", "must be application/json"),
+            ("application/json-seq", "must be application/json"),
+            ("application/json+x", "must be application/json"),
+            ("text/json", "must be application/json"),
+            (
+                "application/x-www-form-urlencoded",
+                "must be application/json",
+            ),
+            ("json", "not a media type"),
+            ("application/json; charset=latin1", "charset"),
+            ("", "not a media type"),
+        ] {
+            let err = check_json_media_type(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn problem_documents_carry_the_request_id() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let url = serve().await;
+        let authority = url.trim_start_matches("http://").trim_end_matches('/');
+        let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let request = format!(
+            "GET /problem HTTP/1.1\r\nHost: {authority}\r\nX-Request-Id: trace-42\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["request_id"], "trace-42", "{response}");
+        assert_eq!(v["status"], 404);
     }
 
     fn uuid_like(s: &str) -> bool {

@@ -1,13 +1,16 @@
 //! actiond-runtime: process plumbing shared by every service. No domain logic.
 //!
-//! - [`init_tracing`]: logs to stderr (`RUST_LOG`, `ACTIOND_LOG_FORMAT=json`).
+//! - [`init_tracing_as`]: logs to stderr as text or JSON (`--log-format`,
+//!   `ACTIOND_LOG_FORMAT`; `RUST_LOG` filters, rmcp's debug dump off by default).
 //! - [`Metrics`]: a Prometheus registry and the admin listener (`/metrics`, `/healthz`,
 //!   `/readyz`) on its own port.
 //! - [`credentials`]: secrets read from files in `$CREDENTIALS_DIRECTORY` (systemd
 //!   `LoadCredential=`) or a mounted directory — never from environment variables.
-//! - [`shutdown_signal`]: resolves on SIGINT or SIGTERM.
+//! - [`shutdown_signal`]: resolves on the first SIGINT or SIGTERM, which starts draining
+//!   ([`draining`]: `/readyz` 503, long-polls answered at once); a second signal exits at once.
 //! - [`http::observe`]: the layer stack of every HTTP listener (`X-Request-Id`, per-request
-//!   tracing span).
+//!   tracing span); [`http::serve`]: the connection handling of every listener (header-read
+//!   timeout, connection cap, bounded drain).
 
 pub mod credentials;
 pub mod http;
@@ -19,24 +22,81 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// Initializes logging to stderr. `RUST_LOG` filters (default `info`); `ACTIOND_LOG_FORMAT=json`
-/// switches to one JSON object per line.
+/// How log lines are written: `text` (one readable line) or `json` (one JSON object per line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    Text,
+    /// One JSON object per line, fields as JSON values.
+    Json,
+}
+
+impl LogFormat {
+    /// Parses `text` or `json` (the values of `--log-format` / `ACTIOND_LOG_FORMAT`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" => Some(Self::Text),
+            "json" => Some(Self::Json),
+            _ => None,
+        }
+    }
+}
+
+/// The filter when `RUST_LOG` is unset: `info`, with rmcp's per-request debug dump off.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// Initializes logging to stderr from the environment (`RUST_LOG`, `ACTIOND_LOG_FORMAT`); for
+/// embedders and roles started without the `actiond` command line. A no-op when logging is
+/// already set up.
 pub fn init_tracing() {
+    let format = std::env::var("ACTIOND_LOG_FORMAT")
+        .ok()
+        .and_then(|v| LogFormat::parse(&v))
+        .unwrap_or(LogFormat::Text);
+    init_tracing_as(format, DEFAULT_LOG_FILTER);
+}
+
+/// Initializes logging to stderr in `format`. `RUST_LOG` filters (default `default_filter`).
+/// No ANSI colour unless stderr is a terminal. A no-op when logging is already set up.
+pub fn init_tracing_as(format: LogFormat, default_filter: &str) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let json = std::env::var("ACTIOND_LOG_FORMAT").is_ok_and(|v| v == "json");
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
     };
 }
 
-/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
+/// The process's draining flag: false until the first SIGINT/SIGTERM, then true for good.
+fn drain_flag() -> &'static tokio::sync::watch::Sender<bool> {
+    static FLAG: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| tokio::sync::watch::channel(false).0)
+}
+
+/// True once the process is shutting down: `/readyz` answers 503, long-polls answer at once
+/// with the current state, listeners stop accepting and finish what they hold.
+pub fn draining() -> bool {
+    *drain_flag().borrow()
+}
+
+/// Starts draining now (what the first SIGINT/SIGTERM does); idempotent.
+pub fn start_draining() {
+    drain_flag().send_if_modified(|d| !std::mem::replace(d, true));
+}
+
+/// Resolves when the process starts draining.
+pub async fn until_draining() {
+    let mut rx = drain_flag().subscribe();
+    let _ = rx.wait_for(|d| *d).await;
+}
+
+/// One SIGINT or SIGTERM.
+async fn one_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -55,7 +115,29 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    tracing::info!("shutdown signal received");
+}
+
+/// Watches for signals once per process: the first SIGINT/SIGTERM starts draining, a second
+/// one ends the process at once (exit code 130) whatever is still in flight.
+fn watch_signals() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        tokio::spawn(async {
+            one_signal().await;
+            tracing::info!("shutdown signal received; draining (a second signal exits at once)");
+            start_draining();
+            one_signal().await;
+            tracing::warn!("second shutdown signal; exiting without finishing the drain");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM (or [`start_draining`] is
+/// called). The first signal starts draining; a second one exits at once.
+pub async fn shutdown_signal() {
+    watch_signals();
+    until_draining().await;
 }
 
 /// A readiness check: returns true when the service can do its work (e.g. Postgres answers).
@@ -173,14 +255,7 @@ pub async fn serve_admin(
     let app = http::observe(app);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %e, "admin listener failed");
-        }
-    });
+    tokio::spawn(http::serve(listener, app, http::Edge::default(), shutdown));
     Ok(bound)
 }
 
@@ -195,7 +270,9 @@ async fn metrics_handler(State(s): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
-    if (s.ready)().await {
+    if draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+    } else if (s.ready)().await {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")

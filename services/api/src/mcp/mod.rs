@@ -449,9 +449,10 @@ fn check_message(v: &Value) -> Result<(), (Value, String)> {
 /// with a non-zero `q`: 406 otherwise.
 fn check_media_types(headers: &HeaderMap) -> Result<(), Box<Problem>> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        // Parsed as on REST: `Application/JSON; charset=utf-8` is JSON, `application/jsonp` not.
         let ok = ct
             .to_str()
-            .is_ok_and(|v| media_essence(v) == "application/json");
+            .is_ok_and(|v| actiond_runtime::http::check_json_media_type(v).is_ok());
         if !ok {
             return Err(Box::new(Problem::transport(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -409,7 +409,7 @@ impl ServerHandler for ActiondMcp {
                 .mcp_tool_calls
                 .with_label_values(&["unknown"])
                 .inc();
-            tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, tool = ?shown, "MCP call to an unknown tool refused");
+            tracing::warn!(tenant = %agent.tenant_id, agent = %agent.id, tool = shown.as_str(), "MCP call to an unknown tool refused");
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {shown:?}: this server has exactly two tools, propose_action and check_proposal"

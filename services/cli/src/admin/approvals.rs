@@ -59,7 +59,8 @@ pub struct DecideArgs {
     /// Your subject; must be an approver of the tenant and not the agent's owner.
     #[arg(long = "as")]
     pub as_subject: String,
-    /// The intent hash (prefix, ≥ 8 hex characters) printed by `approvals show`.
+    /// The intent hash printed by `approvals list` and `approvals show` (its first 16 hex
+    /// characters, or more).
     #[arg(long)]
     pub intent: String,
     /// Comment shown to the agent.
@@ -109,7 +110,9 @@ async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
             p.tenant_id,
             p.created_at.format("%Y-%m-%d %H:%M:%S"),
             esc(&summary),
-            &p.intent_hash[..12]
+            p.intent_hash
+                .get(..actiond_core::approval::INTENT_PREFIX_LEN)
+                .unwrap_or(&p.intent_hash)
         ));
     }
     Ok(())
@@ -190,7 +193,9 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     say(&format!(
         "decide with: actiond approvals approve|deny {} --as YOUR_SUBJECT --intent {}",
         p.id,
-        &p.intent_hash[..16]
+        p.intent_hash
+            .get(..actiond_core::approval::INTENT_PREFIX_LEN)
+            .unwrap_or(&p.intent_hash)
     ));
     Ok(())
 }

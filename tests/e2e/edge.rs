@@ -1,0 +1,316 @@
+//! The HTTP edge and the shutdown of `actiond api`, over a real process: what a slow or idle
+//! client may hold, media types, and SIGTERM (readiness, long-polls, drain, a second signal).
+
+use crate::support::{Options, Stack, refund};
+use actiond_testkit::{Service, free_port};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The api's default header-read timeout (`Edge::default()`), which is also its idle timeout.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Raises this test process's open-file limit (1,000 client sockets on a 1,024 default).
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    }
+}
+
+/// Reads until the server closes the connection; returns how long that took (None: still open
+/// after `limit`).
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(limit.saturating_sub(start.elapsed()), stream.read(&mut buf))
+            .await
+        {
+            Err(_) => return None,
+            Ok(Ok(0) | Err(_)) => return Some(start.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_dribbling_clients_are_closed_and_never_delay_a_submit() {
+    raise_fd_limit();
+    let s = Stack::with(
+        "edge_idle_dribble",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let addr = s.api_url.trim_start_matches("http://").to_owned();
+    // 1,000 connections that never send a byte.
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // A client dribbling its headers, one line a second, forever.
+    let dribble_addr = addr.clone();
+    let dribbler = tokio::spawn(async move {
+        let mut c = TcpStream::connect(&dribble_addr).await.unwrap();
+        let start = Instant::now();
+        c.write_all(b"POST /v1/proposals HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if c.write_all(format!("X-Slow-{i}: a\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(40) {
+                break;
+            }
+        }
+        start.elapsed()
+    });
+    // With all of them open, a real submit is answered at once.
+    let start = Instant::now();
+    let (status, body) = s.post(&refund("pi_edge", 1000), None).await;
+    let took = start.elapsed();
+    assert_eq!(status, 202, "{body}");
+    eprintln!("submit with 1,000 idle sockets and a dribbler open: {took:?}");
+    assert!(took < Duration::from_secs(3), "submit took {took:?}");
+    // A keep-alive connection left idle after a request is closed too.
+    let mut kept = TcpStream::connect(&addr).await.unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = kept.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let kept_closed = closed_within(&mut kept, Duration::from_secs(30)).await;
+    eprintln!("idle keep-alive connection closed after {kept_closed:?}");
+    assert!(kept_closed.is_some_and(|d| d <= HEADER_TIMEOUT + Duration::from_secs(5)));
+    // The idle sockets were closed by the server within 30 s of opening.
+    for c in idle.iter_mut().step_by(97) {
+        assert!(
+            closed_within(c, Duration::from_secs(5)).await.is_some(),
+            "an idle connection is still open"
+        );
+    }
+    let dribbled = dribbler.await.unwrap();
+    eprintln!("dribbling client closed after {dribbled:?}");
+    assert!(
+        dribbled >= HEADER_TIMEOUT - Duration::from_secs(1) && dribbled <= Duration::from_secs(30),
+        "dribbling client held its connection {dribbled:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_types_are_parsed_the_same_on_rest_and_mcp() {
+    let s = Stack::with(
+        "edge_media_types",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    // (Content-Type, accepted?)
+    let cases = [
+        ("application/json", true),
+        ("Application/JSON", true),
+        ("APPLICATION/json; charset=UTF-8", true),
+        ("application/json ; charset=\"utf-8\"", true),
+        ("application/jsonp", false),
+        ("application/json-seq", false),
+        ("text/json", false),
+        ("application/json; charset=latin1", false),
+        ("text/plain", false),
+    ];
+    for (i, (ct, accepted)) in cases.iter().enumerate() {
+        let rest = s
+            .http
+            .post(format!("{}/v1/proposals", s.api_url))
+            .bearer_auth(&s.token)
+            .header("content-type", *ct)
+            .body(refund(&format!("pi_ct_{i}"), 1000))
+            .send()
+            .await
+            .unwrap();
+        let rest_status = rest.status().as_u16();
+        let mcp = s
+            .http
+            .post(format!("{}/mcp", s.api_url))
+            .bearer_auth(&s.token)
+            .header("content-type", *ct)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(init)
+            .send()
+            .await
+            .unwrap();
+        let mcp_status = mcp.status().as_u16();
+        if *accepted {
+            assert_eq!(rest_status, 202, "REST {ct}");
+            assert_eq!(mcp_status, 200, "/mcp {ct}");
+        } else {
+            assert_eq!(rest_status, 415, "REST {ct}");
+            assert_eq!(mcp_status, 415, "/mcp {ct}");
+        }
+    }
+}
+
+/// Starts `actiond api` with a known admin port; returns (service, api url, readyz url).
+async fn api_with_admin(s: &Stack, name: &str) -> (Service, String, String) {
+    let (port, admin) = (free_port(), free_port());
+    let svc = Service::spawn(
+        "api",
+        name,
+        &[],
+        &[
+            ("DATABASE_URL", s.tdb.role_url("api").await),
+            ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+            ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+        ],
+        &s.logs,
+    );
+    let readyz = format!("http://127.0.0.1:{admin}/readyz");
+    actiond_testkit::eventually(Duration::from_secs(20), "api ready", || {
+        let (h, u) = (s.http.clone(), readyz.clone());
+        async move {
+            let r = h.get(&u).send().await.ok()?;
+            (r.status() == 200).then_some(())
+        }
+    })
+    .await;
+    (svc, format!("http://127.0.0.1:{port}"), readyz)
+}
+
+fn signal(svc: &Service, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(svc.child.id() as i32), sig).unwrap();
+}
+
+/// Waits for the process to exit; returns its exit code and how long it took.
+async fn exited(svc: &mut Service, limit: Duration) -> (Option<i32>, Duration) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(st) = svc.child.try_wait().unwrap() {
+            return (st.code(), start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} did not exit within {limit:?}", svc.role);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
+    let s = Stack::with(
+        "edge_sigterm",
+        Options {
+            api: false,
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (mut api, url, readyz) = api_with_admin(&s, "api-sigterm").await;
+    // No policy runs: the proposal stays pending, so a long-poll would wait its full 60 s.
+    let resp = s
+        .http
+        .post(format!("{url}/v1/proposals"))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .body(refund("pi_drain", 1000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let id = resp.json::<serde_json::Value>().await.unwrap()["proposal_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let poll = {
+        let (h, u, t) = (
+            s.http.clone(),
+            format!("{url}/v1/proposals/{id}?wait=60"),
+            s.token.clone(),
+        );
+        tokio::spawn(async move {
+            let r = h.get(&u).bearer_auth(&t).send().await.unwrap();
+            let at = Instant::now();
+            (r.status().as_u16(), r.text().await.unwrap(), at)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = Instant::now();
+    signal(&api, nix::sys::signal::Signal::SIGTERM);
+    // /readyz says 503 at once (the admin listener outlives the drain).
+    let mut not_ready = None;
+    while sent.elapsed() < Duration::from_secs(5) {
+        match s.http.get(&readyz).send().await {
+            Ok(r) if r.status() == 503 => {
+                not_ready = Some(sent.elapsed());
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Err(_) => break,
+        }
+    }
+    let (status, body, answered) = poll.await.unwrap();
+    let (code, took) = exited(&mut api, Duration::from_secs(15)).await;
+    eprintln!(
+        "SIGTERM → readyz 503 after {not_ready:?}, long-poll answered after {:?}, exit after {took:?}",
+        answered.saturating_duration_since(sent)
+    );
+    assert!(
+        not_ready.is_some_and(|d| d < Duration::from_secs(1)),
+        "readyz never said 503 while draining"
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"pending\""), "{body}");
+    assert!(answered.saturating_duration_since(sent) < Duration::from_secs(2));
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(5), "drain took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_ends_the_drain_at_once() {
+    let s = Stack::with(
+        "edge_second_signal",
+        Options {
+            api: false,
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (mut api, url, _) = api_with_admin(&s, "api-second-signal").await;
+    // A request whose body never finishes keeps a connection busy through the drain.
+    let mut c = TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /v1/proposals HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"action\":",
+        s.token
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    signal(&api, nix::sys::signal::Signal::SIGTERM);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        api.child.try_wait().unwrap().is_none(),
+        "the api exited while a request was in flight"
+    );
+    let sent = Instant::now();
+    signal(&api, nix::sys::signal::Signal::SIGTERM);
+    let (code, took) = exited(&mut api, Duration::from_secs(5)).await;
+    eprintln!("second SIGTERM → exit {code:?} after {:?}", sent.elapsed());
+    assert_eq!(code, Some(130));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
