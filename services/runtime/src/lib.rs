@@ -78,7 +78,24 @@ impl Metrics {
         labels.insert("service".to_owned(), service.to_owned());
         let registry =
             Registry::new_custom(Some("actiond".into()), Some(labels)).unwrap_or_default();
-        Self { registry }
+        let m = Self { registry };
+        m.register_build_info();
+        m
+    }
+
+    /// `actiond_build_info{version="…"} 1`: which build a scrape target runs (join on it in
+    /// queries, e.g. to see a rollout's progress).
+    fn register_build_info(&self) {
+        match prometheus::IntGaugeVec::new(
+            prometheus::Opts::new("build_info", "The running build (always 1)"),
+            &["version"],
+        ) {
+            Ok(g) => self
+                .register(g)
+                .with_label_values(&[env!("CARGO_PKG_VERSION")])
+                .set(1),
+            Err(e) => tracing::warn!(error = %e, "build_info not registered"),
+        }
     }
 
     /// Registers a collector; a duplicate registration is logged and ignored.
