@@ -72,27 +72,26 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// A registry whose metrics carry the `service` const label.
-    pub fn new(service: &str) -> Self {
-        let mut labels = std::collections::HashMap::new();
-        labels.insert("service".to_owned(), service.to_owned());
-        let registry =
-            Registry::new_custom(Some("actiond".into()), Some(labels)).unwrap_or_default();
+    /// A registry for the process running `role` (api, policy, executor, web, sealer, …).
+    /// Metrics carry no role label: the scrape target (job, instance) already says which
+    /// process they come from. The role appears once, in `actiond_build_info`.
+    pub fn new(role: &str) -> Self {
+        let registry = Registry::new_custom(Some("actiond".into()), None).unwrap_or_default();
         let m = Self { registry };
-        m.register_build_info();
+        m.register_build_info(role);
         m
     }
 
-    /// `actiond_build_info{version="…"} 1`: which build a scrape target runs (join on it in
-    /// queries, e.g. to see a rollout's progress).
-    fn register_build_info(&self) {
+    /// `actiond_build_info{role="…",version="…"} 1`: which build a scrape target runs and in
+    /// which role (join on it in queries, e.g. to follow a rollout).
+    fn register_build_info(&self, role: &str) {
         match prometheus::IntGaugeVec::new(
-            prometheus::Opts::new("build_info", "The running build (always 1)"),
-            &["version"],
+            prometheus::Opts::new("build_info", "The running build and role (always 1)"),
+            &["role", "version"],
         ) {
             Ok(g) => self
                 .register(g)
-                .with_label_values(&[env!("CARGO_PKG_VERSION")])
+                .with_label_values(&[role, env!("CARGO_PKG_VERSION")])
                 .set(1),
             Err(e) => tracing::warn!(error = %e, "build_info not registered"),
         }

@@ -194,7 +194,7 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
     // Counted under one bounded label; the agent-chosen names never become label values.
     let scrape = env.metrics.render();
     assert!(
-        scrape.contains(r#"actiond_api_mcp_tool_calls_total{tool="unknown",service="api"} 5"#),
+        scrape.contains(r#"actiond_api_mcp_tool_calls_total{tool="unknown"} 5"#),
         "{scrape}"
     );
     assert!(!scrape.contains("shell_exec"), "{scrape}");
