@@ -242,3 +242,26 @@ pub async fn with_budget<T: Send + 'static>(
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first scrape names the build and role once; no series carries a role label.
+    #[test]
+    fn build_info_names_the_role_and_no_metric_carries_it() {
+        let m = Metrics::new("api");
+        let c = m.counter_vec("x_total", "x", &["result"]);
+        c.with_label_values(&["ok"]).inc();
+        let text = m.render();
+        assert!(
+            text.contains(&format!(
+                "actiond_build_info{{role=\"api\",version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        assert!(text.contains("actiond_x_total{result=\"ok\"} 1"), "{text}");
+        assert!(!text.contains("service="), "{text}");
+    }
+}
