@@ -152,12 +152,31 @@ impl Metrics {
         self.register(prometheus::HistogramVec::new(opts, labels).expect("valid metric definition"))
     }
 
-    /// Text exposition of every registered metric.
+    /// Text exposition of every registered metric, then the process's own (`process_cpu_seconds_total`,
+    /// `process_resident_memory_bytes`, `process_open_fds`, …: unprefixed, as every exporter
+    /// names them).
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        families.extend(process_families());
         let mut buf = Vec::new();
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let _ = TextEncoder::new().encode(&families, &mut buf);
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+/// The process collector's metric families (Linux; none elsewhere).
+fn process_families() -> Vec<prometheus::proto::MetricFamily> {
+    #[cfg(target_os = "linux")]
+    {
+        use prometheus::core::Collector as _;
+        static PROCESS: std::sync::OnceLock<prometheus::process_collector::ProcessCollector> =
+            std::sync::OnceLock::new();
+        PROCESS
+            .get_or_init(prometheus::process_collector::ProcessCollector::for_self)
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
 }
 
 #[derive(Clone)]
@@ -263,5 +282,7 @@ mod tests {
         );
         assert!(text.contains("actiond_x_total{result=\"ok\"} 1"), "{text}");
         assert!(!text.contains("service="), "{text}");
+        #[cfg(target_os = "linux")]
+        assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
     }
 }
