@@ -263,14 +263,308 @@ async fn open_escalations_are_capped_per_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_is_served() {
     let s = Stack::with("openapi_served", no_workers()).await;
-    let r = s
-        .http
-        .get(format!("{}/openapi.yaml", s.api_url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let text = r.text().await.unwrap();
-    assert!(text.starts_with("openapi: 3.1.0"));
-    assert!(text.contains("/v1/proposals/{id}:"));
+    for (path, auth) in [("/openapi.yaml", false), ("/v1/openapi.yaml", true)] {
+        let mut req = s.http.get(format!("{}{path}", s.api_url));
+        if auth {
+            req = req.bearer_auth(&s.token);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        // The whole text parses as YAML (a generator or fuzzer reads all of it).
+        let text = r.text().await.unwrap();
+        let doc: serde_json::Value = serde_yaml_ng::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path} is not valid YAML: {e}"));
+        assert_eq!(doc["openapi"], "3.1.0", "{path}");
+        assert!(doc["paths"]["/v1/proposals/{id}"].is_object(), "{path}");
+        assert_eq!(
+            doc["servers"][0]["url"], "/",
+            "{path}: no host is hard-coded"
+        );
+    }
+}
+
+/// One request over real HTTP to the api process and what must come back.
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    body: &'static str,
+    status: u16,
+    /// `application/problem+json` or `application/json`.
+    content_type: &'static str,
+    /// JSON pointer into the body and the value it must hold.
+    check: (&'static str, serde_json::Value),
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+const RPC_ACCEPT: (&str, &str) = ("accept", "application/json, text/event-stream");
+const PROBLEM: &str = "application/problem+json";
+const RPC: &str = "application/json";
+const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+fn problem_cases() -> Vec<Case> {
+    use serde_json::json;
+    let c = |name, method, path, headers, body, status, content_type, check| Case {
+        name,
+        method,
+        path,
+        headers,
+        body,
+        status,
+        content_type,
+        check,
+    };
+    vec![
+        c(
+            "405 on REST",
+            "PUT",
+            "/v1/proposals",
+            &[],
+            "",
+            405,
+            PROBLEM,
+            ("/type", json!("urn:actiond:problem:method_not_allowed")),
+        ),
+        c(
+            "404 route",
+            "GET",
+            "/nope",
+            &[],
+            "",
+            404,
+            PROBLEM,
+            ("/status", json!(404)),
+        ),
+        c(
+            "duplicate ?wait",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5?wait=1&wait=2",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("wait")),
+        ),
+        c(
+            "unknown ?state",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5?state=bogus",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("state")),
+        ),
+        c(
+            "syntax error inside params",
+            "POST",
+            "/v1/proposals",
+            &[JSON],
+            r#"{"action":"billing.refund.issue","params":{"payment_id":"pi","amount":12,}}"#,
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("params")),
+        ),
+        c(
+            "syntax error in a nested string",
+            "POST",
+            "/v1/proposals",
+            &[JSON],
+            r#"{"action":"x","params":{"a":"b"#,
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("params.a")),
+        ),
+        c(
+            "not JSON at all",
+            "POST",
+            "/v1/proposals",
+            &[JSON],
+            "garbage",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("body")),
+        ),
+        c(
+            "405 on /mcp",
+            "GET",
+            "/mcp",
+            &[RPC_ACCEPT],
+            "",
+            405,
+            PROBLEM,
+            ("/type", json!("urn:actiond:problem:method_not_allowed")),
+        ),
+        c(
+            "415 on /mcp",
+            "POST",
+            "/mcp",
+            &[("content-type", "text/plain"), RPC_ACCEPT],
+            PING,
+            415,
+            PROBLEM,
+            ("/type", json!("urn:actiond:problem:unsupported_media_type")),
+        ),
+        c(
+            "406 on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON, ("accept", "text/html")],
+            PING,
+            406,
+            PROBLEM,
+            ("/type", json!("urn:actiond:problem:not_acceptable")),
+        ),
+        c(
+            "403 foreign Host on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON, RPC_ACCEPT, ("host", "attacker.example")],
+            PING,
+            403,
+            PROBLEM,
+            ("/status", json!(403)),
+        ),
+        c(
+            "Accept */* on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON, ("accept", "*/*")],
+            PING,
+            200,
+            RPC,
+            ("/id", json!(1)),
+        ),
+        c(
+            "no Accept, no Content-Type on /mcp",
+            "POST",
+            "/mcp",
+            &[],
+            PING,
+            200,
+            RPC,
+            ("/result", json!({})),
+        ),
+        c(
+            "Content-Type in capitals on /mcp",
+            "POST",
+            "/mcp",
+            &[("content-type", "Application/JSON; charset=utf-8")],
+            PING,
+            200,
+            RPC,
+            ("/id", json!(1)),
+        ),
+        c(
+            "parse error on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            "{bad",
+            400,
+            RPC,
+            ("/error/code", json!(-32700)),
+        ),
+        c(
+            "id null on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            400,
+            RPC,
+            ("/error/code", json!(-32600)),
+        ),
+        c(
+            "jsonrpc 1.0 on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
+            400,
+            RPC,
+            ("/id", json!(3)),
+        ),
+        c(
+            "batch under 2025-03-26",
+            "POST",
+            "/mcp",
+            &[JSON, ("mcp-protocol-version", "2025-03-26")],
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2}]"#,
+            200,
+            RPC,
+            ("/1/error/code", json!(-32600)),
+        ),
+        c(
+            "batch without a version header (2025-03-26)",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"[{"jsonrpc":"2.0","id":7,"method":"ping"}]"#,
+            200,
+            RPC,
+            ("/0/id", json!(7)),
+        ),
+        c(
+            "batch under 2025-06-18",
+            "POST",
+            "/mcp",
+            &[JSON, ("mcp-protocol-version", "2025-06-18")],
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            400,
+            RPC,
+            ("/error/code", json!(-32600)),
+        ),
+        c(
+            "batch of notifications",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+            202,
+            "",
+            ("", json!(null)),
+        ),
+    ]
+}
+
+/// Every refusal the api makes is a problem document (RFC 9457) or, on `/mcp`, the JSON-RPC
+/// error the spec names; table-driven over real HTTP against the api process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_problems_or_json_rpc_errors() {
+    let s = Stack::with("refusals_problems", no_workers()).await;
+    for case in problem_cases() {
+        let method = reqwest::Method::from_bytes(case.method.as_bytes()).unwrap();
+        let mut req = s
+            .http
+            .request(method, format!("{}{}", s.api_url, case.path))
+            .bearer_auth(&s.token);
+        for (k, v) in case.headers {
+            req = req.header(*k, *v);
+        }
+        if !case.body.is_empty() {
+            req = req.body(case.body);
+        }
+        let r = req.send().await.unwrap();
+        let name = case.name;
+        assert_eq!(r.status().as_u16(), case.status, "{name}");
+        if case.status == 405 {
+            assert!(r.headers().contains_key("allow"), "{name}: Allow");
+        }
+        let ct = r
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let text = r.text().await.unwrap();
+        assert_eq!(ct, case.content_type, "{name}: {text}");
+        if case.content_type.is_empty() {
+            assert!(text.is_empty(), "{name}: {text}");
+            continue;
+        }
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (pointer, want) = &case.check;
+        assert_eq!(body.pointer(pointer), Some(want), "{name}: {body}");
+    }
 }

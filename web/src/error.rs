@@ -74,12 +74,18 @@ impl IntoResponse for WebError {
                     message: "Something failed on our side; nothing was decided. Try again, and give this operation id to your operator if it keeps failing.",
                     operation_id: Some(op.to_string()),
                 };
-                return (
+                let mut r = (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     [(header::CACHE_CONTROL, "no-store")],
                     render(&page),
                 )
                     .into_response();
+                r.extensions_mut().insert(ProblemInfo {
+                    title: "Internal error",
+                    detail: "something failed on our side; nothing was decided".to_owned(),
+                    operation_id: Some(op.to_string()),
+                });
+                return r;
             }
         };
         let page = ErrorPage {
@@ -88,8 +94,89 @@ impl IntoResponse for WebError {
             message: &message,
             operation_id: None,
         };
-        (status, [(header::CACHE_CONTROL, "no-store")], render(&page)).into_response()
+        let mut r = (status, [(header::CACHE_CONTROL, "no-store")], render(&page)).into_response();
+        r.extensions_mut().insert(ProblemInfo {
+            title,
+            detail: message,
+            operation_id: None,
+        });
+        r
     }
+}
+
+/// What an error page says, kept beside the HTML so [`problem_when_asked`] can answer
+/// `application/problem+json` instead.
+#[derive(Debug, Clone)]
+pub(crate) struct ProblemInfo {
+    title: &'static str,
+    detail: String,
+    operation_id: Option<String>,
+}
+
+/// Whether `Accept` asks for problem details or JSON (with a non-zero `q`) rather than a page.
+fn wants_problem(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|range| {
+            let mut pieces = range.split(';');
+            let essence = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+            let refused = pieces.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            !refused
+                && matches!(
+                    essence.as_str(),
+                    "application/problem+json" | "application/json"
+                )
+        })
+}
+
+/// Middleware: a client that asks for `application/problem+json` (or JSON) gets every 4xx and
+/// 5xx answer as an RFC 9457 problem document instead of an HTML page (the same title and
+/// detail; a 5xx keeps only its operation id). Browsers, which ask for `text/html`, still get
+/// pages.
+pub(crate) async fn problem_when_asked(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let asked = wants_problem(request.headers());
+    let response = next.run(request).await;
+    let status = response.status();
+    if !asked || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let info = response.extensions().get::<ProblemInfo>().cloned();
+    let (title, detail, operation_id) = match info {
+        Some(i) => (i.title, i.detail, i.operation_id),
+        None => (
+            status.canonical_reason().unwrap_or("Error"),
+            status.canonical_reason().unwrap_or("Error").to_owned(),
+            None,
+        ),
+    };
+    let code = title.to_ascii_lowercase().replace(' ', "_");
+    let mut body = serde_json::json!({
+        "type": format!("urn:actiond:problem:{code}"),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    if let Some(op) = operation_id {
+        body["operation_id"] = serde_json::json!(op);
+    }
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/problem+json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 /// Result of page handlers.

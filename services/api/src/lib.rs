@@ -89,9 +89,36 @@ pub struct ApiMetrics {
     pub mcp_tool_calls: IntCounterVec,
 }
 
+/// The bounded label values of [`ApiMetrics::submissions`].
+pub const SUBMISSION_RESULTS: [&str; 5] = [
+    "created",
+    "existing",
+    "invalid",
+    "key_reused",
+    "too_many_escalations",
+];
+/// The bounded label values of [`ApiMetrics::auth_failures`].
+pub const AUTH_FAILURE_REASONS: [&str; 11] = [
+    "missing",
+    "invalid",
+    "jwt_not_configured",
+    "jwt_malformed",
+    "jwt_algorithm",
+    "jwt_issuer",
+    "jwt_key",
+    "jwt_signature",
+    "jwt_time",
+    "jwt_audience",
+    "jwt_claims",
+];
+/// The bounded label values of [`ApiMetrics::mcp_tool_calls`].
+pub const MCP_TOOL_LABELS: [&str; 3] = ["propose_action", "check_proposal", "unknown"];
+
 impl ApiMetrics {
+    /// Registers the api's counters, each pre-set to zero for every bounded label value so the
+    /// first scrape shows them (a rate over a series that appears late misses its first rise).
     fn new(m: &Metrics) -> Self {
-        Self {
+        let metrics = Self {
             submissions: m.counter_vec(
                 "api_submissions_total",
                 "Proposal submissions by result",
@@ -107,7 +134,20 @@ impl ApiMetrics {
                 "Rejected bearer tokens",
                 &["reason"],
             ),
+        };
+        for r in SUBMISSION_RESULTS {
+            metrics.submissions.with_label_values(&[r]);
         }
+        for r in AUTH_FAILURE_REASONS
+            .into_iter()
+            .chain([jwt::Rejection::NoAgent.label()])
+        {
+            metrics.auth_failures.with_label_values(&[r]);
+        }
+        for t in MCP_TOOL_LABELS {
+            metrics.mcp_tool_calls.with_label_values(&[t]);
+        }
+        metrics
     }
 }
 

@@ -116,7 +116,7 @@ pub struct ExecutorMetrics {
 impl ExecutorMetrics {
     /// Registers the executor metrics.
     pub fn new(m: &Metrics) -> Self {
-        Self {
+        let metrics = Self {
             grants_spent: m.counter_vec("grants_spent_total", "Grants spent, by issuer kind", &["issuer"]),
             grants_rejected: m.counter_vec(
                 "grants_rejected_total",
@@ -126,7 +126,20 @@ impl ExecutorMetrics {
             executions: m.counter_vec("executions_total", "Handler runs by action and outcome", &["action", "outcome"]),
             swept: m.counter_vec("executor_swept_total", "Rows moved by the sweeper", &["to_state"]),
             handler_seconds: m.histogram_vec("handler_seconds", "Handler run time", &["action"]),
+        };
+        // Present at zero from the first scrape for the bounded values: the registry's actions
+        // and their outcomes, the sweeper's target states.
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            for outcome in ["succeeded", "failed", "outcome_unknown"] {
+                metrics
+                    .executions
+                    .with_label_values(&[kind.action(), outcome]);
+            }
         }
+        for to_state in ["outcome_unknown", "expired"] {
+            metrics.swept.with_label_values(&[to_state]);
+        }
+        metrics
     }
 }
 

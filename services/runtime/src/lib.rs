@@ -154,13 +154,29 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// A registry whose metrics carry the `service` const label.
-    pub fn new(service: &str) -> Self {
-        let mut labels = std::collections::HashMap::new();
-        labels.insert("service".to_owned(), service.to_owned());
-        let registry =
-            Registry::new_custom(Some("actiond".into()), Some(labels)).unwrap_or_default();
-        Self { registry }
+    /// A registry for the process running `role` (api, policy, executor, web, sealer, …).
+    /// Metrics carry no role label: the scrape target (job, instance) already says which
+    /// process they come from. The role appears once, in `actiond_build_info`.
+    pub fn new(role: &str) -> Self {
+        let registry = Registry::new_custom(Some("actiond".into()), None).unwrap_or_default();
+        let m = Self { registry };
+        m.register_build_info(role);
+        m
+    }
+
+    /// `actiond_build_info{role="…",version="…"} 1`: which build a scrape target runs and in
+    /// which role (join on it in queries, e.g. to follow a rollout).
+    fn register_build_info(&self, role: &str) {
+        match prometheus::IntGaugeVec::new(
+            prometheus::Opts::new("build_info", "The running build and role (always 1)"),
+            &["role", "version"],
+        ) {
+            Ok(g) => self
+                .register(g)
+                .with_label_values(&[role, env!("CARGO_PKG_VERSION")])
+                .set(1),
+            Err(e) => tracing::warn!(error = %e, "build_info not registered"),
+        }
     }
 
     /// Registers a collector; a duplicate registration is logged and ignored.
@@ -218,12 +234,31 @@ impl Metrics {
         self.register(prometheus::HistogramVec::new(opts, labels).expect("valid metric definition"))
     }
 
-    /// Text exposition of every registered metric.
+    /// Text exposition of every registered metric, then the process's own (`process_cpu_seconds_total`,
+    /// `process_resident_memory_bytes`, `process_open_fds`, …: unprefixed, as every exporter
+    /// names them).
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        families.extend(process_families());
         let mut buf = Vec::new();
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let _ = TextEncoder::new().encode(&families, &mut buf);
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+/// The process collector's metric families (Linux; none elsewhere).
+fn process_families() -> Vec<prometheus::proto::MetricFamily> {
+    #[cfg(target_os = "linux")]
+    {
+        use prometheus::core::Collector as _;
+        static PROCESS: std::sync::OnceLock<prometheus::process_collector::ProcessCollector> =
+            std::sync::OnceLock::new();
+        PROCESS
+            .get_or_init(prometheus::process_collector::ProcessCollector::for_self)
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
 }
 
 #[derive(Clone)]
@@ -301,5 +336,30 @@ pub async fn with_budget<T: Send + 'static>(
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(f)).await {
         Ok(Ok(v)) => Some(v),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first scrape names the build and role once; no series carries a role label.
+    #[test]
+    fn build_info_names_the_role_and_no_metric_carries_it() {
+        let m = Metrics::new("api");
+        let c = m.counter_vec("x_total", "x", &["result"]);
+        c.with_label_values(&["ok"]).inc();
+        let text = m.render();
+        assert!(
+            text.contains(&format!(
+                "actiond_build_info{{role=\"api\",version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        assert!(text.contains("actiond_x_total{result=\"ok\"} 1"), "{text}");
+        assert!(!text.contains("service="), "{text}");
+        #[cfg(target_os = "linux")]
+        assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
     }
 }

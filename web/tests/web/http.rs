@@ -633,3 +633,69 @@ async fn sessions_survive_restarts_and_time_out() {
         "{status} {headers:?} {html}"
     );
 }
+
+/// A client that asks for problem details gets them (RFC 9457) for every refusal; a browser,
+/// asking for HTML, still gets the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_problem_json_when_asked() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let cases: &[(&str, &str, &str, u16, &str)] = &[
+        // (method, path, Accept, status, content type)
+        (
+            "GET",
+            "/nope",
+            "application/problem+json",
+            404,
+            "application/problem+json",
+        ),
+        (
+            "GET",
+            "/nope",
+            "application/json",
+            404,
+            "application/problem+json",
+        ),
+        (
+            "POST",
+            "/logout",
+            "application/problem+json",
+            401,
+            "application/problem+json",
+        ),
+        (
+            "PUT",
+            "/queue",
+            "application/problem+json",
+            405,
+            "application/problem+json",
+        ),
+        ("GET", "/nope", "text/html", 404, "text/html; charset=utf-8"),
+    ];
+    for (method, path, accept, status, ct) in cases {
+        let r = dev
+            .http
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}{path}", dev.base),
+            )
+            .header("accept", *accept)
+            .send()
+            .await
+            .unwrap();
+        let case = format!("{method} {path} ({accept})");
+        assert_eq!(r.status().as_u16(), *status, "{case}");
+        let got = r.headers()["content-type"].to_str().unwrap().to_owned();
+        let text = r.text().await.unwrap();
+        assert_eq!(got, *ct, "{case}: {text}");
+        if ct.starts_with("application/problem+json") {
+            let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(body["status"], *status, "{case}: {body}");
+            assert!(
+                body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+                "{case}: {body}"
+            );
+        }
+    }
+}

@@ -172,6 +172,16 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
         origin: None,
     };
     assert_eq!(env.proposal_count().await, 0);
+    // The first scrape already shows every counter at zero for its bounded label values.
+    let first = env.metrics.render();
+    for series in [
+        r#"actiond_api_mcp_tool_calls_total{tool="unknown"} 0"#,
+        r#"actiond_api_mcp_tool_calls_total{tool="propose_action"} 0"#,
+        r#"actiond_api_submissions_total{result="created"} 0"#,
+        r#"actiond_api_auth_failures_total{reason="jwt_signature"} 0"#,
+    ] {
+        assert!(first.contains(series), "{series} missing from:\n{first}");
+    }
 
     // Any other tool name: a JSON-RPC error at call time, whatever the arguments.
     for (i, name) in [
@@ -194,7 +204,7 @@ async fn unknown_tools_bad_tokens_and_foreign_hosts_write_nothing() {
     // Counted under one bounded label; the agent-chosen names never become label values.
     let scrape = env.metrics.render();
     assert!(
-        scrape.contains(r#"actiond_api_mcp_tool_calls_total{tool="unknown",service="api"} 5"#),
+        scrape.contains(r#"actiond_api_mcp_tool_calls_total{tool="unknown"} 5"#),
         "{scrape}"
     );
     assert!(!scrape.contains("shell_exec"), "{scrape}");
