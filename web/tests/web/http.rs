@@ -326,7 +326,19 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         "{}",
         &deny_html[deny_html.find("source-text").unwrap_or(0)..]
     );
-    assert!(deny_html.contains("⟨U+202E⟩") && deny_html.contains("⟨U+200B⟩"));
+    // Params show hidden characters as markers; the source text as named red chips, counted
+    // in a warning at the top, under a banner naming the injected phrases.
+    assert!(deny_html.contains("⟨U+202E⟩"));
+    assert!(deny_html.contains(r#"<span class="chip">U+200B ZERO WIDTH SPACE</span>"#));
+    assert!(deny_html.contains(r#"<span class="chip">U+202E RIGHT-TO-LEFT OVERRIDE</span>"#));
+    let banner = &deny_html[deny_html.find("injection-banner").unwrap_or(0)..];
+    assert!(
+        deny_html.contains("Possible prompt injection: the agent's text gives orders."),
+        "{}",
+        &banner[..banner.len().min(600)]
+    );
+    assert!(deny_html.contains("4 hidden or direction-changing characters"));
+    assert!(html.contains("Approve refund of 120.00 USD"));
     let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
     assert!(deny_html.contains("support-bot, acting for jane@customer.example"));
     assert!(!other_html.contains("acting for"));
