@@ -184,15 +184,58 @@ fn risky_values(params: &Value, risky: &[String]) -> Vec<RiskyValue> {
     risky
         .iter()
         .filter_map(|name| {
-            params.get(name).map(|v| RiskyValue {
-                name: name.clone(),
-                value: short(show_value(v).replace('\n', " "), 80),
+            params.get(name).map(|v| {
+                let cur = params.get("currency").and_then(Value::as_str);
+                let value = match (name.as_str(), v.as_i64(), cur) {
+                    ("amount", Some(n), Some(cur)) => card::money(n, cur),
+                    _ => short(show_value(v).replace('\n', " "), 80),
+                };
+                RiskyValue {
+                    name: name.clone(),
+                    value,
+                }
             })
         })
         .collect()
 }
 
-/// `GET /queue`: escalated proposals of my tenants, oldest first.
+/// The triage flags of a queue row: injection phrases, hidden characters, an amount over the
+/// handler's confirm threshold (or its maximum).
+fn queue_flags(
+    r: &queue_views::ListedProposal,
+    params: &Value,
+    doc: Option<&TenantDocument>,
+    d: &Described,
+) -> Vec<(&'static str, String)> {
+    let source = r.source_text.as_deref().unwrap_or_default();
+    let reason = r.agent_reason.as_deref().unwrap_or_default();
+    let f = card::Flags::of(&[source, reason, &r.params_json, &r.target]);
+    let mut out = Vec::new();
+    let why = f.reasons();
+    if !why.is_empty() {
+        out.push(("inj", format!("⚠ injection: {}", why.join(", "))));
+    }
+    if f.hidden_count() > 0 {
+        let names: Vec<&str> = f.hidden.iter().map(|h| h.1.as_str()).collect();
+        out.push((
+            "hid",
+            format!("⚠ {} hidden: {}", f.hidden_count(), names.join(", ")),
+        ));
+    }
+    if d.kind == Some(HandlerKind::BillingRefundIssue)
+        && let Some(amount) = params.get("amount").and_then(Value::as_i64)
+        && let Some(over) = doc
+            .and_then(|doc| doc.handler(&r.action))
+            .and_then(|h| h.confirm_over)
+        && amount > over
+    {
+        let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+        out.push(("over", format!("▲ over {}", card::money(over, cur))));
+    }
+    out
+}
+
+/// `GET /queue`: escalated proposals of my tenants, riskiest then oldest first.
 pub(crate) async fn queue(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -218,7 +261,14 @@ pub(crate) async fn queue(
         };
         let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
         let d = describe(doc.as_deref(), &r.action, &params, &r.target);
+        let flags = queue_flags(&r, &params, doc.as_deref(), &d);
         rows.push(QueueRow {
+            risk: flags.len(),
+            flags,
+            left: doc
+                .as_deref()
+                .map(|doc| time_left(doc, r.created_at, now).replace(" if nobody decides", ""))
+                .unwrap_or_default(),
             id: r.id.to_string(),
             age: human_age((now - r.created_at).num_seconds()),
             tenant: r.tenant_id,
@@ -230,6 +280,8 @@ pub(crate) async fn queue(
             decided: String::new(),
         });
     }
+    // Riskiest first, then oldest (the list comes oldest first; the sort is stable).
+    rows.sort_by_key(|r| std::cmp::Reverse(r.risk));
     Ok(render(&QueuePage {
         chrome: chrome(&v),
         history: false,
@@ -278,6 +330,9 @@ pub(crate) async fn history(
             risky: risky_values(&params, &d.risky),
             state: r.state,
             decided: reveal_invisible(&by, false),
+            flags: Vec::new(),
+            left: String::new(),
+            risk: 0,
         });
     }
     Ok(render(&QueuePage {

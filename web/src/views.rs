@@ -73,6 +73,12 @@ pub(crate) struct QueueRow {
     pub(crate) risky: Vec<RiskyValue>,
     pub(crate) state: String,
     pub(crate) decided: String,
+    /// Triage flags: (css class, text), e.g. ("inj", "injection: gives orders").
+    pub(crate) flags: Vec<(&'static str, String)>,
+    /// "expires in 3 h 10 min if nobody decides" (queue only).
+    pub(crate) left: String,
+    /// Sort key: more flags first.
+    pub(crate) risk: usize,
 }
 
 /// `/queue` and `/history`.
