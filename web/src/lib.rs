@@ -343,6 +343,11 @@ impl AppState {
         self.dev.as_ref().map(devlogin::DevLogin::current)
     }
 
+    /// This instance's metrics in the Prometheus text format (what `/metrics` serves).
+    pub fn metrics_text(&self) -> String {
+        self.registry.render()
+    }
+
     /// The database pool.
     pub fn db(&self) -> &Db {
         &self.db
@@ -362,6 +367,7 @@ pub fn router(state: AppState) -> Router {
         .route("/queue", get(pages::queue))
         .route("/history", get(pages::history))
         .route("/admin/shadow", get(admin::shadow))
+        .route("/admin/approvers", get(admin::approvers))
         .route("/p/{id}", get(pages::decision))
         .route("/p/{id}/decide", post(pages::decide))
         .route("/login", get(session::login_page))

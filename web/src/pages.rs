@@ -750,18 +750,19 @@ pub(crate) async fn decide(
         amount: form.get("confirm_amount").cloned(),
         target: form.get("confirm_target").cloned(),
     };
-    let shown = Shown {
-        intent,
-        doc_version: Some(doc_version),
-        retyped: &retyped,
-    };
-    let comment = deny_comment(&form, verdict);
     let seconds = state.form_clock.seconds(
         form.get("shown").map(String::as_str),
         id,
         &v.id_sha256,
         Utc::now().timestamp_millis(),
     );
+    let shown = Shown {
+        intent,
+        doc_version: Some(doc_version),
+        retyped: &retyped,
+        seconds_on_page: seconds,
+    };
+    let comment = deny_comment(&form, verdict);
     let outcome = approvals::decide(
         &state.db,
         &state.signer,

@@ -230,3 +230,27 @@ pub(crate) struct ShadowPage {
     pub(crate) tenant: String,
     pub(crate) report: Option<ShadowSummary>,
 }
+
+/// One person on the Approvers page.
+#[derive(Debug, Clone)]
+pub(crate) struct ApproverRow {
+    pub(crate) who: String,
+    pub(crate) subject: String,
+    pub(crate) issuer: String,
+    pub(crate) decisions: i64,
+    pub(crate) approve_pct: String,
+    pub(crate) median: String,
+    pub(crate) fast_approvals: i64,
+    /// Looks like rubber-stamping: ≥ 20 decisions, > 95% approved, median under 5 s.
+    pub(crate) flag: bool,
+}
+
+/// `/admin/approvers`.
+#[derive(Template)]
+#[template(path = "approvers.html")]
+pub(crate) struct ApproversPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) rows: Vec<ApproverRow>,
+}

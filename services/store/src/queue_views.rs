@@ -182,3 +182,56 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
         })
         .collect())
 }
+
+/// One person's decisions on a tenant over a window (the tenant admins' Approvers page).
+#[derive(Debug, Clone)]
+pub struct ApproverStat {
+    /// OIDC issuer of the person.
+    pub issuer: String,
+    /// Subject at that issuer.
+    pub subject: String,
+    /// Latest email seen, for display.
+    pub email: Option<String>,
+    /// Decisions in the window.
+    pub decisions: i64,
+    /// Of which approvals.
+    pub approvals: i64,
+    /// Median seconds on the page before deciding, over decisions with a measured time.
+    pub median_seconds: Option<f64>,
+    /// Approvals made in under five seconds on the page.
+    pub fast_approvals: i64,
+}
+
+/// Decisions per person on `tenant` in the last `days` days, most decisions first.
+pub async fn approver_stats(db: &Db, tenant: &str, days: i32) -> Result<Vec<ApproverStat>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let rows = tx
+        .query(
+            "SELECT issuer, subject, (array_agg(email ORDER BY decided_at DESC))[1] AS email,
+                    count(*) AS decisions,
+                    count(*) FILTER (WHERE decision = 'approve') AS approvals,
+                    percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds_on_page) AS median_seconds,
+                    count(*) FILTER (WHERE decision = 'approve' AND seconds_on_page < 5) AS fast_approvals
+             FROM approvals
+             WHERE tenant_id = $1 AND decided_at > now() - make_interval(days => $2)
+             GROUP BY issuer, subject
+             ORDER BY decisions DESC, subject",
+            &[&tenant, &days],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows
+        .iter()
+        .map(|r| ApproverStat {
+            issuer: r.get("issuer"),
+            subject: r.get("subject"),
+            email: r.get("email"),
+            decisions: r.get("decisions"),
+            approvals: r.get("approvals"),
+            median_seconds: r.get("median_seconds"),
+            fast_approvals: r.get("fast_approvals"),
+        })
+        .collect())
+}

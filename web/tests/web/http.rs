@@ -359,8 +359,10 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         dev.post(&approver, &p, &with_bad, None).await.0,
         StatusCode::FORBIDDEN
     );
+    let shown = hidden(&html, "shown");
     let mut good = base_form.to_vec();
     good.push(("csrf", csrf.as_str()));
+    good.push(("shown", shown.as_str()));
     assert_eq!(
         dev.post(&approver, &p, &good, Some("https://evil.example"))
             .await
@@ -397,6 +399,32 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
             "approve:approver-1:a1@acme.test:{}",
             actiond_web::DEV_ISSUER
         )]
+    );
+    // Time on page: stored with the approval (from the signed render stamp) and counted in
+    // the histogram by tenant and verdict only.
+    let secs: Option<f64> =
+        t.db.client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT seconds_on_page FROM approvals WHERE proposal_id = $1",
+                &[&seeded.p_approve],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    assert!(secs.is_some_and(|s| (0.0..60.0).contains(&s)), "{secs:?}");
+    let m = dev.state.metrics_text();
+    assert!(
+        m.contains(
+            r#"actiond_web_decision_seconds_count{service="web",tenant="acme",verdict="approve"} 1"#
+        ) || m
+            .lines()
+            .any(|l| l.starts_with("actiond_web_decision_seconds_count{")
+                && l.contains(r#"tenant="acme""#)
+                && l.contains(r#"verdict="approve""#)
+                && l.ends_with(" 1")),
+        "{m}"
     );
     assert_eq!(grants, vec!["web-test".to_owned()]);
     let who = audit_approver(&t.db, "acme", seeded.p_approve)
