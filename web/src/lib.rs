@@ -368,6 +368,8 @@ pub fn router(state: AppState) -> Router {
         .route("/history", get(pages::history))
         .route("/admin/shadow", get(admin::shadow))
         .route("/admin/approvers", get(admin::approvers))
+        .route("/agents/{id}/freeze", post(freeze::freeze))
+        .route("/agents/{id}/unfreeze", post(freeze::unfreeze))
         .route("/p/{id}", get(pages::decision))
         .route("/p/{id}/decide", post(pages::decide))
         .route("/login", get(session::login_page))

@@ -451,6 +451,7 @@ pub(crate) struct AgentFacts {
     pub(crate) frozen: bool,
     pub(crate) open: i64,
     pub(crate) can_freeze: bool,
+    pub(crate) can_unfreeze: bool,
 }
 
 /// `GET /p/{id}`: the decision page.
@@ -496,6 +497,8 @@ pub(crate) async fn decision(
         Some("recorded") => "Your approval is recorded; more approvers are needed.",
         Some("already") => "This proposal was already decided: see below who decided and when.",
         Some("frozen") => "Agent frozen: its open requests are denied and new ones are refused.",
+        Some("already-frozen") => "This agent was already frozen.",
+        Some("unfrozen") => "Agent unfrozen: it may propose again.",
         _ => "",
     }
     .to_owned();
@@ -632,6 +635,7 @@ fn decision_page(
         agent_frozen: agent.frozen,
         agent_open: agent.open,
         can_freeze: agent.can_freeze,
+        can_unfreeze: agent.can_unfreeze,
     }
 }
 

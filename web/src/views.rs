@@ -186,6 +186,7 @@ pub(crate) struct DecisionPage {
     pub(crate) agent_frozen: bool,
     pub(crate) agent_open: i64,
     pub(crate) can_freeze: bool,
+    pub(crate) can_unfreeze: bool,
 }
 
 /// One example proposal of a shadow flip.
