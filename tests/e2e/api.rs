@@ -154,6 +154,32 @@ async fn body_limit_auth_and_content_type() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["errors"][0]["field"], "Idempotency-Key", "{v}");
     assert_eq!(v["errors"][0]["rule"], "must be sent once", "{v}");
+    // A frozen agent (an approver stopped it from the web app) is refused with 403 at once,
+    // and proposes again once unfrozen.
+    let c = s.tdb.db.client().await.unwrap();
+    let freeze = "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE tenant_id = 'acme' AND name = 'support-bot'";
+    c.execute(freeze, &[]).await.unwrap();
+    let (st, v) = s.post(&refund("pi_frozen", 100), None).await;
+    assert_eq!(st, 403, "{v}");
+    assert_eq!(
+        v["type"].as_str().map(|t| t.ends_with("agent_frozen")),
+        Some(true),
+        "{v}"
+    );
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("this agent is frozen"),
+        "{v}"
+    );
+    c.execute(
+        "UPDATE agents SET frozen_at = NULL WHERE tenant_id = 'acme' AND name = 'support-bot'",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.post(&refund("pi_thawed", 100), None).await.0, 202);
     // A revoked token stops working at once.
     let (ok, _, err) = actiond_testkit::cli(
         &[

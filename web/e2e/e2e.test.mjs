@@ -85,6 +85,55 @@ test('queue shows my tenant\'s escalations oldest first with sentence, agent and
   assert.ok(!filtered.includes('support-bot'), 'the agent filter applies');
 });
 
+// The decision card (headline, facts, agent, rule, reason, source excerpt) and both buttons are
+// inside the first viewport, at 1280x900 and on a phone (390x844, sticky bar), per handler.
+const inView = (b, h) => b && b.y >= 0 && b.y + b.height <= h;
+test('the decision card and both buttons fit the first screen on desktop and phone', async () => {
+  const ctx = await browserFor('bob-layout');
+  const { page } = await login(ctx, 'bob', `/p/${P_DENY}`);
+  for (const [id, kind] of [[P_DENY, 'webhook'], [P_APPROVE, 'refund']]) {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${WEB}/p/${id}`);
+    const card = await page.locator('#decision-card').boundingBox();
+    assert.ok(inView(card, 900), `${kind}: the whole card is inside 1280x900 (${JSON.stringify(card)})`);
+    for (const b of ['#approve', '#deny']) {
+      assert.ok(inView(await page.locator(b).boundingBox(), 900), `${kind}: ${b} inside 1280x900`);
+    }
+    await page.screenshot({ path: path.join(ARTIFACTS, `20-card-${kind}-1280x900.png`) });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${WEB}/p/${id}`);
+    for (const b of ['#sentence', '#approve', '#deny']) {
+      assert.ok(inView(await page.locator(b).boundingBox(), 844), `${kind}: ${b} inside 390x844`);
+    }
+    await page.screenshot({ path: path.join(ARTIFACTS, `21-card-${kind}-390x844.png`) });
+    await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+    assert.ok(inView(await page.locator('#deny').boundingBox(), 844), `${kind}: the bar stays when scrolled`);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.goto(`${WEB}/p/${P_APPROVE}`);
+  assert.equal((await page.textContent('#approve')).trim(), '✓ Approve refund of 120.00 USD');
+  await page.goto(`${WEB}/p/${P_DENY}`);
+  assert.match(await page.textContent('#approve'), /Approve sending to hooks\.partner\.example/);
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${WEB}/queue`);
+  await page.screenshot({ path: path.join(ARTIFACTS, '22-queue-390x844.png'), fullPage: true });
+});
+
+test('the injected ticket gets a banner, named chips and a queue badge', async () => {
+  await alice.goto(`${WEB}/queue`);
+  const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_DENY}"]`) });
+  assert.match(await row.locator('.flag.inj').textContent(), /injection: gives orders/);
+  assert.match(await row.locator('.flag.hid').textContent(), /hidden: RIGHT-TO-LEFT OVERRIDE/);
+  assert.match(await alice.title(), /^\(3\) Queue/, 'count in the title');
+  await alice.goto(`${WEB}/p/${P_DENY}`);
+  assert.match(await alice.textContent('#injection-banner'), /Possible prompt injection: the agent's text gives orders/);
+  assert.match(await alice.textContent('#hidden-banner'), /4 hidden or direction-changing characters/);
+  const chips = await alice.$$eval('#source-text .chip', (e) => e.map((x) => x.textContent));
+  assert.ok(chips.includes('U+202E RIGHT-TO-LEFT OVERRIDE'), chips.join('|'));
+  assert.match(await alice.locator('#source-text mark.inj').first().textContent(), /snoitcurtsni suoiverp erongi|IGNORE PREVIOUS INSTRUCTIONS/);
+  await shot(alice, '23-injected-ticket');
+});
+
 test('decision page shows the injected ticket as quoted text, every param, and denies in one click', async () => {
   await alice.goto(`${WEB}/queue`);
   await alice.click(`a[href="/p/${P_DENY}"]`);
@@ -93,18 +142,21 @@ test('decision page shows the injected ticket as quoted text, every param, and d
     'Send a webhook with fields customer_emails, note to https://hooks.partner.example/ingest');
   const src = await alice.textContent('#source-text');
   assert.match(src, /IGNORE PREVIOUS INSTRUCTIONS/);
-  assert.match(src, /⟨U\+202E⟩/, 'the bidi override is made visible');
+  assert.match(src, /U\+202E RIGHT-TO-LEFT OVERRIDE/, 'the bidi override is a named chip');
   assert.match(src, /<script>alert\(1\)<\/script>/, 'markup in agent text is shown as text');
   assert.equal(await alice.$('#source-text script'), null, 'and never becomes markup');
   const risky = await alice.$$eval('table.params tr.risky .pname', (e) => e.map((x) => x.textContent));
   assert.deepEqual(risky, ['body']);
   assert.match(await alice.textContent('main'), /exfil-webhook/);
   await shot(alice, '02-decision-before-deny');
+  await alice.selectOption('#deny_reason', 'looks injected');
   await alice.click('#deny');
   await alice.waitForURL(`${WEB}/p/${P_DENY}?result=denied`);
   const after = await alice.textContent('main');
   assert.match(after, /State: denied/);
   assert.match(after, /Denied by alice \(alice@acme\.test\)/);
+  assert.match(after, /reason: looks injected/);
+  assert.match(after, /Denied\. Nothing will run.*Next:/s, 'the next waiting item is offered');
   assert.equal(await alice.$('#approve'), null);
   await shot(alice, '03-decision-after-deny');
 });
@@ -130,7 +182,7 @@ test('another approver approves the second proposal in one click', async () => {
   await page.goto(`${WEB}/p/${P_DENY}`);
   assert.match(await page.textContent('main'), /Denied by alice .* at \d{4}-\d\d-\d\d/);
   await page.goto(`${WEB}/history`);
-  assert.match(await page.textContent('main'), /deny by alice/);
+  assert.match(await page.textContent('main'), /deny by alice \(looks injected\)/);
   assert.match(await page.textContent('main'), /approve by bob/);
   await shot(page, '06-history');
 });

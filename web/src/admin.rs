@@ -8,8 +8,8 @@
 use crate::AppState;
 use crate::error::{WebError, WebResult};
 use crate::pages::{chrome, path_and_query};
-use crate::session::require_viewer;
-use crate::views::{ShadowFlipRow, ShadowPage, ShadowSummary, render};
+use crate::session::{Viewer, require_viewer};
+use crate::views::{ApproverRow, ApproversPage, ShadowFlipRow, ShadowPage, ShadowSummary, render};
 use actiond_core::text::reveal_invisible;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Uri};
@@ -22,16 +22,15 @@ pub(crate) struct TenantQuery {
     tenant: Option<String>,
 }
 
-/// `GET /admin/shadow[?tenant=T]`.
-pub(crate) async fn shadow(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(q): Query<TenantQuery>,
-) -> WebResult<Response> {
-    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
-    let mut client = state.db.client().await?;
-    let docs = state.docs.latest_of_every_tenant(&client).await?;
+/// The tenants `v` administers and the one asked for (the first by default): another
+/// tenant's page is a 404, no tenant at all a 403.
+async fn admin_tenant(
+    state: &AppState,
+    v: &Viewer,
+    client: &actiond_store::Client,
+    q: &TenantQuery,
+) -> WebResult<(Vec<String>, String)> {
+    let docs = state.docs.latest_of_every_tenant(client).await?;
     let mut admin_tenants: Vec<String> = docs
         .iter()
         .filter(|d| {
@@ -59,6 +58,65 @@ pub(crate) async fn shadow(
             }
         },
     };
+    Ok((admin_tenants, tenant))
+}
+
+/// `GET /admin/approvers[?tenant=T]`: decisions, approve ratio and median time on page per
+/// person over the last 30 days (approval fatigue shows here, by name; never in metrics).
+pub(crate) async fn approvers(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<TenantQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let client = state.db.client().await?;
+    let (admin_tenants, tenant) = admin_tenant(&state, &v, &client, &q).await?;
+    drop(client);
+    let stats = actiond_store::queue_views::approver_stats(&state.db, &tenant, 30).await?;
+    let rows = stats
+        .into_iter()
+        .map(|s| {
+            let ratio = if s.decisions > 0 {
+                s.approvals as f64 / s.decisions as f64
+            } else {
+                0.0
+            };
+            ApproverRow {
+                who: reveal_invisible(s.email.as_deref().unwrap_or(&s.subject), false),
+                subject: reveal_invisible(&s.subject, false),
+                issuer: reveal_invisible(&s.issuer, false),
+                decisions: s.decisions,
+                approve_pct: format!("{:.0}%", ratio * 100.0),
+                median: s
+                    .median_seconds
+                    .map(|m| format!("{m:.1} s"))
+                    .unwrap_or_else(|| "not measured".into()),
+                fast_approvals: s.fast_approvals,
+                flag: s.decisions >= 20
+                    && ratio > 0.95
+                    && s.median_seconds.is_some_and(|m| m < 5.0),
+            }
+        })
+        .collect();
+    Ok(render(&ApproversPage {
+        chrome: chrome(&v),
+        admin_tenants,
+        tenant,
+        rows,
+    }))
+}
+
+/// `GET /admin/shadow[?tenant=T]`.
+pub(crate) async fn shadow(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<TenantQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let mut client = state.db.client().await?;
+    let (admin_tenants, tenant) = admin_tenant(&state, &v, &client, &q).await?;
     let tx = client
         .transaction()
         .await

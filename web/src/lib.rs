@@ -20,8 +20,11 @@
 
 mod admin;
 mod authz;
+mod card;
 mod devlogin;
 mod error;
+mod fatigue;
+mod freeze;
 mod headers;
 mod notify;
 mod oidc;
@@ -41,7 +44,7 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use prometheus::{IntCounterVec, Opts};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,6 +135,9 @@ pub struct WebArgs {
 #[derive(Clone)]
 pub struct WebMetrics {
     decisions: IntCounterVec,
+    /// Seconds from the decision page being shown to the decision, by tenant and verdict
+    /// (never by person or agent: those stay in Postgres, on the Approvers page).
+    decision_seconds: HistogramVec,
     logins: IntCounterVec,
     notifications: IntCounterVec,
     csrf_rejections: IntCounterVec,
@@ -148,6 +154,19 @@ impl WebMetrics {
                 "Decisions submitted by people, by verdict and result",
                 &["verdict", "result"],
             )?,
+            decision_seconds: {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(
+                        "web_decision_seconds",
+                        "Seconds from the decision page being rendered to the decision, by tenant and verdict",
+                    )
+                    .buckets(vec![
+                        1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
+                    ]),
+                    &["tenant", "verdict"],
+                )?;
+                m.register(h)
+            },
             logins: vec(
                 "web_logins_total",
                 "Login attempts by method and result",
@@ -175,6 +194,8 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub(crate) db: Db,
     pub(crate) signer: GrantSigner,
+    /// Signs when a decision page was rendered (time-on-page measurement).
+    pub(crate) form_clock: fatigue::FormClock,
     pub(crate) oidc: Option<oidc::Oidc>,
     pub(crate) dev: Option<devlogin::DevLogin>,
     pub(crate) public_url: Url,
@@ -294,6 +315,7 @@ impl AppState {
         Ok(Self(Arc::new(Inner {
             db,
             signer,
+            form_clock: fatigue::FormClock::from_secret(&key),
             oidc,
             dev,
             public_url,
@@ -321,6 +343,11 @@ impl AppState {
         self.dev.as_ref().map(devlogin::DevLogin::current)
     }
 
+    /// This instance's metrics in the Prometheus text format (what `/metrics` serves).
+    pub fn metrics_text(&self) -> String {
+        self.registry.render()
+    }
+
     /// The database pool.
     pub fn db(&self) -> &Db {
         &self.db
@@ -340,6 +367,9 @@ pub fn router(state: AppState) -> Router {
         .route("/queue", get(pages::queue))
         .route("/history", get(pages::history))
         .route("/admin/shadow", get(admin::shadow))
+        .route("/admin/approvers", get(admin::approvers))
+        .route("/agents/{id}/freeze", post(freeze::freeze))
+        .route("/agents/{id}/unfreeze", post(freeze::unfreeze))
         .route("/p/{id}", get(pages::decision))
         .route("/p/{id}/decide", post(pages::decide))
         .route("/login", get(session::login_page))

@@ -7,6 +7,7 @@
 //! and issues the grant with this service's `web-…` key.
 
 use crate::AppState;
+use crate::card;
 use crate::error::{WebError, WebResult};
 use crate::session::{Viewer, require_post, require_viewer};
 use crate::views::{
@@ -14,6 +15,7 @@ use crate::views::{
 };
 use actiond_core::approval::{ConfirmField, Retyped};
 use actiond_core::handlers::{HandlerKind, format_minor_units};
+use actiond_core::state::ProposalState;
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::reveal_invisible;
 use actiond_store::approvals::{self, Approver, Decided, Shown, Verdict};
@@ -182,15 +184,58 @@ fn risky_values(params: &Value, risky: &[String]) -> Vec<RiskyValue> {
     risky
         .iter()
         .filter_map(|name| {
-            params.get(name).map(|v| RiskyValue {
-                name: name.clone(),
-                value: short(show_value(v).replace('\n', " "), 80),
+            params.get(name).map(|v| {
+                let cur = params.get("currency").and_then(Value::as_str);
+                let value = match (name.as_str(), v.as_i64(), cur) {
+                    ("amount", Some(n), Some(cur)) => card::money(n, cur),
+                    _ => short(show_value(v).replace('\n', " "), 80),
+                };
+                RiskyValue {
+                    name: name.clone(),
+                    value,
+                }
             })
         })
         .collect()
 }
 
-/// `GET /queue`: escalated proposals of my tenants, oldest first.
+/// The triage flags of a queue row: injection phrases, hidden characters, an amount over the
+/// handler's confirm threshold (or its maximum).
+fn queue_flags(
+    r: &queue_views::ListedProposal,
+    params: &Value,
+    doc: Option<&TenantDocument>,
+    d: &Described,
+) -> Vec<(&'static str, String)> {
+    let source = r.source_text.as_deref().unwrap_or_default();
+    let reason = r.agent_reason.as_deref().unwrap_or_default();
+    let f = card::Flags::of(&[source, reason, &r.params_json, &r.target]);
+    let mut out = Vec::new();
+    let why = f.reasons();
+    if !why.is_empty() {
+        out.push(("inj", format!("⚠ injection: {}", why.join(", "))));
+    }
+    if f.hidden_count() > 0 {
+        let names: Vec<&str> = f.hidden.iter().map(|h| h.1.as_str()).collect();
+        out.push((
+            "hid",
+            format!("⚠ {} hidden: {}", f.hidden_count(), names.join(", ")),
+        ));
+    }
+    if d.kind == Some(HandlerKind::BillingRefundIssue)
+        && let Some(amount) = params.get("amount").and_then(Value::as_i64)
+        && let Some(over) = doc
+            .and_then(|doc| doc.handler(&r.action))
+            .and_then(|h| h.confirm_over)
+        && amount > over
+    {
+        let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+        out.push(("over", format!("▲ over {}", card::money(over, cur))));
+    }
+    out
+}
+
+/// `GET /queue`: escalated proposals of my tenants, riskiest then oldest first.
 pub(crate) async fn queue(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -216,7 +261,14 @@ pub(crate) async fn queue(
         };
         let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
         let d = describe(doc.as_deref(), &r.action, &params, &r.target);
+        let flags = queue_flags(&r, &params, doc.as_deref(), &d);
         rows.push(QueueRow {
+            risk: flags.len(),
+            flags,
+            left: doc
+                .as_deref()
+                .map(|doc| time_left(doc, r.created_at, now).replace(" if nobody decides", ""))
+                .unwrap_or_default(),
             id: r.id.to_string(),
             age: human_age((now - r.created_at).num_seconds()),
             tenant: r.tenant_id,
@@ -228,6 +280,8 @@ pub(crate) async fn queue(
             decided: String::new(),
         });
     }
+    // Riskiest first, then oldest (the list comes oldest first; the sort is stable).
+    rows.sort_by_key(|r| std::cmp::Reverse(r.risk));
     Ok(render(&QueuePage {
         chrome: chrome(&v),
         history: false,
@@ -276,6 +330,9 @@ pub(crate) async fn history(
             risky: risky_values(&params, &d.risky),
             state: r.state,
             decided: reveal_invisible(&by, false),
+            flags: Vec::new(),
+            left: String::new(),
+            risk: 0,
         });
     }
     Ok(render(&QueuePage {
@@ -301,7 +358,7 @@ fn parse_id(id: &str) -> WebResult<Uuid> {
 
 /// The params as the decision page lists them: every field of the handler's schema (risky
 /// ones flagged, missing ones marked), then anything outside the schema, flagged.
-fn param_rows(params: &Value, d: &Described) -> Vec<ParamRow> {
+fn param_rows(params: &Value, d: &Described, hot: &[String]) -> Vec<ParamRow> {
     let mut rows = Vec::new();
     let schema = d
         .kind
@@ -330,7 +387,7 @@ fn param_rows(params: &Value, d: &Described) -> Vec<ParamRow> {
         rows.push(ParamRow {
             name: name.clone(),
             value,
-            risky: d.risky.contains(name),
+            risky: hot.contains(name),
             missing: val.is_none(),
             unexpected: false,
             description: spec
@@ -372,8 +429,29 @@ fn approval_rows(approvals_rows: &[queue_views::ApprovalEntry]) -> Vec<ApprovalR
             },
             at: when(r.decided_at),
             channel: r.channel.clone(),
+            comment: reveal_invisible(r.comment.as_deref().unwrap_or_default(), false),
         })
         .collect()
+}
+
+/// Quick picks of the Deny reason.
+pub(crate) const DENY_REASONS: &[&str] = &[
+    "looks injected",
+    "wrong amount",
+    "not our customer",
+    "wrong target",
+    "not needed",
+    "agent misbehaving",
+];
+
+/// What the decision page knows about the agent: frozen, its open escalations, and whether
+/// the viewer may freeze it.
+#[derive(Debug, Default)]
+pub(crate) struct AgentFacts {
+    pub(crate) frozen: bool,
+    pub(crate) open: i64,
+    pub(crate) can_freeze: bool,
+    pub(crate) can_unfreeze: bool,
 }
 
 /// `GET /p/{id}`: the decision page.
@@ -390,7 +468,7 @@ pub(crate) async fn decision(
         .await?
         .ok_or(WebError::NotFound)?;
     let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
-    let (preview, preview_note) = preview_lines(previews::get(&state.db, &v.tenants, id).await?);
+    let preview = preview_lines(previews::get(&state.db, &v.tenants, id).await?);
     let doc = match p.doc_version {
         Some(ver) => {
             let c = state.db.client().await?;
@@ -398,10 +476,80 @@ pub(crate) async fn decision(
         }
         None => None,
     };
+    let agent = crate::freeze::agent_facts(&state, &v, &p).await?;
+    let next = if q.result.is_some() {
+        next_waiting(&state, &v, id).await?
+    } else {
+        None
+    };
+    let mut page = decision_page(
+        &state,
+        &v,
+        &p,
+        doc.as_deref(),
+        &approvals_rows,
+        preview,
+        agent,
+    );
+    page.notice = match q.result.as_deref() {
+        Some("approved") => "Approved. A grant was issued; the executor will run the action.",
+        Some("denied") => "Denied. Nothing will run; the agent will be told.",
+        Some("recorded") => "Your approval is recorded; more approvers are needed.",
+        Some("already") => "This proposal was already decided: see below who decided and when.",
+        Some("frozen") => "Agent frozen: its open requests are denied and new ones are refused.",
+        Some("already-frozen") => "This agent was already frozen.",
+        Some("unfrozen") => "Agent unfrozen: it may propose again.",
+        _ => "",
+    }
+    .to_owned();
+    if let Some((href, label)) = next {
+        page.next_href = href;
+        page.next_label = label;
+    }
+    Ok(render(&page))
+}
+
+/// The oldest other proposal waiting for this person, as a link and its sentence.
+async fn next_waiting(
+    state: &AppState,
+    v: &Viewer,
+    after: Uuid,
+) -> WebResult<Option<(String, String)>> {
+    let list = queue_views::escalated(&state.db, &v.tenants, Filter::default()).await?;
+    let Some(r) = list.into_iter().find(|r| r.id != after) else {
+        return Ok(None);
+    };
+    let c = state.db.client().await?;
+    let doc = match r.doc_version {
+        Some(ver) => state.docs.version_of(&c, &r.tenant_id, ver).await?,
+        None => None,
+    };
+    let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
+    let d = describe(doc.as_deref(), &r.action, &params, &r.target);
+    Ok(Some((format!("/p/{}", r.id), d.sentence)))
+}
+
+/// Builds the decision page of `p` as `v` sees it (notice and next link left empty).
+fn decision_page(
+    state: &AppState,
+    v: &Viewer,
+    p: &approvals::ProposalDetail,
+    doc: Option<&TenantDocument>,
+    approvals_rows: &[queue_views::ApprovalEntry],
+    (preview, preview_note): (String, String),
+    agent: AgentFacts,
+) -> DecisionPage {
     let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
-    let d = describe(doc.as_deref(), &p.action, &params, &p.target);
-    let rows = param_rows(&params, &d);
-    let approvals = approval_rows(&approvals_rows);
+    let d = describe(doc, &p.action, &params, &p.target);
+    let rule = p.rule_name.clone().unwrap_or_default();
+    let hot = card::hot_params(doc, &rule, &d.risky, &params);
+    let plain = card::plain_words(d.kind, doc, &p.action, &params, &p.target, &hot, &preview);
+    let source = p.source_text.as_deref().unwrap_or_default();
+    let reason = p.agent_reason.as_deref().unwrap_or_default();
+    let flags = card::Flags::of(&[source, reason, &p.params_json, &p.target]);
+    let source_pieces = card::pieces(source);
+    let (source_excerpt, source_cut) = card::excerpt(&source_pieces, 220);
+    let (reason_pieces, _) = card::excerpt(&card::pieces(reason), 160);
     let approvals_have = approvals_rows
         .iter()
         .filter(|r| r.decision == "approve")
@@ -409,27 +557,11 @@ pub(crate) async fn decision(
     let already_mine = approvals_rows
         .iter()
         .any(|r| r.subject == v.subject && r.issuer == v.issuer);
-    let escalated = p.state == "escalated";
-    let is_owner = p.agent_owner.as_deref() == Some(v.subject.as_str());
+    let escalated = p.state == ProposalState::Escalated;
     let now = Utc::now();
-    let expires = match (&doc, escalated) {
-        (Some(doc), true) => {
-            let ttl = chrono::Duration::from_std(doc.policy.escalation_ttl).unwrap_or_default();
-            let left = (p.created_at + ttl - now).num_seconds();
-            if left > 0 {
-                format!("expires in {} if nobody decides", human_age(left))
-            } else {
-                "past its time limit: expiring".into()
-            }
-        }
+    let expires = match (doc, escalated) {
+        (Some(doc), true) => time_left(doc, p.created_at, now),
         _ => String::new(),
-    };
-    let notice = match q.result.as_deref() {
-        Some("approved") => "Approved. A grant was issued; the executor will run the action.",
-        Some("denied") => "Denied. The agent will be told it was denied.",
-        Some("recorded") => "Your approval is recorded; more approvers are needed.",
-        Some("already") => "This proposal was already decided: see below who decided and when.",
-        _ => "",
     };
     let warning = if doc.is_none() {
         "The tenant document version that escalated this proposal is missing; decide with care."
@@ -439,11 +571,11 @@ pub(crate) async fn decision(
         ""
     };
     let confirm = doc
-        .as_deref()
         .and_then(|doc| doc.handler(&p.action))
         .map(|h| actiond_core::approval::confirm_required(&h.confirm, h.confirm_over, &params))
         .unwrap_or_default();
-    let page = DecisionPage {
+    let reasons = flags.reasons();
+    DecisionPage {
         confirm_amount: confirm.contains(&ConfirmField::Amount),
         confirm_target: confirm.contains(&ConfirmField::Target),
         confirm_currency: reveal_invisible(
@@ -453,41 +585,73 @@ pub(crate) async fn decision(
                 .unwrap_or_default(),
             false,
         ),
-        chrome: chrome(&v),
-        id: id.to_string(),
+        chrome: chrome(v),
+        id: p.id.to_string(),
         tenant: p.tenant_id.clone(),
-        sentence: d.sentence,
+        sentence: d.sentence.clone(),
         action: reveal_invisible(&p.action, false),
-        target: reveal_invisible(&p.target, false),
-        params: rows,
+        params: param_rows(&params, &d, &hot),
         agent_name: reveal_invisible(&p.agent_name, false),
         on_behalf_of: reveal_invisible(p.on_behalf_of.as_deref().unwrap_or_default(), false),
         agent_owner: reveal_invisible(p.agent_owner.as_deref().unwrap_or_default(), false),
         session: reveal_invisible(p.session_id.as_deref().unwrap_or_default(), false),
-        agent_reason: reveal_invisible(p.agent_reason.as_deref().unwrap_or_default(), true),
-        rule_name: p.rule_name.clone().unwrap_or_default(),
+        agent_reason: reveal_invisible(reason, true),
+        rule_name: rule,
         rule_reason: reveal_invisible(p.decision_reason.as_deref().unwrap_or_default(), false),
-        source_text: reveal_invisible(p.source_text.as_deref().unwrap_or_default(), true),
         raw_params: reveal_invisible(&p.params_json, false),
         intent_hash: p.intent_hash.clone(),
-        intent_short: p.intent_hash.chars().take(12).collect(),
         doc_version: p.doc_version.unwrap_or_default(),
         state: p.state.to_string(),
         created: when(p.created_at),
         age: human_age((now - p.created_at).num_seconds()),
         expires,
         can_decide: escalated && !already_mine && p.doc_version.is_some(),
-        is_owner,
+        is_owner: p.agent_owner.as_deref() == Some(v.subject.as_str()),
         already_mine: escalated && already_mine,
-        approvals,
+        approvals: approval_rows(approvals_rows),
         approvals_required: d.approvals_required,
         approvals_have,
-        notice: notice.to_owned(),
+        notice: String::new(),
+        next_href: String::new(),
+        next_label: String::new(),
         warning: warning.to_owned(),
         preview,
         preview_note,
-    };
-    Ok(render(&page))
+        facts: plain.facts,
+        approve_label: plain.approve_label,
+        banner_reasons: reasons.join(" and "),
+        banner_phrases: flags.phrases.iter().map(|(p, _)| p.clone()).collect(),
+        hidden_total: flags.hidden_count(),
+        hidden: flags.hidden,
+        reason_pieces,
+        source_excerpt,
+        source_cut,
+        source_pieces,
+        deny_reasons: DENY_REASONS,
+        shown: state
+            .form_clock
+            .stamp(p.id, &v.id_sha256, now.timestamp_millis()),
+        agent_id: p.agent_id.to_string(),
+        agent_frozen: agent.frozen,
+        agent_open: agent.open,
+        can_freeze: agent.can_freeze,
+        can_unfreeze: agent.can_unfreeze,
+    }
+}
+
+/// "expires in 3 h 10 min if nobody decides", from the escalation TTL of `doc`.
+pub(crate) fn time_left(
+    doc: &TenantDocument,
+    created: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> String {
+    let ttl = chrono::Duration::from_std(doc.policy.escalation_ttl).unwrap_or_default();
+    let left = (created + ttl - now).num_seconds();
+    if left > 0 {
+        format!("expires in {} if nobody decides", human_age(left))
+    } else {
+        "past its time limit: expiring".into()
+    }
 }
 
 /// The preview lines and their note: what the provider held when the executor read it, dated;
@@ -511,6 +675,32 @@ fn preview_lines(p: Option<previews::Preview>) -> (String, String) {
             ),
         ),
         None => (String::new(), String::new()),
+    }
+}
+
+/// The comment stored with a Deny: the quick pick and the note, "looks injected: ticket
+/// #4411 asks to ignore instructions"; `None` for an Approve or when both are empty.
+fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> Option<String> {
+    if verdict != Verdict::Deny {
+        return None;
+    }
+    let pick = form
+        .get("reason")
+        .map(|s| s.trim())
+        .filter(|s| DENY_REASONS.contains(s));
+    let note: String = form
+        .get("note")
+        .map(|s| s.trim())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    match (pick, note.is_empty()) {
+        (Some(p), true) => Some(p.to_owned()),
+        (Some(p), false) => Some(format!("{p}: {note}")),
+        (None, false) => Some(note),
+        (None, true) => None,
     }
 }
 
@@ -564,11 +754,19 @@ pub(crate) async fn decide(
         amount: form.get("confirm_amount").cloned(),
         target: form.get("confirm_target").cloned(),
     };
+    let seconds = state.form_clock.seconds(
+        form.get("shown").map(String::as_str),
+        id,
+        &v.id_sha256,
+        Utc::now().timestamp_millis(),
+    );
     let shown = Shown {
         intent,
         doc_version: Some(doc_version),
         retyped: &retyped,
+        seconds_on_page: seconds,
     };
+    let comment = deny_comment(&form, verdict);
     let outcome = approvals::decide(
         &state.db,
         &state.signer,
@@ -577,7 +775,7 @@ pub(crate) async fn decide(
         &approver,
         verdict,
         &shown,
-        None,
+        comment.as_deref(),
     )
     .await;
     let result = match outcome {
@@ -625,6 +823,15 @@ pub(crate) async fn decide(
         .decisions
         .with_label_values(&[verdict_label, result])
         .inc();
+    if result != "already"
+        && let Some(secs) = seconds
+    {
+        state
+            .metrics
+            .decision_seconds
+            .with_label_values(&[&p.tenant_id, verdict_label])
+            .observe(secs);
+    }
     Ok((
         StatusCode::SEE_OTHER,
         [(header::LOCATION, format!("/p/{id}?result={result}"))],

@@ -1,6 +1,7 @@
 //! Askama page models. All agent-written text reaches these structs already passed through
 //! `text::reveal_invisible`; askama HTML-escapes every value (no `|safe` anywhere).
 
+use crate::card::{Fact, PieceView};
 use askama::Template;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -72,6 +73,12 @@ pub(crate) struct QueueRow {
     pub(crate) risky: Vec<RiskyValue>,
     pub(crate) state: String,
     pub(crate) decided: String,
+    /// Triage flags: (css class, text), e.g. ("inj", "injection: gives orders").
+    pub(crate) flags: Vec<(&'static str, String)>,
+    /// "expires in 3 h 10 min if nobody decides" (queue only).
+    pub(crate) left: String,
+    /// Sort key: more flags first.
+    pub(crate) risk: usize,
 }
 
 /// `/queue` and `/history`.
@@ -106,6 +113,8 @@ pub(crate) struct ApprovalRow {
     pub(crate) decision: String,
     pub(crate) at: String,
     pub(crate) channel: String,
+    /// The deny reason (quick pick and note) the person gave, if any.
+    pub(crate) comment: String,
 }
 
 /// `/p/{id}`.
@@ -117,7 +126,6 @@ pub(crate) struct DecisionPage {
     pub(crate) tenant: String,
     pub(crate) sentence: String,
     pub(crate) action: String,
-    pub(crate) target: String,
     pub(crate) params: Vec<ParamRow>,
     pub(crate) agent_name: String,
     /// The user the agent acted for (delegated workload JWT), empty when none.
@@ -127,10 +135,8 @@ pub(crate) struct DecisionPage {
     pub(crate) agent_reason: String,
     pub(crate) rule_name: String,
     pub(crate) rule_reason: String,
-    pub(crate) source_text: String,
     pub(crate) raw_params: String,
     pub(crate) intent_hash: String,
-    pub(crate) intent_short: String,
     pub(crate) doc_version: i32,
     pub(crate) state: String,
     pub(crate) created: String,
@@ -143,6 +149,9 @@ pub(crate) struct DecisionPage {
     pub(crate) approvals_required: u32,
     pub(crate) approvals_have: usize,
     pub(crate) notice: String,
+    /// After a decision: the next waiting proposal, if any.
+    pub(crate) next_href: String,
+    pub(crate) next_label: String,
     pub(crate) warning: String,
     /// The handler's `confirm` asks for the amount / the target to be typed again.
     pub(crate) confirm_amount: bool,
@@ -153,6 +162,31 @@ pub(crate) struct DecisionPage {
     pub(crate) preview: String,
     /// When the preview was read, or why it is unavailable.
     pub(crate) preview_note: String,
+    /// The plain-words facts of the card.
+    pub(crate) facts: Vec<Fact>,
+    /// "Approve refund of 120.00 USD".
+    pub(crate) approve_label: String,
+    /// "gives orders and claims an approval", empty when no phrase was found.
+    pub(crate) banner_reasons: String,
+    pub(crate) banner_phrases: Vec<String>,
+    /// Hidden characters: code point, name, count.
+    pub(crate) hidden: Vec<(String, String, usize)>,
+    pub(crate) hidden_total: usize,
+    pub(crate) reason_pieces: Vec<PieceView>,
+    pub(crate) source_excerpt: Vec<PieceView>,
+    pub(crate) source_cut: bool,
+    pub(crate) source_pieces: Vec<PieceView>,
+    /// Quick picks of the Deny reason.
+    pub(crate) deny_reasons: &'static [&'static str],
+    /// When the page was rendered, signed (see `fatigue`).
+    pub(crate) shown: String,
+    /// The agent: id, whether it is frozen, its open escalations, and whether this person
+    /// may freeze it.
+    pub(crate) agent_id: String,
+    pub(crate) agent_frozen: bool,
+    pub(crate) agent_open: i64,
+    pub(crate) can_freeze: bool,
+    pub(crate) can_unfreeze: bool,
 }
 
 /// One example proposal of a shadow flip.
@@ -196,4 +230,28 @@ pub(crate) struct ShadowPage {
     pub(crate) admin_tenants: Vec<String>,
     pub(crate) tenant: String,
     pub(crate) report: Option<ShadowSummary>,
+}
+
+/// One person on the Approvers page.
+#[derive(Debug, Clone)]
+pub(crate) struct ApproverRow {
+    pub(crate) who: String,
+    pub(crate) subject: String,
+    pub(crate) issuer: String,
+    pub(crate) decisions: i64,
+    pub(crate) approve_pct: String,
+    pub(crate) median: String,
+    pub(crate) fast_approvals: i64,
+    /// Looks like rubber-stamping: ≥ 20 decisions, > 95% approved, median under 5 s.
+    pub(crate) flag: bool,
+}
+
+/// `/admin/approvers`.
+#[derive(Template)]
+#[template(path = "approvers.html")]
+pub(crate) struct ApproversPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) rows: Vec<ApproverRow>,
 }

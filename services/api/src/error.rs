@@ -32,6 +32,9 @@ pub enum SubmitError {
     },
     /// The agent's tenant has no document applied yet (409).
     TenantNotConfigured,
+    /// An approver froze this agent; its new proposals are refused until its owner or a tenant
+    /// admin unfreezes it (403).
+    AgentFrozen,
     /// The body is larger than `limit` bytes (413).
     BodyTooLarge {
         /// The limit, in bytes.

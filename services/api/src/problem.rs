@@ -141,6 +141,12 @@ impl From<SubmitError> for Problem {
                 "Not found",
                 format!("{what} not found"),
             ),
+            SubmitError::AgentFrozen => Problem::new(
+                StatusCode::FORBIDDEN,
+                "agent_frozen",
+                "Agent frozen",
+                "this agent is frozen: an approver stopped it, and its proposals are refused until its owner or a tenant admin unfreezes it",
+            ),
             SubmitError::TenantNotConfigured => Problem::new(
                 StatusCode::CONFLICT,
                 "tenant_not_configured",

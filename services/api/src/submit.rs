@@ -179,6 +179,9 @@ pub async fn submit(
     req: SubmitRequest,
     idempotency_key: Option<String>,
 ) -> Result<SubmitResponse, SubmitError> {
+    if agent.frozen_at.is_some() {
+        return Err(SubmitError::AgentFrozen);
+    }
     let latest = {
         let c = state.db.client().await?;
         state.docs.latest_of(&c, &agent.tenant_id).await?

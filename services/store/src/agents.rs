@@ -22,12 +22,15 @@ pub struct Agent {
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Creation time.
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// When an approver froze it (its new proposals are refused until unfrozen).
+    pub frozen_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The user this request acts for, when the agent authenticated with a delegated workload
     /// JWT (RFC 8693 `act`): set per request by the api, never stored on the agent.
     pub on_behalf_of: Option<String>,
 }
 
-const COLS: &str = "id, tenant_id, name, owner_subject, expires_at, revoked_at, created_at";
+const COLS: &str =
+    "id, tenant_id, name, owner_subject, expires_at, revoked_at, created_at, frozen_at";
 
 fn row(r: &tokio_postgres::Row) -> Agent {
     Agent {
@@ -38,6 +41,7 @@ fn row(r: &tokio_postgres::Row) -> Agent {
         expires_at: r.get(4),
         revoked_at: r.get(5),
         created_at: r.get(6),
+        frozen_at: r.get(7),
         on_behalf_of: None,
     }
 }
@@ -245,4 +249,113 @@ pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<bool> {
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Freezes `agent` of `tenant` for `by` (`approver:<subject>`): sets `frozen_at`, denies its
+/// escalated proposals with `reason`, and writes the audit events, in one transaction. Returns
+/// how many proposals were denied, or `None` when there is no such agent or it is frozen.
+pub async fn freeze(
+    db: &Db,
+    tenant: &str,
+    agent: uuid::Uuid,
+    by: &str,
+    reason: &str,
+) -> Result<Option<u64>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    crate::set_tenant(&tx, tenant).await?;
+    let hit = tx
+        .execute(
+            "UPDATE agents SET frozen_at = now(), frozen_by = $3
+             WHERE tenant_id = $1 AND id = $2 AND frozen_at IS NULL",
+            &[&tenant, &agent, &by],
+        )
+        .await?;
+    if hit == 0 {
+        return Ok(None);
+    }
+    let denied = tx
+        .query(
+            "UPDATE proposals SET state = 'denied', decision_reason = $3
+             WHERE tenant_id = $1 AND agent_id = $2 AND state = 'escalated'
+             RETURNING id, intent_hash, params_sha256",
+            &[&tenant, &agent, &reason],
+        )
+        .await?;
+    let mut events = vec![crate::audit::Event::new(
+        tenant,
+        None,
+        actiond_core::audit::AuditKind::AgentFrozen,
+        by,
+        serde_json::json!({"agent_id": agent, "denied": denied.len(), "reason": reason}),
+    )];
+    let ids: Vec<(uuid::Uuid, String, String)> = denied
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    for (id, intent, params) in &ids {
+        events.push(
+            crate::audit::Event::new(
+                tenant,
+                Some(*id),
+                actiond_core::audit::AuditKind::ProposalDecided,
+                by,
+                serde_json::json!({"reason": reason, "agent_frozen": true}),
+            )
+            .transition(
+                Some(actiond_core::state::ProposalState::Escalated),
+                actiond_core::state::ProposalState::Denied,
+            )
+            .hashes(intent, params),
+        );
+    }
+    crate::audit::write_batch(&tx, &events).await?;
+    tx.commit().await?;
+    Ok(Some(ids.len() as u64))
+}
+
+/// Unfreezes `agent` of `tenant` (the caller checked that `by` is its owner or a tenant admin);
+/// false when it was not frozen.
+pub async fn unfreeze(db: &Db, tenant: &str, agent: uuid::Uuid, by: &str) -> Result<bool> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    crate::set_tenant(&tx, tenant).await?;
+    let hit = tx
+        .execute(
+            "UPDATE agents SET frozen_at = NULL, frozen_by = NULL
+             WHERE tenant_id = $1 AND id = $2 AND frozen_at IS NOT NULL",
+            &[&tenant, &agent],
+        )
+        .await?;
+    if hit > 0 {
+        crate::audit::write(
+            &tx,
+            &crate::audit::Event::new(
+                tenant,
+                None,
+                actiond_core::audit::AuditKind::AgentUnfrozen,
+                by,
+                serde_json::json!({"agent_id": agent}),
+            ),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(hit > 0)
+}
+
+/// Whether `agent` of `tenant` is frozen, and how many of its proposals wait for a person.
+pub async fn freeze_state(db: &Db, tenant: &str, agent: uuid::Uuid) -> Result<(bool, i64)> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    crate::set_tenant(&tx, tenant).await?;
+    let r = tx
+        .query_one(
+            "SELECT (SELECT frozen_at IS NOT NULL FROM agents WHERE tenant_id = $1 AND id = $2),
+                    (SELECT count(*) FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND state = 'escalated')",
+            &[&tenant, &agent],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok((r.get::<_, Option<bool>>(0).unwrap_or(false), r.get(1)))
 }

@@ -67,6 +67,8 @@ pub struct Shown<'a> {
     pub doc_version: Option<i32>,
     /// Values typed again.
     pub retyped: &'a Retyped,
+    /// Seconds the decision page was shown before this decision (web, signed stamp verified).
+    pub seconds_on_page: Option<f64>,
 }
 
 pub use actiond_core::approval::Verdict;
@@ -170,6 +172,7 @@ struct Deciding<'a> {
     comment: Option<&'a str>,
     proposal: ProposalRow,
     doc_version: i32,
+    seconds_on_page: Option<f64>,
 }
 
 /// The locked proposal with what the database clock says about it in the same statement.
@@ -218,6 +221,7 @@ pub async fn decide(
         comment,
         proposal: locked.proposal,
         doc_version: 0,
+        seconds_on_page: shown.seconds_on_page,
     };
     let checked = if locked.ttl_passed {
         expire(&tx, &d, locked.ttl_at).await?;
@@ -449,9 +453,9 @@ async fn handler_of(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<HandlerEntry
 async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
     let a = d.approver;
     tx.execute(
-        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel],
+        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel, seconds_on_page)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page],
     )
     .await?;
     Ok(())

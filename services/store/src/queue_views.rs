@@ -48,11 +48,22 @@ pub struct ListedProposal {
     /// History only: "approve by alice, deny by bob" in decision order; `None` when no person
     /// decided (it expired).
     pub decided_by: Option<String>,
+    /// Id of the agent that proposed it.
+    pub agent_id: Uuid,
+    /// The agent's own reason (agent-written).
+    pub agent_reason: Option<String>,
+    /// The untrusted text the agent worked from.
+    pub source_text: Option<String>,
+    /// The rule that escalated it (none: the tenant's default).
+    pub rule_name: Option<String>,
+    /// The rule's reason, or after a decision the approver's reason.
+    pub decision_reason: Option<String>,
 }
 
 const LIST_COLS: &str =
     "p.id, p.tenant_id, a.name AS agent_name, p.action, p.target, p.params_json,
-    p.state, p.doc_version, p.created_at, p.updated_at";
+    p.state, p.doc_version, p.created_at, p.updated_at, p.agent_id, p.agent_reason,
+    p.source_text, p.rule_name, p.decision_reason";
 
 fn listed(r: &tokio_postgres::Row, decided_by: bool) -> ListedProposal {
     ListedProposal {
@@ -71,6 +82,11 @@ fn listed(r: &tokio_postgres::Row, decided_by: bool) -> ListedProposal {
         } else {
             None
         },
+        agent_id: r.get("agent_id"),
+        agent_reason: r.get("agent_reason"),
+        source_text: r.get("source_text"),
+        rule_name: r.get("rule_name"),
+        decision_reason: r.get("decision_reason"),
     }
 }
 
@@ -105,7 +121,8 @@ pub async fn decided(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<L
         .query(
             &format!(
                 "SELECT {LIST_COLS},
-                    (SELECT string_agg(ap.decision || ' by ' || ap.subject, ', ' ORDER BY ap.decided_at)
+                    (SELECT string_agg(ap.decision || ' by ' || ap.subject
+                         || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
                        FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
                  FROM proposals p JOIN agents a ON a.id = p.agent_id
                  WHERE p.tenant_id = ANY($1) AND p.effect = 'escalate'
@@ -135,6 +152,8 @@ pub struct ApprovalEntry {
     pub decided_at: DateTime<Utc>,
     /// `web` or `breakglass`.
     pub channel: String,
+    /// The reason the person gave (deny quick pick and note), if any.
+    pub comment: Option<String>,
 }
 
 /// The decisions recorded on proposal `id` of `tenant`, in order.
@@ -144,7 +163,7 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
     set_tenant(&tx, tenant).await?;
     let rows = tx
         .query(
-            "SELECT subject, email, decision, decided_at, channel, issuer FROM approvals
+            "SELECT subject, email, decision, decided_at, channel, issuer, comment FROM approvals
              WHERE tenant_id = $1 AND proposal_id = $2 ORDER BY decided_at",
             &[&tenant, &id],
         )
@@ -159,6 +178,60 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
             decision: r.get("decision"),
             decided_at: r.get("decided_at"),
             channel: r.get("channel"),
+            comment: r.get("comment"),
+        })
+        .collect())
+}
+
+/// One person's decisions on a tenant over a window (the tenant admins' Approvers page).
+#[derive(Debug, Clone)]
+pub struct ApproverStat {
+    /// OIDC issuer of the person.
+    pub issuer: String,
+    /// Subject at that issuer.
+    pub subject: String,
+    /// Latest email seen, for display.
+    pub email: Option<String>,
+    /// Decisions in the window.
+    pub decisions: i64,
+    /// Of which approvals.
+    pub approvals: i64,
+    /// Median seconds on the page before deciding, over decisions with a measured time.
+    pub median_seconds: Option<f64>,
+    /// Approvals made in under five seconds on the page.
+    pub fast_approvals: i64,
+}
+
+/// Decisions per person on `tenant` in the last `days` days, most decisions first.
+pub async fn approver_stats(db: &Db, tenant: &str, days: i32) -> Result<Vec<ApproverStat>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let rows = tx
+        .query(
+            "SELECT issuer, subject, (array_agg(email ORDER BY decided_at DESC))[1] AS email,
+                    count(*) AS decisions,
+                    count(*) FILTER (WHERE decision = 'approve') AS approvals,
+                    percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds_on_page) AS median_seconds,
+                    count(*) FILTER (WHERE decision = 'approve' AND seconds_on_page < 5) AS fast_approvals
+             FROM approvals
+             WHERE tenant_id = $1 AND decided_at > now() - make_interval(days => $2)
+             GROUP BY issuer, subject
+             ORDER BY decisions DESC, subject",
+            &[&tenant, &days],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows
+        .iter()
+        .map(|r| ApproverStat {
+            issuer: r.get("issuer"),
+            subject: r.get("subject"),
+            email: r.get("email"),
+            decisions: r.get("decisions"),
+            approvals: r.get("approvals"),
+            median_seconds: r.get("median_seconds"),
+            fast_approvals: r.get("fast_approvals"),
         })
         .collect())
 }

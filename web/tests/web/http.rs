@@ -326,7 +326,19 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         "{}",
         &deny_html[deny_html.find("source-text").unwrap_or(0)..]
     );
-    assert!(deny_html.contains("⟨U+202E⟩") && deny_html.contains("⟨U+200B⟩"));
+    // Params show hidden characters as markers; the source text as named red chips, counted
+    // in a warning at the top, under a banner naming the injected phrases.
+    assert!(deny_html.contains("⟨U+202E⟩"));
+    assert!(deny_html.contains(r#"<span class="chip">U+200B ZERO WIDTH SPACE</span>"#));
+    assert!(deny_html.contains(r#"<span class="chip">U+202E RIGHT-TO-LEFT OVERRIDE</span>"#));
+    let banner = &deny_html[deny_html.find("injection-banner").unwrap_or(0)..];
+    assert!(
+        deny_html.contains("Possible prompt injection: the agent's text gives orders."),
+        "{}",
+        &banner[..banner.len().min(600)]
+    );
+    assert!(deny_html.contains("4 hidden or direction-changing characters"));
+    assert!(html.contains("Approve refund of 120.00 USD"));
     let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
     assert!(deny_html.contains("support-bot, acting for jane@customer.example"));
     assert!(!other_html.contains("acting for"));
@@ -347,8 +359,10 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         dev.post(&approver, &p, &with_bad, None).await.0,
         StatusCode::FORBIDDEN
     );
+    let shown = hidden(&html, "shown");
     let mut good = base_form.to_vec();
     good.push(("csrf", csrf.as_str()));
+    good.push(("shown", shown.as_str()));
     assert_eq!(
         dev.post(&approver, &p, &good, Some("https://evil.example"))
             .await
@@ -385,6 +399,32 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
             "approve:approver-1:a1@acme.test:{}",
             actiond_web::DEV_ISSUER
         )]
+    );
+    // Time on page: stored with the approval (from the signed render stamp) and counted in
+    // the histogram by tenant and verdict only.
+    let secs: Option<f64> =
+        t.db.client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT seconds_on_page FROM approvals WHERE proposal_id = $1",
+                &[&seeded.p_approve],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    assert!(secs.is_some_and(|s| (0.0..60.0).contains(&s)), "{secs:?}");
+    let m = dev.state.metrics_text();
+    assert!(
+        m.contains(
+            r#"actiond_web_decision_seconds_count{service="web",tenant="acme",verdict="approve"} 1"#
+        ) || m
+            .lines()
+            .any(|l| l.starts_with("actiond_web_decision_seconds_count{")
+                && l.contains(r#"tenant="acme""#)
+                && l.contains(r#"verdict="approve""#)
+                && l.ends_with(" 1")),
+        "{m}"
     );
     assert_eq!(grants, vec!["web-test".to_owned()]);
     let who = audit_approver(&t.db, "acme", seeded.p_approve)
@@ -698,4 +738,138 @@ async fn refusals_are_problem_json_when_asked() {
             );
         }
     }
+}
+
+/// Freezing an agent from one of its proposals denies its open escalations with one reason
+/// (audited), shows on the page, marks it frozen for the api, and only its owner (or a tenant
+/// admin) may unfreeze it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freeze_an_agent_from_its_proposal() {
+    let t = fresh_db().await;
+    let seeded = seed(&t.db, None).await;
+    let (_cap, hook_url, _relay) = capture_servers().await;
+    let (creds, _public) = credentials(&hook_url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let args = web_args(&[
+        "--listen",
+        &listener.local_addr().unwrap().to_string(),
+        "--database-url",
+        &t.web_url,
+        "--credentials-dir",
+        creds.to_str().unwrap(),
+        "--dev-login",
+        "--grant-key-id",
+        "web-test",
+    ]);
+    let state = AppState::build(&args).await.unwrap();
+    tokio::spawn(actiond_web::serve_state(
+        state.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    let dev = Dev {
+        base: base.clone(),
+        state,
+        http: client(),
+    };
+    let bob = dev.login("bob", "bob@acme.test", "acme-approvers").await;
+    // refund-bot (owner alice) has two open escalations: p_approve and p_other.
+    let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
+    assert!(
+        html.contains("deny its 2 open requests and refuse new ones"),
+        "{html}"
+    );
+    let csrf = hidden(&html, "csrf");
+    let agent = {
+        let pat = "action=\"/agents/";
+        let i = html.find(pat).unwrap() + pat.len();
+        html[i..i + 36].to_owned()
+    };
+    let from = seeded.p_other.to_string();
+    let form = [("csrf", csrf.as_str()), ("from", from.as_str())];
+    // Another agent's proposal as `from`: 404, nothing frozen.
+    let wrong = seeded.p_deny.to_string();
+    let (st, _, _) = dev
+        .post(
+            &bob,
+            &format!("/agents/{agent}/freeze"),
+            &[("csrf", csrf.as_str()), ("from", wrong.as_str())],
+            Some(&base),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, loc, _) = dev
+        .post(&bob, &format!("/agents/{agent}/freeze"), &form, Some(&base))
+        .await;
+    assert_eq!(st, StatusCode::SEE_OTHER);
+    assert_eq!(loc, format!("/p/{}?result=frozen", seeded.p_other));
+    assert_eq!(proposal_facts(&t.db, seeded.p_other).await.0, "denied");
+    assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "denied");
+    assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "escalated");
+    let c = t.db.client().await.unwrap();
+    let frozen: bool = c
+        .query_one(
+            "SELECT frozen_at IS NOT NULL FROM agents WHERE id::text = $1",
+            &[&agent],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(frozen);
+    let events: i64 = c
+        .query_one(
+            "SELECT count(*) FROM audit_events WHERE kind = 'agent.frozen' AND actor = 'approver:bob'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(events, 1);
+    let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
+    assert!(html.contains("<span class=\"badge bad\">frozen</span>"));
+    assert!(
+        !html.contains("id=\"unfreeze\""),
+        "bob is neither owner nor admin"
+    );
+    let (st, _, _) = dev
+        .post(
+            &bob,
+            &format!("/agents/{agent}/unfreeze"),
+            &form,
+            Some(&base),
+        )
+        .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    // The owner unfreezes it.
+    let alice = dev
+        .login("alice", "alice@acme.test", "acme-approvers")
+        .await;
+    let (_, _, html) = dev.page(&alice, &format!("/p/{}", seeded.p_other)).await;
+    assert!(html.contains("id=\"unfreeze\""));
+    let csrf = hidden(&html, "csrf");
+    let (st, loc, _) = dev
+        .post(
+            &alice,
+            &format!("/agents/{agent}/unfreeze"),
+            &[("csrf", csrf.as_str()), ("from", from.as_str())],
+            Some(&base),
+        )
+        .await;
+    assert_eq!(
+        (st, loc.as_str()),
+        (
+            StatusCode::SEE_OTHER,
+            format!("/p/{}?result=unfrozen", seeded.p_other).as_str()
+        )
+    );
+    let frozen: bool = c
+        .query_one(
+            "SELECT frozen_at IS NOT NULL FROM agents WHERE id::text = $1",
+            &[&agent],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!frozen);
 }

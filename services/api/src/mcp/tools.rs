@@ -609,6 +609,7 @@ pub fn tool_result(e: SubmitError) -> CallToolResult {
         SubmitError::Unauthorized { .. }
         | SubmitError::NotFound { .. }
         | SubmitError::TenantNotConfigured
+        | SubmitError::AgentFrozen
         | SubmitError::BodyTooLarge { .. }
         | SubmitError::UnsupportedMediaType
         | SubmitError::IdempotencyKeyReused

@@ -269,6 +269,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         intent: &a.intent,
         doc_version: None,
         retyped: &retyped,
+        seconds_on_page: None,
     };
     let out = approvals::decide(
         &db,
