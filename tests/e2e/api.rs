@@ -513,14 +513,14 @@ fn problem_cases() -> Vec<Case> {
             ("/id", json!(3)),
         ),
         c(
-            "batch under 2025-03-26",
+            "batch under 2025-03-26 with a malformed member: refused whole",
             "POST",
             "/mcp",
             &[JSON, ("mcp-protocol-version", "2025-03-26")],
             r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2}]"#,
-            200,
+            400,
             RPC,
-            ("/1/error/code", json!(-32600)),
+            ("/0/error/data/index", json!(1)),
         ),
         c(
             "batch without a version header (2025-03-26)",

@@ -704,19 +704,9 @@ fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> Option<Stri
     }
 }
 
-/// `POST /p/{id}/decide`: one click, approve or deny.
-pub(crate) async fn decide(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> WebResult<Response> {
-    let form = parse_form(&body);
-    let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
-    let id = parse_id(&id)?;
-    let p = approvals::get(&state.db, Some(&v.tenants), id)
-        .await?
-        .ok_or(WebError::NotFound)?;
+/// The decision form's required fields: the verdict (`approve` | `deny`), the intent hash and
+/// the policy version the page showed. Errors: 400 naming the field.
+fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Verdict, &String, i32)> {
     let verdict = match form.get("verdict").map(String::as_str) {
         Some("approve") => Verdict::Approve,
         Some("deny") => Verdict::Deny,
@@ -738,6 +728,23 @@ pub(crate) async fn decide(
         .ok_or_else(|| {
             WebError::BadRequest("doc_version: the policy version shown is required".into())
         })?;
+    Ok((verdict, intent, doc_version))
+}
+
+/// `POST /p/{id}/decide`: one click, approve or deny.
+pub(crate) async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let form = parse_form(&body);
+    let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
+    let id = parse_id(&id)?;
+    let p = approvals::get(&state.db, Some(&v.tenants), id)
+        .await?
+        .ok_or(WebError::NotFound)?;
+    let (verdict, intent, doc_version) = decision_fields(&form)?;
     let approver = Approver {
         issuer: v.issuer.clone(),
         subject: v.subject.clone(),

@@ -172,23 +172,16 @@ pub struct SubmitResponse {
     pub replayed: bool,
 }
 
-/// Validates a request against the tenant's handler registry and stores it.
-pub async fn submit(
+/// The proposal's target: derived by the tenant's handler from validated params (a sent
+/// `target` must equal it), or as sent for an action outside the registry.
+///
+/// Errors: [`SubmitError::Invalid`] naming the param and its rule; a `target` field error when
+/// the sent target differs from the derived one.
+fn checked_target(
     state: &AppState,
-    agent: &Agent,
-    req: SubmitRequest,
-    idempotency_key: Option<String>,
-) -> Result<SubmitResponse, SubmitError> {
-    if agent.frozen_at.is_some() {
-        return Err(SubmitError::AgentFrozen);
-    }
-    let latest = {
-        let c = state.db.client().await?;
-        state.docs.latest_of(&c, &agent.tenant_id).await?
-    };
-    let Some(doc) = latest else {
-        return Err(SubmitError::TenantNotConfigured);
-    };
+    doc: &actiond_core::tenant::TenantDocument,
+    req: &SubmitRequest,
+) -> Result<String, SubmitError> {
     let target = match doc.handler(&req.action) {
         Some(entry) => {
             let kind: HandlerKind = entry.kind;
@@ -223,6 +216,27 @@ pub async fn submit(
         // "no handler for <action>" (a signal worth reading the transcript for).
         None => req.target.clone().unwrap_or_default(),
     };
+    Ok(target)
+}
+
+/// Validates a request against the tenant's handler registry and stores it.
+pub async fn submit(
+    state: &AppState,
+    agent: &Agent,
+    req: SubmitRequest,
+    idempotency_key: Option<String>,
+) -> Result<SubmitResponse, SubmitError> {
+    if agent.frozen_at.is_some() {
+        return Err(SubmitError::AgentFrozen);
+    }
+    let latest = {
+        let c = state.db.client().await?;
+        state.docs.latest_of(&c, &agent.tenant_id).await?
+    };
+    let Some(doc) = latest else {
+        return Err(SubmitError::TenantNotConfigured);
+    };
+    let target = checked_target(state, &doc, &req)?;
     let params_json =
         canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
     let params_sha256 = sha256_hex(&params_json);

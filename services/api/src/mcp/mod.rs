@@ -367,12 +367,31 @@ async fn batch(call: &Call<'_>, items: Vec<Value>) -> Response {
             Value::Null,
         );
     }
+    // A batch is checked whole before any member runs: one malformed member refuses the batch
+    // (HTTP 400, a -32600 per malformed member, naming its index), so nothing half-runs.
+    let refused: Vec<Value> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            let (id, why) = check_message(item).err()?;
+            Some(rpc_error_value(
+                id,
+                INVALID_REQUEST,
+                format!("{why} (batch member {i}; nothing in this batch ran)"),
+                json!({"index": i}),
+            ))
+        })
+        .collect();
+    if !refused.is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            Value::Array(refused).to_string(),
+        )
+            .into_response();
+    }
     let mut answers = Vec::new();
     for item in items {
-        if let Err((id, why)) = check_message(&item) {
-            answers.push(rpc_error_value(id, INVALID_REQUEST, why, Value::Null));
-            continue;
-        }
         let response = call.forward(Bytes::from(item.to_string())).await;
         let status = response.status();
         if status == StatusCode::ACCEPTED {
