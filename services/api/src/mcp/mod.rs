@@ -455,10 +455,24 @@ fn check_message(v: &Value) -> Result<(), (Value, String)> {
     if m.get("jsonrpc") != Some(&json!("2.0")) {
         return Err((answer_id, "Invalid request: jsonrpc must be \"2.0\"".into()));
     }
+    // MCP's params, results and errors are objects (the served OpenAPI document says so too).
+    for key in ["params", "result", "error"] {
+        if m.get(key).is_some_and(|v| !v.is_object()) {
+            return Err((
+                answer_id,
+                format!("Invalid request: {key} must be an object"),
+            ));
+        }
+    }
+    let is_answer = m.contains_key("result") || m.contains_key("error");
     match m.get("method") {
+        Some(Value::String(_)) if is_answer => Err((
+            answer_id,
+            "Invalid request: a message is a request, a notification or a response, not both (method with result or error)".into(),
+        )),
         Some(Value::String(_)) => Ok(()),
         Some(_) => Err((answer_id, "Invalid request: method must be a string".into())),
-        None if id.is_some() && (m.contains_key("result") || m.contains_key("error")) => Ok(()),
+        None if id.is_some() && is_answer => Ok(()),
         None => Err((answer_id, "Invalid request: method is required".into())),
     }
 }
