@@ -204,7 +204,7 @@ async fn v13_keeps_rows_in_every_state_and_their_rules() {
         .map(|r| (r.get(0), r.get(1)))
         .collect();
     assert_eq!(before.len(), 10);
-    assert_eq!(db.migrate().await.unwrap(), vec![13]);
+    assert_eq!(db.migrate_to(13).await.unwrap(), vec![13]);
     let after: Vec<(String, String)> = c
         .query("SELECT id::text, state FROM proposals ORDER BY id", &[])
         .await
