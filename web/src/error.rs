@@ -115,26 +115,8 @@ pub(crate) struct ProblemInfo {
 
 /// Whether `Accept` asks for problem details or JSON (with a non-zero `q`) rather than a page.
 fn wants_problem(headers: &axum::http::HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|range| {
-            let mut pieces = range.split(';');
-            let essence = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = pieces.any(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            !refused
-                && matches!(
-                    essence.as_str(),
-                    "application/problem+json" | "application/json"
-                )
-        })
+    actiond_runtime::http::accept_admits(headers, &["application/problem+json", "application/json"])
+        .unwrap_or(false)
 }
 
 /// Middleware: a client that asks for `application/problem+json` (or JSON) gets every 4xx and

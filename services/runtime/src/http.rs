@@ -289,6 +289,31 @@ fn raise_fd_limit() {
     }
 }
 
+/// Whether the `Accept` header admits one of `types` (lowercase `type/subtype`, wildcards
+/// written out, e.g. `*/*`): some listed range equals one of them (case-insensitive) without
+/// `q=0` (RFC 9110, section 12.5.1). `None` when the request has no `Accept` header at all, which
+/// each caller reads its own way.
+pub fn accept_admits(headers: &axum::http::HeaderMap, types: &[&str]) -> Option<bool> {
+    let mut ranges = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .peekable();
+    ranges.peek()?;
+    Some(ranges.any(|range| {
+        let mut pieces = range.split(';');
+        let essence = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = pieces.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        !refused && types.contains(&essence.as_str())
+    }))
+}
+
 /// Why a `Content-Type` is not JSON, or `Ok` when it is `application/json` (type and subtype
 /// case-insensitive, optional whitespace, parameters allowed; a `charset` must be UTF-8).
 /// `application/jsonp`, `application/json-seq` and `text/json` are not JSON. The same check

@@ -494,30 +494,11 @@ fn check_media_types(headers: &HeaderMap) -> Result<(), Box<Problem>> {
             )));
         }
     }
-    let mut ranges = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .peekable();
-    if ranges.peek().is_none() {
-        return Ok(());
-    }
-    let admits_json = ranges.any(|range| {
-        let mut pieces = range.split(';');
-        let essence = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = pieces.any(|p| {
-            p.trim()
-                .strip_prefix("q=")
-                .and_then(|q| q.trim().parse::<f32>().ok())
-                .is_some_and(|q| q <= 0.0)
-        });
-        !refused
-            && matches!(
-                essence.as_str(),
-                "*/*" | "application/*" | "application/json"
-            )
-    });
+    let admits_json = actiond_runtime::http::accept_admits(
+        headers,
+        &["*/*", "application/*", "application/json"],
+    )
+    .unwrap_or(true);
     if admits_json {
         Ok(())
     } else {
