@@ -413,6 +413,35 @@ async fn email_send_reaches_a_real_smtp_server() {
     assert_eq!(smtp.messages().len(), 1);
 }
 
+/// A relay that stored the message and died before its reply to the end of DATA: the email
+/// may have been delivered, so the proposal is `outcome_unknown` (never re-run). A relay that
+/// cannot be reached at all sent nothing: `failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed() {
+    let smtp = SmtpSink::start_dropping_after_data();
+    let dead = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let params = json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-9", "name": "Ann"}});
+
+    let hx = Hx::new(
+        "email_cut_off_after_data",
+        &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
+        &[],
+    )
+    .await;
+    let id = hx.propose("email.send", params.clone()).await;
+    hx.s.wait_state(id, "outcome_unknown", T).await;
+    assert_eq!(smtp.messages().len(), 1, "the relay did store the message");
+    let d = hx.detail(id).await;
+    assert!(d.contains("may have accepted the message"), "{d}");
+    drop(hx);
+
+    let hx = Hx::new("email_dead_relay", &[("ACTIOND_SMTP_RELAY", dead)], &[]).await;
+    let id = hx.propose("email.send", params).await;
+    hx.s.wait_state(id, "failed", T).await;
+    let d = hx.detail(id).await;
+    assert!(d.starts_with("could not reach the SMTP relay"), "{d}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
     let target = TargetDb::create(

@@ -228,6 +228,24 @@ pub struct SmtpSink {
 impl SmtpSink {
     /// Starts `python3 -m aiosmtpd` (Debian's `/usr/bin/python3` with `python3-aiosmtpd`).
     pub fn start() -> Self {
+        Self::start_with("aiosmtpd.handlers.Mailbox", None)
+    }
+
+    /// A relay that stores the message and then dies before it answers the end of DATA: the
+    /// message was accepted, but the client never hears so (a connection cut mid-transfer).
+    pub fn start_dropping_after_data() -> Self {
+        // A raw string: a `\` line continuation would eat Python's indentation.
+        const HANDLER: &str = r#"import os
+from aiosmtpd.handlers import Mailbox
+class DropAfterData(Mailbox):
+    async def handle_DATA(self, server, session, envelope):
+        self.handle_message(self.prepare_message(session, envelope))
+        os._exit(0)
+"#;
+        Self::start_with("actiond_drop.DropAfterData", Some(HANDLER))
+    }
+
+    fn start_with(handler: &str, module: Option<&str>) -> Self {
         let dir = Scratch::new("actiond-smtp");
         let port = free_port();
         let log = dir.0.join("smtp.log");
@@ -236,10 +254,14 @@ impl SmtpSink {
         } else {
             "python3"
         };
+        if let Some(src) = module {
+            std::fs::write(dir.0.join("actiond_drop.py"), src).unwrap();
+        }
         let child = Command::new(py)
+            .env("PYTHONPATH", &dir.0)
             .args(["-m", "aiosmtpd", "-n", "-l"])
             .arg(format!("127.0.0.1:{port}"))
-            .args(["-c", "aiosmtpd.handlers.Mailbox"])
+            .args(["-c", handler])
             .arg(dir.0.join("maildir"))
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))

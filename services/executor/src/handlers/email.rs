@@ -44,7 +44,8 @@ pub(crate) fn message(mail: &RenderedEmail, message_id: &str) -> Result<Message,
 }
 
 /// Sends the approved email. A relay that refuses (4xx/5xx) or cannot be reached is `Failed`;
-/// a timeout or a dropped connection after the message may have been accepted is `Unknown`.
+/// a timeout or a connection that breaks once the exchange has begun is `Unknown` (RFC 5321
+/// §6.1: the relay takes responsibility at its reply to the end of DATA, which may be lost).
 pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
     let Some((host, port)) = &ex.destinations.smtp_relay else {
         return Outcome::Failed(
@@ -74,7 +75,17 @@ pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
         Ok(None) => {}
         Err(o) => return o,
     }
-    match t.build().send(msg).await {
+    let t = t.build();
+    // Reach the relay first: whatever fails before a connection is open sent nothing, so it is
+    // `Failed`. Once the exchange that carries the message has begun, a broken connection may
+    // come after the relay stored it (the answer to the end of DATA is the only receipt), so
+    // it is `Unknown` and never re-run.
+    match t.test_connection().await {
+        Ok(true) => {}
+        Ok(false) => return Outcome::Failed("the SMTP relay did not answer NOOP".into()),
+        Err(e) => return Outcome::Failed(format!("could not reach the SMTP relay: {e}")),
+    }
+    match t.send(msg).await {
         Ok(r) => Outcome::Succeeded(format!(
             "SMTP relay accepted the message for {} recipient(s): {}",
             mail.to.len(),
@@ -83,10 +94,10 @@ pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
         Err(e) if e.is_permanent() || e.is_transient() => {
             Outcome::Failed(format!("the SMTP relay refused the message: {e}"))
         }
-        Err(e) if e.is_timeout() || e.is_response() => Outcome::Unknown(format!(
+        Err(e) if e.is_client() => Outcome::Failed(format!("the message could not be sent: {e}")),
+        Err(e) => Outcome::Unknown(format!(
             "the SMTP exchange broke off; the relay may have accepted the message: {e}"
         )),
-        Err(e) => Outcome::Failed(format!("could not deliver to the SMTP relay: {e}")),
     }
 }
 
