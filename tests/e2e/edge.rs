@@ -164,20 +164,87 @@ async fn media_types_are_parsed_the_same_on_rest_and_mcp() {
     }
 }
 
+/// The edge limits are the operator's: `--http-header-timeout 1s` closes an idle connection
+/// after a second, `--http-max-connections 2` leaves a third client waiting until one of two
+/// closes, and an out-of-range value stops the process with one line naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_limits_are_flags() {
+    let s = Stack::with(
+        "edge_limit_flags",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let extra = [
+        ("ACTIOND_HTTP_HEADER_TIMEOUT", "1s".to_owned()),
+        ("ACTIOND_HTTP_MAX_CONNECTIONS", "2".to_owned()),
+    ];
+    let (_api, url, _) = api_with_admin_env(&s, "edge_flags_api", &extra).await;
+    let addr = url.trim_start_matches("http://").to_owned();
+    let mut a = TcpStream::connect(&addr).await.unwrap();
+    let opened = Instant::now();
+    let mut b = TcpStream::connect(&addr).await.unwrap();
+    // The third is accepted by the kernel's backlog but not served while two are open.
+    let mut c = TcpStream::connect(&addr).await.unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), c.read(&mut buf))
+            .await
+            .is_err(),
+        "a third client was served while two connections were open"
+    );
+    let idle_a = closed_within(&mut a, Duration::from_secs(5))
+        .await
+        .map(|_| opened.elapsed());
+    assert!(
+        idle_a.is_some_and(|d| d >= Duration::from_millis(800) && d < Duration::from_secs(3)),
+        "an idle connection was closed after {idle_a:?}, not about 1 s"
+    );
+    let _ = closed_within(&mut b, Duration::from_secs(5)).await;
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .expect("the waiting client is served once a slot frees")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+
+    for (flag, value) in [
+        ("--http-max-connections", "0"),
+        ("--http-header-timeout", "0s"),
+        ("--http-drain-timeout", "1h"),
+    ] {
+        let (ok, _, err) = actiond_testkit::cli(
+            &["api", flag, value],
+            &[("DATABASE_URL", s.tdb.role_url("api").await)],
+        );
+        assert!(!ok, "{flag} {value} was accepted");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
+
 /// Starts `actiond api` with a known admin port; returns (service, api url, readyz url).
 async fn api_with_admin(s: &Stack, name: &str) -> (Service, String, String) {
+    api_with_admin_env(s, name, &[]).await
+}
+
+/// [`api_with_admin`] with extra environment variables.
+async fn api_with_admin_env(
+    s: &Stack,
+    name: &str,
+    extra: &[(&'static str, String)],
+) -> (Service, String, String) {
     let (port, admin) = (free_port(), free_port());
-    let svc = Service::spawn(
-        "api",
-        name,
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
-            ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
-        ],
-        &s.logs,
-    );
+    let mut env = vec![
+        ("DATABASE_URL", s.tdb.role_url("api").await),
+        ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+        ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+    ];
+    env.extend(extra.iter().cloned());
+    let svc = Service::spawn("api", name, &[], &env, &s.logs);
     let readyz = format!("http://127.0.0.1:{admin}/readyz");
     actiond_testkit::eventually(Duration::from_secs(20), "api ready", || {
         let (h, u) = (s.http.clone(), readyz.clone());

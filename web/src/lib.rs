@@ -129,6 +129,9 @@ pub struct WebArgs {
     /// Allow notification webhooks to loopback, private and link-local addresses.
     #[arg(long, env = "ACTIOND_WEB_NOTIFY_ALLOW_PRIVATE")]
     pub notify_allow_private: bool,
+    /// Connection limits of the approval app's listener.
+    #[command(flatten)]
+    pub edge: actiond_runtime::http::EdgeArgs,
 }
 
 /// Counters of the web service.
@@ -412,7 +415,7 @@ pub async fn serve(
         .await?;
         tracing::info!(%bound, "admin listener");
     }
-    serve_state(state, listener, shutdown).await
+    serve_state_with(state, listener, (&args.edge).into(), shutdown).await
 }
 
 /// Serves an already built [`AppState`] on `listener` (with the notifier and session sweeper)
@@ -420,6 +423,22 @@ pub async fn serve(
 pub async fn serve_state(
     state: AppState,
     listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    serve_state_with(
+        state,
+        listener,
+        actiond_runtime::http::Edge::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve_state`] with the listener's connection limits (`--http-*` flags).
+pub async fn serve_state_with(
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    edge: actiond_runtime::http::Edge,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let bg = tokio::spawn(notify::background(state.clone()));
@@ -433,7 +452,7 @@ pub async fn serve_state(
     actiond_runtime::http::serve(
         listener,
         actiond_runtime::http::observe(router(state)),
-        actiond_runtime::http::Edge::default(),
+        edge,
         shutdown,
     )
     .await;

@@ -75,6 +75,9 @@ pub struct ApiArgs {
     /// by JWT". Without it only static agent tokens are accepted.
     #[arg(long, env = "ACTIOND_API_JWT_ISSUERS_FILE")]
     pub jwt_issuers_file: Option<std::path::PathBuf>,
+    /// Connection limits of the agent-facing listener.
+    #[command(flatten)]
+    pub edge: actiond_runtime::http::EdgeArgs,
 }
 
 /// Counters of the api.
@@ -570,7 +573,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     actiond_runtime::http::serve(
         listener,
         router_with_mcp(state, &mcp_config),
-        actiond_runtime::http::Edge::default(),
+        (&args.edge).into(),
         actiond_runtime::shutdown_signal(),
     )
     .await;

@@ -180,6 +180,43 @@ impl Default for Edge {
     }
 }
 
+/// The [`Edge`] limits as flags (and environment variables) of each HTTP service (`actiond
+/// api`, `actiond web`), flattened into its arguments. Defaults are [`Edge::default`]'s.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EdgeArgs {
+    /// How long a connection may take to send a request head, or stay idle between keep-alive
+    /// requests, before it is closed (100ms to 10m).
+    #[arg(long = "http-header-timeout", env = "ACTIOND_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = edge_duration)]
+    pub header_read_timeout: Duration,
+    /// Open client connections at most (1 to 1,000,000); past it the listener stops accepting
+    /// until one closes. Keep it under the process's open-file limit.
+    #[arg(long = "http-max-connections", env = "ACTIOND_HTTP_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// After SIGTERM, how long in-flight requests may take to finish (100ms to 10m); keep it
+    /// under the orchestrator's stop timeout (30 s in the Helm chart and systemd units).
+    #[arg(long = "http-drain-timeout", env = "ACTIOND_HTTP_DRAIN_TIMEOUT", default_value = "10s", value_parser = edge_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// A duration flag of [`EdgeArgs`]: `250ms`, `10s`, `2m`, from 100 ms to 10 min.
+fn edge_duration(s: &str) -> Result<Duration, String> {
+    let d = actiond_core::ids::parse_duration(s)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
+        return Err(format!("{s:?} is outside 100ms..10m"));
+    }
+    Ok(d)
+}
+
+impl From<&EdgeArgs> for Edge {
+    fn from(a: &EdgeArgs) -> Self {
+        Self {
+            header_read_timeout: a.header_read_timeout,
+            max_connections: a.max_connections as usize,
+            drain_timeout: a.drain_timeout,
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then drains: stops accepting,
 /// lets each connection finish its in-flight request (closing idle keep-alive connections at
 /// once), and returns when all are closed or `edge.drain_timeout` has passed. Unlike
