@@ -381,3 +381,48 @@ async fn a_second_signal_ends_the_drain_at_once() {
     assert_eq!(code, Some(130));
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
+
+/// An executor finishing a handler after SIGTERM keeps its admin listener: `/readyz` says 503
+/// (draining) until the process exits, and the handler's outcome is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_readyz_is_503_while_a_handler_drains() {
+    let s = Stack::with(
+        "executor_readyz_drain",
+        Options {
+            webhook_path: "slow-hook",
+            slow_delay: Duration::from_secs(2),
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let admin = free_port();
+    let mut env = s.executor_env("drainer").await;
+    env.retain(|(k, _)| *k != "ACTIOND_EXECUTOR_ADMIN_LISTEN");
+    env.push((
+        "ACTIOND_EXECUTOR_ADMIN_LISTEN",
+        format!("127.0.0.1:{admin}"),
+    ));
+    let mut ex = Service::spawn("executor", "drainer", &[], &env, &s.logs);
+    let id = s
+        .propose(r#"{"action":"webhook.post","params":{"body":{"kind":"ping"}}}"#)
+        .await;
+    let n = || s.recv.count();
+    actiond_testkit::eventually(Duration::from_secs(20), "request at the receiver", || {
+        let c = n();
+        async move { (c == 1).then_some(()) }
+    })
+    .await;
+    let readyz = format!("http://127.0.0.1:{admin}/readyz");
+    signal(&ex, nix::sys::signal::Signal::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = s.http.get(&readyz).send().await;
+    let status = r.as_ref().map(|r| r.status().as_u16());
+    assert!(
+        matches!(status, Ok(503)),
+        "readyz while the handler drains: {status:?}"
+    );
+    let (code, _) = exited(&mut ex, Duration::from_secs(15)).await;
+    assert_eq!(code, Some(0));
+    s.wait_state(id, "succeeded", Duration::from_secs(5)).await;
+}

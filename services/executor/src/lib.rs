@@ -570,10 +570,15 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
         Box::pin(async move { d.ping().await })
     });
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let mut stop_admin = stop_rx.clone();
-    let admin = actiond_runtime::serve_admin(args.admin_listen, metrics, ready, None, async move {
-        let _ = stop_admin.changed().await;
-    })
+    // The admin listener outlives the drain (running handlers finish first), so `/readyz`
+    // answers 503 until the process exits instead of refusing connections.
+    let admin = actiond_runtime::serve_admin(
+        args.admin_listen,
+        metrics,
+        ready,
+        None,
+        std::future::pending(),
+    )
     .await?;
     tracing::info!(admin = %admin, id = worker.id(), trusted_keys = ?worker.trusted_key_ids(), "actiond executor started");
     tokio::spawn(async move {

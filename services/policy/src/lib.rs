@@ -546,15 +546,13 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
         Box::pin(async move { w.refresh_gauges().await })
     });
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let mut stop_admin = stop_rx.clone();
+    // The admin listener outlives the drain, so `/readyz` answers 503 until the process exits.
     let admin = actiond_runtime::serve_admin(
         args.admin_listen,
         metrics,
         ready,
         Some(scrape),
-        async move {
-            let _ = stop_admin.changed().await;
-        },
+        std::future::pending(),
     )
     .await?;
     tracing::info!(admin = %admin, key_id = %args.key_id, classifiers = ?classifiers.names(), "actiond policy started");
