@@ -228,6 +228,11 @@ test('a webhook sending thirty customer addresses reads as a count, three sample
   const risky = await row.locator('td[data-label="Risky values"]').textContent();
   assert.match(risky, /30 email addresses, 3 shown: customer01@example\.com.* — to hooks\.partner\.example — external/s);
   assert.ok(!risky.includes('{') && !risky.includes('customer04'), `no raw JSON in the queue: ${risky}`);
+  const values = async (id) => alice.locator('tr', { has: alice.locator(`a[href="/p/${id}"]`) })
+    .locator('td[data-label="Risky values"]').textContent();
+  assert.match(await values(P_SQL), /values\s+order_id = 1234/);
+  assert.match(await values(P_DNS), /records\s+10 mx\.newmail\.example/);
+  assert.match(await values(P_EMAIL), /recipients\s+ann@customer\.example, ben@customer\.example/);
 });
 
 test('decision page shows the injected ticket as quoted text, every param, and denies in one click', async () => {

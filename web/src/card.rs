@@ -294,6 +294,28 @@ pub(crate) fn hot_params(
     }
 }
 
+/// A param value on one line in plain words: a string as it is, a list of plain values joined
+/// with ", ", an object of plain values as "name = value, …", anything deeper as compact JSON;
+/// invisible characters shown.
+pub(crate) fn plain_value(v: &Value) -> String {
+    let scalar = |v: &Value| match v {
+        Value::String(s) => Some(reveal_invisible(s, false)),
+        Value::Number(_) | Value::Bool(_) | Value::Null => Some(v.to_string()),
+        _ => None,
+    };
+    let joined = match v {
+        Value::Array(a) => a.iter().map(scalar).collect::<Option<Vec<_>>>(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, x)| scalar(x).map(|x| format!("{} = {x}", reveal_invisible(k, false))))
+            .collect::<Option<Vec<_>>>(),
+        other => scalar(other).map(|s| vec![s]),
+    };
+    joined
+        .map(|parts| parts.join(", "))
+        .unwrap_or_else(|| reveal_invisible(&v.to_string(), false))
+}
+
 /// Money in major units with its currency: "999.99 USD".
 pub(crate) fn money(amount: i64, currency: &str) -> String {
     format!(
@@ -374,6 +396,11 @@ pub(crate) fn plain_words(
                         reveal_invisible(str_of(params, "template"), false),
                         is_hot("template"),
                     ),
+                    Fact::new(
+                        "Filled with",
+                        params.get("variables").map(plain_value).unwrap_or_default(),
+                        is_hot("variables"),
+                    ),
                 ],
                 approve_label: format!(
                     "Approve email to {n} recipient{}",
@@ -383,10 +410,7 @@ pub(crate) fn plain_words(
         }
         Some(HandlerKind::DbStatementExecute) => {
             let st = reveal_invisible(str_of(params, "statement"), false);
-            let vals = params
-                .get("values")
-                .map(|v| reveal_invisible(&v.to_string(), false))
-                .unwrap_or_default();
+            let vals = params.get("values").map(plain_value).unwrap_or_default();
             // The SQL the name stands for, from the tenant's settings (what will run).
             let sql = settings
                 .get("statements")
@@ -474,10 +498,16 @@ pub(crate) fn body_summary(body: &Value) -> (String, Vec<String>) {
 
 fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
     let (host, to) = destination(target);
-    let (summary, found) = body_summary(params.get("body").unwrap_or(&Value::Null));
+    let raw = params.get("body").unwrap_or(&Value::Null);
+    let (summary, found) = body_summary(raw);
     let mut body = Fact::new("Body", summary, is_hot("body"));
     if found.len() > 3 {
         body.more = found;
+    }
+    // Every top-level field is named, so one beside the addresses is not missed.
+    if let Some(m) = raw.as_object() {
+        let names: Vec<String> = m.keys().map(|k| reveal_invisible(k, false)).collect();
+        body = body.note(format!("fields: {}", names.join(", ")));
     }
     Plain {
         facts: vec![Fact::new("To", to, false), body],
@@ -514,7 +544,7 @@ fn dns(params: &Value, preview: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
             } else {
                 "MX change: moves where this domain's email goes".into()
             },
-            true,
+            false,
         );
         w.warn = true;
         facts.push(w);
@@ -559,6 +589,7 @@ mod tests {
                 .starts_with("30 email addresses, 3 shown: c0@example.com, c1@example.com")
         );
         assert_eq!(p.facts[1].more.len(), 30);
+        assert_eq!(p.facts[1].note, "fields: customer_emails");
         assert_eq!(p.approve_label, "Approve sending to hooks.partner.example");
     }
 
@@ -636,6 +667,20 @@ mod tests {
         // No override, no note; an override with nothing after it, no note either.
         assert!(pieces("plain text").iter().all(|x| x.kind == "plain"));
         assert!(!pieces("end\u{202E}").iter().any(|x| x.kind == "reversed"));
+    }
+
+    #[test]
+    fn values_read_as_plain_words() {
+        assert_eq!(
+            plain_value(&json!(["a", "b\u{202E}c"])),
+            "a, b⟦U+202E⟧c".replace("⟦U+202E⟧", &reveal_invisible("\u{202E}", false))
+        );
+        assert_eq!(
+            plain_value(&json!({"order_id": 1234, "force": true})),
+            "force = true, order_id = 1234"
+        );
+        assert_eq!(plain_value(&json!("x")), "x");
+        assert_eq!(plain_value(&json!({"a": [1]})), r#"{"a":[1]}"#);
     }
 
     #[test]

@@ -205,7 +205,7 @@ fn risky_values(
                         let (_, to) = card::destination(&reveal_invisible(target, false));
                         format!("{summary} — to {to}")
                     }
-                    _ => short(show_value(v).replace('\n', " "), 80),
+                    _ => short(card::plain_value(v).replace('\n', " "), 80),
                 };
                 RiskyValue {
                     name: name.clone(),
