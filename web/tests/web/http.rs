@@ -747,32 +747,8 @@ async fn refusals_are_problem_json_when_asked() {
 async fn freeze_an_agent_from_its_proposal() {
     let t = fresh_db().await;
     let seeded = seed(&t.db, None).await;
-    let (_cap, hook_url, _relay) = capture_servers().await;
-    let (creds, _public) = credentials(&hook_url);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let args = web_args(&[
-        "--listen",
-        &listener.local_addr().unwrap().to_string(),
-        "--database-url",
-        &t.web_url,
-        "--credentials-dir",
-        creds.to_str().unwrap(),
-        "--dev-login",
-        "--grant-key-id",
-        "web-test",
-    ]);
-    let state = AppState::build(&args).await.unwrap();
-    tokio::spawn(actiond_web::serve_state(
-        state.clone(),
-        listener,
-        std::future::pending(),
-    ));
-    let dev = Dev {
-        base: base.clone(),
-        state,
-        http: client(),
-    };
+    let dev = dev_server(&t, &["--grant-key-id", "web-test"]).await;
+    let base = dev.base.clone();
     let bob = dev.login("bob", "bob@acme.test", "acme-approvers").await;
     // refund-bot (owner alice) has two open escalations: p_approve and p_other.
     let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
