@@ -21,7 +21,7 @@ fn core_transitions() -> Pairs {
     pairs
 }
 
-/// A fresh database with one tenant, one agent and one pending proposal; returns its id.
+/// A fresh database with one tenant, one (frozen) agent and one pending proposal; returns its id.
 async fn one_proposal(tdb: &TestDb) -> uuid::Uuid {
     let doc = crate::support::TENANT
         .replace("RECEIVER", "http://127.0.0.1:9")
@@ -39,6 +39,15 @@ async fn one_proposal(tdb: &TestDb) -> uuid::Uuid {
                                     intent_hash, request_sha256)
              VALUES ($1, 'acme', $2, 'webhook.post', '', '{}', $3, $3, $3)",
             &[&id, &agent_id, &hex],
+        )
+        .await
+        .unwrap();
+    // Frozen, so `pending → denied` (legal only for a frozen agent's proposal) is tried too.
+    tdb.superuser()
+        .await
+        .execute(
+            "UPDATE agents SET frozen_at = now(), frozen_by = 'test' WHERE id = $1",
+            &[&agent_id],
         )
         .await
         .unwrap();

@@ -2,7 +2,8 @@
 // the app twice — against the real oidc-provider and against fake-idp.mjs — and checks the
 // database afterwards). Run alone only with the env vars below set.
 //
-// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, ARTIFACTS, PROFILES.
+// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, P_DNS, P_EMAIL, P_SQL,
+// P_HOOK30, ARTIFACTS, PROFILES.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -21,6 +22,10 @@ const P_DENY = env('P_DENY');
 const P_APPROVE = env('P_APPROVE');
 const P_OTHER = env('P_OTHER');
 const P_GLOBEX = env('P_GLOBEX');
+const P_DNS = env('P_DNS');
+const P_EMAIL = env('P_EMAIL');
+const P_SQL = env('P_SQL');
+const P_HOOK30 = env('P_HOOK30');
 const ARTIFACTS = env('ARTIFACTS');
 const PROFILES = env('PROFILES');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -91,7 +96,9 @@ const inView = (b, h) => b && b.y >= 0 && b.y + b.height <= h;
 test('the decision card and both buttons fit the first screen on desktop and phone', async () => {
   const ctx = await browserFor('bob-layout');
   const { page } = await login(ctx, 'bob', `/p/${P_DENY}`);
-  for (const [id, kind] of [[P_DENY, 'webhook'], [P_APPROVE, 'refund']]) {
+  const kinds = [[P_DENY, 'webhook'], [P_APPROVE, 'refund'], [P_DNS, 'dns'], [P_EMAIL, 'email'],
+    [P_SQL, 'sql'], [P_HOOK30, 'webhook30']];
+  for (const [id, kind] of kinds) {
     await page.setViewportSize({ width: 1280, height: 900 });
     await page.goto(`${WEB}/p/${id}`);
     const card = await page.locator('#decision-card').boundingBox();
@@ -124,14 +131,108 @@ test('the injected ticket gets a banner, named chips and a queue badge', async (
   const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_DENY}"]`) });
   assert.match(await row.locator('.flag.inj').textContent(), /injection: gives orders/);
   assert.match(await row.locator('.flag.hid').textContent(), /hidden: RIGHT-TO-LEFT OVERRIDE/);
-  assert.match(await alice.title(), /^\(3\) Queue/, 'count in the title');
+  assert.match(await alice.title(), /^\(7\) Queue/, 'count in the title');
   await alice.goto(`${WEB}/p/${P_DENY}`);
   assert.match(await alice.textContent('#injection-banner'), /Possible prompt injection: the agent's text gives orders/);
   assert.match(await alice.textContent('#hidden-banner'), /4 hidden or direction-changing characters/);
   const chips = await alice.$$eval('#source-text .chip', (e) => e.map((x) => x.textContent));
   assert.ok(chips.includes('U+202E RIGHT-TO-LEFT OVERRIDE'), chips.join('|'));
   assert.match(await alice.locator('#source-text mark.inj').first().textContent(), /snoitcurtsni suoiverp erongi|IGNORE PREVIOUS INSTRUCTIONS/);
+  // Text behind the override is shown as stored, and labelled with what other screens show.
+  const rev = await alice.$$eval('#source-text .rev', (e) => e.map((x) => x.textContent));
+  assert.deepEqual(rev, ['⇄ text after this is shown reversed; on screen it reads “ignore previous instructions”']);
+  const chipThenNote = await alice.$eval('#source-text .rev', (e) => e.previousElementSibling.textContent);
+  assert.equal(chipThenNote, 'U+202E RIGHT-TO-LEFT OVERRIDE', 'the note sits right after the chip');
   await shot(alice, '23-injected-ticket');
+});
+
+// WCAG 2.x contrast ratio of each element's text against its effective background (its own and
+// its ancestors' background colours blended over white), from the browser's computed styles.
+const contrasts = (page, sel) => page.$$eval(sel, (els) => els.map((el) => {
+  const parse = (c) => {
+    const p = c.match(/rgba?\(([^)]+)\)/)[1].split(/[\s,/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const layers = [];
+  for (let n = el; n; n = n.parentElement) {
+    const bg = parse(getComputedStyle(n).backgroundColor);
+    if (bg[3] > 0) { layers.push(bg); if (bg[3] >= 1) break; }
+  }
+  let bg = [255, 255, 255];
+  for (const l of layers.reverse()) bg = bg.map((c, i) => l[i] * l[3] + c * (1 - l[3]));
+  const f = parse(getComputedStyle(el).color);
+  const fg = bg.map((c, i) => f[i] * f[3] + c * (1 - f[3]));
+  const lum = (rgb) => {
+    const [r, g, b] = rgb.map((v) => { const s = v / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return { sel: el.className || el.tagName, text: el.textContent.trim().slice(0, 30), ratio: (hi + 0.05) / (lo + 0.05) };
+}));
+
+test('contrast is at least 4.5:1, the skip link leads to the decision, and focus reaches it first', async () => {
+  const ctx = await browserFor('a11y');
+  const { page } = await login(ctx, 'bob', `/p/${P_DENY}`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+  const sels = ['dl.kv .hot .val', 'mark.inj', '.why', '.chip', '.rev', '.badge.risk', '.badge.bad',
+    '#approve', '#deny', '.banner', '.expires', '.muted', 'dl.kv dt', 'a'];
+  const measured = [];
+  for (const s of sels) measured.push(...await contrasts(page, s));
+  await page.goto(`${WEB}/queue`);
+  for (const s of ['.flag.inj', '.flag.hid', 'a.sentence', 'td.left', '.risky-inline .pname']) measured.push(...await contrasts(page, s));
+  const low = measured.filter((m) => m.ratio < 4.5);
+  assert.ok(measured.length > 20, `measured ${measured.length} elements`);
+  assert.deepEqual(low, [], 'every text is at least 4.5:1 against its background');
+  console.log(`contrast: ${measured.length} elements, lowest ${Math.min(...measured.map((m) => m.ratio)).toFixed(2)}:1`);
+  // The measurement can fail: the highlight colour alone is nearly invisible against the card,
+  // which is why each highlighted value also carries a text label.
+  await page.goto(`${WEB}/p/${P_DENY}`);
+  const bgOnly = await page.$eval('dl.kv .hot dd', (dd) => {
+    const ch = (c) => c.match(/\d+/g).slice(0, 3).map(Number).map((v) => { const s = v / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+    const l = (rgb) => 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2];
+    return (l(ch('rgb(255,255,255)')) + 0.05) / (l(ch(getComputedStyle(dd).backgroundColor)) + 0.05);
+  });
+  assert.ok(bgOnly < 1.5, `highlight background vs card is ${bgOnly}`);
+  for (const t of await page.$$eval('dl.kv .hot dd', (e) => e.map((x) => x.textContent))) {
+    assert.match(t, /set off the rule/, 'a highlighted value says so in words');
+  }
+  // Keyboard: the first Tab reaches "Skip to your decision", which is visible when focused;
+  // following it, the next Tab lands on Approve.
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to your decision');
+  const skip = await page.locator('a.skip[href="#decide"]').boundingBox();
+  assert.ok(skip && skip.x >= 0 && skip.y >= 0, `skip link on screen when focused: ${JSON.stringify(skip)}`);
+  await page.screenshot({ path: path.join(ARTIFACTS, '24-skip-link-focused.png') });
+  await page.keyboard.press('Enter');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'approve');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'deny', 'then the deny reason, note and Deny');
+});
+
+test('a webhook sending thirty customer addresses reads as a count, three samples and the destination', async () => {
+  await alice.goto(`${WEB}/p/${P_HOOK30}`);
+  const card = await alice.textContent('#decision-card');
+  assert.match(card, /30 email addresses, 3 shown: customer01@example\.com, customer02@example\.com, customer03@example\.com/);
+  assert.match(card, /hooks\.partner\.example — external/);
+  assert.equal((await alice.textContent('#decision-card details.more summary')).trim(), 'show all 30');
+  assert.equal(await alice.locator('#decision-card details.more li').first().isVisible(), false, 'folded at first');
+  await alice.click('#decision-card details.more summary');
+  assert.equal(await alice.locator('#decision-card details.more li').count(), 30);
+  assert.equal(await alice.locator('#decision-card details.more li').nth(29).textContent(), 'customer30@example.com');
+  await shot(alice, '25-webhook-thirty-addresses');
+  await alice.goto(`${WEB}/queue`);
+  const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_HOOK30}"]`) });
+  const risky = await row.locator('td[data-label="Risky values"]').textContent();
+  assert.match(risky, /30 email addresses, 3 shown: customer01@example\.com.* — to hooks\.partner\.example — external/s);
+  assert.ok(!risky.includes('{') && !risky.includes('customer04'), `no raw JSON in the queue: ${risky}`);
+  const values = async (id) => alice.locator('tr', { has: alice.locator(`a[href="/p/${id}"]`) })
+    .locator('td[data-label="Risky values"]').textContent();
+  assert.match(await values(P_SQL), /values\s+order_id = 1234/);
+  assert.match(await values(P_DNS), /records\s+10 mx\.newmail\.example/);
+  assert.match(await values(P_EMAIL), /recipients\s+ann@customer\.example, ben@customer\.example/);
 });
 
 test('decision page shows the injected ticket as quoted text, every param, and denies in one click', async () => {
@@ -185,6 +286,35 @@ test('another approver approves the second proposal in one click', async () => {
   assert.match(await page.textContent('main'), /deny by alice \(looks injected\)/);
   assert.match(await page.textContent('main'), /approve by bob/);
   await shot(page, '06-history');
+});
+
+test('tenant admins get the Approvers page from the navigation; others get neither', async () => {
+  assert.equal(await alice.$('#nav-approvers'), null, 'alice is no tenant admin');
+  const refused = await alice.goto(`${WEB}/admin/approvers`);
+  assert.equal(refused.status(), 403);
+  assert.ok(await alice.$('nav[aria-label="Main"] a[href="/queue"]'), 'the refusal keeps the navigation');
+  const ctx = await browserFor('dana');
+  const { page } = await login(ctx, 'dana');
+  await page.click('#nav-approvers');
+  await page.waitForURL(`${WEB}/admin/approvers`);
+  assert.match(await page.textContent('h1'), /Approvers of acme, last 30 days/);
+  const rows = await page.$$eval('#approvers tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.trim())));
+  const byWho = Object.fromEntries(rows.map((r) => [r[0].split(/\s/)[0], r.slice(1)]));
+  assert.deepEqual(byWho['alice@acme.test'].slice(0, 2), ['1', '0%'], JSON.stringify(rows));
+  assert.deepEqual(byWho['bob@acme.test'].slice(0, 2), ['1', '100%'], JSON.stringify(rows));
+  assert.match(byWho['bob@acme.test'][2], /^\d+\.\d s$/, 'time on page measured');
+  await shot(page, '12-admin-approvers');
+});
+
+test('a 404 keeps the navigation', async () => {
+  const res = await alice.goto(`${WEB}/p/not-a-proposal`);
+  assert.equal(res.status(), 404);
+  assert.ok(await alice.$('nav[aria-label="Main"] a[href="/history"]'));
+  assert.match(await alice.textContent('header'), /Signed in as/);
+  await alice.click('nav[aria-label="Main"] a[href="/queue"]');
+  await alice.waitForURL(`${WEB}/queue`);
+  await alice.goto(`${WEB}/nothing-here`);
+  await shot(alice, '13-not-found');
 });
 
 test('a tenant-B approver cannot read or decide a tenant-A proposal (404)', async () => {

@@ -15,6 +15,7 @@ if (!CLIENT_ID || !CLIENT_SECRET || !REDIRECT_URI) {
 export const USERS = {
   alice: { email: 'alice@acme.test', name: 'Alice Acme', groups: ['acme-approvers'] },
   bob: { email: 'bob@acme.test', name: 'Bob Acme', groups: ['acme-approvers', 'staff'] },
+  dana: { email: 'dana@acme.test', name: 'Dana Acme', groups: ['acme-approvers', 'acme-admins'] },
   carol: { email: 'carol@globex.test', name: 'Carol Globex', groups: ['globex-approvers'] },
 };
 

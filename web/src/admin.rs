@@ -31,20 +31,13 @@ async fn admin_tenant(
     q: &TenantQuery,
 ) -> WebResult<(Vec<String>, String)> {
     let docs = state.docs.latest_of_every_tenant(client).await?;
-    let mut admin_tenants: Vec<String> = docs
-        .iter()
-        .filter(|d| {
-            d.admins.includes(
-                &d.approvers,
-                state.person_issuer(),
-                &v.issuer,
-                &v.subject,
-                &v.claims,
-            )
-        })
-        .map(|d| d.tenant.as_str().to_owned())
-        .collect();
-    admin_tenants.sort();
+    let admin_tenants = crate::authz::admin_tenants(
+        &docs,
+        state.person_issuer(),
+        &v.issuer,
+        &v.subject,
+        &v.claims,
+    );
     let tenant = match q.tenant.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         Some(t) if admin_tenants.iter().any(|a| a == t) => t.to_owned(),
         // Another tenant's report is as invisible as another tenant's proposal.

@@ -36,6 +36,27 @@ pub(crate) fn authorized_tenants(
     t
 }
 
+/// The tenants a person administers (`admins:` of each current document, identified like
+/// approvers), sorted.
+pub(crate) fn admin_tenants(
+    docs: &[Arc<TenantDocument>],
+    deployment_issuer: &str,
+    issuer: &str,
+    subject: &str,
+    claims: &Value,
+) -> Vec<String> {
+    let mut t: Vec<String> = docs
+        .iter()
+        .filter(|d| {
+            d.admins
+                .includes(&d.approvers, deployment_issuer, issuer, subject, claims)
+        })
+        .map(|d| d.tenant.as_str().to_owned())
+        .collect();
+    t.sort();
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,16 +15,92 @@ use serde_json::Value;
 /// One piece of agent text as the template shows it.
 #[derive(Debug, Clone)]
 pub(crate) struct PieceView {
-    /// `plain`, `phrase` or `hidden`.
+    /// `plain`, `phrase`, `hidden` or `reversed` (the note after a RIGHT-TO-LEFT OVERRIDE).
     pub(crate) kind: &'static str,
     /// The characters (empty for a hidden character).
     pub(crate) text: String,
-    /// For a phrase: why ("gives orders"); for a hidden character: its code point and name.
+    /// For a phrase: why ("gives orders"); for a hidden character: its code point and name;
+    /// for `reversed`: what the overridden text reads as on screen.
     pub(crate) label: String,
 }
 
-/// Splits agent text into pieces, see the module doc.
+/// Splits agent text into pieces, see the module doc. Text after a U+202E RIGHT-TO-LEFT
+/// OVERRIDE is shown here in its stored (logical) order, which is not what other screens show:
+/// a `reversed` note right after the chip gives the on-screen (visual) reading.
 pub(crate) fn pieces(text: &str) -> Vec<PieceView> {
+    mark_reversed(split(text))
+}
+
+const RLO: &str = "U+202E";
+/// The characters that end an override: POP DIRECTIONAL FORMATTING and POP DIRECTIONAL
+/// ISOLATE (a paragraph end, a newline, ends it too; Unicode UAX #9).
+const OVERRIDE_ENDS: [&str; 2] = ["U+202C", "U+2069"];
+
+/// Inserts, after each RIGHT-TO-LEFT OVERRIDE chip, a `reversed` piece with the text it
+/// reverses as a screen shows it ("text after this is shown reversed; on screen: …").
+fn mark_reversed(all: Vec<PieceView>) -> Vec<PieceView> {
+    let mut out: Vec<PieceView> = Vec::with_capacity(all.len() + 2);
+    // (index of the note to insert, logical text of the run so far)
+    let mut run: Option<(usize, String)> = None;
+    let close = |out: &mut Vec<PieceView>, run: Option<(usize, String)>| {
+        if let Some((at, logical)) = run
+            && !logical.trim().is_empty()
+        {
+            let visual: String = logical.trim().chars().rev().collect();
+            out.insert(
+                at,
+                PieceView {
+                    kind: "reversed",
+                    text: String::new(),
+                    label: format!(
+                        "text after this is shown reversed; on screen it reads “{visual}”"
+                    ),
+                },
+            );
+        }
+    };
+    for p in all {
+        if p.kind == "hidden" {
+            let ends =
+                p.label.starts_with(RLO) || OVERRIDE_ENDS.iter().any(|e| p.label.starts_with(e));
+            if ends {
+                close(&mut out, run.take());
+            }
+            let starts = p.label.starts_with(RLO);
+            out.push(p);
+            if starts {
+                run = Some((out.len(), String::new()));
+            }
+            continue;
+        }
+        match run.as_mut() {
+            Some((_, logical)) => match p.text.split_once('\n') {
+                Some((before, after)) => {
+                    logical.push_str(before);
+                    close(&mut out, run.take());
+                    out.push(PieceView {
+                        text: before.to_owned(),
+                        ..p.clone()
+                    });
+                    out.push(PieceView {
+                        text: format!("\n{after}"),
+                        ..p
+                    });
+                }
+                None => {
+                    logical.push_str(&p.text);
+                    out.push(p);
+                }
+            },
+            None => out.push(p),
+        }
+    }
+    close(&mut out, run.take());
+    out.retain(|p| matches!(p.kind, "hidden" | "reversed") || !p.text.is_empty());
+    out
+}
+
+fn split(text: &str) -> Vec<PieceView> {
     annotate(text, &find_phrases(text))
         .into_iter()
         .map(|p| match p.kind {
@@ -218,6 +294,28 @@ pub(crate) fn hot_params(
     }
 }
 
+/// A param value on one line in plain words: a string as it is, a list of plain values joined
+/// with ", ", an object of plain values as "name = value, …", anything deeper as compact JSON;
+/// invisible characters shown.
+pub(crate) fn plain_value(v: &Value) -> String {
+    let scalar = |v: &Value| match v {
+        Value::String(s) => Some(reveal_invisible(s, false)),
+        Value::Number(_) | Value::Bool(_) | Value::Null => Some(v.to_string()),
+        _ => None,
+    };
+    let joined = match v {
+        Value::Array(a) => a.iter().map(scalar).collect::<Option<Vec<_>>>(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, x)| scalar(x).map(|x| format!("{} = {x}", reveal_invisible(k, false))))
+            .collect::<Option<Vec<_>>>(),
+        other => scalar(other).map(|s| vec![s]),
+    };
+    joined
+        .map(|parts| parts.join(", "))
+        .unwrap_or_else(|| reveal_invisible(&v.to_string(), false))
+}
+
 /// Money in major units with its currency: "999.99 USD".
 pub(crate) fn money(amount: i64, currency: &str) -> String {
     format!(
@@ -298,6 +396,11 @@ pub(crate) fn plain_words(
                         reveal_invisible(str_of(params, "template"), false),
                         is_hot("template"),
                     ),
+                    Fact::new(
+                        "Filled with",
+                        params.get("variables").map(plain_value).unwrap_or_default(),
+                        is_hot("variables"),
+                    ),
                 ],
                 approve_label: format!(
                     "Approve email to {n} recipient{}",
@@ -307,14 +410,20 @@ pub(crate) fn plain_words(
         }
         Some(HandlerKind::DbStatementExecute) => {
             let st = reveal_invisible(str_of(params, "statement"), false);
-            let vals = params
-                .get("values")
-                .map(|v| reveal_invisible(&v.to_string(), false))
-                .unwrap_or_default();
+            let vals = params.get("values").map(plain_value).unwrap_or_default();
+            // The SQL the name stands for, from the tenant's settings (what will run).
+            let sql = settings
+                .get("statements")
+                .and_then(|s| s.get(str_of(params, "statement")))
+                .and_then(|s| s.get("sql"))
+                .and_then(Value::as_str)
+                .map(|s| reveal_invisible(s, false))
+                .unwrap_or_else(|| "(not in the tenant's statements)".into());
             Plain {
                 facts: vec![
                     Fact::new("Statement", st.clone(), is_hot("statement")),
                     Fact::new("With", vals, is_hot("values")),
+                    Fact::new("Runs", sql, false),
                 ],
                 approve_label: format!("Approve running {st}"),
             }
@@ -347,7 +456,10 @@ fn refund(params: &Value, settings: &Value, is_hot: &dyn Fn(&str) -> bool) -> Pl
     }
 }
 
-fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
+/// Where a webhook goes: its host and "host — external" or "host — internal" (loopback,
+/// private addresses, `.internal` and `.local` names). `target` must already have its
+/// invisible characters revealed (a URL parser would silently drop some of them).
+pub(crate) fn destination(target: &str) -> (String, String) {
     let host = url::Url::parse(target)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
@@ -357,37 +469,48 @@ fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain
     } else {
         "internal"
     };
-    let body = params.get("body").unwrap_or(&Value::Null);
-    let fields = body.as_object().map_or(0, |m| m.len());
+    let shown = format!("{host} — {where_}");
+    (host, shown)
+}
+
+/// A webhook body in plain words and every email address in it: "30 email addresses, 3
+/// shown: a@x, b@x, c@x" (the addresses, for "show all"), or "2 fields" when it holds none.
+pub(crate) fn body_summary(body: &Value) -> (String, Vec<String>) {
     let mut found = Vec::new();
     emails(body, &mut found);
-    let mut facts = vec![Fact::new("To", format!("{host} — {where_}"), false)];
     if found.is_empty() {
-        facts.push(Fact::new(
-            "Body",
+        let fields = body.as_object().map_or(0, |m| m.len());
+        return (
             format!("{fields} field{}", if fields == 1 { "" } else { "s" }),
-            is_hot("body"),
-        ));
-    } else {
-        let n = found.len();
-        let shown: Vec<String> = found.iter().take(3).cloned().collect();
-        let mut f = Fact::new(
-            "Body",
-            format!(
-                "{n} email address{}, {} shown: {}",
-                if n == 1 { "" } else { "es" },
-                shown.len(),
-                shown.join(", ")
-            ),
-            is_hot("body"),
+            found,
         );
-        if n > 3 {
-            f.more = found;
-        }
-        facts.push(f);
+    }
+    let n = found.len();
+    let shown: Vec<String> = found.iter().take(3).cloned().collect();
+    let text = format!(
+        "{n} email address{}, {} shown: {}",
+        if n == 1 { "" } else { "es" },
+        shown.len(),
+        shown.join(", ")
+    );
+    (text, found)
+}
+
+fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
+    let (host, to) = destination(target);
+    let raw = params.get("body").unwrap_or(&Value::Null);
+    let (summary, found) = body_summary(raw);
+    let mut body = Fact::new("Body", summary, is_hot("body"));
+    if found.len() > 3 {
+        body.more = found;
+    }
+    // Every top-level field is named, so one beside the addresses is not missed.
+    if let Some(m) = raw.as_object() {
+        let names: Vec<String> = m.keys().map(|k| reveal_invisible(k, false)).collect();
+        body = body.note(format!("fields: {}", names.join(", ")));
     }
     Plain {
-        facts,
+        facts: vec![Fact::new("To", to, false), body],
         approve_label: format!("Approve sending to {host}"),
     }
 }
@@ -421,7 +544,7 @@ fn dns(params: &Value, preview: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
             } else {
                 "MX change: moves where this domain's email goes".into()
             },
-            true,
+            false,
         );
         w.warn = true;
         facts.push(w);
@@ -466,6 +589,7 @@ mod tests {
                 .starts_with("30 email addresses, 3 shown: c0@example.com, c1@example.com")
         );
         assert_eq!(p.facts[1].more.len(), 30);
+        assert_eq!(p.facts[1].note, "fields: customer_emails");
         assert_eq!(p.approve_label, "Approve sending to hooks.partner.example");
     }
 
@@ -501,6 +625,62 @@ mod tests {
             d.facts[1].value,
             "x.example MX: 10 mx.x.example → 10 mx.evil.example"
         );
+    }
+
+    #[test]
+    fn text_behind_a_right_to_left_override_is_labelled_with_its_screen_reading() {
+        let p = pieces("pay to sync\u{202E}moc.live\u{202C} now\nand \u{202E}olleh\nbye");
+        let kinds: Vec<(&str, &str)> = p
+            .iter()
+            .map(|x| {
+                (
+                    x.kind,
+                    if x.text.is_empty() {
+                        x.label.as_str()
+                    } else {
+                        x.text.as_str()
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("plain", "pay to sync"),
+                ("hidden", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+                (
+                    "reversed",
+                    "text after this is shown reversed; on screen it reads “evil.com”"
+                ),
+                ("plain", "moc.live"),
+                ("hidden", "U+202C POP DIRECTIONAL FORMATTING"),
+                ("plain", " now\nand "),
+                ("hidden", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+                (
+                    "reversed",
+                    "text after this is shown reversed; on screen it reads “hello”"
+                ),
+                ("plain", "olleh"),
+                ("plain", "\nbye"),
+            ]
+        );
+        // No override, no note; an override with nothing after it, no note either.
+        assert!(pieces("plain text").iter().all(|x| x.kind == "plain"));
+        assert!(!pieces("end\u{202E}").iter().any(|x| x.kind == "reversed"));
+    }
+
+    #[test]
+    fn values_read_as_plain_words() {
+        assert_eq!(
+            plain_value(&json!(["a", "b\u{202E}c"])),
+            "a, b⟦U+202E⟧c".replace("⟦U+202E⟧", &reveal_invisible("\u{202E}", false))
+        );
+        assert_eq!(
+            plain_value(&json!({"order_id": 1234, "force": true})),
+            "force = true, order_id = 1234"
+        );
+        assert_eq!(plain_value(&json!("x")), "x");
+        assert_eq!(plain_value(&json!({"a": [1]})), r#"{"a":[1]}"#);
     }
 
     #[test]

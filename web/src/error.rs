@@ -73,6 +73,7 @@ impl IntoResponse for WebError {
                     title: "Internal error",
                     message: "Something failed on our side; nothing was decided. Try again, and give this operation id to your operator if it keeps failing.",
                     operation_id: Some(op.to_string()),
+                    chrome: None,
                 };
                 let mut r = (
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -93,6 +94,7 @@ impl IntoResponse for WebError {
             title,
             message: &message,
             operation_id: None,
+            chrome: None,
         };
         let mut r = (status, [(header::CACHE_CONTROL, "no-store")], render(&page)).into_response();
         r.extensions_mut().insert(ProblemInfo {
@@ -159,6 +161,40 @@ pub(crate) async fn problem_when_asked(
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(body.to_string()))
+}
+
+/// Middleware: a 4xx page (a 404 above all) keeps the navigation. Error pages are rendered
+/// where the person is not known; when the request carries a valid session, the page is
+/// rendered again with the signed-in header (queue, history, admin links, sign out). Clients
+/// that asked for problem details are left to [`problem_when_asked`].
+pub(crate) async fn navigation_on_errors(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers().clone();
+    let response = next.run(request).await;
+    if !response.status().is_client_error() || wants_problem(&headers) {
+        return response;
+    }
+    let Some(info) = response.extensions().get::<ProblemInfo>().cloned() else {
+        return response;
+    };
+    let viewer = match crate::session::viewer(&state, &headers).await {
+        Ok(Some(v)) => v,
+        _ => return response,
+    };
+    let page = ErrorPage {
+        status: response.status().as_u16(),
+        title: info.title,
+        message: &info.detail,
+        operation_id: None,
+        chrome: Some(crate::pages::chrome(&viewer)),
+    };
+    let body = render(&page).into_body();
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, body)
 }
 
 /// Result of page handlers.

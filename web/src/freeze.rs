@@ -1,7 +1,7 @@
 //! Freezing an agent from any of its proposals: the way out of an approval flood that is not
 //! "approve to make it stop".
 //!
-//! Any approver who can see one of the agent's proposals may freeze it: its escalated
+//! Any approver who can see one of the agent's proposals may freeze it: its pending and escalated
 //! proposals are denied with one reason, and the api refuses its new ones (403, "this agent is
 //! frozen") until its owner or a tenant admin unfreezes it. Both are audit events.
 

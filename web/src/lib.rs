@@ -383,6 +383,10 @@ pub fn router(state: AppState) -> Router {
         .route("/static/app.css", get(headers::stylesheet))
         .fallback(pages::not_found)
         .layer(DefaultBodyLimit::max(16 * 1024))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            error::navigation_on_errors,
+        ))
         .layer(axum::middleware::from_fn(error::problem_when_asked))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -54,6 +54,7 @@ pub(crate) fn chrome(v: &Viewer) -> Chrome {
         tenants: v.tenants.join(", "),
         csrf: v.csrf.clone(),
         dev: v.dev,
+        admin: !v.admin_tenants.is_empty(),
     }
 }
 
@@ -166,10 +167,13 @@ fn nonempty(s: &Option<String>) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The tenants the queue or history lists: the one the filter names, or all of the person's
+/// when it names none — or names one they do not approve for (or that does not exist): then
+/// the page says so above the full list, instead of claiming that nothing waits.
 fn selected_tenants(v: &Viewer, f: &Filters) -> Vec<String> {
     match nonempty(&f.tenant) {
-        Some(t) => v.tenants.iter().filter(|x| **x == t).cloned().collect(),
-        None => v.tenants.clone(),
+        Some(t) if v.tenants.contains(&t) => vec![t],
+        _ => v.tenants.clone(),
     }
 }
 
@@ -180,7 +184,15 @@ pub(crate) fn path_and_query(uri: &Uri) -> String {
         .unwrap_or_else(|| "/queue".into())
 }
 
-fn risky_values(params: &Value, risky: &[String]) -> Vec<RiskyValue> {
+/// The risky values of a queue row in plain words: money as "120.00 USD", a webhook body as
+/// "30 email addresses, 3 shown: … — to hooks.partner.example — external", anything else
+/// shortened to one line.
+fn risky_values(
+    params: &Value,
+    risky: &[String],
+    kind: Option<HandlerKind>,
+    target: &str,
+) -> Vec<RiskyValue> {
     risky
         .iter()
         .filter_map(|name| {
@@ -188,7 +200,12 @@ fn risky_values(params: &Value, risky: &[String]) -> Vec<RiskyValue> {
                 let cur = params.get("currency").and_then(Value::as_str);
                 let value = match (name.as_str(), v.as_i64(), cur) {
                     ("amount", Some(n), Some(cur)) => card::money(n, cur),
-                    _ => short(show_value(v).replace('\n', " "), 80),
+                    ("body", _, _) if kind == Some(HandlerKind::WebhookPost) => {
+                        let (summary, _) = card::body_summary(v);
+                        let (_, to) = card::destination(&reveal_invisible(target, false));
+                        format!("{summary} — to {to}")
+                    }
+                    _ => short(card::plain_value(v).replace('\n', " "), 80),
                 };
                 RiskyValue {
                     name: name.clone(),
@@ -275,7 +292,7 @@ pub(crate) async fn queue(
             sentence: d.sentence,
             action: reveal_invisible(&r.action, false),
             agent: reveal_invisible(&r.agent_name, false),
-            risky: risky_values(&params, &d.risky),
+            risky: risky_values(&params, &d.risky, d.kind, &r.target),
             state: "escalated".into(),
             decided: String::new(),
         });
@@ -287,7 +304,10 @@ pub(crate) async fn queue(
         history: false,
         rows,
         my_tenants: v.tenants.clone(),
-        f_tenant: nonempty(&f.tenant).unwrap_or_default(),
+        f_tenant: nonempty(&f.tenant)
+            .map(|t| short(reveal_invisible(&t, false), 64))
+            .unwrap_or_default(),
+        f_tenant_not_mine: nonempty(&f.tenant).is_some_and(|t| !v.tenants.contains(&t)),
         f_agent: agent.unwrap_or_default(),
         f_action: action.unwrap_or_default(),
     }))
@@ -327,7 +347,7 @@ pub(crate) async fn history(
             sentence: d.sentence,
             action: reveal_invisible(&r.action, false),
             agent: reveal_invisible(&r.agent_name, false),
-            risky: risky_values(&params, &d.risky),
+            risky: risky_values(&params, &d.risky, d.kind, &r.target),
             state: r.state,
             decided: reveal_invisible(&by, false),
             flags: Vec::new(),
@@ -340,7 +360,10 @@ pub(crate) async fn history(
         history: true,
         rows: out,
         my_tenants: v.tenants.clone(),
-        f_tenant: nonempty(&f.tenant).unwrap_or_default(),
+        f_tenant: nonempty(&f.tenant)
+            .map(|t| short(reveal_invisible(&t, false), 64))
+            .unwrap_or_default(),
+        f_tenant_not_mine: nonempty(&f.tenant).is_some_and(|t| !v.tenants.contains(&t)),
         f_agent: agent.unwrap_or_default(),
         f_action: action.unwrap_or_default(),
     }))

@@ -115,6 +115,9 @@ pub(crate) struct Viewer {
     pub(crate) dev: bool,
     /// Tenants this person approves for, from the current tenant documents.
     pub(crate) tenants: Vec<String>,
+    /// Tenants whose current document lists this person under `admins:` (the Approvers and
+    /// Shadow policy pages; their links show only to them).
+    pub(crate) admin_tenants: Vec<String>,
     /// The login that read the claims, and the IdP's `auth_time`.
     pub(crate) times: actiond_store::approvals::SessionTimes,
     /// The ID-token claims of the session (tenant-admin pages check them like approvers).
@@ -146,7 +149,15 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
         &s.subject,
         &s.claims,
     );
+    let admin_tenants = authz::admin_tenants(
+        &docs,
+        state.person_issuer(),
+        &s.issuer,
+        &s.subject,
+        &s.claims,
+    );
     Ok(Some(Viewer {
+        admin_tenants,
         claims: s.claims,
         id_sha256,
         issuer: s.issuer,

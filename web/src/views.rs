@@ -30,6 +30,8 @@ pub(crate) struct Chrome {
     pub(crate) tenants: String,
     pub(crate) csrf: String,
     pub(crate) dev: bool,
+    /// The person administers at least one tenant: the nav links the admin pages.
+    pub(crate) admin: bool,
 }
 
 /// An error page.
@@ -40,6 +42,9 @@ pub(crate) struct ErrorPage<'a> {
     pub(crate) title: &'a str,
     pub(crate) message: &'a str,
     pub(crate) operation_id: Option<String>,
+    /// The signed-in header, when the request carried a valid session (see
+    /// `error::navigation_on_errors`); anonymous error pages link the queue and history.
+    pub(crate) chrome: Option<Chrome>,
 }
 
 /// `/login`.
@@ -90,6 +95,8 @@ pub(crate) struct QueuePage {
     pub(crate) rows: Vec<QueueRow>,
     pub(crate) my_tenants: Vec<String>,
     pub(crate) f_tenant: String,
+    /// The tenant filter names a tenant this person does not approve for.
+    pub(crate) f_tenant_not_mine: bool,
     pub(crate) f_agent: String,
     pub(crate) f_action: String,
 }

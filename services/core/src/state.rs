@@ -15,7 +15,7 @@ pub enum ProposalState {
     Approved,
     /// Final: policy blocked it (or it changed since approval, or its grant was refused).
     Blocked,
-    /// Final: a person denied it.
+    /// Final: a person denied it (or froze its agent while it was pending or escalated).
     Denied,
     /// Final: nobody decided in time, or the grant expired unspent.
     Expired,
@@ -70,12 +70,13 @@ impl ProposalState {
         Self::ALL.iter().all(|to| !self.can_become(*to))
     }
 
-    /// The transition table (the lifecycle in the README).
+    /// The transition table (the lifecycle in the README). `pending → denied` happens only
+    /// when a person freezes the proposal's agent (the database checks that the agent is frozen).
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
             (self, to),
-            (Pending, Approved | Escalated | Blocked | Expired)
+            (Pending, Approved | Escalated | Blocked | Expired | Denied)
                 | (Escalated, Approved | Denied | Expired)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)

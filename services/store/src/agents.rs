@@ -252,7 +252,8 @@ pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<bool> {
 }
 
 /// Freezes `agent` of `tenant` for `by` (`approver:<subject>`): sets `frozen_at`, denies its
-/// escalated proposals with `reason`, and writes the audit events, in one transaction. Returns
+/// pending and escalated proposals with `reason` (`pending → denied` is legal only for a frozen
+/// agent, V18), and writes the audit events, in one transaction. Returns
 /// how many proposals were denied, or `None` when there is no such agent or it is frozen.
 pub async fn freeze(
     db: &Db,
@@ -276,9 +277,13 @@ pub async fn freeze(
     }
     let denied = tx
         .query(
-            "UPDATE proposals SET state = 'denied', decision_reason = $3
-             WHERE tenant_id = $1 AND agent_id = $2 AND state = 'escalated'
-             RETURNING id, intent_hash, params_sha256",
+            "WITH open AS (
+                 SELECT id, state FROM proposals
+                 WHERE tenant_id = $1 AND agent_id = $2 AND state IN ('pending', 'escalated')
+                 FOR UPDATE)
+             UPDATE proposals p SET state = 'denied', decision_reason = $3
+             FROM open WHERE p.id = open.id AND p.state = open.state
+             RETURNING p.id, p.intent_hash, p.params_sha256, open.state",
             &[&tenant, &agent, &reason],
         )
         .await?;
@@ -289,11 +294,13 @@ pub async fn freeze(
         by,
         serde_json::json!({"agent_id": agent, "denied": denied.len(), "reason": reason}),
     )];
-    let ids: Vec<(uuid::Uuid, String, String)> = denied
+    let ids: Vec<(uuid::Uuid, String, String, String)> = denied
         .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
         .collect();
-    for (id, intent, params) in &ids {
+    for (id, intent, params, from) in &ids {
+        let from = actiond_core::state::ProposalState::parse(from)
+            .unwrap_or(actiond_core::state::ProposalState::Escalated);
         events.push(
             crate::audit::Event::new(
                 tenant,
@@ -302,10 +309,7 @@ pub async fn freeze(
                 by,
                 serde_json::json!({"reason": reason, "agent_frozen": true}),
             )
-            .transition(
-                Some(actiond_core::state::ProposalState::Escalated),
-                actiond_core::state::ProposalState::Denied,
-            )
+            .transition(Some(from), actiond_core::state::ProposalState::Denied)
             .hashes(intent, params),
         );
     }
@@ -344,7 +348,8 @@ pub async fn unfreeze(db: &Db, tenant: &str, agent: uuid::Uuid, by: &str) -> Res
     Ok(hit > 0)
 }
 
-/// Whether `agent` of `tenant` is frozen, and how many of its proposals wait for a person.
+/// Whether `agent` of `tenant` is frozen, and how many of its proposals are open (pending or
+/// escalated: what a freeze would deny).
 pub async fn freeze_state(db: &Db, tenant: &str, agent: uuid::Uuid) -> Result<(bool, i64)> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
@@ -352,7 +357,7 @@ pub async fn freeze_state(db: &Db, tenant: &str, agent: uuid::Uuid) -> Result<(b
     let r = tx
         .query_one(
             "SELECT (SELECT frozen_at IS NOT NULL FROM agents WHERE tenant_id = $1 AND id = $2),
-                    (SELECT count(*) FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND state = 'escalated')",
+                    (SELECT count(*) FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND state IN ('pending', 'escalated'))",
             &[&tenant, &agent],
         )
         .await?;

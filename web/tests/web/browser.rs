@@ -141,6 +141,7 @@ async fn browser_sso_decisions_and_attacks() {
     .await;
     let (_fake, fake_issuer) = start_idp("fake-idp.mjs", &[]).await;
     let seeded = seed(&t.db, Some(&issuer)).await;
+    let layouts = seed_layouts(&t.db).await;
     start_web(&t.web_url, &creds, l1, &issuer).await;
     start_web(&t.web_url, &creds, l2, &fake_issuer).await;
 
@@ -151,6 +152,10 @@ async fn browser_sso_decisions_and_attacks() {
         ("P_APPROVE", seeded.p_approve.to_string()),
         ("P_OTHER", seeded.p_other.to_string()),
         ("P_GLOBEX", seeded.p_globex.to_string()),
+        ("P_DNS", layouts.p_dns.to_string()),
+        ("P_EMAIL", layouts.p_email.to_string()),
+        ("P_SQL", layouts.p_sql.to_string()),
+        ("P_HOOK30", layouts.p_hook30.to_string()),
     ];
     let status = Command::new("node")
         .args(["--test", "--test-reporter=spec", "e2e.test.mjs"])

@@ -747,32 +747,8 @@ async fn refusals_are_problem_json_when_asked() {
 async fn freeze_an_agent_from_its_proposal() {
     let t = fresh_db().await;
     let seeded = seed(&t.db, None).await;
-    let (_cap, hook_url, _relay) = capture_servers().await;
-    let (creds, _public) = credentials(&hook_url);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let args = web_args(&[
-        "--listen",
-        &listener.local_addr().unwrap().to_string(),
-        "--database-url",
-        &t.web_url,
-        "--credentials-dir",
-        creds.to_str().unwrap(),
-        "--dev-login",
-        "--grant-key-id",
-        "web-test",
-    ]);
-    let state = AppState::build(&args).await.unwrap();
-    tokio::spawn(actiond_web::serve_state(
-        state.clone(),
-        listener,
-        std::future::pending(),
-    ));
-    let dev = Dev {
-        base: base.clone(),
-        state,
-        http: client(),
-    };
+    let dev = dev_server(&t, &["--grant-key-id", "web-test"]).await;
+    let base = dev.base.clone();
     let bob = dev.login("bob", "bob@acme.test", "acme-approvers").await;
     // refund-bot (owner alice) has two open escalations: p_approve and p_other.
     let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
@@ -788,6 +764,43 @@ async fn freeze_an_agent_from_its_proposal() {
     };
     let from = seeded.p_other.to_string();
     let form = [("csrf", csrf.as_str()), ("from", from.as_str())];
+    // A third proposal of refund-bot that policy has not seen yet (still pending).
+    let agent_id = uuid::Uuid::parse_str(&agent).unwrap();
+    let pending = escalated(
+        &t.db,
+        "acme",
+        agent_id,
+        "billing.refund.issue",
+        "pi_9",
+        serde_json::json!({"payment_id": "pi_9", "amount": 900, "currency": "USD"}),
+        "Refund requested.",
+        None,
+        (PENDING, ""),
+    )
+    .await;
+    // Attack: the web role denies a pending proposal of an agent that is not frozen (skipping
+    // policy). The database refuses it.
+    {
+        let mut wc = dev.state.db().client().await.unwrap();
+        let tx = wc.transaction().await.unwrap();
+        actiond_store::set_tenant(&tx, "acme").await.unwrap();
+        let err = tx
+            .execute(
+                "UPDATE proposals SET state = 'denied' WHERE id = $1",
+                &[&pending],
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.as_db_error().map(|e| e.message()),
+            Some("a pending proposal is denied only when its agent is frozen")
+        );
+    }
+    let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
+    assert!(
+        html.contains("deny its 3 open requests and refuse new ones"),
+        "pending ones count too: {html}"
+    );
     // Another agent's proposal as `from`: 404, nothing frozen.
     let wrong = seeded.p_deny.to_string();
     let (st, _, _) = dev
@@ -807,7 +820,35 @@ async fn freeze_an_agent_from_its_proposal() {
     assert_eq!(proposal_facts(&t.db, seeded.p_other).await.0, "denied");
     assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "denied");
     assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "escalated");
+    assert_eq!(
+        proposal_facts(&t.db, pending).await.0,
+        "denied",
+        "the pending one too"
+    );
     let c = t.db.client().await.unwrap();
+    let audited: Vec<(String, String, String)> = c
+        .query(
+            "SELECT from_state, to_state, decision_reason FROM audit_events e
+               JOIN proposals p ON p.id = e.proposal_id
+             WHERE e.proposal_id = ANY($1) AND e.kind = 'proposal.decided' ORDER BY from_state",
+            &[&vec![pending, seeded.p_other]],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(audited.len(), 2, "{audited:?}");
+    assert_eq!(
+        (audited[0].0.as_str(), audited[1].0.as_str()),
+        ("escalated", "pending")
+    );
+    assert!(
+        audited
+            .iter()
+            .all(|a| a.1 == "denied" && a.2 == audited[0].2 && a.2.contains("agent frozen by bob")),
+        "one reason for all: {audited:?}"
+    );
     let frozen: bool = c
         .query_one(
             "SELECT frozen_at IS NOT NULL FROM agents WHERE id::text = $1",
@@ -872,4 +913,98 @@ async fn freeze_an_agent_from_its_proposal() {
         .unwrap()
         .get(0);
     assert!(!frozen);
+}
+
+/// The tenant filter shows the truth (`?tenant=acme` lists acme's waiting items; a tenant the
+/// person does not approve for says so instead of "nothing waits"), a 404 keeps the navigation
+/// (signed in: the whole header; anonymous: queue and history links), and only tenant admins
+/// see the Approvers link and page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_filter_not_found_navigation_and_admin_links() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let bob = dev.login("bob", "bob@acme.test", "acme-approvers").await;
+    let (st, _, all) = dev.page(&bob, "/queue").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(all.contains("3 waiting for a decision"), "{all}");
+    for q in [
+        "?tenant=acme",
+        "?tenant=acme&agent=&action=",
+        "?tenant=+acme+",
+    ] {
+        let (st, _, html) = dev.page(&bob, &format!("/queue{q}")).await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(
+            html.contains("3 waiting for a decision") && html.contains("pi_1234"),
+            "{q}: {html}"
+        );
+        assert!(!html.contains("Nothing is waiting"), "{q}");
+    }
+    let (_, _, html) = dev.page(&bob, "/queue?tenant=acme&agent=refund-bot").await;
+    assert!(html.contains("2 waiting for a decision"), "{html}");
+    let (st, _, html) = dev.page(&bob, "/queue?tenant=globex").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        html.contains("You do not approve for “globex” (or no such tenant exists); showing all your tenants instead")
+            && html.contains("3 waiting for a decision")
+            && !html.contains("Nothing is waiting"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("pi_globex"),
+        "another tenant's items stay hidden"
+    );
+
+    // 404s keep the navigation.
+    for path in [
+        "/no-such-page".to_owned(),
+        format!("/p/{}", uuid::Uuid::new_v4()),
+    ] {
+        let (st, _, html) = dev.page(&bob, &path).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{path}");
+        assert!(
+            html.contains(r#"<nav aria-label="Main">"#)
+                && html.contains(r#"href="/history""#)
+                && html.contains("Signed in as")
+                && html.contains(r#"action="/logout""#),
+            "{path}: {html}"
+        );
+    }
+    let r = dev
+        .http
+        .get(format!("{}/no-such-page", dev.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let html = r.text().await.unwrap();
+    assert!(html.contains(r#"<nav aria-label="Main">"#) && html.contains(r#"href="/queue""#));
+    assert!(!html.contains("Signed in as"));
+    // Asked for problem details, a 404 is still one.
+    let r = dev
+        .http
+        .get(format!("{}/no-such-page", dev.base))
+        .header("cookie", &bob)
+        .header("accept", "application/problem+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+
+    // Admin pages: linked and served to tenant admins only.
+    assert!(!all.contains("/admin/approvers"), "bob is no admin");
+    assert_eq!(
+        dev.page(&bob, "/admin/approvers").await.0,
+        StatusCode::FORBIDDEN
+    );
+    let dana = dev
+        .login("dana", "dana@acme.test", "acme-approvers,acme-admins")
+        .await;
+    let (_, _, html) = dev.page(&dana, "/queue").await;
+    assert!(html.contains(r#"<a href="/admin/approvers" id="nav-approvers">Approvers</a>"#));
+    let (st, _, html) = dev.page(&dana, "/admin/approvers").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("Approvers of acme, last 30 days"), "{html}");
 }

@@ -66,9 +66,29 @@ handlers:
     credential: payments
     max_amount: 1000000
     summary: "Refund {{amount}} {{currency}} on payment {{payment_id}} (order {{order_id}})"
+  dns.record.update:
+    credential: pdns
+    zones: [prod.example.com]
+  email.send:
+    from: support@acme.test
+    recipient_domains: [customer.example]
+    max_recipients: 5
+    templates:
+      ticket-reply:
+        subject: "Re: ticket {{ticket}}"
+        body: "Hello {{name}},\n\nyour ticket {{ticket}} is closed.\n"
+  db.statement.execute:
+    credential: orders
+    statements:
+      cancel_order:
+        sql: "UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'open'"
+        params: [{{name: order_id, type: bigint}}]
+        max_rows: 1
 approvers:
 {pin}  claim: groups
   values: [acme-approvers]
+admins:
+  values: [acme-admins]
 notify:
   webhook: approvals-chat
   email: [approvers@acme.test]
@@ -88,7 +108,8 @@ approvers:
   values: [globex-approvers]
 "#;
 
-async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
+/// A new agent of `tenant` owned by `owner`.
+pub async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
     let token = sha256_hex(Uuid::new_v4().to_string());
     actiond_store::agents::create(db, tenant, name, Some(owner), &token, None)
         .await
@@ -96,11 +117,16 @@ async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
         .id
 }
 
+/// The rule name that makes [`escalated`] leave its proposal `pending` (policy has not seen it).
+pub const PENDING: &str = "(pending)";
+
+/// A proposal submitted by `agent_id` and escalated by `rule` (name, reason), or left pending
+/// when the rule name is [`PENDING`].
 #[expect(
     clippy::too_many_arguments,
     reason = "one parameter per proposal column"
 )]
-async fn escalated(
+pub async fn escalated(
     db: &Db,
     tenant: &str,
     agent_id: Uuid,
@@ -140,6 +166,9 @@ async fn escalated(
     };
     let r = actiond_store::proposals::submit(db, &p, 100).await.unwrap();
     assert_eq!(r, Submitted::Created(id));
+    if rule.0 == PENDING {
+        return id;
+    }
     let c = db.client().await.unwrap();
     c.execute(
         "UPDATE proposals SET state = 'escalated', effect = 'escalate', doc_version = 1,
@@ -216,6 +245,94 @@ pub async fn seed(db: &Db, acme_issuer: Option<&str>) -> Seeded {
         p_approve,
         p_other,
         p_globex,
+    }
+}
+
+/// Ids of the proposals the browser test adds for the per-handler layout checks.
+pub struct Layouts {
+    /// DNS: the MX of prod.example.com to another host, TTL one day, with a preview.
+    pub p_dns: Uuid,
+    /// Email to two customers.
+    pub p_email: Uuid,
+    /// SQL: the tenant's `cancel_order` statement.
+    pub p_sql: Uuid,
+    /// A webhook sending thirty customer addresses to the partner.
+    pub p_hook30: Uuid,
+}
+
+/// Adds an `ops-bot` agent (owner olga) with one escalated proposal per remaining handler,
+/// and the thirty-address webhook (after [`seed`]).
+pub async fn seed_layouts(db: &Db) -> Layouts {
+    let ops = agent(db, "acme", "ops-bot", "olga").await;
+    let rule = ("", "No rule matched; the default is escalate.");
+    let p_dns = escalated(
+        db,
+        "acme",
+        ops,
+        "dns.record.update",
+        "prod.example.com/prod.example.com",
+        json!({"zone": "prod.example.com", "name": "prod.example.com", "type": "MX", "ttl": 86400, "records": ["10 mx.newmail.example"]}),
+        "Moving the company's email to the new provider, ticket OPS-88.",
+        Some("OPS-88: please point our MX at the new provider today, the migration window is tonight."),
+        rule,
+    )
+    .await;
+    db.client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO proposal_previews (proposal_id, tenant_id, ok, text) VALUES ($1, 'acme', true, $2)",
+            &[&p_dns, &"prod.example.com MX: 10 mx1.acme-mail.example → 10 mx.newmail.example"],
+        )
+        .await
+        .unwrap();
+    let p_email = escalated(
+        db,
+        "acme",
+        ops,
+        "email.send",
+        "ann@customer.example",
+        json!({"recipients": ["ann@customer.example", "ben@customer.example"], "template": "ticket-reply", "variables": {"name": "Ann", "ticket": "4413"}}),
+        "Closing ticket 4413 as the customer asked.",
+        Some("Ticket #4413: thanks, all sorted, you can close it."),
+        rule,
+    )
+    .await;
+    let p_sql = escalated(
+        db,
+        "acme",
+        ops,
+        "db.statement.execute",
+        "cancel_order",
+        json!({"statement": "cancel_order", "values": {"order_id": 1234}}),
+        "The customer cancelled order 1234 by phone.",
+        Some("Call note: customer cancels order 1234, refund separately."),
+        rule,
+    )
+    .await;
+    let emails: Vec<String> = (1..=30)
+        .map(|i| format!("customer{i:02}@example.com"))
+        .collect();
+    let p_hook30 = escalated(
+        db,
+        "acme",
+        ops,
+        "webhook.post",
+        "https://hooks.partner.example/ingest",
+        json!({"body": {"customers": emails, "campaign": "winter"}}),
+        "The partner needs our customer list for the winter campaign.",
+        None,
+        (
+            "exfil-webhook",
+            "Data sent to a partner always needs a person.",
+        ),
+    )
+    .await;
+    Layouts {
+        p_dns,
+        p_email,
+        p_sql,
+        p_hook30,
     }
 }
 
