@@ -302,4 +302,24 @@ async fn the_database_refuses_what_the_web_app_would_refuse() {
     );
     assert_eq!(refusals(&s, id).await, ["stage_within"]);
     assert_eq!(s.state(id).await, "escalated");
+    // The re-route is announced like an escalation: a notice of its own for stage 2 (this
+    // tenant names no channel, so it is handled as `skipped`).
+    let c = s.tdb.db.client().await.unwrap();
+    actiond_testkit::eventually(T, "a notice for stage 2", || {
+        let c = &c;
+        async move {
+            let stages: Vec<i32> = c
+                .query(
+                    "SELECT stage FROM web_notifications WHERE proposal_id = $1 AND status = 'skipped' ORDER BY stage",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            (stages == [1, 2]).then_some(())
+        }
+    })
+    .await;
 }

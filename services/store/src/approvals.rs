@@ -326,11 +326,12 @@ async fn check(
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
     }
-    if handler.approvals.is_some() {
-        let claim = &current.approvers.claim;
-        match check_stage(tx, d, claim).await? {
-            Ok(stage) => d.stage = Some(stage),
-            Err(r) => return Ok(Err(r)),
+    if let Some(staged) = &handler.approvals {
+        if !staged.applicable(&params).is_empty() {
+            match check_stage(tx, d, &current.approvers.claim).await? {
+                Ok(stage) => d.stage = Some(stage),
+                Err(r) => return Ok(Err(r)),
+            }
         }
     }
     Ok(Ok(handler))
@@ -338,7 +339,8 @@ async fn check(
 
 /// The stage rules of a staged proposal: its open stage (moved on first when overdue, which
 /// refuses this decision), break-glass never approves, and an Approve needs the stage's group
-/// in the person's `claim`. The open stage when all pass.
+/// in the person's `claim`. The open stage when all pass. A proposal whose stages apply but
+/// were never written is refused (fail closed).
 async fn check_stage(
     tx: &crate::Tx<'_>,
     d: &Deciding<'_>,

@@ -142,8 +142,8 @@ pub async fn of_proposals(
 }
 
 /// Writes the stages of a proposal policy just escalated (those of `staged` that apply to its
-/// params), in the caller's transaction; stage 1 opens now (the trigger sets its times). The
-/// `approval.stage_opened` event is written with it.
+/// params; none when none applies), in the caller's transaction; stage 1 opens now (the
+/// trigger sets its times). The `approval.stage_opened` event is written with it.
 pub async fn open<C: GenericClient>(
     c: &C,
     p: &ProposalRow,
@@ -152,6 +152,9 @@ pub async fn open<C: GenericClient>(
     let params: serde_json::Value =
         serde_json::from_str(&p.params_json).unwrap_or(serde_json::Value::Null);
     let stages = staged.applicable(&params);
+    if stages.is_empty() {
+        return Ok(());
+    }
     let of = stages.len() as i32;
     let (mut nums, mut groups, mut required, mut within) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());

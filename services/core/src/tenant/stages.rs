@@ -5,7 +5,7 @@
 //! ```yaml
 //! approvals:
 //!   stages:
-//!     - {approvers: team-leads, required: 1, within: 30m}
+//!     - {approvers: team-leads, required: 1, within: 30m, over: 50000}
 //!     - {approvers: finance, required: 1, within: 4h, over: 50000}
 //!   on_timeout: next            # next (default) | expire
 //! ```
@@ -13,9 +13,10 @@
 //! lists (checked when the document is applied). Stage N+1 opens only when stage N completes
 //! (`required` distinct people of its group approved) or, with `on_timeout: next`, when stage N
 //! timed out; `within` runs from the moment its stage opened, by the database clock. A person
-//! approves in one stage only. `over` (minor units of `params.amount`; not on the first stage)
-//! makes a stage apply only to amounts above it. The last stage timing out expires the
-//! proposal, as does any stage with `on_timeout: expire`.
+//! approves in one stage only. `over` (minor units of `params.amount`) makes a stage apply only
+//! to amounts above it; a proposal no stage applies to is decided as without stages
+//! (`approvals_required`, 1 person of any approver group). The last stage timing out expires
+//! the proposal, as does any stage with `on_timeout: expire`.
 
 use super::{get_duration, got, ser_duration, unknown_keys};
 use crate::FieldError;
@@ -74,8 +75,9 @@ pub struct StagedApprovals {
 }
 
 impl StagedApprovals {
-    /// The stages that apply to a proposal with these params, in order: the first always, a
-    /// later one with `over` only when `params.amount` is an integer above it.
+    /// The stages that apply to a proposal with these params, in order: one without `over`
+    /// always, one with `over` only when `params.amount` is an integer above it. Empty: the
+    /// proposal is decided as without stages.
     pub fn applicable(&self, params: &Value) -> Vec<&StageDef> {
         let amount = params.get("amount").and_then(Value::as_i64);
         self.stages
@@ -138,16 +140,15 @@ pub(super) fn parse_staged(
     let stages: Vec<StageDef> = list
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| parse_stage(errs, &format!("{p}.stages[{i}]"), i, s, has_amount))
+        .filter_map(|(i, s)| parse_stage(errs, &format!("{p}.stages[{i}]"), s, has_amount))
         .collect();
     (errs.len() == before).then_some(StagedApprovals { stages, on_timeout })
 }
 
-/// One stage at path `p` (index `i`).
+/// One stage at path `p`.
 fn parse_stage(
     errs: &mut Vec<FieldError>,
     p: &str,
-    i: usize,
     v: &Value,
     has_amount: bool,
 ) -> Option<StageDef> {
@@ -203,13 +204,6 @@ fn parse_stage(
     let over = m.get("over").and_then(|v| {
         let path = format!("{p}.over");
         match v.as_i64() {
-            _ if i == 0 => {
-                errs.push(FieldError::new(
-                    path,
-                    "the first stage always applies; over is for later stages",
-                ));
-                None
-            }
             _ if !has_amount => {
                 errs.push(FieldError::new(path, "this action has no amount parameter"));
                 None
@@ -290,10 +284,8 @@ mod tests {
             paths(json!({"stages": [{"approvers": "x", "within": "8d"}]})),
             ["a.stages[0].within"]
         );
-        assert_eq!(
-            paths(json!({"stages": [{"approvers": "x", "within": "1m", "over": 5}]})),
-            ["a.stages[0].over"]
-        );
+        let over_all = parse(json!({"stages": [{"approvers": "x", "within": "1m", "over": 5}]}));
+        assert_eq!(over_all.unwrap().applicable(&json!({"amount": 5})).len(), 0);
         assert_eq!(
             paths(json!({"stages": [{"approvers": "x", "within": "1m"},
                                     {"approvers": "y", "within": "1m", "over": -1, "who": 1}]})),
