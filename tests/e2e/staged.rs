@@ -323,3 +323,22 @@ async fn the_database_refuses_what_the_web_app_would_refuse() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stages_over_an_amount_leave_smaller_refunds_to_one_person() {
+    // The demo tenant's shape: both stages only for refunds over 500.00.
+    let (s, _web) = stack("staged_over", |d| {
+        staged("30m", "next")(d).replace("within: 30m}", "within: 30m, over: 50000}")
+    })
+    .await;
+    let small = escalated(&s, "pi_staged_small").await;
+    assert_eq!(stage_rows(&s, small).await, []);
+    let (ok, out, err) = breakglass(&s, small, "approve", "alice", &[]).await;
+    assert!(ok && out.contains("approved"), "{out}{err}");
+    let big = s.propose(&refund("pi_staged_big", 60000)).await;
+    s.wait_state(big, "escalated", T).await;
+    assert_eq!(
+        stage_rows(&s, big).await,
+        [(1, true, false, false), (2, false, false, false)]
+    );
+}

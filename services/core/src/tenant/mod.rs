@@ -23,6 +23,9 @@
 //!     reauth_within: 10m         # Approve needs an IdP sign-in this recent (auth_time)
 //!     confirm: [amount]          # the approver types the amount again…
 //!     confirm_over: 50000        # …when it is above this (minor units)
+//!     approvals:                 # staged approvals (instead of approvals_required)
+//!       stages: [{approvers: team-leads, required: 1, within: 30m}]
+//!       on_timeout: next         # next | expire (see `stages`)
 //! approvers:
 //!   claim: groups                # ID-token claim holding group names
 //!   values: [acme-approvers]
@@ -40,7 +43,7 @@
 //! ```
 //! Every validation error names the field path and the rule. CEL rules are compiled at apply.
 //!
-//! Each top-level section is parsed by its own module (`policy`, `handlers`, `approvers`,
+//! Each top-level section is parsed by its own module (`policy`, `handlers` with `stages`, `approvers`,
 //! `notify`, `retention`, `budgets`, `admins`); this one holds the document, its entry points and the field
 //! readers they share.
 
