@@ -247,6 +247,18 @@ pub(crate) async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
         .get(0)
 }
 
+/// Who the proposal's grant names as its approvers (`grants.issued_by`).
+pub(crate) async fn issued_by(s: &Stack, id: uuid::Uuid) -> String {
+    let c = s.tdb.db.client().await.unwrap();
+    c.query_one(
+        "SELECT issued_by FROM grants WHERE proposal_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// The `detail.rule` of every `approval.refused` event of a proposal, in order.
 pub(crate) async fn refusals(s: &Stack, id: uuid::Uuid) -> Vec<String> {
     s.audit_kinds(id)
@@ -379,16 +391,7 @@ async fn one_person_counts_once_across_break_glass_and_web() {
     );
     assert_eq!(s.state(id).await, "approved");
     assert_eq!(grants(&s, id).await, 1);
-    let c = s.tdb.db.client().await.unwrap();
-    let issued_by: String = c
-        .query_one(
-            "SELECT issued_by FROM grants WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(issued_by, "dev-operator,bob");
+    assert_eq!(issued_by(&s, id).await, "dev-operator,bob");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! moves timed-out stages on. Every time bound is the database clock's, and the database itself
 //! refuses an approval outside its stage even from a web-role connection that skips the app.
 
-use crate::approval_rules::{Person, Web, breakglass, grants, refusals, stack};
+use crate::approval_rules::{Person, Web, breakglass, grants, issued_by, refusals, stack};
 use crate::support::{Stack, refund};
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -124,16 +124,7 @@ async fn two_stages_complete_in_order_by_different_people() {
         (StatusCode::SEE_OTHER, format!("/p/{id}?result=approved"))
     );
     assert_eq!(s.state(id).await, "approved");
-    let c = s.tdb.db.client().await.unwrap();
-    let issued_by: String = c
-        .query_one(
-            "SELECT issued_by FROM grants WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(issued_by, "tina,frank");
+    assert_eq!(issued_by(&s, id).await, "tina,frank");
     let ev = stage_events(&s, id).await;
     let kinds: Vec<(&str, i64)> = ev.iter().map(|(k, n, _)| (k.as_str(), *n)).collect();
     assert_eq!(

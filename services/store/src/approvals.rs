@@ -326,12 +326,12 @@ async fn check(
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
     }
-    if let Some(staged) = &handler.approvals {
-        if !staged.applicable(&params).is_empty() {
-            match check_stage(tx, d, &current.approvers.claim).await? {
-                Ok(stage) => d.stage = Some(stage),
-                Err(r) => return Ok(Err(r)),
-            }
+    if let Some(staged) = &handler.approvals
+        && !staged.applicable(&params).is_empty()
+    {
+        match check_stage(tx, d, &current.approvers.claim).await? {
+            Ok(stage) => d.stage = Some(stage),
+            Err(r) => return Ok(Err(r)),
         }
     }
     Ok(Ok(handler))
