@@ -112,6 +112,11 @@ async fn two_stages_complete_in_order_by_different_people() {
     assert_eq!(st, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("you already decided"), "{body}");
     assert_eq!(grants(&s, id).await, 0);
+    let (_, page) = web.page(&tina, id).await;
+    assert!(
+        page.contains("it is waiting for stage 2 of 2: finance, 0 of 1 needed"),
+        "{page}"
+    );
     // Finance completes stage 2: the grant is issued for both people.
     let (_, page) = web.page(&frank, id).await;
     assert!(
