@@ -82,6 +82,20 @@ async fn two_stages_complete_in_order_by_different_people() {
         "{page}"
     );
     assert!(page.contains("next: finance"), "{page}");
+    let queue = frank
+        .http
+        .get(format!("{}/queue", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        queue.contains("stage 1 of 2: team-leads, 0 of 1 needed")
+            && queue.contains("next: finance"),
+        "{queue}"
+    );
     // A stage-2 approver acting during stage 1 is refused, with a page that says why.
     let (st, _, body) = web.decide(&frank, id, "approve", &[]).await;
     assert_eq!(st, StatusCode::CONFLICT, "{body}");
