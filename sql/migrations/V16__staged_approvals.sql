@@ -32,9 +32,9 @@ CREATE TABLE approval_stages (
     CHECK (stage <= of_stages),
     CHECK (completed_at IS NULL OR timed_out_at IS NULL)
 );
--- The sweeper reads the open stages by due time; it stays small (live escalations only).
-CREATE INDEX approval_stages_open ON approval_stages (due_at)
-    WHERE opened_at IS NOT NULL AND completed_at IS NULL AND timed_out_at IS NULL;
+-- No index on open stages: a stage stays "open" when its proposal is denied or expires by
+-- `escalation_ttl`, so such an index would grow with history. The sweeper starts from the
+-- escalated proposals (`proposals_escalated`, live rows only) and reads their stages by key.
 
 -- Which stage an approval was given in (NULL for proposals without stages, and for denies
 -- given while no stage was open).

@@ -163,24 +163,32 @@ async fn two_stages_complete_in_order_by_different_people() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_stage_reroutes_and_the_last_one_expires() {
-    let (s, _web) = stack("staged_reroute", staged("2s", "next")).await;
-    let id = escalated(&s, "pi_staged_reroute").await;
+    let (mut s, _web) = stack("staged_reroute", staged("2s", "next")).await;
+    // Two policy replicas sweep the same stages: each stage moves on exactly once.
+    s.start_policy().await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(escalated(&s, &format!("pi_staged_reroute_{i}")).await);
+    }
     // Nobody decides: the policy sweep re-routes to finance, then the last stage expires it.
-    s.wait_state(id, "expired", T).await;
-    assert_eq!(
-        stage_rows(&s, id).await,
-        [(1, true, false, true), (2, true, false, true)]
-    );
-    assert_eq!(
-        stage_events(&s, id).await,
-        [
-            ("approval.stage_opened".into(), 1, String::new()),
-            ("approval.stage_timed_out".into(), 1, "rerouted".into()),
-            ("approval.stage_opened".into(), 2, String::new()),
-            ("approval.stage_timed_out".into(), 2, "expired".into()),
-            ("proposal.expired".into(), 2, String::new()),
-        ]
-    );
+    for &id in &ids {
+        s.wait_state(id, "expired", T).await;
+        assert_eq!(
+            stage_rows(&s, id).await,
+            [(1, true, false, true), (2, true, false, true)]
+        );
+        assert_eq!(
+            stage_events(&s, id).await,
+            [
+                ("approval.stage_opened".into(), 1, String::new()),
+                ("approval.stage_timed_out".into(), 1, "rerouted".into()),
+                ("approval.stage_opened".into(), 2, String::new()),
+                ("approval.stage_timed_out".into(), 2, "expired".into()),
+                ("proposal.expired".into(), 2, String::new()),
+            ]
+        );
+    }
+    let id = ids[0];
     let reason: String = s.row(id).await.get("decision_reason");
     assert_eq!(
         reason,

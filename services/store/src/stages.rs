@@ -338,9 +338,9 @@ pub async fn sweep(db: &Db, limit: i64) -> Result<Vec<(Uuid, String, TimedOut)>>
     let c = db.client().await?;
     let due: Vec<Uuid> = c
         .query(
-            "SELECT s.proposal_id FROM approval_stages s JOIN proposals p ON p.id = s.proposal_id
-             WHERE s.opened_at IS NOT NULL AND s.completed_at IS NULL AND s.timed_out_at IS NULL
-               AND s.due_at < now() AND p.state = 'escalated'
+            "SELECT s.proposal_id FROM proposals p JOIN approval_stages s ON s.proposal_id = p.id
+             WHERE p.state = 'escalated' AND s.opened_at IS NOT NULL AND s.completed_at IS NULL
+               AND s.timed_out_at IS NULL AND s.due_at < now()
              ORDER BY s.due_at LIMIT $1",
             &[&limit],
         )
