@@ -2,7 +2,8 @@
 // the app twice — against the real oidc-provider and against fake-idp.mjs — and checks the
 // database afterwards). Run alone only with the env vars below set.
 //
-// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, ARTIFACTS, PROFILES.
+// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, P_STAGED, ARTIFACTS,
+// PROFILES.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -21,6 +22,7 @@ const P_DENY = env('P_DENY');
 const P_APPROVE = env('P_APPROVE');
 const P_OTHER = env('P_OTHER');
 const P_GLOBEX = env('P_GLOBEX');
+const P_STAGED = env('P_STAGED');
 const ARTIFACTS = env('ARTIFACTS');
 const PROFILES = env('PROFILES');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -83,6 +85,20 @@ test('queue shows my tenant\'s escalations oldest first with sentence, agent and
   await alice.goto(`${WEB}/queue?agent=refund-bot`);
   const filtered = await alice.textContent('main');
   assert.ok(!filtered.includes('support-bot'), 'the agent filter applies');
+});
+
+test('a staged proposal shows its open stage and who is next, on the page and in the queue', async () => {
+  await alice.goto(`${WEB}/p/${P_STAGED}`);
+  assert.match(await alice.textContent('main'),
+    /stage 1 of 2: acme-approvers, 0 of 1 needed, 1 h 5\d min left · next: acme-approvers/);
+  await shot(alice, '01b-decision-staged');
+  await alice.goto(`${WEB}/queue`);
+  assert.match(await alice.textContent('main'), /stage 1 of 2: acme-approvers, 0 of 1 needed/);
+  // Deny is open to every approver at any stage (and leaves the queue as the tests below expect).
+  await alice.goto(`${WEB}/p/${P_STAGED}`);
+  await alice.selectOption('#deny_reason', 'not needed');
+  await alice.click('#deny');
+  await alice.waitForURL(`${WEB}/p/${P_STAGED}?result=denied`);
 });
 
 // The decision card (headline, facts, agent, rule, reason, source excerpt) and both buttons are

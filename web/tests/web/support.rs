@@ -100,7 +100,7 @@ async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
     clippy::too_many_arguments,
     reason = "one parameter per proposal column"
 )]
-async fn escalated(
+pub async fn escalated(
     db: &Db,
     tenant: &str,
     agent_id: Uuid,
