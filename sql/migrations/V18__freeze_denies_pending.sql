@@ -11,8 +11,8 @@
 
 INSERT INTO proposal_transitions (from_state, to_state) VALUES ('pending', 'denied');
 
--- V13's checks, in the same order with the same messages, plus the frozen-agent rule right
--- after the legal-transition check. It reads `agents.frozen_at` (not a `proposals` column), and
+-- V16's checks (V13's plus the staged-approval rule), in the same order with the same messages,
+-- plus the frozen-agent rule right after the legal-transition check. It reads `agents.frozen_at` (not a `proposals` column), and
 -- `pending → denied` changes the state, which the trigger's WHEN clause already covers.
 CREATE OR REPLACE FUNCTION proposals_check_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -46,6 +46,15 @@ BEGIN
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
         RAISE EXCEPTION 'role % may not move a proposal % -> %', current_user, OLD.state, NEW.state
             USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- V16's staged-approval rule, kept: nested, so roles that never approve (the executor
+    -- cannot read approval_stages) never run the lookup.
+    IF OLD.state = 'escalated' AND NEW.state = 'approved' THEN
+        IF EXISTS (SELECT 1 FROM approval_stages s WHERE s.proposal_id = NEW.id
+                   AND s.stage = s.of_stages AND s.completed_at IS NULL) THEN
+            RAISE EXCEPTION 'proposal % has stages: it is approved only when its last stage completed', NEW.id
+                USING ERRCODE = 'check_violation';
+        END IF;
     END IF;
     RETURN NEW;
 END $$;

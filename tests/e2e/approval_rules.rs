@@ -13,15 +13,15 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(20);
 
 /// `actiond web` with the dev login, and how to sign in to it.
-struct Web {
-    url: String,
+pub(crate) struct Web {
+    pub(crate) url: String,
     svc_index: usize,
 }
 
 /// A signed-in browser: its cookie jar and the person's subject.
-struct Person {
-    http: reqwest::Client,
-    subject: String,
+pub(crate) struct Person {
+    pub(crate) http: reqwest::Client,
+    pub(crate) subject: String,
 }
 
 fn hidden(html: &str, name: &str) -> String {
@@ -74,7 +74,13 @@ impl Web {
 
     /// Signs `subject` in with `groups` through the dev login, in `http`'s cookie jar (a fresh
     /// browser when `None`).
-    async fn login(&self, s: &Stack, subject: &str, groups: &str, again: Option<Person>) -> Person {
+    pub(crate) async fn login(
+        &self,
+        s: &Stack,
+        subject: &str,
+        groups: &str,
+        again: Option<Person>,
+    ) -> Person {
         let http = again.map(|p| p.http).unwrap_or_else(|| {
             reqwest::Client::builder()
                 .cookie_store(true)
@@ -120,7 +126,7 @@ impl Web {
     }
 
     /// GETs the decision page: (status, html).
-    async fn page(&self, p: &Person, id: uuid::Uuid) -> (StatusCode, String) {
+    pub(crate) async fn page(&self, p: &Person, id: uuid::Uuid) -> (StatusCode, String) {
         let r = p
             .http
             .get(format!("{}/p/{id}", self.url))
@@ -131,7 +137,12 @@ impl Web {
     }
 
     /// Reads the decision page: the form fields of a decision with `verdict`.
-    async fn form(&self, p: &Person, id: uuid::Uuid, verdict: &str) -> Vec<(String, String)> {
+    pub(crate) async fn form(
+        &self,
+        p: &Person,
+        id: uuid::Uuid,
+        verdict: &str,
+    ) -> Vec<(String, String)> {
         let (st, page) = self.page(p, id).await;
         assert_eq!(st, StatusCode::OK, "{} reads {id}: {page}", p.subject);
         ["csrf", "intent_hash", "doc_version"]
@@ -142,7 +153,7 @@ impl Web {
     }
 
     /// POSTs a decision form with `extra` fields: (status, Location, body).
-    async fn post(
+    pub(crate) async fn post(
         &self,
         p: &Person,
         id: uuid::Uuid,
@@ -171,7 +182,7 @@ impl Web {
     }
 
     /// Reads the decision page, then POSTs `verdict` with `extra` fields.
-    async fn decide(
+    pub(crate) async fn decide(
         &self,
         p: &Person,
         id: uuid::Uuid,
@@ -184,7 +195,7 @@ impl Web {
 }
 
 /// A stack with `tenant_edit` applied to the test tenant, no executor, and one web app.
-async fn stack(name: &str, tenant_edit: impl Fn(String) -> String) -> (Stack, Web) {
+pub(crate) async fn stack(name: &str, tenant_edit: impl Fn(String) -> String) -> (Stack, Web) {
     let mut s = Stack::with(
         name,
         Options {
@@ -206,7 +217,7 @@ async fn stack(name: &str, tenant_edit: impl Fn(String) -> String) -> (Stack, We
 }
 
 /// `actiond approvals approve|deny ID --as SUBJECT --intent …` with `extra` flags.
-async fn breakglass(
+pub(crate) async fn breakglass(
     s: &Stack,
     id: uuid::Uuid,
     verb: &str,
@@ -228,7 +239,7 @@ async fn breakglass(
     cli(&args, &s.cli_env().await)
 }
 
-async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
+pub(crate) async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
     let c = s.tdb.db.client().await.unwrap();
     c.query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
         .await
@@ -236,8 +247,20 @@ async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
         .get(0)
 }
 
+/// Who the proposal's grant names as its approvers (`grants.issued_by`).
+pub(crate) async fn issued_by(s: &Stack, id: uuid::Uuid) -> String {
+    let c = s.tdb.db.client().await.unwrap();
+    c.query_one(
+        "SELECT issued_by FROM grants WHERE proposal_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// The `detail.rule` of every `approval.refused` event of a proposal, in order.
-async fn refusals(s: &Stack, id: uuid::Uuid) -> Vec<String> {
+pub(crate) async fn refusals(s: &Stack, id: uuid::Uuid) -> Vec<String> {
     s.audit_kinds(id)
         .await
         .into_iter()
@@ -368,16 +391,7 @@ async fn one_person_counts_once_across_break_glass_and_web() {
     );
     assert_eq!(s.state(id).await, "approved");
     assert_eq!(grants(&s, id).await, 1);
-    let c = s.tdb.db.client().await.unwrap();
-    let issued_by: String = c
-        .query_one(
-            "SELECT issued_by FROM grants WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(issued_by, "dev-operator,bob");
+    assert_eq!(issued_by(&s, id).await, "dev-operator,bob");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,5 +17,6 @@ mod privileges;
 mod queue_plans;
 mod schema;
 mod shadow;
+mod staged;
 mod support;
 mod web;

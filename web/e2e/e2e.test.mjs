@@ -3,7 +3,7 @@
 // database afterwards). Run alone only with the env vars below set.
 //
 // Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, P_DNS, P_EMAIL, P_SQL,
-// P_HOOK30, ARTIFACTS, PROFILES.
+// P_HOOK30, P_STAGED, ARTIFACTS, PROFILES.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -26,6 +26,7 @@ const P_DNS = env('P_DNS');
 const P_EMAIL = env('P_EMAIL');
 const P_SQL = env('P_SQL');
 const P_HOOK30 = env('P_HOOK30');
+const P_STAGED = env('P_STAGED');
 const ARTIFACTS = env('ARTIFACTS');
 const PROFILES = env('PROFILES');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -88,6 +89,20 @@ test('queue shows my tenant\'s escalations oldest first with sentence, agent and
   await alice.goto(`${WEB}/queue?agent=refund-bot`);
   const filtered = await alice.textContent('main');
   assert.ok(!filtered.includes('support-bot'), 'the agent filter applies');
+});
+
+test('a staged proposal shows its open stage and who is next, on the page and in the queue', async () => {
+  await alice.goto(`${WEB}/p/${P_STAGED}`);
+  assert.match(await alice.textContent('main'),
+    /stage 1 of 2: acme-approvers, 0 of 1 needed, 1 h 5\d min left · next: acme-approvers/);
+  await shot(alice, '01b-decision-staged');
+  await alice.goto(`${WEB}/queue`);
+  assert.match(await alice.textContent('main'), /stage 1 of 2: acme-approvers, 0 of 1 needed/);
+  // Deny is open to every approver at any stage (and leaves the queue as the tests below expect).
+  await alice.goto(`${WEB}/p/${P_STAGED}`);
+  await alice.selectOption('#deny_reason', 'not needed');
+  await alice.click('#deny');
+  await alice.waitForURL(`${WEB}/p/${P_STAGED}?result=denied`);
 });
 
 // The decision card (headline, facts, agent, rule, reason, source excerpt) and both buttons are

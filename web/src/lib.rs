@@ -30,6 +30,7 @@ mod notify;
 mod oidc;
 mod pages;
 mod session;
+mod staging;
 mod views;
 
 pub use notify::{escape_for_chat, notification_text};

@@ -101,13 +101,15 @@ pub(crate) async fn background(state: AppState) {
 pub(crate) async fn notify_once(state: &AppState) -> anyhow::Result<usize> {
     let claimed = notifications::claim(&state.db).await?;
     let n = claimed.len();
-    for (id, tenant) in claimed {
+    for (id, tenant, stage) in claimed {
         match send_one(state, &tenant, id).await {
-            Ok(channels) => notifications::mark_sent(&state.db, &tenant, id, &channels).await?,
+            Ok(channels) => {
+                notifications::mark_sent(&state.db, &tenant, (id, stage), &channels).await?
+            }
             Err(e) => {
                 let msg = format!("{e:#}");
-                tracing::warn!(proposal = %id, tenant, error = %msg, "escalation notice failed");
-                notifications::mark_failed(&state.db, &tenant, id, &msg).await?;
+                tracing::warn!(proposal = %id, tenant, stage, error = %msg, "escalation notice failed");
+                notifications::mark_failed(&state.db, &tenant, (id, stage), &msg).await?;
             }
         }
     }
@@ -138,11 +140,17 @@ async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Ve
     let ttl = chrono::Duration::from_std(current.policy.escalation_ttl).unwrap_or_default();
     let deadline = p.created_at + ttl;
     let left = (deadline - chrono::Utc::now()).num_seconds();
-    let limit = format!(
+    let mut limit = format!(
         "expires {} (in {})",
         deadline.format("%Y-%m-%d %H:%M UTC"),
         human_age(left)
     );
+    // A staged approval names the stage that waits (after a re-route, the new group).
+    let staged = actiond_store::stages::of_proposals(&state.db, &tenants, &[id]).await?;
+    if let Some(st) = staged.get(&id) {
+        let (line, next) = crate::staging::stage_line(st);
+        limit = format!("{line} · {next}; {limit}");
+    }
     let link = state
         .public_url
         .join(&format!("p/{id}"))

@@ -295,7 +295,16 @@ pub(crate) async fn queue(
             risky: risky_values(&params, &d.risky, d.kind, &r.target),
             state: "escalated".into(),
             decided: String::new(),
+            stage: String::new(),
         });
+    }
+    let ids: Vec<Uuid> = rows.iter().filter_map(|r| r.id.parse().ok()).collect();
+    let staged = actiond_store::stages::of_proposals(&state.db, &tenants, &ids).await?;
+    for r in &mut rows {
+        if let Some(st) = r.id.parse().ok().and_then(|id: Uuid| staged.get(&id)) {
+            let (line, next) = crate::staging::stage_line(st);
+            r.stage = format!("{line} · {next}");
+        }
     }
     // Riskiest first, then oldest (the list comes oldest first; the sort is stable).
     rows.sort_by_key(|r| std::cmp::Reverse(r.risk));
@@ -353,6 +362,7 @@ pub(crate) async fn history(
             flags: Vec::new(),
             left: String::new(),
             risk: 0,
+            stage: String::new(),
         });
     }
     Ok(render(&QueuePage {
@@ -518,6 +528,9 @@ pub(crate) async fn decision(
         Some("approved") => "Approved. A grant was issued; the executor will run the action.",
         Some("denied") => "Denied. Nothing will run; the agent will be told.",
         Some("recorded") => "Your approval is recorded; more approvers are needed.",
+        Some("stage-complete") => {
+            "Your approval completed its stage; the next stage is open and its approvers are notified."
+        }
         Some("already") => "This proposal was already decided: see below who decided and when.",
         Some("frozen") => "Agent frozen: its open requests are denied and new ones are refused.",
         Some("already-frozen") => "This agent was already frozen.",
@@ -525,6 +538,10 @@ pub(crate) async fn decision(
         _ => "",
     }
     .to_owned();
+    let staged = actiond_store::stages::of_proposals(&state.db, &v.tenants, &[id]).await?;
+    if let Some(st) = staged.get(&id) {
+        (page.stage, page.stage_next) = crate::staging::stage_line(st);
+    }
     if let Some((href, label)) = next {
         page.next_href = href;
         page.next_label = label;
@@ -634,6 +651,8 @@ fn decision_page(
         approvals: approval_rows(approvals_rows),
         approvals_required: d.approvals_required,
         approvals_have,
+        stage: String::new(),
+        stage_next: String::new(),
         notice: String::new(),
         next_href: String::new(),
         next_label: String::new(),
@@ -774,6 +793,7 @@ pub(crate) async fn decide(
         email: v.email.clone(),
         channel: "web",
         session: Some(v.times),
+        claims: Some(v.claims.clone()),
     };
     let verdict_label = if verdict == Verdict::Approve {
         "approve"
@@ -825,6 +845,7 @@ pub(crate) async fn decide(
             "denied"
         }
         Ok(Decided::NeedsMore { .. }) => "recorded",
+        Ok(Decided::StageComplete { .. }) => "stage-complete",
         Ok(Decided::AlreadyDecided { .. }) => "already",
         Ok(Decided::Refused(r)) => {
             state

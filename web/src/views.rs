@@ -84,6 +84,9 @@ pub(crate) struct QueueRow {
     pub(crate) left: String,
     /// Sort key: more flags first.
     pub(crate) risk: usize,
+    /// The open approval stage and who is next ("stage 1 of 2: team-leads, 0 of 1 needed,
+    /// 12 min left · next: finance"); empty without stages.
+    pub(crate) stage: String,
 }
 
 /// `/queue` and `/history`.
@@ -155,6 +158,10 @@ pub(crate) struct DecisionPage {
     pub(crate) approvals: Vec<ApprovalRow>,
     pub(crate) approvals_required: u32,
     pub(crate) approvals_have: usize,
+    /// The open approval stage ("stage 1 of 2: team-leads, 0 of 1 needed, 12 min left").
+    pub(crate) stage: String,
+    /// Who is next after it ("next: finance", "last stage").
+    pub(crate) stage_next: String,
     pub(crate) notice: String,
     /// After a decision: the next waiting proposal, if any.
     pub(crate) next_href: String,

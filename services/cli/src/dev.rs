@@ -94,6 +94,11 @@ handlers:
     summary: "Refund {amount} {currency} on payment {payment_id}"
     confirm: [amount]          # approvers type the amount again for refunds over 500.00
     confirm_over: 50000
+    approvals:                 # refunds over 500.00: a team lead, then finance
+      stages:
+        - {approvers: team-leads, required: 1, within: 30m, over: 50000}
+        - {approvers: finance, required: 1, within: 4h, over: 50000}
+      on_timeout: next         # a stage nobody decides in time goes to the next group
   dns.record.update:
     credential: pdns
     zones: [prod.example.com, staging.example.com]
@@ -119,7 +124,7 @@ handlers:
         max_rows: 1
 approvers:
   claim: groups
-  values: [demo-approvers]
+  values: [demo-approvers, team-leads, finance]
   subjects: [dev-operator]
 # Past 200.00 of refunds a day, all agents together, every refund needs a person.
 budgets:

@@ -17,7 +17,11 @@
 //! - no self-approval: the agent's recorded owner never approves its proposals;
 //! - how many people: `approvals_required: N` distinct persons — subjects of the pinned issuer,
 //!   whatever the channel (a break-glass `--as SUB` and a web login of SUB count once);
-//!   break-glass supplies at most one of them (its `--as` subject is self-asserted).
+//!   break-glass supplies at most one of them (its `--as` subject is self-asserted);
+//! - stages (a handler's `approvals: {stages}`): an Approve counts only in the open stage,
+//!   from a person whose `approvers.claim` holds that stage's group, before the stage's due
+//!   time; a person approves in one stage only; break-glass cannot show a group, so it cannot
+//!   approve a staged proposal (it may deny).
 
 use crate::handlers::minor_unit_exponent;
 use crate::tenant::Approvers;
@@ -137,6 +141,36 @@ pub enum ApprovalRefusal {
         /// Which value.
         field: ConfirmField,
     },
+    /// The approver's claims do not hold the open stage's group.
+    #[error(
+        "stage {stage} of {of} waits for {approvers}; you are not in {approvers}, so your approval cannot count"
+    )]
+    NotInStage {
+        /// The open stage (1-based).
+        stage: i32,
+        /// How many stages the proposal has.
+        of: i32,
+        /// The stage's group (a value of `approvers.claim`).
+        approvers: String,
+    },
+    /// The open stage's `within` passed (database clock) before this decision; the decision
+    /// moved the stage on (`then`) and decided nothing.
+    #[error(
+        "stage {stage} ({approvers}) ran out of time before your decision; {then}. Reload the page"
+    )]
+    StageTimedOut {
+        /// The stage that timed out.
+        stage: i32,
+        /// Its group.
+        approvers: String,
+        /// What happened instead ("it went to stage 2 (finance)" or "the request expired").
+        then: String,
+    },
+    /// Break-glass cannot approve a staged proposal (its `--as` carries no group).
+    #[error(
+        "break-glass cannot approve a staged proposal: a stage's group comes from the identity provider's claims; approve in the approval web app (deny still works)"
+    )]
+    BreakGlassStaged,
     /// A `confirm:` value was typed but differs from the stored params.
     #[error(
         "confirm_{field}: the {field} typed is not the proposal's {field}; nothing was approved"
@@ -163,6 +197,9 @@ impl ApprovalRefusal {
             Self::ReauthRequired { .. } => "reauth_within",
             Self::ConfirmMissing { .. } => "confirm_missing",
             Self::ConfirmMismatch { .. } => "confirm_mismatch",
+            Self::NotInStage { .. } => "stage_group",
+            Self::StageTimedOut { .. } => "stage_within",
+            Self::BreakGlassStaged => "breakglass_stages",
         }
     }
 
@@ -402,6 +439,12 @@ pub fn check_confirm(
         }
     }
     Ok(())
+}
+
+/// Whether a person with these ID-token `claims` is in approver group `group`: the tenant's
+/// `approvers.claim` (a string or a list of strings) holds it.
+pub fn in_group(claims: &Value, claim: &str, group: &str) -> bool {
+    claim_matches(claims, claim, &[group.to_owned()])
 }
 
 /// Where the approvals of a proposal stand.
@@ -677,6 +720,25 @@ mod tests {
         );
         assert_eq!(check_breakglass(true, Verdict::Deny, 1), Ok(()));
         assert_eq!(check_breakglass(false, Verdict::Approve, 3), Ok(()));
+    }
+
+    #[test]
+    fn a_stage_group_is_a_value_of_the_claim() {
+        let c = json!({"groups": ["team-leads", "x"], "role": "finance"});
+        assert!(in_group(&c, "groups", "team-leads"));
+        assert!(!in_group(&c, "groups", "finance"));
+        assert!(in_group(&c, "role", "finance"));
+        assert!(!in_group(&json!({}), "groups", "team-leads"));
+        let r = ApprovalRefusal::NotInStage {
+            stage: 1,
+            of: 2,
+            approvers: "team-leads".into(),
+        };
+        assert_eq!(r.rule(), "stage_group");
+        assert_eq!(
+            r.to_string(),
+            "stage 1 of 2 waits for team-leads; you are not in team-leads, so your approval cannot count"
+        );
     }
 
     #[test]

@@ -71,11 +71,21 @@ pub enum AuditKind {
     /// A shadow document was promoted: applied as the tenant's next version.
     #[serde(rename = "tenant.shadow_promoted")]
     TenantShadowPromoted,
+    /// A stage of a staged approval opened (`detail`: stage, of, approvers, required, due_at).
+    #[serde(rename = "approval.stage_opened")]
+    ApprovalStageOpened,
+    /// A stage got the approvals it needed (`detail`: stage, of, approvers, subjects).
+    #[serde(rename = "approval.stage_completed")]
+    ApprovalStageCompleted,
+    /// A stage's `within` passed before it completed (`detail.then`: `rerouted` to the next
+    /// stage, or `expired`).
+    #[serde(rename = "approval.stage_timed_out")]
+    ApprovalStageTimedOut,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 21] = [
+    pub const ALL: [AuditKind; 24] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -97,6 +107,9 @@ impl AuditKind {
         Self::RetentionPurged,
         Self::TenantShadowStored,
         Self::TenantShadowPromoted,
+        Self::ApprovalStageOpened,
+        Self::ApprovalStageCompleted,
+        Self::ApprovalStageTimedOut,
     ];
 
     /// The stored (dotted) name.
@@ -123,6 +136,9 @@ impl AuditKind {
             Self::RetentionPurged => "retention.purged",
             Self::TenantShadowStored => "tenant.shadow_stored",
             Self::TenantShadowPromoted => "tenant.shadow_promoted",
+            Self::ApprovalStageOpened => "approval.stage_opened",
+            Self::ApprovalStageCompleted => "approval.stage_completed",
+            Self::ApprovalStageTimedOut => "approval.stage_timed_out",
         }
     }
 }

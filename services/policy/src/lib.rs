@@ -282,6 +282,7 @@ impl Worker {
                 .inc();
         }
         let issued = policy_queue::record_batch(&tx, &decisions, &self.signer).await?;
+        open_stages(&tx, &decisions, &policies).await?;
         tx.commit().await?;
         if issued > 0 {
             self.metrics
@@ -378,9 +379,17 @@ impl Worker {
         Ok(())
     }
 
-    /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`.
+    /// Expires stale `pending`/`escalated` rows of every tenant by its `escalation_ttl`, after
+    /// moving on the approval stages whose `within` passed (re-routed or expired).
     pub async fn sweep(&self) -> anyhow::Result<u64> {
         let mut total = 0;
+        for (id, tenant, what) in actiond_store::stages::sweep(&self.db, self.batch).await? {
+            if what == actiond_store::stages::TimedOut::Expired {
+                self.metrics.expired.with_label_values(&[&tenant]).inc();
+                total += 1;
+            }
+            tracing::info!(proposal = %id, tenant, outcome = %what.describe(), "approval stage timed out");
+        }
         for tenant in tenants::list(&self.db).await? {
             let mut c = self.db.client().await?;
             let Some(policy) = self.cache.latest(&c, &tenant).await? else {
@@ -491,6 +500,35 @@ async fn work_loop(
             }
         }
     }
+}
+
+/// Writes the approval stages of every proposal this batch escalated whose handler (in the
+/// document version that decided it) declares `approvals: {stages}`, in the batch's
+/// transaction: stage 1 opens with the escalation.
+async fn open_stages(
+    tx: &deadpool_postgres::Transaction<'_>,
+    decisions: &[DecidedRow<'_>],
+    policies: &HashMap<String, Option<CompiledPolicy>>,
+) -> anyhow::Result<()> {
+    for d in decisions {
+        if d.decision.effect != actiond_core::policy::Effect::Escalate {
+            continue;
+        }
+        let Some(p) = policies.get(&d.row.tenant_id).and_then(Option::as_ref) else {
+            continue;
+        };
+        if Some(p.version) != d.doc_version {
+            continue;
+        }
+        if let Some(staged) = p
+            .doc
+            .handler(&d.row.action)
+            .and_then(|h| h.approvals.as_ref())
+        {
+            actiond_store::stages::open(tx, d.row, staged).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The classifier's view of a decided row (see [`actiond_core::classifier`]).

@@ -15,12 +15,17 @@
 //!   must be typed again and match the stored params;
 //! - `approvals_required: N` means N distinct persons (subjects of the tenant's pinned issuer,
 //!   whatever the channel), at most one of them by break-glass; one deny is final;
+//! - staged proposals (a handler's `approvals: {stages}`, see [`crate::stages`]): an Approve
+//!   counts in the open stage only, from a person in that stage's group (web claims; break-glass
+//!   cannot approve them), before its due time; an open stage found overdue is moved on by the
+//!   decision itself, which then decides nothing; a completed stage opens the next one, and the
+//!   last one issues the grant;
 //! - an approval that completes the count issues the grant with the caller's key;
 //! - every refusal is an `approval.refused` audit event, committed with nothing else changed
 //!   (except the expiry above).
 
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
-use crate::{Db, Result, StoreError, audit, grants, set_tenant, tenants};
+use crate::{Db, Result, StoreError, audit, grants, set_tenant, stages, tenants};
 use actiond_core::approval::{self as rules, ApprovalRefusal, Freshness, Retyped, Tally};
 use actiond_core::audit::AuditKind;
 use actiond_core::grant::GrantSigner;
@@ -44,6 +49,9 @@ pub struct Approver {
     pub channel: &'static str,
     /// What the web session vouches for and since when; `None` for break-glass.
     pub session: Option<SessionTimes>,
+    /// The session's ID-token claims (stage groups are read from the tenant's
+    /// `approvers.claim`); `None` for break-glass.
+    pub claims: Option<serde_json::Value>,
 }
 
 /// When a web session's claims were read (its login) and when the identity provider last
@@ -83,6 +91,15 @@ pub enum Decided {
     },
     /// Denied; final.
     Denied,
+    /// Approval recorded and it completed its stage; the next stage is open now.
+    StageComplete {
+        /// The stage just completed.
+        stage: i32,
+        /// How many stages there are.
+        of: i32,
+        /// The group of the stage that opened.
+        next: String,
+    },
     /// Approval recorded; more distinct approvers are needed.
     NeedsMore {
         /// Approvals so far.
@@ -173,6 +190,8 @@ struct Deciding<'a> {
     proposal: ProposalRow,
     doc_version: i32,
     seconds_on_page: Option<f64>,
+    /// The open stage this decision is given in (staged proposals).
+    stage: Option<stages::Stage>,
 }
 
 /// The locked proposal with what the database clock says about it in the same statement.
@@ -222,6 +241,7 @@ pub async fn decide(
         proposal: locked.proposal,
         doc_version: 0,
         seconds_on_page: shown.seconds_on_page,
+        stage: None,
     };
     let checked = if locked.ttl_passed {
         expire(&tx, &d, locked.ttl_at).await?;
@@ -306,7 +326,52 @@ async fn check(
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
     }
+    if let Some(staged) = &handler.approvals
+        && !staged.applicable(&params).is_empty()
+    {
+        match check_stage(tx, d, &current.approvers.claim).await? {
+            Ok(stage) => d.stage = Some(stage),
+            Err(r) => return Ok(Err(r)),
+        }
+    }
     Ok(Ok(handler))
+}
+
+/// The stage rules of a staged proposal: its open stage (moved on first when overdue, which
+/// refuses this decision), break-glass never approves, and an Approve needs the stage's group
+/// in the person's `claim`. The open stage when all pass. A proposal whose stages apply but
+/// were never written is refused (fail closed).
+async fn check_stage(
+    tx: &crate::Tx<'_>,
+    d: &Deciding<'_>,
+    claim: &str,
+) -> Result<std::result::Result<stages::Stage, ApprovalRefusal>> {
+    let all = stages::of_proposal(tx, d.id).await?;
+    let open = stages::open_stage(&all).cloned().ok_or_else(|| {
+        StoreError::Conflict("this staged proposal has no open stage; reload it".into())
+    })?;
+    if open.is_overdue() {
+        let then = stages::time_out(tx, &d.proposal, &open, &d.approver.actor()).await?;
+        return Ok(Err(ApprovalRefusal::StageTimedOut {
+            stage: open.stage,
+            approvers: open.approvers.clone(),
+            then: then.describe(),
+        }));
+    }
+    if d.verdict == Verdict::Deny {
+        return Ok(Ok(open));
+    }
+    let Some(claims) = &d.approver.claims else {
+        return Ok(Err(ApprovalRefusal::BreakGlassStaged));
+    };
+    if !rules::in_group(claims, claim, &open.approvers) {
+        return Ok(Err(ApprovalRefusal::NotInStage {
+            stage: open.stage,
+            of: open.of,
+            approvers: open.approvers.clone(),
+        }));
+    }
+    Ok(Ok(open))
 }
 
 /// Locks the proposal row for this decision and, in the same statement, judges the tenant's
@@ -453,9 +518,9 @@ async fn handler_of(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<HandlerEntry
 async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
     let a = d.approver;
     tx.execute(
-        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel, seconds_on_page)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page],
+        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel, seconds_on_page, stage)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page, &d.stage.as_ref().map(|s| s.stage)],
     )
     .await?;
     Ok(())
@@ -475,34 +540,71 @@ async fn deny(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<(Option<ProposalSt
     Ok((Some(ProposalState::Denied), Decided::Denied))
 }
 
-/// Counts the distinct approvals; when they complete the tally, issues the grant and moves the
-/// proposal to `approved`. When more people must approve, writes an `approval.recorded` event
-/// and returns no new state.
+/// Counts the distinct approvals (of the open stage, for a staged proposal); when they
+/// complete the tally, issues the grant and moves the proposal to `approved` (a stage that is
+/// not the last opens the next one instead). When more people must approve, writes an
+/// `approval.recorded` event and returns no new state.
 async fn approve(
     tx: &crate::Tx<'_>,
     signer: &GrantSigner,
     d: &Deciding<'_>,
     handler: &HandlerEntry,
 ) -> Result<(Option<ProposalState>, Decided)> {
-    let have: i64 = tx
-        .query_one(
-            "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
-            &[&d.id],
-        )
-        .await?
-        .get(0);
-    if let Tally::NeedsMore { have, need } = rules::tally(have, handler.approvals_required) {
+    let (have, required): (i64, u32) = match &d.stage {
+        Some(s) => (
+            tx.query_one(
+                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve' AND stage = $2",
+                &[&d.id, &s.stage],
+            )
+            .await?
+            .get(0),
+            s.required.max(1) as u32,
+        ),
+        None => (
+            tx.query_one(
+                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
+                &[&d.id],
+            )
+            .await?
+            .get(0),
+            handler.approvals_required,
+        ),
+    };
+    if let Tally::NeedsMore { have, need } = rules::tally(have, required) {
         let actor = d.approver.actor();
+        let stage = d.stage.as_ref().map(|s| s.stage);
         audit::write(
             tx,
             &d.proposal.event(
                 AuditKind::ApprovalRecorded,
                 &actor,
-                json!({"approver": d.approver.audit_json(), "have": have, "need": need}),
+                json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage}),
             ),
         )
         .await?;
         return Ok((None, Decided::NeedsMore { have, need }));
+    }
+    if let Some(s) = &d.stage {
+        let actor = d.approver.actor();
+        let by = stages::of_proposal(tx, d.id)
+            .await?
+            .into_iter()
+            .find(|x| x.stage == s.stage)
+            .map(|x| x.approved_by)
+            .unwrap_or_default();
+        stages::complete(tx, &d.proposal, s, &by, &actor).await?;
+        if s.stage < s.of {
+            let after = format!("stage {} ({}) completed", s.stage, s.approvers);
+            let next = stages::open_next(tx, &d.proposal, s.stage + 1, &actor, &after).await?;
+            return Ok((
+                None,
+                Decided::StageComplete {
+                    stage: s.stage,
+                    of: s.of,
+                    next: next.approvers,
+                },
+            ));
+        }
     }
     let subjects: Vec<String> = tx
         .query(

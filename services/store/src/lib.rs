@@ -32,6 +32,7 @@ pub mod queue_views;
 pub mod retention;
 pub mod seals;
 pub mod shadow;
+pub mod stages;
 pub mod tenants;
 pub mod tls;
 pub mod web_sessions;

@@ -117,6 +117,49 @@ async fn start_web(
     state
 }
 
+/// A refund of 6,000.00 escalated under a second document version whose refunds over 5,000.00
+/// take two stages of acme-approvers (two different people), with the stages as policy writes
+/// them (stage 1 open, 2 h; stage 2 waiting).
+async fn seed_staged(db: &actiond_store::Db, issuer: &str) -> uuid::Uuid {
+    let doc = acme_doc(Some(issuer)).replace(
+        "    max_amount: 1000000\n",
+        "    max_amount: 1000000\n    approvals:\n      stages:\n        - {approvers: acme-approvers, within: 2h, over: 500000}\n        - {approvers: acme-approvers, within: 4h, over: 500000}\n",
+    );
+    actiond_store::tenants::apply(db, &doc, "test")
+        .await
+        .unwrap();
+    let c = db.client().await.unwrap();
+    let agent: uuid::Uuid = c
+        .query_one(
+            "SELECT id FROM agents WHERE tenant_id = 'acme' AND name = 'support-bot'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let params = serde_json::json!({"payment_id": "pi_big", "amount": 600000, "currency": "USD", "order_id": "77"});
+    let id = escalated(
+        db,
+        "acme",
+        agent,
+        "billing.refund.issue",
+        "pi_big",
+        params,
+        "Large refund.",
+        None,
+        ("", "default"),
+    )
+    .await;
+    c.batch_execute(&format!(
+        "UPDATE proposals SET doc_version = 2, doc_sha256 = (SELECT sha256 FROM tenant_documents WHERE tenant_id = 'acme' AND version = 2) WHERE id = '{id}';
+         INSERT INTO approval_stages (proposal_id, tenant_id, stage, of_stages, approvers, required, within_secs, on_timeout)
+         VALUES ('{id}', 'acme', 1, 2, 'acme-approvers', 1, 7200, 'next'), ('{id}', 'acme', 2, 2, 'acme-approvers', 1, 14400, 'next')"
+    ))
+    .await
+    .unwrap();
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_sso_decisions_and_attacks() {
     if !browser_available() {
@@ -142,6 +185,7 @@ async fn browser_sso_decisions_and_attacks() {
     let (_fake, fake_issuer) = start_idp("fake-idp.mjs", &[]).await;
     let seeded = seed(&t.db, Some(&issuer)).await;
     let layouts = seed_layouts(&t.db).await;
+    let p_staged = seed_staged(&t.db, &issuer).await;
     start_web(&t.web_url, &creds, l1, &issuer).await;
     start_web(&t.web_url, &creds, l2, &fake_issuer).await;
 
@@ -156,6 +200,7 @@ async fn browser_sso_decisions_and_attacks() {
         ("P_EMAIL", layouts.p_email.to_string()),
         ("P_SQL", layouts.p_sql.to_string()),
         ("P_HOOK30", layouts.p_hook30.to_string()),
+        ("P_STAGED", p_staged.to_string()),
     ];
     let status = Command::new("node")
         .args(["--test", "--test-reporter=spec", "e2e.test.mjs"])
@@ -179,6 +224,14 @@ async fn browser_sso_decisions_and_attacks() {
     );
 
     // The database shows exactly what the people did.
+    let (state, approvals, _) = proposal_facts(&t.db, p_staged).await;
+    assert_eq!(
+        (state.as_str(), approvals),
+        (
+            "denied",
+            vec![format!("deny:alice:alice@acme.test:{issuer}")]
+        )
+    );
     let (state, approvals, grants) = proposal_facts(&t.db, seeded.p_deny).await;
     assert_eq!(state, "denied");
     assert_eq!(

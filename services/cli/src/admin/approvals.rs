@@ -260,6 +260,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         email: None,
         channel: "breakglass",
         session: None,
+        claims: None,
     };
     let retyped = actiond_core::approval::Retyped {
         amount: a.confirm_amount.clone(),
@@ -300,6 +301,11 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         Decided::Denied => say(&format!("denied {}; nothing will run", a.id)),
         Decided::NeedsMore { have, need } => say(&format!(
             "approval recorded ({have} of {need}); another person must approve"
+        )),
+        // Unreachable today (break-glass cannot approve a staged proposal), said plainly anyway.
+        Decided::StageComplete { stage, of, next } => say(&format!(
+            "stage {stage} of {of} complete; stage {} ({next}) is open",
+            stage + 1
         )),
         Decided::AlreadyDecided { state, by, at } => bail!(
             "proposal is already {state}{}",

@@ -30,8 +30,11 @@ pub struct HandlerEntry {
     /// Grant lifetime (≤ 15 minutes).
     #[serde(serialize_with = "ser_duration")]
     pub grant_lifetime: Duration,
-    /// Distinct people needed to approve (1–5).
+    /// Distinct people needed to approve (1–5); 1 when `approvals` is set (the stages count).
     pub approvals_required: u32,
+    /// Staged approvals (`approvals: {stages, on_timeout}`), the general form of
+    /// `approvals_required`; `None` means the one-stage shorthand.
+    pub approvals: Option<super::stages::StagedApprovals>,
     /// The least severe effect this action may get (`escalate` makes `allow` impossible).
     pub min_effect: Effect,
     /// Handler execution timeout.
@@ -56,11 +59,12 @@ fn ser_confirm<S: serde::Serializer>(c: &[ConfirmField], s: S) -> Result<S::Ok, 
 }
 
 /// Settings every handler takes; the rest of an entry goes to the handler's own validation.
-const COMMON_HANDLER_KEYS: [&str; 9] = [
+const COMMON_HANDLER_KEYS: [&str; 10] = [
     "summary",
     "risky",
     "grant_lifetime",
     "approvals_required",
+    "approvals",
     "min_effect",
     "timeout",
     "reauth_within",
@@ -160,6 +164,17 @@ fn parse_entry(
             }
         },
     };
+    let approvals = em.get("approvals").and_then(|v| {
+        let path = format!("{p}.approvals");
+        if em.contains_key("approvals_required") {
+            errs.push(FieldError::new(
+                path,
+                "set approvals or approvals_required, not both (approvals_required: N is one stage of N people of any approver group)",
+            ));
+            return None;
+        }
+        super::stages::parse_staged(errs, &path, v, has_integer_param(kind, "amount"))
+    });
     let min_effect = match em.get("min_effect") {
         None => Effect::Allow,
         some => get_effect(errs, &format!("{p}.min_effect"), some).unwrap_or(Effect::Escalate),
@@ -189,6 +204,7 @@ fn parse_entry(
         risky,
         grant_lifetime,
         approvals_required,
+        approvals,
         min_effect,
         timeout,
         reauth_within: care.reauth_within,

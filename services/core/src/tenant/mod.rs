@@ -23,6 +23,9 @@
 //!     reauth_within: 10m         # Approve needs an IdP sign-in this recent (auth_time)
 //!     confirm: [amount]          # the approver types the amount again…
 //!     confirm_over: 50000        # …when it is above this (minor units)
+//!     approvals:                 # staged approvals (instead of approvals_required)
+//!       stages: [{approvers: team-leads, required: 1, within: 30m}]
+//!       on_timeout: next         # next | expire (see `stages`)
 //! approvers:
 //!   claim: groups                # ID-token claim holding group names
 //!   values: [acme-approvers]
@@ -40,7 +43,7 @@
 //! ```
 //! Every validation error names the field path and the rule. CEL rules are compiled at apply.
 //!
-//! Each top-level section is parsed by its own module (`policy`, `handlers`, `approvers`,
+//! Each top-level section is parsed by its own module (`policy`, `handlers` with `stages`, `approvers`,
 //! `notify`, `retention`, `budgets`, `admins`); this one holds the document, its entry points and the field
 //! readers they share.
 
@@ -51,6 +54,7 @@ mod handlers;
 mod notify;
 mod policy;
 mod retention;
+mod stages;
 
 pub use admins::Admins;
 pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE};
@@ -61,6 +65,9 @@ pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
 pub use retention::{MIN_DECIDED_AFTER, Retention};
+pub use stages::{
+    MAX_STAGE_WITHIN, MAX_STAGES, MIN_STAGE_WITHIN, OnTimeout, StageDef, StagedApprovals,
+};
 
 use crate::handlers::HandlerKind;
 use crate::ids::{TenantId, format_duration, parse_duration};
@@ -180,6 +187,9 @@ impl TenantDocument {
         let retention = retention::parse_retention(&mut errs, root.get("retention"));
         let budgets = budgets::parse_budgets(&mut errs, root.get("budgets"), &handlers);
         let admins = admins::parse_admins(&mut errs, root.get("admins"));
+        if let Some(p) = &policy {
+            check_stage_groups(&mut errs, &handlers, &approvers, p.escalation_ttl);
+        }
         match (tenant, policy) {
             (Some(tenant), Some(policy)) if errs.is_empty() => Ok(Self {
                 tenant,
@@ -207,6 +217,44 @@ impl TenantDocument {
     pub fn handler(&self, action: &str) -> Option<&HandlerEntry> {
         HandlerKind::lookup(action)?;
         self.handlers.get(action)
+    }
+}
+
+/// Every stage's group must be one of `approvers.values` (a claim value that makes someone an
+/// approver of this tenant), and the stages together must fit in `policy.escalation_ttl`, which
+/// still bounds every escalation: a last stage that could never finish is refused at apply.
+fn check_stage_groups(
+    errs: &mut Vec<FieldError>,
+    handlers: &BTreeMap<String, HandlerEntry>,
+    approvers: &Approvers,
+    escalation_ttl: Duration,
+) {
+    for (action, h) in handlers {
+        let Some(st) = &h.approvals else { continue };
+        let p = format!("handlers[{}].approvals", Value::String(action.clone()));
+        for (i, s) in st.stages.iter().enumerate() {
+            if !approvers.values.contains(&s.approvers) {
+                errs.push(FieldError::new(
+                    format!("{p}.stages[{i}].approvers"),
+                    format!(
+                        "{:?} is not one of approvers.values ({}): a stage's group is a value of approvers.claim ({}) that makes someone an approver",
+                        s.approvers,
+                        approvers.values.join(", "),
+                        approvers.claim
+                    ),
+                ));
+            }
+        }
+        if st.total_within() > escalation_ttl {
+            errs.push(FieldError::new(
+                format!("{p}.stages"),
+                format!(
+                    "the stages' within add up to {}, more than policy.escalation_ttl ({}), which expires every escalation",
+                    format_duration(st.total_within()),
+                    format_duration(escalation_ttl)
+                ),
+            ));
+        }
     }
 }
 
