@@ -636,6 +636,17 @@ fn decision_page(
         agent_open: agent.open,
         can_freeze: agent.can_freeze,
         can_unfreeze: agent.can_unfreeze,
+        passkey_needed: doc
+            .and_then(|doc| {
+                doc.handler(&p.action).map(|h| {
+                    actiond_core::approval::passkey_required(
+                        doc.approvers.require_passkey,
+                        h,
+                        &params,
+                    )
+                })
+            })
+            .unwrap_or(false),
     }
 }
 
@@ -745,6 +756,10 @@ pub(crate) async fn decide(
         .await?
         .ok_or(WebError::NotFound)?;
     let (verdict, intent, doc_version) = decision_fields(&form)?;
+    let submitted = match verdict {
+        Verdict::Approve => crate::passkey::submitted(&state, &form)?,
+        Verdict::Deny => None,
+    };
     let approver = Approver {
         issuer: v.issuer.clone(),
         subject: v.subject.clone(),
@@ -772,6 +787,7 @@ pub(crate) async fn decide(
         doc_version: Some(doc_version),
         retyped: &retyped,
         seconds_on_page: seconds,
+        passkey: submitted.as_ref(),
     };
     let comment = deny_comment(&form, verdict);
     let outcome = approvals::decide(
@@ -809,6 +825,9 @@ pub(crate) async fn decide(
                 .decisions
                 .with_label_values(&[verdict_label, "refused"])
                 .inc();
+            if r == actiond_core::approval::ApprovalRefusal::PasskeyRequired {
+                return crate::passkey::needed_page(&state, &v, &p.tenant_id, id).await;
+            }
             if let Some(max_age) = r.sign_in_max_age() {
                 let to = crate::session::sign_in_again(&state, &v, &format!("/p/{id}"), max_age);
                 return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());

@@ -71,11 +71,14 @@ pub enum AuditKind {
     /// A shadow document was promoted: applied as the tenant's next version.
     #[serde(rename = "tenant.shadow_promoted")]
     TenantShadowPromoted,
+    /// An approver registered a passkey for a tenant (credential id and algorithm in detail).
+    #[serde(rename = "passkey.registered")]
+    PasskeyRegistered,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 21] = [
+    pub const ALL: [AuditKind; 22] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -97,6 +100,7 @@ impl AuditKind {
         Self::RetentionPurged,
         Self::TenantShadowStored,
         Self::TenantShadowPromoted,
+        Self::PasskeyRegistered,
     ];
 
     /// The stored (dotted) name.
@@ -123,6 +127,7 @@ impl AuditKind {
             Self::RetentionPurged => "retention.purged",
             Self::TenantShadowStored => "tenant.shadow_stored",
             Self::TenantShadowPromoted => "tenant.shadow_promoted",
+            Self::PasskeyRegistered => "passkey.registered",
         }
     }
 }

@@ -69,6 +69,9 @@ pub struct Shown<'a> {
     pub retyped: &'a Retyped,
     /// Seconds the decision page was shown before this decision (web, signed stamp verified).
     pub seconds_on_page: Option<f64>,
+    /// The passkey assertion submitted with an Approve (web only), checked when the handler
+    /// or the tenant requires one ([`crate::passkeys`]).
+    pub passkey: Option<&'a crate::passkeys::SubmittedAssertion>,
 }
 
 pub use actiond_core::approval::Verdict;
@@ -161,6 +164,13 @@ impl Approver {
     fn audit_json(&self) -> serde_json::Value {
         json!({"issuer": self.issuer, "subject": self.subject, "email": self.email, "channel": self.channel})
     }
+
+    fn person(&self) -> crate::passkeys::Person<'_> {
+        crate::passkeys::Person {
+            issuer: &self.issuer,
+            subject: &self.subject,
+        }
+    }
 }
 
 /// What one call of [`decide`] is deciding, once the proposal is locked and checked.
@@ -173,6 +183,8 @@ struct Deciding<'a> {
     proposal: ProposalRow,
     doc_version: i32,
     seconds_on_page: Option<f64>,
+    /// The verified passkey assertion of this Approve, when one was required.
+    passkey: Option<crate::passkeys::VerifiedPasskey>,
 }
 
 /// The locked proposal with what the database clock says about it in the same statement.
@@ -222,6 +234,7 @@ pub async fn decide(
         proposal: locked.proposal,
         doc_version: 0,
         seconds_on_page: shown.seconds_on_page,
+        passkey: None,
     };
     let checked = if locked.ttl_passed {
         expire(&tx, &d, locked.ttl_at).await?;
@@ -306,7 +319,38 @@ async fn check(
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
     }
+    if d.verdict == Verdict::Approve
+        && rules::passkey_required(current.approvers.require_passkey, &handler, &params)
+    {
+        match check_passkey(tx, d, shown.passkey).await? {
+            Ok(v) => d.passkey = Some(v),
+            Err(r) => return Ok(Err(r)),
+        }
+    }
     Ok(Ok(handler))
+}
+
+/// The passkey rule of an Approve that needs one: an assertion was given (never by
+/// break-glass) and [`crate::passkeys::check_for_approval`] accepts it.
+async fn check_passkey(
+    tx: &crate::Tx<'_>,
+    d: &Deciding<'_>,
+    submitted: Option<&crate::passkeys::SubmittedAssertion>,
+) -> Result<std::result::Result<crate::passkeys::VerifiedPasskey, ApprovalRefusal>> {
+    let Some(s) = submitted.filter(|_| !d.approver.is_breakglass()) else {
+        return Ok(Err(ApprovalRefusal::PasskeyRequired));
+    };
+    let binding = crate::passkeys::ApprovalBinding {
+        tenant: d.tenant,
+        proposal_id: d.id,
+        intent_hash: &d.proposal.intent_hash,
+        doc_version: d.doc_version,
+    };
+    Ok(
+        crate::passkeys::check_for_approval(tx, binding, d.approver.person(), s)
+            .await?
+            .map_err(|e| ApprovalRefusal::PasskeyRefused { why: e.0 }),
+    )
 }
 
 /// Locks the proposal row for this decision and, in the same statement, judges the tenant's
@@ -458,6 +502,9 @@ async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
         &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page],
     )
     .await?;
+    if let Some(v) = &d.passkey {
+        crate::passkeys::store_for_approval(tx, d.tenant, d.id, a.person(), v).await?;
+    }
     Ok(())
 }
 
@@ -498,7 +545,8 @@ async fn approve(
             &d.proposal.event(
                 AuditKind::ApprovalRecorded,
                 &actor,
-                json!({"approver": d.approver.audit_json(), "have": have, "need": need}),
+                json!({"approver": d.approver.audit_json(), "have": have, "need": need,
+                       "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
             ),
         )
         .await?;
@@ -567,6 +615,7 @@ async fn write_decided(
         "comment": d.comment,
         "grant_id": grant_id,
         "key_id": grant_id.map(|_| signer.key_id()),
+        "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json),
     });
     audit::write(
         tx,
