@@ -16,16 +16,16 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-const CLIENT_ID: &str = "actiond-web-e2e";
-const CLIENT_SECRET: &str = "e2e-client-secret-0123456789abcdef";
+pub(crate) const CLIENT_ID: &str = "actiond-web-e2e";
+pub(crate) const CLIENT_SECRET: &str = "e2e-client-secret-0123456789abcdef";
 
-fn e2e_dir() -> PathBuf {
+pub(crate) fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
 }
 
 /// True when the browser test can run; panics with the install commands otherwise, unless
 /// ACTIOND_SKIP_BROWSER=1.
-fn browser_available() -> bool {
+pub(crate) fn browser_available() -> bool {
     let dir = e2e_dir();
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let missing: Vec<&str> = [
@@ -62,7 +62,7 @@ fn browser_available() -> bool {
 }
 
 /// Starts a node script that prints `{"issuer": …}` on its first stdout line.
-async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, String) {
+pub(crate) async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, String) {
     let mut cmd = Command::new("node");
     cmd.arg(script)
         .current_dir(e2e_dir())

@@ -18,6 +18,8 @@ use uuid::Uuid;
 /// of the V4 migration. The database is dropped with this value.
 pub struct TestDb {
     pub web_url: String,
+    /// Superuser URL of this database.
+    pub url: String,
     pub db: Db,
     _kit: actiond_testkit::TestDb,
 }
@@ -26,6 +28,7 @@ pub async fn fresh_db() -> TestDb {
     let kit = actiond_testkit::TestDb::new().await;
     TestDb {
         web_url: kit.role_url("web").await,
+        url: kit.url.clone(),
         db: kit.db.clone(),
         _kit: kit,
     }
@@ -88,7 +91,7 @@ approvers:
   values: [globex-approvers]
 "#;
 
-async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
+pub async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
     let token = sha256_hex(Uuid::new_v4().to_string());
     actiond_store::agents::create(db, tenant, name, Some(owner), &token, None)
         .await
@@ -100,7 +103,7 @@ async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
     clippy::too_many_arguments,
     reason = "one parameter per proposal column"
 )]
-async fn escalated(
+pub async fn escalated(
     db: &Db,
     tenant: &str,
     agent_id: Uuid,
