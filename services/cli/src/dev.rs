@@ -94,6 +94,8 @@ handlers:
     summary: "Refund {amount} {currency} on payment {payment_id}"
     confirm: [amount]          # approvers type the amount again for refunds over 500.00
     confirm_over: 50000
+    require_passkey: true      # …and sign the approval with their passkey (/passkeys)
+    passkey_over: 50000
   dns.record.update:
     credential: pdns
     zones: [prod.example.com, staging.example.com]
