@@ -355,7 +355,6 @@ impl PublicKey {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests fail loudly")]
 pub(crate) mod tests {
     use super::*;
     use ring::rand::SystemRandom;
