@@ -8,48 +8,19 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { browsers, envOf, login as signIn } from './chromium.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`passkey.test.mjs: ${k} is not set (run it through web/tests/web/passkey.rs)`);
-  return v;
-};
+const env = envOf('passkey.test.mjs', 'web/tests/web/passkey.rs');
 const WEB = env('WEB_URL');
 const P_FIRST = env('P_FIRST');
 const P_SECOND = env('P_SECOND');
 const P_BOB = env('P_BOB');
 const P_DENY = env('P_DENY');
 const ARTIFACTS = env('ARTIFACTS');
-const PROFILES = env('PROFILES');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
-
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const contexts = [];
-async function browserFor(name) {
-  const ctx = await chromium.launchPersistentContext(path.join(PROFILES, name), {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1200, height: 900 },
-  });
-  contexts.push(ctx);
-  return ctx;
-}
+const { browserFor, closeAll } = browsers(env('PROFILES'));
 const shot = (page, name) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
-
-async function login(ctx, user, next) {
-  const page = ctx.pages()[0] || await ctx.newPage();
-  await page.goto(WEB + next);
-  await page.click('#sso');
-  await page.waitForSelector('input[name=login]');
-  await page.fill('input[name=login]', user);
-  await page.fill('input[name=password]', 'any-password');
-  await page.click('button[type=submit]');
-  await page.waitForURL((u) => u.toString().startsWith(WEB + next));
-  return page;
-}
+const login = (ctx, user, next) => signIn(ctx, WEB, user, next);
 
 // A platform authenticator with user verification, as a laptop's fingerprint reader.
 async function virtualAuthenticator(page) {
@@ -69,7 +40,7 @@ before(async () => {
   alice = await login(await browserFor('alice'), 'alice', '/queue');
   aliceAuth = await virtualAuthenticator(alice);
 });
-after(async () => { for (const c of contexts) await c.close(); });
+after(closeAll);
 
 test('no passkey: Approve is refused with a page that says how to register; Deny needs none', async () => {
   const bob = await login(await browserFor('bob'), 'bob', `/p/${P_BOB}`);

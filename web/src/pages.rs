@@ -742,6 +742,25 @@ fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Verdict, &Strin
     Ok((verdict, intent, doc_version))
 }
 
+/// The answer to a decision a rule refused: the passkey page, a new sign-in when that lifts
+/// the refusal, else 409 with the rule's message.
+async fn refused(
+    state: &AppState,
+    v: &Viewer,
+    tenant: &str,
+    id: Uuid,
+    r: actiond_core::approval::ApprovalRefusal,
+) -> WebResult<Response> {
+    if r == actiond_core::approval::ApprovalRefusal::PasskeyRequired {
+        return crate::passkey::needed_page(state, v, tenant, id).await;
+    }
+    if let Some(max_age) = r.sign_in_max_age() {
+        let to = crate::session::sign_in_again(state, v, &format!("/p/{id}"), max_age);
+        return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
+    }
+    Err(WebError::Conflict(format!("{r}. Nothing was decided.")))
+}
+
 /// `POST /p/{id}/decide`: one click, approve or deny.
 pub(crate) async fn decide(
     State(state): State<AppState>,
@@ -825,14 +844,7 @@ pub(crate) async fn decide(
                 .decisions
                 .with_label_values(&[verdict_label, "refused"])
                 .inc();
-            if r == actiond_core::approval::ApprovalRefusal::PasskeyRequired {
-                return crate::passkey::needed_page(&state, &v, &p.tenant_id, id).await;
-            }
-            if let Some(max_age) = r.sign_in_max_age() {
-                let to = crate::session::sign_in_again(&state, &v, &format!("/p/{id}"), max_age);
-                return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
-            }
-            return Err(WebError::Conflict(format!("{r}. Nothing was decided.")));
+            return refused(&state, &v, &p.tenant_id, id, r).await;
         }
         Err(actiond_store::StoreError::Conflict(m)) => {
             state

@@ -84,14 +84,16 @@ pub(crate) async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, St
     (child, v["issuer"].as_str().unwrap().to_owned())
 }
 
-async fn start_web(
+/// Starts the app on `listener` against `issuer`, with `extra` flags (e.g. `--public-url`).
+pub(crate) async fn start_web(
     db_url: &str,
     creds: &Path,
     listener: tokio::net::TcpListener,
     issuer: &str,
+    extra: &[&str],
 ) -> AppState {
     let addr = listener.local_addr().unwrap().to_string();
-    let args = web_args(&[
+    let mut flags = vec![
         "--listen",
         &addr,
         "--database-url",
@@ -107,7 +109,9 @@ async fn start_web(
         "--grant-key-id",
         "web-e2e",
         "--notify-allow-private",
-    ]);
+    ];
+    flags.extend_from_slice(extra);
+    let args = web_args(&flags);
     let state = AppState::build(&args).await.unwrap();
     tokio::spawn(actiond_web::serve_state(
         state.clone(),
@@ -141,8 +145,8 @@ async fn browser_sso_decisions_and_attacks() {
     .await;
     let (_fake, fake_issuer) = start_idp("fake-idp.mjs", &[]).await;
     let seeded = seed(&t.db, Some(&issuer)).await;
-    start_web(&t.web_url, &creds, l1, &issuer).await;
-    start_web(&t.web_url, &creds, l2, &fake_issuer).await;
+    start_web(&t.web_url, &creds, l1, &issuer, &[]).await;
+    start_web(&t.web_url, &creds, l2, &fake_issuer, &[]).await;
 
     let artifacts = e2e_dir().join("artifacts");
     let scratch_dir = scratch("browser");

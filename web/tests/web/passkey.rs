@@ -5,9 +5,8 @@
 //! `actiond_store::passkeys::verify_all` (what `actiond audit verify-passkeys` runs) must
 //! accept the stored assertions — and name the one whose signature a database owner altered.
 
-use crate::browser::{CLIENT_ID, CLIENT_SECRET, browser_available, e2e_dir, start_idp};
+use crate::browser::{CLIENT_ID, CLIENT_SECRET, browser_available, e2e_dir, start_idp, start_web};
 use crate::support::*;
-use actiond_web::AppState;
 use serde_json::json;
 use std::time::Duration;
 use tokio::process::Command;
@@ -80,30 +79,14 @@ async fn browser_passkey_signed_approvals() {
     let p_second = refund(2, 70_000).await;
     let p_bob = refund(3, 80_000).await;
     let p_deny = refund(4, 90_000).await;
-    let args = web_args(&[
-        "--listen",
-        &listener.local_addr().unwrap().to_string(),
-        "--public-url",
-        &web,
-        "--database-url",
+    start_web(
         &t.web_url,
-        "--credentials-dir",
-        creds.to_str().unwrap(),
-        "--oidc-issuer",
-        &issuer,
-        "--oidc-client-id",
-        CLIENT_ID,
-        "--oidc-scopes",
-        "email profile groups",
-        "--grant-key-id",
-        "web-e2e",
-    ]);
-    let state = AppState::build(&args).await.unwrap();
-    tokio::spawn(actiond_web::serve_state(
-        state,
+        &creds,
         listener,
-        std::future::pending(),
-    ));
+        &issuer,
+        &["--public-url", &web],
+    )
+    .await;
 
     let artifacts = e2e_dir().join("artifacts");
     let scratch_dir = scratch("passkey");
