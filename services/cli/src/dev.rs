@@ -36,6 +36,10 @@ pub struct DevArgs {
     /// Approval web app listen address (loopback: the dev login is refused elsewhere).
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub web_listen: SocketAddr,
+    /// Public URL of the web app, e.g. `http://localhost:8081`: passkeys need a host name
+    /// (their relying-party id), never an IP address. Default `http://<web-listen>`.
+    #[arg(long)]
+    pub web_public_url: Option<String>,
 }
 
 const DEMO_TENANT: &str = r#"# The demo tenant of `actiond dev`. Apply changes with: actiond tenant apply -f <this file>
@@ -667,10 +671,18 @@ fn spawn_services(
                     ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
                     ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
                     ("ACTIOND_WEB_NOTIFY_ALLOW_PRIVATE", "true".into()),
+                    ("ACTIOND_WEB_PUBLIC_URL", web_url(args)),
                 ],
             )?,
         ),
     ])
+}
+
+/// Where people open the web app: `--web-public-url`, else `http://<web-listen>`.
+fn web_url(args: &DevArgs) -> String {
+    args.web_public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.web_listen))
 }
 
 /// Prints where everything is and what to try.
@@ -695,8 +707,8 @@ fn print_banner(
         "actiond dev is running (Ctrl-C stops everything).".into(),
         format!("  API           {api}   (OpenAPI document: {api}/openapi.yaml; MCP: {api}/mcp)"),
         format!(
-            "  approvals     http://{}   (web app; dev login with the one-time code actiond web prints below)",
-            args.web_listen
+            "  approvals     {}   (web app; dev login with the one-time code actiond web prints below)",
+            web_url(args)
         ),
         format!(
             "  Postgres      {url}{}",
