@@ -134,7 +134,8 @@ pub async fn register(
     set_tenant(&tx, tenant).await?;
     let checked = match consume(&tx, nonce, person, None).await? {
         Ok(()) => {
-            let challenge = hex_nonce(nonce);
+            // A registration's challenge is the nonce's 32 bytes.
+            let challenge = hex::decode(nonce).unwrap_or_default();
             pk::verify_registration(rp, &challenge, client_data_json, attestation_object)
         }
         Err(e) => Err(e),
@@ -175,15 +176,6 @@ pub async fn register(
     .await?;
     tx.commit().await?;
     Ok(Ok(reg))
-}
-
-/// The raw challenge bytes of a registration nonce (its 32 bytes; the hex itself if it is not
-/// hex, which then matches nothing a browser signed).
-fn hex_nonce(nonce: &str) -> Vec<u8> {
-    (0..nonce.len() / 2)
-        .map(|i| u8::from_str_radix(nonce.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
-        .collect::<std::result::Result<Vec<u8>, _>>()
-        .unwrap_or_else(|_| nonce.as_bytes().to_vec())
 }
 
 /// This person's passkeys in the given tenants, newest first.

@@ -16,8 +16,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-pub(crate) const CLIENT_ID: &str = "actiond-web-e2e";
-pub(crate) const CLIENT_SECRET: &str = "e2e-client-secret-0123456789abcdef";
+const CLIENT_ID: &str = "actiond-web-e2e";
+const CLIENT_SECRET: &str = "e2e-client-secret-0123456789abcdef";
 
 pub(crate) fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
@@ -62,7 +62,7 @@ pub(crate) fn browser_available() -> bool {
 }
 
 /// Starts a node script that prints `{"issuer": …}` on its first stdout line.
-pub(crate) async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, String) {
+async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, String) {
     let mut cmd = Command::new("node");
     cmd.arg(script)
         .current_dir(e2e_dir())
@@ -82,6 +82,19 @@ pub(crate) async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, St
     // Keep draining stdout so the child never blocks or sees EPIPE.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, v["issuer"].as_str().unwrap().to_owned())
+}
+
+/// Starts the real provider (`provider.mjs`) for the test client redirecting to `redirect`.
+pub(crate) async fn start_provider(redirect: &str) -> (Child, String) {
+    start_idp(
+        "provider.mjs",
+        &[
+            ("CLIENT_ID", CLIENT_ID),
+            ("CLIENT_SECRET", CLIENT_SECRET),
+            ("REDIRECT_URI", redirect),
+        ],
+    )
+    .await
 }
 
 /// Starts the app on `listener` against `issuer`, with `extra` flags (e.g. `--public-url`).
@@ -134,15 +147,7 @@ async fn browser_sso_decisions_and_attacks() {
     let web1 = format!("http://{}", l1.local_addr().unwrap());
     let web2 = format!("http://{}", l2.local_addr().unwrap());
     let redirect1 = format!("{web1}/oidc/callback");
-    let (_provider, issuer) = start_idp(
-        "provider.mjs",
-        &[
-            ("CLIENT_ID", CLIENT_ID),
-            ("CLIENT_SECRET", CLIENT_SECRET),
-            ("REDIRECT_URI", &redirect1),
-        ],
-    )
-    .await;
+    let (_provider, issuer) = start_provider(&redirect1).await;
     let (_fake, fake_issuer) = start_idp("fake-idp.mjs", &[]).await;
     let seeded = seed(&t.db, Some(&issuer)).await;
     start_web(&t.web_url, &creds, l1, &issuer, &[]).await;

@@ -5,7 +5,7 @@
 //! `actiond_store::passkeys::verify_all` (what `actiond audit verify-passkeys` runs) must
 //! accept the stored assertions — and name the one whose signature a database owner altered.
 
-use crate::browser::{CLIENT_ID, CLIENT_SECRET, browser_available, e2e_dir, start_idp, start_web};
+use crate::browser::{browser_available, e2e_dir, start_provider, start_web};
 use crate::support::*;
 use serde_json::json;
 use std::time::Duration;
@@ -43,15 +43,7 @@ async fn browser_passkey_signed_approvals() {
     // WebAuthn needs a domain as RP ID: the browser uses localhost, the app listens on 127.0.0.1.
     let web = format!("http://localhost:{port}");
     let redirect = format!("{web}/oidc/callback");
-    let (_provider, issuer) = start_idp(
-        "provider.mjs",
-        &[
-            ("CLIENT_ID", CLIENT_ID),
-            ("CLIENT_SECRET", CLIENT_SECRET),
-            ("REDIRECT_URI", &redirect),
-        ],
-    )
-    .await;
+    let (_provider, issuer) = start_provider(&redirect).await;
     actiond_store::tenants::apply(&t.db, &passkey_doc(&issuer), "test")
         .await
         .unwrap();
