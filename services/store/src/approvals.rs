@@ -13,6 +13,10 @@
 //! - an Approve from the web needs claims younger than `approvers.max_claims_age` and, when the
 //!   handler sets `reauth_within`, an `auth_time` that recent; the handler's `confirm` values
 //!   must be typed again and match the stored params;
+//! - an Approve the handler (`require_passkey`, `passkey_over`) or the tenant
+//!   (`approvers.require_passkey`) signs with a passkey needs a WebAuthn assertion over the
+//!   challenge derived from this proposal's intent ([`crate::passkeys`]); break-glass never
+//!   has one; the assertion is stored beside the approvals row and hashed into its event;
 //! - `approvals_required: N` means N distinct persons (subjects of the tenant's pinned issuer,
 //!   whatever the channel), at most one of them by break-glass; one deny is final;
 //! - an approval that completes the count issues the grant with the caller's key;
