@@ -558,3 +558,117 @@ async fn stale_claims_and_old_sign_ins_must_sign_in_again_before_an_approve_coun
         (StatusCode::SEE_OTHER, format!("/p/{c}?result=approved"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approve_that_needs_a_passkey_is_never_break_glass_nor_unsigned() {
+    let (s, web) = stack("approval_passkey", |d| {
+        d.replace(
+            "    max_amount: 100000\n",
+            "    max_amount: 100000\n    require_passkey: true\n",
+        )
+    })
+    .await;
+    let id = s.propose(&refund("pi_passkey", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (ok, _, err) = breakglass(&s, id, "approve", "bob", &[]).await;
+    assert!(!ok && err.contains("needs your passkey"), "{err}");
+    let alice = web.login(&s, "alice", "", None).await;
+    let (st, _, body) = web.decide(&alice, id, "approve", &[]).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains("no passkey registered for <strong>acme</strong>"),
+        "{body}"
+    );
+    let nonce = "a".repeat(64);
+    let forged = [
+        ("passkey_nonce", nonce.as_str()),
+        ("passkey_credential_id", "AAAA"),
+        ("passkey_authenticator_data", "AAAA"),
+        ("passkey_client_data_json", "e30"),
+        ("passkey_signature", "AAAA"),
+    ];
+    let (st, _, body) = web.decide(&alice, id, "approve", &forged).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains("passkey_nonce: unknown or already used challenge"),
+        "{body}"
+    );
+    let (st, _, body) = web
+        .decide(
+            &alice,
+            id,
+            "approve",
+            &[
+                ("passkey_nonce", nonce.as_str()),
+                ("passkey_signature", "not base64!"),
+            ],
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("passkey_credential_id: is required"),
+        "{body}"
+    );
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(grants(&s, id).await, 0);
+    assert_eq!(
+        refusals(&s, id).await,
+        ["passkey_required", "passkey_required", "passkey_refused"]
+    );
+    // Deny never needs a passkey.
+    let (st, loc, _) = web.decide(&alice, id, "deny", &[]).await;
+    assert_eq!(
+        (st, loc),
+        (StatusCode::SEE_OTHER, format!("/p/{id}?result=denied"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passkeys_are_tenant_scoped_and_stored_assertions_are_append_only() {
+    let s = Stack::new("passkey_rls").await;
+    let su = s.tdb.superuser().await;
+    su.batch_execute(
+        "INSERT INTO tenants (id) VALUES ('globex');
+         INSERT INTO passkeys (tenant_id, credential_id, issuer, subject, public_key, alg, rp_id)
+         VALUES ('acme', '\\x01', 'urn:i', 'alice', '\\xa0', -7, 'localhost'),
+                ('globex', '\\x02', 'urn:i', 'carol', '\\xa0', -7, 'localhost');",
+    )
+    .await
+    .unwrap();
+    let mut web = s.tdb.as_role("web").await;
+    let tx = web.transaction().await.unwrap();
+    tx.execute(
+        "SELECT set_config('actiond.tenant_ids', 'globex', true)",
+        &[],
+    )
+    .await
+    .unwrap();
+    let seen: Vec<String> = tx
+        .query("SELECT subject FROM passkeys", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seen, ["carol"], "another tenant's passkeys are invisible");
+    let e = tx
+        .execute(
+            "INSERT INTO passkeys (tenant_id, credential_id, issuer, subject, public_key, alg, rp_id)
+             VALUES ('acme', '\\x03', 'urn:i', 'mallory', '\\xa0', -7, 'localhost')",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("row-level security"), "{e:?}");
+    drop(tx);
+    let e = web
+        .execute("UPDATE passkeys SET public_key = '\\xa1'", &[])
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    let e = su
+        .execute("TRUNCATE approval_passkeys", &[])
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("append-only"), "{e:?}");
+}

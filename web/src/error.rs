@@ -115,6 +115,17 @@ pub(crate) struct ProblemInfo {
     operation_id: Option<String>,
 }
 
+impl ProblemInfo {
+    /// The title and detail a problem client gets for a page rendered outside [`WebError`].
+    pub(crate) fn new(title: &'static str, detail: &str) -> Self {
+        Self {
+            title,
+            detail: detail.to_owned(),
+            operation_id: None,
+        }
+    }
+}
+
 /// Whether `Accept` asks for problem details or JSON (with a non-zero `q`) rather than a page.
 fn wants_problem(headers: &axum::http::HeaderMap) -> bool {
     actiond_runtime::http::accept_admits(headers, &["application/problem+json", "application/json"])

@@ -1,7 +1,8 @@
 //! Security headers on every response, the stylesheet, and the same-origin check of POSTs.
 //!
-//! The pages use no script at all: the CSP allows none (`default-src 'none'`), styles only from
-//! this origin, forms only to this origin, and no framing (`frame-ancestors 'none'` plus
+//! The only script is the passkey ceremony (`/static/passkey.js`): the CSP allows scripts and
+//! `fetch` to this origin only, never inline (`default-src 'none'`), styles only from this
+//! origin, forms only to this origin, and no framing (`frame-ancestors 'none'` plus
 //! `X-Frame-Options: DENY` for old browsers), so a decision page cannot be clickjacked.
 //! `Referrer-Policy: same-origin` keeps proposal URLs from leaking to other sites; it is not
 //! `no-referrer` because under that policy browsers send `Origin: null` on form POSTs, which
@@ -14,9 +15,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 /// The Content-Security-Policy of every response.
-pub(crate) const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 const STYLESHEET: &str = include_str!("../static/app.css");
+const PASSKEY_SCRIPT: &str = include_str!("../static/passkey.js");
 
 /// Adds the security headers; pages are never cached (they show live decisions).
 pub(crate) async fn security_headers(
@@ -71,6 +73,18 @@ pub(crate) async fn stylesheet() -> Response {
             (header::CACHE_CONTROL, "public, max-age=300"),
         ],
         STYLESHEET,
+    )
+        .into_response()
+}
+
+/// `GET /static/passkey.js`: the WebAuthn ceremonies of the passkeys and decision pages.
+pub(crate) async fn passkey_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        PASSKEY_SCRIPT,
     )
         .into_response()
 }

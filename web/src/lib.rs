@@ -16,7 +16,8 @@
 //!
 //! Routes: `GET /queue`, `GET /history`, `GET /p/{id}`, `POST /p/{id}/decide`, `GET /login`,
 //! `GET /login/oidc`, `GET /oidc/callback`, `POST /logout`, `GET|POST /dev-login`,
-//! `GET /static/app.css`. No state change on GET except starting a login.
+//! `GET|POST /passkeys`, `POST /passkeys/challenge` (`passkey`: passkey-signed approvals),
+//! `GET /static/app.css`, `GET /static/passkey.js`. No state change on GET except starting a login.
 
 mod admin;
 mod authz;
@@ -29,6 +30,7 @@ mod headers;
 mod notify;
 mod oidc;
 mod pages;
+mod passkey;
 mod session;
 mod staging;
 mod views;
@@ -381,7 +383,10 @@ pub fn router(state: AppState) -> Router {
         .route("/oidc/callback", get(session::callback))
         .route("/logout", post(session::logout))
         .route("/dev-login", get(devlogin::page).post(devlogin::submit))
+        .route("/passkeys", get(passkey::page).post(passkey::register))
+        .route("/passkeys/challenge", post(passkey::challenge))
         .route("/static/app.css", get(headers::stylesheet))
+        .route("/static/passkey.js", get(headers::passkey_script))
         .fallback(pages::not_found)
         .layer(DefaultBodyLimit::max(16 * 1024))
         .layer(axum::middleware::from_fn_with_state(

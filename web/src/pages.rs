@@ -678,6 +678,17 @@ fn decision_page(
         agent_open: agent.open,
         can_freeze: agent.can_freeze,
         can_unfreeze: agent.can_unfreeze,
+        passkey_needed: doc
+            .and_then(|doc| {
+                doc.handler(&p.action).map(|h| {
+                    actiond_core::approval::passkey_required(
+                        doc.approvers.require_passkey,
+                        h,
+                        &params,
+                    )
+                })
+            })
+            .unwrap_or(false),
     }
 }
 
@@ -773,6 +784,25 @@ fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Verdict, &Strin
     Ok((verdict, intent, doc_version))
 }
 
+/// The answer to a decision a rule refused: the passkey page, a new sign-in when that lifts
+/// the refusal, else 409 with the rule's message.
+async fn refused(
+    state: &AppState,
+    v: &Viewer,
+    tenant: &str,
+    id: Uuid,
+    r: actiond_core::approval::ApprovalRefusal,
+) -> WebResult<Response> {
+    if r == actiond_core::approval::ApprovalRefusal::PasskeyRequired {
+        return crate::passkey::needed_page(state, v, tenant, id).await;
+    }
+    if let Some(max_age) = r.sign_in_max_age() {
+        let to = crate::session::sign_in_again(state, v, &format!("/p/{id}"), max_age);
+        return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
+    }
+    Err(WebError::Conflict(format!("{r}. Nothing was decided.")))
+}
+
 /// `POST /p/{id}/decide`: one click, approve or deny.
 pub(crate) async fn decide(
     State(state): State<AppState>,
@@ -787,6 +817,10 @@ pub(crate) async fn decide(
         .await?
         .ok_or(WebError::NotFound)?;
     let (verdict, intent, doc_version) = decision_fields(&form)?;
+    let submitted = match verdict {
+        Verdict::Approve => crate::passkey::submitted(&state, &form)?,
+        Verdict::Deny => None,
+    };
     let approver = Approver {
         issuer: v.issuer.clone(),
         subject: v.subject.clone(),
@@ -815,6 +849,7 @@ pub(crate) async fn decide(
         doc_version: Some(doc_version),
         retyped: &retyped,
         seconds_on_page: seconds,
+        passkey: submitted.as_ref(),
     };
     let comment = deny_comment(&form, verdict);
     let outcome = approvals::decide(
@@ -853,11 +888,7 @@ pub(crate) async fn decide(
                 .decisions
                 .with_label_values(&[verdict_label, "refused"])
                 .inc();
-            if let Some(max_age) = r.sign_in_max_age() {
-                let to = crate::session::sign_in_again(&state, &v, &format!("/p/{id}"), max_age);
-                return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
-            }
-            return Err(WebError::Conflict(format!("{r}. Nothing was decided.")));
+            return refused(&state, &v, &p.tenant_id, id, r).await;
         }
         Err(actiond_store::StoreError::Conflict(m)) => {
             state

@@ -201,6 +201,41 @@ pub(crate) struct DecisionPage {
     pub(crate) agent_open: i64,
     pub(crate) can_freeze: bool,
     pub(crate) can_unfreeze: bool,
+    /// Approve must be signed with a passkey (the page loads the passkey script).
+    pub(crate) passkey_needed: bool,
+}
+
+/// `/passkeys`.
+#[derive(Template)]
+#[template(path = "passkeys.html")]
+pub(crate) struct PasskeysPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) notice: String,
+    pub(crate) rows: Vec<PasskeyRow>,
+    /// Tenants the person may register a passkey for.
+    pub(crate) tenants: Vec<String>,
+    /// Local path to go back to.
+    pub(crate) next: String,
+}
+
+/// One registered passkey.
+pub(crate) struct PasskeyRow {
+    pub(crate) tenant: String,
+    pub(crate) label: String,
+    pub(crate) alg: String,
+    pub(crate) created: String,
+    pub(crate) last_used: String,
+}
+
+/// An Approve refused because it needs a passkey.
+#[derive(Template)]
+#[template(path = "passkey_needed.html")]
+pub(crate) struct PasskeyNeededPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) tenant: String,
+    pub(crate) id: String,
+    /// The person has a passkey for the tenant (the browser sent no signature).
+    pub(crate) registered: bool,
 }
 
 /// One example proposal of a shadow flip.

@@ -5,6 +5,9 @@
 //!   `audit_seal_key` from its credentials directory). One works at a time; others stand by.
 //! - `verify --public-key K [--from-file F]`: recomputes every chain and seal; exit 1 naming
 //!   the first event, seal or file line that differs.
+//! - `verify-passkeys`: re-verifies every passkey-signed approval from the stored assertion
+//!   and public key alone (challenge recomputed from the intent, signature, evidence hash in
+//!   the approval's audit event); exit 1 naming the first proposal and field that fail.
 //! - `export --since T [--tenant T] [--follow] [--format jsonl|cloudevents]`: sealed events, one
 //!   per line, on stdout.
 //! - `purge [--decided-after 30d]`: the retention purge (role `actiond_retention`).
@@ -36,6 +39,8 @@ pub enum AuditCmd {
     Seal(SealArgs),
     /// Verify every chain and seal with the sealer's public key (database or export file).
     Verify(VerifyArgs),
+    /// Re-verify every passkey-signed approval (WebAuthn assertion over the intent).
+    VerifyPasskeys(VerifyPasskeysArgs),
     /// Write sealed audit events as JSON Lines or CloudEvents 1.0 on stdout.
     Export(ExportArgs),
     /// Purge params, source text and reasons of decided proposals past their retention.
@@ -84,6 +89,14 @@ pub struct VerifyArgs {
     /// Verify an export file instead of the database.
     #[arg(long)]
     from_file: Option<PathBuf>,
+}
+
+/// `actiond audit verify-passkeys`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyPasskeysArgs {
+    /// Postgres URL (an `actiond_auditor` login).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
 }
 
 /// `actiond audit export`.
@@ -140,6 +153,7 @@ pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
     match cmd {
         AuditCmd::Seal(a) => seal(a).await,
         AuditCmd::Verify(a) => verify(a).await,
+        AuditCmd::VerifyPasskeys(a) => verify_passkeys(a).await,
         AuditCmd::Export(a) => export(a).await,
         AuditCmd::Purge(a) => purge(a).await,
         AuditCmd::Keygen(a) => keygen(a),
@@ -352,6 +366,33 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         }
         Err(m) => bail!("audit verification failed: {m}"),
     }
+}
+
+/// `actiond audit verify-passkeys`: one JSON line with the count, or exit 1 naming every
+/// approval whose stored assertion does not verify.
+async fn verify_passkeys(a: VerifyPasskeysArgs) -> anyhow::Result<()> {
+    let db = Db::connect(&a.database_url, 2)?;
+    let (checked, findings) = actiond_store::passkeys::verify_all(&db).await?;
+    if findings.is_empty() {
+        say(&serde_json::to_string(
+            &serde_json::json!({"verified": true, "passkey_approvals": checked}),
+        )?);
+        return Ok(());
+    }
+    let lines: Vec<String> = findings
+        .iter()
+        .map(|f| {
+            format!(
+                "proposal {} approved by {}: {}",
+                f.proposal_id, f.subject, f.problem
+            )
+        })
+        .collect();
+    bail!(
+        "passkey verification failed for {} of {checked} approvals:\n{}",
+        findings.len(),
+        lines.join("\n")
+    )
 }
 
 fn open_lines(

@@ -36,6 +36,10 @@ pub struct DevArgs {
     /// Approval web app listen address (loopback: the dev login is refused elsewhere).
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub web_listen: SocketAddr,
+    /// Public URL of the web app, e.g. `http://localhost:8081`: passkeys need a host name
+    /// (their relying-party id), never an IP address. Default `http://<web-listen>`.
+    #[arg(long)]
+    pub web_public_url: Option<String>,
 }
 
 const DEMO_TENANT: &str = r#"# The demo tenant of `actiond dev`. Apply changes with: actiond tenant apply -f <this file>
@@ -99,6 +103,8 @@ handlers:
         - {approvers: team-leads, required: 1, within: 30m, over: 50000}
         - {approvers: finance, required: 1, within: 4h, over: 50000}
       on_timeout: next         # a stage nobody decides in time goes to the next group
+    require_passkey: true      # each approval of a refund over 500.00 is signed with a passkey (/passkeys)
+    passkey_over: 50000
   dns.record.update:
     credential: pdns
     zones: [prod.example.com, staging.example.com]
@@ -670,10 +676,18 @@ fn spawn_services(
                     ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
                     ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
                     ("ACTIOND_WEB_NOTIFY_ALLOW_PRIVATE", "true".into()),
+                    ("ACTIOND_WEB_PUBLIC_URL", web_url(args)),
                 ],
             )?,
         ),
     ])
+}
+
+/// Where people open the web app: `--web-public-url`, else `http://<web-listen>`.
+fn web_url(args: &DevArgs) -> String {
+    args.web_public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.web_listen))
 }
 
 /// Prints where everything is and what to try.
@@ -698,8 +712,8 @@ fn print_banner(
         "actiond dev is running (Ctrl-C stops everything).".into(),
         format!("  API           {api}   (OpenAPI document: {api}/openapi.yaml; MCP: {api}/mcp)"),
         format!(
-            "  approvals     http://{}   (web app; dev login with the one-time code actiond web prints below)",
-            args.web_listen
+            "  approvals     {}   (web app; dev login with the one-time code actiond web prints below)",
+            web_url(args)
         ),
         format!(
             "  Postgres      {url}{}",

@@ -24,7 +24,7 @@
 //!   approve a staged proposal (it may deny).
 
 use crate::handlers::minor_unit_exponent;
-use crate::tenant::Approvers;
+use crate::tenant::{Approvers, HandlerEntry};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -179,6 +179,19 @@ pub enum ApprovalRefusal {
         /// Which value.
         field: ConfirmField,
     },
+    /// The handler (`require_passkey`) or the tenant (`approvers.require_passkey`) needs an
+    /// Approve signed with a passkey, and none was given (break-glass can never give one).
+    #[error(
+        "approving this needs your passkey: register one on the Passkeys page (/passkeys), then approve again from the decision page"
+    )]
+    PasskeyRequired,
+    /// A passkey assertion was given but refused (unknown or used challenge, another
+    /// proposal's, another passkey's, bad signature, counter not increasing).
+    #[error("the passkey signature was refused: {why}")]
+    PasskeyRefused {
+        /// Why, naming the field.
+        why: String,
+    },
 }
 
 impl ApprovalRefusal {
@@ -200,6 +213,8 @@ impl ApprovalRefusal {
             Self::NotInStage { .. } => "stage_group",
             Self::StageTimedOut { .. } => "stage_within",
             Self::BreakGlassStaged => "breakglass_stages",
+            Self::PasskeyRequired => "passkey_required",
+            Self::PasskeyRefused { .. } => "passkey_refused",
         }
     }
 
@@ -211,6 +226,25 @@ impl ApprovalRefusal {
             Self::ReauthRequired { within_secs } => Some(*within_secs),
             _ => None,
         }
+    }
+}
+
+/// Whether an Approve of `params` needs a passkey: the tenant asks for it on every Approve, or
+/// the handler sets `require_passkey` (only above `passkey_over`, when set, by `amount`; an
+/// amount that is missing or not an integer counts as above).
+pub fn passkey_required(tenant_wide: bool, handler: &HandlerEntry, params: &Value) -> bool {
+    if tenant_wide {
+        return true;
+    }
+    if !handler.require_passkey {
+        return false;
+    }
+    match handler.passkey_over {
+        None => true,
+        Some(over) => params
+            .get("amount")
+            .and_then(Value::as_i64)
+            .is_none_or(|a| a > over),
     }
 }
 
@@ -485,6 +519,7 @@ mod tests {
             subjects: vec!["ops".into()],
             admins: Vec::new(),
             max_claims_age: Duration::from_secs(3600),
+            require_passkey: false,
         }
     }
 

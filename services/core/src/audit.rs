@@ -81,11 +81,14 @@ pub enum AuditKind {
     /// stage, or `expired`).
     #[serde(rename = "approval.stage_timed_out")]
     ApprovalStageTimedOut,
+    /// An approver registered a passkey for a tenant (credential id and algorithm in detail).
+    #[serde(rename = "passkey.registered")]
+    PasskeyRegistered,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 24] = [
+    pub const ALL: [AuditKind; 25] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -110,6 +113,7 @@ impl AuditKind {
         Self::ApprovalStageOpened,
         Self::ApprovalStageCompleted,
         Self::ApprovalStageTimedOut,
+        Self::PasskeyRegistered,
     ];
 
     /// The stored (dotted) name.
@@ -139,6 +143,7 @@ impl AuditKind {
             Self::ApprovalStageOpened => "approval.stage_opened",
             Self::ApprovalStageCompleted => "approval.stage_completed",
             Self::ApprovalStageTimedOut => "approval.stage_timed_out",
+            Self::PasskeyRegistered => "passkey.registered",
         }
     }
 }

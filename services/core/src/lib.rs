@@ -28,6 +28,7 @@ pub mod ids;
 pub mod injection;
 pub mod intent;
 pub mod netaddr;
+pub mod passkey;
 pub mod policy;
 pub mod state;
 pub mod tenant;

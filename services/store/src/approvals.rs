@@ -13,6 +13,10 @@
 //! - an Approve from the web needs claims younger than `approvers.max_claims_age` and, when the
 //!   handler sets `reauth_within`, an `auth_time` that recent; the handler's `confirm` values
 //!   must be typed again and match the stored params;
+//! - an Approve the handler (`require_passkey`, `passkey_over`) or the tenant
+//!   (`approvers.require_passkey`) signs with a passkey needs a WebAuthn assertion over the
+//!   challenge derived from this proposal's intent ([`crate::passkeys`]); break-glass never
+//!   has one; the assertion is stored beside the approvals row and hashed into its event;
 //! - `approvals_required: N` means N distinct persons (subjects of the tenant's pinned issuer,
 //!   whatever the channel), at most one of them by break-glass; one deny is final;
 //! - staged proposals (a handler's `approvals: {stages}`, see [`crate::stages`]): an Approve
@@ -77,6 +81,9 @@ pub struct Shown<'a> {
     pub retyped: &'a Retyped,
     /// Seconds the decision page was shown before this decision (web, signed stamp verified).
     pub seconds_on_page: Option<f64>,
+    /// The passkey assertion submitted with an Approve (web only), checked when the handler
+    /// or the tenant requires one ([`crate::passkeys`]).
+    pub passkey: Option<&'a crate::passkeys::SubmittedAssertion>,
 }
 
 pub use actiond_core::approval::Verdict;
@@ -178,6 +185,13 @@ impl Approver {
     fn audit_json(&self) -> serde_json::Value {
         json!({"issuer": self.issuer, "subject": self.subject, "email": self.email, "channel": self.channel})
     }
+
+    fn person(&self) -> crate::passkeys::Person<'_> {
+        crate::passkeys::Person {
+            issuer: &self.issuer,
+            subject: &self.subject,
+        }
+    }
 }
 
 /// What one call of [`decide`] is deciding, once the proposal is locked and checked.
@@ -192,6 +206,8 @@ struct Deciding<'a> {
     seconds_on_page: Option<f64>,
     /// The open stage this decision is given in (staged proposals).
     stage: Option<stages::Stage>,
+    /// The verified passkey assertion of this Approve, when one was required.
+    passkey: Option<crate::passkeys::VerifiedPasskey>,
 }
 
 /// The locked proposal with what the database clock says about it in the same statement.
@@ -242,6 +258,7 @@ pub async fn decide(
         doc_version: 0,
         seconds_on_page: shown.seconds_on_page,
         stage: None,
+        passkey: None,
     };
     let checked = if locked.ttl_passed {
         expire(&tx, &d, locked.ttl_at).await?;
@@ -334,6 +351,14 @@ async fn check(
             Err(r) => return Ok(Err(r)),
         }
     }
+    if d.verdict == Verdict::Approve
+        && rules::passkey_required(current.approvers.require_passkey, &handler, &params)
+    {
+        match check_passkey(tx, d, shown.passkey).await? {
+            Ok(v) => d.passkey = Some(v),
+            Err(r) => return Ok(Err(r)),
+        }
+    }
     Ok(Ok(handler))
 }
 
@@ -372,6 +397,29 @@ async fn check_stage(
         }));
     }
     Ok(Ok(open))
+}
+
+/// The passkey rule of an Approve that needs one: an assertion was given (never by
+/// break-glass) and [`crate::passkeys::check_for_approval`] accepts it.
+async fn check_passkey(
+    tx: &crate::Tx<'_>,
+    d: &Deciding<'_>,
+    submitted: Option<&crate::passkeys::SubmittedAssertion>,
+) -> Result<std::result::Result<crate::passkeys::VerifiedPasskey, ApprovalRefusal>> {
+    let Some(s) = submitted.filter(|_| !d.approver.is_breakglass()) else {
+        return Ok(Err(ApprovalRefusal::PasskeyRequired));
+    };
+    let binding = crate::passkeys::ApprovalBinding {
+        tenant: d.tenant,
+        proposal_id: d.id,
+        intent_hash: &d.proposal.intent_hash,
+        doc_version: d.doc_version,
+    };
+    Ok(
+        crate::passkeys::check_for_approval(tx, binding, d.approver.person(), s)
+            .await?
+            .map_err(|e| ApprovalRefusal::PasskeyRefused { why: e.0 }),
+    )
 }
 
 /// Locks the proposal row for this decision and, in the same statement, judges the tenant's
@@ -523,6 +571,9 @@ async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
         &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page, &d.stage.as_ref().map(|s| s.stage)],
     )
     .await?;
+    if let Some(v) = &d.passkey {
+        crate::passkeys::store_for_approval(tx, d.tenant, d.id, a.person(), v).await?;
+    }
     Ok(())
 }
 
@@ -578,7 +629,8 @@ async fn approve(
             &d.proposal.event(
                 AuditKind::ApprovalRecorded,
                 &actor,
-                json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage}),
+                json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage,
+                       "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
             ),
         )
         .await?;
@@ -669,6 +721,7 @@ async fn write_decided(
         "comment": d.comment,
         "grant_id": grant_id,
         "key_id": grant_id.map(|_| signer.key_id()),
+        "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json),
     });
     audit::write(
         tx,

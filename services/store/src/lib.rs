@@ -24,6 +24,7 @@ pub mod grants;
 pub mod listen;
 pub mod metrics;
 pub mod notifications;
+pub mod passkeys;
 pub mod policy_cache;
 pub mod policy_queue;
 pub mod previews;

@@ -19,13 +19,13 @@ use tokio::process::{Child, Command};
 const CLIENT_ID: &str = "actiond-web-e2e";
 const CLIENT_SECRET: &str = "e2e-client-secret-0123456789abcdef";
 
-fn e2e_dir() -> PathBuf {
+pub(crate) fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
 }
 
 /// True when the browser test can run; panics with the install commands otherwise, unless
 /// ACTIOND_SKIP_BROWSER=1.
-fn browser_available() -> bool {
+pub(crate) fn browser_available() -> bool {
     let dir = e2e_dir();
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let missing: Vec<&str> = [
@@ -84,14 +84,29 @@ async fn start_idp(script: &str, envs: &[(&str, &str)]) -> (Child, String) {
     (child, v["issuer"].as_str().unwrap().to_owned())
 }
 
-async fn start_web(
+/// Starts the real provider (`provider.mjs`) for the test client redirecting to `redirect`.
+pub(crate) async fn start_provider(redirect: &str) -> (Child, String) {
+    start_idp(
+        "provider.mjs",
+        &[
+            ("CLIENT_ID", CLIENT_ID),
+            ("CLIENT_SECRET", CLIENT_SECRET),
+            ("REDIRECT_URI", redirect),
+        ],
+    )
+    .await
+}
+
+/// Starts the app on `listener` against `issuer`, with `extra` flags (e.g. `--public-url`).
+pub(crate) async fn start_web(
     db_url: &str,
     creds: &Path,
     listener: tokio::net::TcpListener,
     issuer: &str,
+    extra: &[&str],
 ) -> AppState {
     let addr = listener.local_addr().unwrap().to_string();
-    let args = web_args(&[
+    let mut flags = vec![
         "--listen",
         &addr,
         "--database-url",
@@ -107,7 +122,9 @@ async fn start_web(
         "--grant-key-id",
         "web-e2e",
         "--notify-allow-private",
-    ]);
+    ];
+    flags.extend_from_slice(extra);
+    let args = web_args(&flags);
     let state = AppState::build(&args).await.unwrap();
     tokio::spawn(actiond_web::serve_state(
         state.clone(),
@@ -173,21 +190,13 @@ async fn browser_sso_decisions_and_attacks() {
     let web1 = format!("http://{}", l1.local_addr().unwrap());
     let web2 = format!("http://{}", l2.local_addr().unwrap());
     let redirect1 = format!("{web1}/oidc/callback");
-    let (_provider, issuer) = start_idp(
-        "provider.mjs",
-        &[
-            ("CLIENT_ID", CLIENT_ID),
-            ("CLIENT_SECRET", CLIENT_SECRET),
-            ("REDIRECT_URI", &redirect1),
-        ],
-    )
-    .await;
+    let (_provider, issuer) = start_provider(&redirect1).await;
     let (_fake, fake_issuer) = start_idp("fake-idp.mjs", &[]).await;
     let seeded = seed(&t.db, Some(&issuer)).await;
     let layouts = seed_layouts(&t.db).await;
     let p_staged = seed_staged(&t.db, &issuer).await;
-    start_web(&t.web_url, &creds, l1, &issuer).await;
-    start_web(&t.web_url, &creds, l2, &fake_issuer).await;
+    start_web(&t.web_url, &creds, l1, &issuer, &[]).await;
+    start_web(&t.web_url, &creds, l2, &fake_issuer, &[]).await;
 
     let artifacts = e2e_dir().join("artifacts");
     let scratch_dir = scratch("browser");

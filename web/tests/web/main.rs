@@ -10,4 +10,5 @@
 
 mod browser;
 mod http;
+mod passkey;
 mod support;

@@ -18,6 +18,8 @@ use uuid::Uuid;
 /// of the V4 migration. The database is dropped with this value.
 pub struct TestDb {
     pub web_url: String,
+    /// Superuser URL of this database.
+    pub url: String,
     pub db: Db,
     _kit: actiond_testkit::TestDb,
 }
@@ -26,6 +28,7 @@ pub async fn fresh_db() -> TestDb {
     let kit = actiond_testkit::TestDb::new().await;
     TestDb {
         web_url: kit.role_url("web").await,
+        url: kit.url.clone(),
         db: kit.db.clone(),
         _kit: kit,
     }

@@ -271,6 +271,8 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         doc_version: None,
         retyped: &retyped,
         seconds_on_page: None,
+        // Break-glass has no authenticator: an Approve that needs a passkey is refused.
+        passkey: None,
     };
     let out = approvals::decide(
         &db,

@@ -47,6 +47,7 @@ impl Admins {
                 .collect(),
             admins: Vec::new(),
             max_claims_age: approvers.max_claims_age,
+            require_passkey: approvers.require_passkey,
         };
         crate::approval::may_decide(&as_approvers, deployment_issuer, issuer, subject, claims)
     }

@@ -30,6 +30,9 @@ pub struct Approvers {
     /// older ones send the person through the identity provider again (OIDC `max_age`).
     #[serde(serialize_with = "ser_duration")]
     pub max_claims_age: Duration,
+    /// Every Approve in this tenant must be signed with the approver's passkey, whatever the
+    /// handler says (handlers can also ask with `require_passkey`).
+    pub require_passkey: bool,
 }
 
 impl Default for Approvers {
@@ -41,6 +44,7 @@ impl Default for Approvers {
             subjects: Vec::new(),
             max_claims_age: DEFAULT_MAX_CLAIMS_AGE,
             admins: Vec::new(),
+            require_passkey: false,
         }
     }
 }
@@ -68,6 +72,7 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
             "subjects",
             "admins",
             "max_claims_age",
+            "require_passkey",
         ],
     );
     let claim = match m.get("claim") {
@@ -98,7 +103,19 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
             "must be between 10s and 24h",
         ));
     }
+    let require_passkey = match m.get("require_passkey") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "approvers.require_passkey",
+                "must be true or false",
+            ));
+            false
+        }
+    };
     Approvers {
+        require_passkey,
         issuer,
         claim,
         values: get_strings(errs, "approvers.values", m.get("values")),

@@ -49,6 +49,11 @@ pub struct HandlerEntry {
     pub confirm: Vec<ConfirmField>,
     /// With `confirm: [amount]`: only amounts above this (minor units) must be typed again.
     pub confirm_over: Option<i64>,
+    /// An Approve must be signed with the approver's registered passkey (WebAuthn assertion
+    /// over the intent; see `actiond_core::passkey`).
+    pub require_passkey: bool,
+    /// With `require_passkey`: only amounts above this (minor units) need the passkey.
+    pub passkey_over: Option<i64>,
     /// Handler-specific settings (validated by the handler).
     pub settings: Value,
 }
@@ -59,7 +64,7 @@ fn ser_confirm<S: serde::Serializer>(c: &[ConfirmField], s: S) -> Result<S::Ok, 
 }
 
 /// Settings every handler takes; the rest of an entry goes to the handler's own validation.
-const COMMON_HANDLER_KEYS: [&str; 10] = [
+const COMMON_HANDLER_KEYS: [&str; 12] = [
     "summary",
     "risky",
     "grant_lifetime",
@@ -70,6 +75,8 @@ const COMMON_HANDLER_KEYS: [&str; 10] = [
     "reauth_within",
     "confirm",
     "confirm_over",
+    "require_passkey",
+    "passkey_over",
 ];
 
 /// `handlers:` (optional): action name → entry; unknown actions and bad entries are left out
@@ -210,6 +217,8 @@ fn parse_entry(
         reauth_within: care.reauth_within,
         confirm: care.confirm,
         confirm_over: care.confirm_over,
+        require_passkey: care.require_passkey,
+        passkey_over: care.passkey_over,
         settings: Value::Object(specific),
     })
 }
@@ -219,6 +228,57 @@ struct Care {
     reauth_within: Option<Duration>,
     confirm: Vec<ConfirmField>,
     confirm_over: Option<i64>,
+    require_passkey: bool,
+    passkey_over: Option<i64>,
+}
+
+/// `require_passkey` (a boolean) and `passkey_over` (needs `require_passkey: true` and an
+/// integer `amount` parameter).
+fn parse_passkey(
+    errs: &mut Vec<FieldError>,
+    p: &str,
+    kind: HandlerKind,
+    em: &Map<String, Value>,
+) -> (bool, Option<i64>) {
+    let required = match em.get("require_passkey") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            errs.push(FieldError::new(
+                format!("{p}.require_passkey"),
+                format!("must be true or false (got {})", super::got(v)),
+            ));
+            false
+        }
+    };
+    let over = em.get("passkey_over").and_then(|v| {
+        let path = format!("{p}.passkey_over");
+        match v.as_i64() {
+            Some(_) if !required => {
+                errs.push(FieldError::new(path, "needs require_passkey: true"));
+                None
+            }
+            Some(_) if !has_integer_param(kind, "amount") => {
+                errs.push(FieldError::new(
+                    path,
+                    format!("{} has no amount parameter", kind.action()),
+                ));
+                None
+            }
+            Some(n) if n >= 0 => Some(n),
+            _ => {
+                errs.push(FieldError::new(
+                    path,
+                    format!(
+                        "must be a non-negative integer in minor units (got {})",
+                        super::got(v)
+                    ),
+                ));
+                None
+            }
+        }
+    });
+    (required, over)
 }
 
 /// Parses [`Care`] at path `p`: `confirm: [amount]` needs a handler with an integer `amount`
@@ -277,10 +337,13 @@ fn parse_care(
             }
         }
     };
+    let (require_passkey, passkey_over) = parse_passkey(errs, p, kind, em);
     Care {
         reauth_within,
         confirm,
         confirm_over,
+        require_passkey,
+        passkey_over,
     }
 }
 

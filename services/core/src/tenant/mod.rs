@@ -26,12 +26,15 @@
 //!     approvals:                 # staged approvals (instead of approvals_required)
 //!       stages: [{approvers: team-leads, required: 1, within: 30m}]
 //!       on_timeout: next         # next | expire (see `stages`)
+//!     require_passkey: true      # Approve is signed with the approver's passkey…
+//!     passkey_over: 50000        # …when the amount is above this (minor units)
 //! approvers:
 //!   claim: groups                # ID-token claim holding group names
 //!   values: [acme-approvers]
 //!   subjects: [ops-oncall]       # subjects allowed to approve (also for `--as` on the CLI)
 //!   issuer: https://sso.example  # whose subjects these are (default: the web's issuer)
 //!   max_claims_age: 1h           # older login claims → sign in again before an Approve
+//!   require_passkey: false       # true: every Approve in the tenant needs a passkey
 //! notify:
 //!   webhook: approvals-chat      # credential name holding a chat webhook URL
 //! retention:
@@ -555,5 +558,49 @@ handlers:
                 "handlers[\"billing.refund.issue\"].max_amount: must be a positive integer in minor units (got \"1e400\")"
             ]
         );
+    }
+
+    #[test]
+    fn passkey_settings_name_the_field_and_rule() {
+        let with = |extra: &str| {
+            DOC.replace(
+                "max_amount: 100000",
+                &format!("max_amount: 100000\n    {extra}"),
+            )
+        };
+        let d =
+            TenantDocument::parse(&with("require_passkey: true\n    passkey_over: 50000")).unwrap();
+        let h = d.handler("billing.refund.issue").unwrap();
+        assert_eq!((h.require_passkey, h.passkey_over), (true, Some(50000)));
+        let small = serde_json::json!({"amount": 50000});
+        let big = serde_json::json!({"amount": 50001});
+        assert!(!crate::approval::passkey_required(false, h, &small));
+        assert!(crate::approval::passkey_required(false, h, &big));
+        assert!(
+            crate::approval::passkey_required(true, h, &small),
+            "tenant-wide wins"
+        );
+        let p = "handlers[\"billing.refund.issue\"]";
+        assert_eq!(
+            errors_of(&with("require_passkey: \"yes\"")),
+            [format!(
+                "{p}.require_passkey: must be true or false (got \"yes\")"
+            )]
+        );
+        assert_eq!(
+            errors_of(&with("passkey_over: 50000")),
+            [format!("{p}.passkey_over: needs require_passkey: true")]
+        );
+        assert_eq!(
+            errors_of(&with("require_passkey: true\n    passkey_over: -1")),
+            [format!(
+                "{p}.passkey_over: must be a non-negative integer in minor units (got -1)"
+            )]
+        );
+        let e = errors_of(&format!("{DOC}approvers:\n  require_passkey: 1\n"));
+        assert_eq!(e, ["approvers.require_passkey: must be true or false"]);
+        let d =
+            TenantDocument::parse(&format!("{DOC}approvers:\n  require_passkey: true\n")).unwrap();
+        assert!(d.approvers.require_passkey);
     }
 }

@@ -1,0 +1,135 @@
+// Passkey-signed approvals in Chromium with its virtual authenticator (DevTools protocol
+// WebAuthn.addVirtualAuthenticator through playwright-core), run by web/tests/web/passkey.rs
+// (which seeds Postgres, starts the app at http://localhost:PORT — the RP ID is the host, and
+// WebAuthn refuses IP addresses — and checks the database afterwards).
+//
+// Env: WEB_URL, P_FIRST, P_SECOND, P_BOB, P_DENY, ARTIFACTS, PROFILES.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { browsers, envOf, login as signIn } from './chromium.mjs';
+
+const env = envOf('passkey.test.mjs', 'web/tests/web/passkey.rs');
+const WEB = env('WEB_URL');
+const P_FIRST = env('P_FIRST');
+const P_SECOND = env('P_SECOND');
+const P_BOB = env('P_BOB');
+const P_DENY = env('P_DENY');
+const ARTIFACTS = env('ARTIFACTS');
+fs.mkdirSync(ARTIFACTS, { recursive: true });
+const { browserFor, closeAll } = browsers(env('PROFILES'));
+const shot = (page, name) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+const login = (ctx, user, next) => signIn(ctx, WEB, user, next);
+
+// A platform authenticator with user verification, as a laptop's fingerprint reader.
+async function virtualAuthenticator(page) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('WebAuthn.enable', { enableUI: false });
+  const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: {
+      protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+    },
+  });
+  return { cdp, authenticatorId };
+}
+
+let alice; let aliceAuth;
+before(async () => {
+  alice = await login(await browserFor('alice'), 'alice', '/queue');
+  aliceAuth = await virtualAuthenticator(alice);
+});
+after(closeAll);
+
+test('no passkey: Approve is refused with a page that says how to register; Deny needs none', async () => {
+  const bob = await login(await browserFor('bob'), 'bob', `/p/${P_BOB}`);
+  assert.match(await bob.textContent('#passkey-note'), /signed with your passkey/);
+  await bob.click('#approve');
+  await bob.waitForSelector('#passkey-needed');
+  assert.match(await bob.textContent('#passkey-needed'),
+    /Approving this needs your passkey.*no passkey registered for acme.*Nothing was decided/s);
+  assert.equal(await bob.getAttribute('#register-link', 'href'), `/passkeys?next=/p/${P_BOB}`);
+  await shot(bob, 'p1-no-passkey-refused');
+  await bob.goto(`${WEB}/p/${P_DENY}`);
+  await bob.click('#deny');
+  await bob.waitForURL(`${WEB}/p/${P_DENY}?result=denied`);
+  await bob.goto(`${WEB}/p/${P_BOB}`);
+  assert.ok(await bob.$('#approve'), 'the refused request is still undecided');
+});
+
+test('register a passkey, then approve with it', async () => {
+  await alice.goto(`${WEB}/passkeys?next=/p/${P_FIRST}`);
+  assert.ok(await alice.$('#no-passkeys'));
+  await alice.fill('input[name=label]', 'virtual key');
+  await alice.click('#register');
+  await alice.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  assert.match(await alice.textContent('#passkeys'), /acme\s*virtual key\s*ES256/);
+  const { credentials } = await aliceAuth.cdp.send('WebAuthn.getCredentials', { authenticatorId: aliceAuth.authenticatorId });
+  assert.equal(credentials.length, 1, 'the authenticator holds one credential');
+  await shot(alice, 'p2-registered');
+  await alice.click('#back');
+  await alice.waitForURL(`${WEB}/p/${P_FIRST}`);
+  const sent = alice.waitForRequest((r) => r.url() === `${WEB}/p/${P_FIRST}/decide` && r.method() === 'POST');
+  await alice.click('#approve');
+  await alice.waitForURL(`${WEB}/p/${P_FIRST}?result=approved`);
+  const body = new URLSearchParams((await sent).postData());
+  assert.equal(body.get('passkey_nonce').length, 64, 'the assertion went with the form');
+  fs.writeFileSync(path.join(ARTIFACTS, 'first-approval.form'), body.toString());
+  assert.match(await alice.textContent('main'), /Approved\. A grant was issued/);
+  await shot(alice, 'p3-approved-with-passkey');
+});
+
+// Posts a decide form from the page (same origin, the session's cookie and CSRF token).
+async function postDecide(page, id, fields) {
+  return page.evaluate(async ({ id, fields }) => {
+    const res = await fetch(`/p/${id}/decide`, { method: 'POST', body: new URLSearchParams(fields), redirect: 'manual' });
+    return { status: res.status, text: await res.text() };
+  }, { id, fields });
+}
+
+test('the first proposal\'s assertion cannot approve the second one', async () => {
+  const first = new URLSearchParams(fs.readFileSync(path.join(ARTIFACTS, 'first-approval.form'), 'utf8'));
+  await alice.goto(`${WEB}/p/${P_SECOND}`);
+  const fields = Object.fromEntries(first);
+  fields.intent_hash = await alice.getAttribute('#approve-form input[name=intent_hash]', 'value');
+  fields.doc_version = await alice.getAttribute('#approve-form input[name=doc_version]', 'value');
+  const r = await postDecide(alice, P_SECOND, fields);
+  assert.equal(r.status, 409, r.text);
+  assert.match(r.text, /passkey signature was refused: passkey_nonce: unknown or already used challenge/);
+  await alice.goto(`${WEB}/p/${P_SECOND}`);
+  assert.ok(await alice.$('#approve'), 'still undecided');
+});
+
+test('an assertion over another intent is refused, then the real one approves', async () => {
+  await alice.goto(`${WEB}/p/${P_SECOND}`);
+  const form = await alice.evaluate(() => Object.fromEntries(new FormData(document.getElementById('approve-form'))));
+  // A fresh challenge for this proposal, but the authenticator signs one derived from another
+  // intent hash (as a page showing a different request would ask for).
+  const forged = await alice.evaluate(async ({ proposal, csrf }) => {
+    const o = await (await fetch('/passkeys/challenge', { method: 'POST', body: new URLSearchParams({ csrf, purpose: 'approve', proposal }) })).json();
+    const other = '0'.repeat(64);
+    const jcs = JSON.stringify({ doc_version: 1, intent_hash: other, nonce: o.nonce, proposal_id: proposal, tenant_id: 'acme' });
+    const msg = new Uint8Array([...new TextEncoder().encode('actiond/passkey-approval/v1\0'), ...new TextEncoder().encode(jcs)]);
+    const challenge = await crypto.subtle.digest('SHA-256', msg);
+    const b64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    const unb64u = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0));
+    const cred = await navigator.credentials.get({ publicKey: {
+      challenge, rpId: o.rp_id, userVerification: 'required',
+      allowCredentials: o.allow.map((id) => ({ type: 'public-key', id: unb64u(id) })),
+    } });
+    return {
+      passkey_nonce: o.nonce, passkey_credential_id: b64u(cred.rawId),
+      passkey_authenticator_data: b64u(cred.response.authenticatorData),
+      passkey_client_data_json: b64u(cred.response.clientDataJSON),
+      passkey_signature: b64u(cred.response.signature),
+    };
+  }, { proposal: P_SECOND, csrf: form.csrf });
+  const r = await postDecide(alice, P_SECOND, { ...form, ...forged });
+  assert.equal(r.status, 409, r.text);
+  assert.match(r.text, /client_data_json\.challenge: the passkey signed a different challenge/);
+  await alice.goto(`${WEB}/p/${P_SECOND}`);
+  await alice.click('#approve');
+  await alice.waitForURL(`${WEB}/p/${P_SECOND}?result=approved`);
+  await shot(alice, 'p4-second-approved');
+});

@@ -1,0 +1,73 @@
+// Passkey ceremonies of the approval app (WebAuthn). Served from this origin; the pages allow
+// scripts from 'self' only. Registration on /passkeys; on a decision page whose Approve needs a
+// passkey, the Approve button asks the server for a single-use challenge derived from the
+// request's intent, has the authenticator sign it, and submits the assertion with the form.
+'use strict';
+(() => {
+  const b64u = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf)))
+    .replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  const unb64u = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0));
+  const say = (msg) => { const e = document.getElementById('passkey-error'); if (e) e.textContent = msg; };
+
+  async function challenge(fields) {
+    const res = await fetch('/passkeys/challenge', {
+      method: 'POST',
+      headers: { accept: 'application/json' },
+      body: new URLSearchParams(fields),
+    });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error(body.detail || `challenge refused (${res.status})`);
+    return body;
+  }
+
+  const reg = document.getElementById('register-form');
+  if (reg) {
+    reg.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        const o = await challenge({ csrf: reg.csrf.value, purpose: 'register', tenant: reg.tenant.value });
+        const cred = await navigator.credentials.create({ publicKey: {
+          challenge: unb64u(o.challenge),
+          rp: { id: o.rp_id, name: 'actiond approvals' },
+          user: { id: unb64u(o.user_id), name: o.user_name, displayName: o.user_name },
+          pubKeyCredParams: [{ type: 'public-key', alg: -7 }, { type: 'public-key', alg: -8 }, { type: 'public-key', alg: -257 }],
+          authenticatorSelection: { userVerification: 'required', residentKey: 'discouraged' },
+          excludeCredentials: o.exclude.map((id) => ({ type: 'public-key', id: unb64u(id) })),
+          attestation: 'none',
+          timeout: 120000,
+        } });
+        reg.nonce.value = o.nonce;
+        reg.client_data_json.value = b64u(cred.response.clientDataJSON);
+        reg.attestation_object.value = b64u(cred.response.attestationObject);
+        reg.submit();
+      } catch (e) { say(`The passkey was not registered: ${e.message}`); }
+    });
+  }
+
+  const form = document.getElementById('approve-form');
+  if (form && form.dataset.passkey === 'required') {
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      if (!form.reportValidity()) return;
+      try {
+        const o = await challenge({ csrf: form.csrf.value, purpose: 'approve', proposal: form.dataset.proposal });
+        if (o.registered) {
+          const cred = await navigator.credentials.get({ publicKey: {
+            challenge: unb64u(o.challenge),
+            rpId: o.rp_id,
+            allowCredentials: o.allow.map((id) => ({ type: 'public-key', id: unb64u(id) })),
+            userVerification: 'required',
+            timeout: 120000,
+          } });
+          form.passkey_nonce.value = o.nonce;
+          form.passkey_credential_id.value = b64u(cred.rawId);
+          form.passkey_authenticator_data.value = b64u(cred.response.authenticatorData);
+          form.passkey_client_data_json.value = b64u(cred.response.clientDataJSON);
+          form.passkey_signature.value = b64u(cred.response.signature);
+        }
+        // Without a registered passkey the server answers with how to register one.
+        form.submit();
+      } catch (e) { say(`Not approved: the passkey did not sign (${e.message}).`); }
+    });
+  }
+})();

@@ -1,0 +1,215 @@
+//! Passkey-signed approvals in Chromium: `web/e2e/passkey.test.mjs` registers a passkey on a
+//! virtual authenticator, approves with it, and tries a replayed and a cross-intent assertion;
+//! a person without a passkey gets the page that says how to register one. Afterwards the
+//! database must show the two passkey-signed approvals, the refusals as audit events, and
+//! `actiond_store::passkeys::verify_all` (what `actiond audit verify-passkeys` runs) must
+//! accept the stored assertions — and name the one whose signature a database owner altered.
+
+use crate::browser::{browser_available, e2e_dir, start_provider, start_web};
+use crate::support::*;
+use serde_json::json;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// acme with refunds above 500.00 needing a passkey.
+fn passkey_doc(issuer: &str) -> String {
+    format!(
+        r#"tenant: acme
+policy:
+  default: escalate
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 1000000
+    require_passkey: true
+    passkey_over: 50000
+approvers:
+  issuer: "{issuer}"
+  claim: groups
+  values: [acme-approvers]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_passkey_signed_approvals() {
+    if !browser_available() {
+        return;
+    }
+    let t = fresh_db().await;
+    let (creds, _) = credentials("http://127.0.0.1:9/unused");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // WebAuthn needs a domain as RP ID: the browser uses localhost, the app listens on 127.0.0.1.
+    let web = format!("http://localhost:{port}");
+    let redirect = format!("{web}/oidc/callback");
+    let (_provider, issuer) = start_provider(&redirect).await;
+    actiond_store::tenants::apply(&t.db, &passkey_doc(&issuer), "test")
+        .await
+        .unwrap();
+    let bot = agent(&t.db, "acme", "refund-bot", "dave").await;
+    let refund = |n: u32, amount: i64| {
+        let pi = format!("pi_{n}");
+        let params = json!({"payment_id": pi, "amount": amount, "currency": "USD"});
+        let db = t.db.clone();
+        async move {
+            escalated(
+                &db,
+                "acme",
+                bot,
+                "billing.refund.issue",
+                &pi,
+                params,
+                "Refund.",
+                None,
+                ("", "default"),
+            )
+            .await
+        }
+    };
+    let p_first = refund(1, 60_000).await;
+    let p_second = refund(2, 70_000).await;
+    let p_bob = refund(3, 80_000).await;
+    let p_deny = refund(4, 90_000).await;
+    start_web(
+        &t.web_url,
+        &creds,
+        listener,
+        &issuer,
+        &["--public-url", &web],
+    )
+    .await;
+
+    let artifacts = e2e_dir().join("artifacts");
+    let scratch_dir = scratch("passkey");
+    let ids = [
+        ("P_FIRST", p_first.to_string()),
+        ("P_SECOND", p_second.to_string()),
+        ("P_BOB", p_bob.to_string()),
+        ("P_DENY", p_deny.to_string()),
+    ];
+    let status = tokio::time::timeout(
+        Duration::from_secs(300),
+        Command::new("node")
+            .args(["--test", "--test-reporter=spec", "passkey.test.mjs"])
+            .current_dir(e2e_dir())
+            .env("WEB_URL", &web)
+            .envs(ids.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("ARTIFACTS", &artifacts)
+            .env("PROFILES", scratch_dir.join("profiles"))
+            .env("HOME", &scratch_dir)
+            .env("TMPDIR", &scratch_dir)
+            .kill_on_drop(true)
+            .status(),
+    )
+    .await
+    .expect("the passkey browser test took over 5 minutes")
+    .expect("node");
+    assert!(
+        status.success(),
+        "the passkey browser tests failed (output above)"
+    );
+    check_database(&t, [p_first, p_second, p_bob, p_deny]).await;
+}
+
+/// What the browser run must have left, then the offline verification and a tampered row.
+async fn check_database(t: &TestDb, [p_first, p_second, p_bob, p_deny]: [uuid::Uuid; 4]) {
+    for (p, want) in [
+        (p_first, "approved"),
+        (p_second, "approved"),
+        (p_bob, "escalated"),
+        (p_deny, "denied"),
+    ] {
+        assert_eq!(proposal_facts(&t.db, p).await.0, want, "{p}");
+    }
+    let c = t.db.client().await.unwrap();
+    let rules: Vec<String> = c
+        .query(
+            "SELECT detail->>'rule' FROM audit_events WHERE kind = 'approval.refused' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        rules,
+        ["passkey_required", "passkey_refused", "passkey_refused"]
+    );
+    let stored: i64 = c
+        .query_one(
+            "SELECT count(*) FROM approval_passkeys WHERE subject = 'alice'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored, 2,
+        "one stored assertion per passkey-signed approval"
+    );
+    let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    assert_eq!((checked, findings.len()), (2, 0), "{findings:?}");
+    let cli = cli_verify(&t.url).await;
+    if let Some((ok, out)) = &cli {
+        assert!(
+            ok,
+            "actiond audit verify-passkeys on the untouched rows: {out}"
+        );
+    }
+    let append_only = c
+        .execute("UPDATE approval_passkeys SET sign_count = 0", &[])
+        .await
+        .unwrap_err();
+    assert!(
+        append_only.to_string().contains("append-only")
+            || format!("{append_only:?}").contains("append-only")
+    );
+    // A database owner rewrites one signature byte behind the trigger's back.
+    c.batch_execute(&format!(
+        "ALTER TABLE approval_passkeys DISABLE TRIGGER approval_passkeys_no_update;
+         UPDATE approval_passkeys SET signature = overlay(signature placing '\\x00'::bytea from 12 for 1)
+           WHERE proposal_id = '{p_second}';
+         ALTER TABLE approval_passkeys ENABLE TRIGGER approval_passkeys_no_update;"
+    ))
+    .await
+    .unwrap();
+    let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    assert_eq!(checked, 2);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0].proposal_id, p_second);
+    assert!(
+        findings[0].problem.starts_with("signature:"),
+        "{}",
+        findings[0].problem
+    );
+    if cli.is_some() {
+        let (ok, out) = cli_verify(&t.url).await.unwrap();
+        assert!(!ok, "the CLI must fail on a tampered assertion");
+        assert!(
+            out.contains(&p_second.to_string()) && out.contains("signature:"),
+            "{out}"
+        );
+    }
+}
+
+/// Runs `actiond audit verify-passkeys` when the binary is built; (succeeded, stdout+stderr).
+async fn cli_verify(url: &str) -> Option<(bool, String)> {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/actiond");
+    if !bin.exists() {
+        eprintln!("actiond is not built: skipping the CLI half of the passkey verification");
+        return None;
+    }
+    let out = Command::new(bin)
+        .args(["audit", "verify-passkeys", "--database-url", url])
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((out.status.success(), text))
+}
