@@ -102,9 +102,16 @@ impl IntoResponse for WebError {
             detail: message,
             operation_id: None,
         });
+        r.extensions_mut().insert(WithoutNavigation);
         r
     }
 }
+
+/// Marks an error page rendered without the signed-in header, which
+/// [`navigation_on_errors`] renders again with it. Pages that carry their own header (the
+/// passkey page) have no such mark and are left as they are.
+#[derive(Debug, Clone, Copy)]
+struct WithoutNavigation;
 
 /// What an error page says, kept beside the HTML so [`problem_when_asked`] can answer
 /// `application/problem+json` instead.
@@ -185,7 +192,10 @@ pub(crate) async fn navigation_on_errors(
 ) -> Response {
     let headers = request.headers().clone();
     let response = next.run(request).await;
-    if !response.status().is_client_error() || wants_problem(&headers) {
+    if !response.status().is_client_error()
+        || wants_problem(&headers)
+        || response.extensions().get::<WithoutNavigation>().is_none()
+    {
         return response;
     }
     let Some(info) = response.extensions().get::<ProblemInfo>().cloned() else {
