@@ -3,7 +3,10 @@
 // (which seeds Postgres, starts the app at http://localhost:PORT — the RP ID is the host, and
 // WebAuthn refuses IP addresses — and checks the database afterwards).
 //
-// Env: WEB_URL, P_FIRST, P_SECOND, P_BOB, P_DENY, ARTIFACTS, PROFILES.
+// The last tests combine passkeys with staged approvals: P_STAGED is a refund over 500.00
+// whose stage 1 is team-leads (tina) and stage 2 finance (frank), each Approve passkey-signed.
+//
+// Env: WEB_URL, P_FIRST, P_SECOND, P_BOB, P_DENY, P_STAGED, ARTIFACTS, PROFILES.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -16,6 +19,7 @@ const P_FIRST = env('P_FIRST');
 const P_SECOND = env('P_SECOND');
 const P_BOB = env('P_BOB');
 const P_DENY = env('P_DENY');
+const P_STAGED = env('P_STAGED');
 const ARTIFACTS = env('ARTIFACTS');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
 const { browserFor, closeAll } = browsers(env('PROFILES'));
@@ -132,4 +136,74 @@ test('an assertion over another intent is refused, then the real one approves', 
   await alice.click('#approve');
   await alice.waitForURL(`${WEB}/p/${P_SECOND}?result=approved`);
   await shot(alice, 'p4-second-approved');
+});
+
+// Signs `user` in, registers a passkey on a fresh virtual authenticator and comes back to
+// the staged proposal's page.
+async function withPasskey(user) {
+  const page = await login(await browserFor(user), user, `/passkeys?next=/p/${P_STAGED}`);
+  const auth = await virtualAuthenticator(page);
+  await page.fill('input[name=label]', `${user} key`);
+  await page.click('#register');
+  await page.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  const { credentials } = await auth.cdp.send('WebAuthn.getCredentials', { authenticatorId: auth.authenticatorId });
+  assert.equal(credentials.length, 1, `${user}'s authenticator holds one credential`);
+  await page.click('#back');
+  await page.waitForURL(`${WEB}/p/${P_STAGED}`);
+  return page;
+}
+
+// Clicks Approve (the page's script has the authenticator sign first) and returns the form
+// that was posted and the answer's status.
+async function approveSigned(page) {
+  const sent = page.waitForRequest((r) => r.url() === `${WEB}/p/${P_STAGED}/decide` && r.method() === 'POST');
+  const answered = page.waitForResponse((r) => r.url() === `${WEB}/p/${P_STAGED}/decide` && r.request().method() === 'POST');
+  await page.click('#approve');
+  const body = new URLSearchParams((await sent).postData());
+  assert.equal(body.get('passkey_nonce').length, 64, 'the assertion went with the form');
+  assert.ok(body.get('passkey_signature'), 'signed');
+  const status = (await answered).status();
+  await page.waitForLoadState();
+  return { body, status };
+}
+
+let frank; let frankStage1Form;
+test('staged + passkey: finance approving during stage 1 is refused, even with a valid passkey signature', async () => {
+  frank = await withPasskey('frank');
+  assert.match(await frank.textContent('.stage'), /stage 1 of 2: team-leads, 0 of 1 needed, .* · next: finance/);
+  assert.match(await frank.textContent('#passkey-note'), /signed with your passkey/);
+  const { body, status } = await approveSigned(frank);
+  assert.equal(status, 409);
+  assert.match(await frank.textContent('body'),
+    /stage 1 of 2 waits for team-leads; you are not in team-leads, so your approval cannot count\. Nothing was decided/);
+  frankStage1Form = Object.fromEntries(body);
+  await shot(frank, 'p5-finance-refused-in-stage-1');
+  await frank.goto(`${WEB}/p/${P_STAGED}`);
+  assert.match(await frank.textContent('.stage'), /stage 1 of 2: team-leads, 0 of 1 needed/, 'nothing was decided');
+});
+
+test('staged + passkey: a team lead signs stage 1 with their own passkey', async () => {
+  const tina = await withPasskey('tina');
+  const { status } = await approveSigned(tina);
+  assert.equal(status, 303);
+  await tina.waitForURL(`${WEB}/p/${P_STAGED}?result=stage-complete`);
+  assert.match(await tina.textContent('main'), /Your approval completed its stage; the next stage is open/);
+  assert.match(await tina.textContent('.stage'), /stage 2 of 2: finance, 0 of 1 needed/);
+  assert.equal(await tina.$('#approve'), null, 'tina cannot approve stage 2 as well');
+  await shot(tina, 'p6-team-lead-signed-stage-1');
+});
+
+test('staged + passkey: finance cannot replay its stage-1 assertion in stage 2, then signs afresh', async () => {
+  const r = await postDecide(frank, P_STAGED, frankStage1Form);
+  // Status 0 is fetch's opaque redirect: the replay was decided (303), i.e. it approved.
+  assert.notEqual(r.status, 0, 'the stage-1 assertion refused by the stage rule approved stage 2 when replayed');
+  assert.equal(r.status, 409, r.text);
+  assert.match(r.text, /passkey_nonce: unknown or already used challenge/);
+  await frank.goto(`${WEB}/p/${P_STAGED}`);
+  assert.match(await frank.textContent('.stage'), /stage 2 of 2: finance, 0 of 1 needed/);
+  const { status } = await approveSigned(frank);
+  assert.equal(status, 303);
+  await frank.waitForURL(`${WEB}/p/${P_STAGED}?result=approved`);
+  assert.match(await frank.textContent('main'), /Approved\. A grant was issued/);
+  await shot(frank, 'p7-finance-signed-stage-2');
 });

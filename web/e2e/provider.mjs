@@ -16,6 +16,8 @@ export const USERS = {
   alice: { email: 'alice@acme.test', name: 'Alice Acme', groups: ['acme-approvers'] },
   bob: { email: 'bob@acme.test', name: 'Bob Acme', groups: ['acme-approvers', 'staff'] },
   dana: { email: 'dana@acme.test', name: 'Dana Acme', groups: ['acme-approvers', 'acme-admins'] },
+  tina: { email: 'tina@acme.test', name: 'Tina Lead', groups: ['team-leads'] },
+  frank: { email: 'frank@acme.test', name: 'Frank Finance', groups: ['finance'] },
   carol: { email: 'carol@globex.test', name: 'Carol Globex', groups: ['globex-approvers'] },
 };
 

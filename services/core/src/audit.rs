@@ -15,7 +15,8 @@ pub enum AuditKind {
     /// Nobody decided before the tenant's `escalation_ttl` (`→ expired`).
     #[serde(rename = "proposal.expired")]
     ProposalExpired,
-    /// One approval of several required was recorded; the state did not change.
+    /// One approval was recorded and the state did not change: more people must approve, or
+    /// it completed a stage that is not the last (`detail.passkey` holds its passkey evidence).
     #[serde(rename = "approval.recorded")]
     ApprovalRecorded,
     /// A person decided through the approval web app.

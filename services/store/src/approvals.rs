@@ -270,6 +270,9 @@ pub async fn decide(
     };
     let outcome = match checked {
         Err(refusal) => {
+            if let Some(s) = shown.passkey {
+                crate::passkeys::discard_for_refusal(&tx, &s.nonce, approver.person(), id).await?;
+            }
             write_refused(&tx, &d, &refusal).await?;
             Decided::Refused(refusal)
         }
@@ -593,8 +596,8 @@ async fn deny(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<(Option<ProposalSt
 
 /// Counts the distinct approvals (of the open stage, for a staged proposal); when they
 /// complete the tally, issues the grant and moves the proposal to `approved` (a stage that is
-/// not the last opens the next one instead). When more people must approve, writes an
-/// `approval.recorded` event and returns no new state.
+/// not the last opens the next one instead). When more people must approve, or a stage that is
+/// not the last completes, writes an `approval.recorded` event and returns no new state.
 async fn approve(
     tx: &crate::Tx<'_>,
     signer: &GrantSigner,
@@ -622,22 +625,16 @@ async fn approve(
         ),
     };
     if let Tally::NeedsMore { have, need } = rules::tally(have, required) {
-        let actor = d.approver.actor();
-        let stage = d.stage.as_ref().map(|s| s.stage);
-        audit::write(
-            tx,
-            &d.proposal.event(
-                AuditKind::ApprovalRecorded,
-                &actor,
-                json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage,
-                       "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
-            ),
-        )
-        .await?;
+        write_recorded(tx, d, have, need).await?;
         return Ok((None, Decided::NeedsMore { have, need }));
     }
     if let Some(s) = &d.stage {
         let actor = d.approver.actor();
+        if s.stage < s.of {
+            // This approval changes no state, so no `approval.decided` event will name it and
+            // its passkey evidence: record it as any approval that does not decide.
+            write_recorded(tx, d, i64::from(required), i64::from(required)).await?;
+        }
         let by = stages::of_proposal(tx, d.id)
             .await?
             .into_iter()
@@ -695,6 +692,24 @@ async fn approve(
             grant_id: claims.id,
         },
     ))
+}
+
+/// The `approval.recorded` event of an approval that leaves the state as it is (more are
+/// needed, or it completed a stage that is not the last): who, the tally of its stage, and the
+/// passkey evidence that `actiond audit verify-passkeys` compares with the stored assertion.
+async fn write_recorded(tx: &crate::Tx<'_>, d: &Deciding<'_>, have: i64, need: i64) -> Result<()> {
+    let stage = d.stage.as_ref().map(|s| s.stage);
+    audit::write(
+        tx,
+        &d.proposal.event(
+            AuditKind::ApprovalRecorded,
+            &d.approver.actor(),
+            json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage,
+                   "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
+        ),
+    )
+    .await?;
+    Ok(())
 }
 
 /// The audit event of a final decision (`escalated → approved | denied`).

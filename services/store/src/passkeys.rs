@@ -10,6 +10,9 @@
 //!   consumes the approval challenge, requires it to be this person's for this proposal,
 //!   verifies the assertion against the challenge derived from the proposal's intent hash and
 //!   document version, and advances the passkey's signature counter.
+//! - [`discard_for_refusal`] uses up the challenge of an Approve that another rule refused
+//!   before the passkey rule ran (a stage's group, a missing re-typed amount), so the
+//!   assertion cannot approve later, in another stage.
 //! - [`verify_all`] re-verifies every stored assertion from the stored bytes alone (what
 //!   `actiond audit verify-passkeys` runs), naming the first field that differs.
 
@@ -253,6 +256,26 @@ pub struct ApprovalBinding<'a> {
     pub intent_hash: &'a str,
     /// The document version that escalated it.
     pub doc_version: i32,
+}
+
+/// Inside a refused decision's transaction: deletes the approval challenge `nonce` when it was
+/// issued to `person` for `proposal` (a challenge is consumed by the decision, refused or
+/// not). Without this, an assertion refused by an earlier rule — finance approving during the
+/// team-leads stage — stayed usable for five minutes and approved the next stage when posted
+/// again, without a new touch of the authenticator. A nonce of anyone else is left alone.
+pub async fn discard_for_refusal(
+    tx: &crate::Tx<'_>,
+    nonce: &str,
+    person: Person<'_>,
+    proposal: Uuid,
+) -> Result<()> {
+    tx.execute(
+        "DELETE FROM passkey_challenges
+         WHERE nonce = $1 AND issuer = $2 AND subject = $3 AND proposal_id = $4",
+        &[&nonce, &person.issuer, &person.subject, &proposal],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Inside the decision's transaction: consumes the approval challenge and verifies the

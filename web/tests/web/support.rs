@@ -18,6 +18,9 @@ use uuid::Uuid;
 /// of the V4 migration. The database is dropped with this value.
 pub struct TestDb {
     pub web_url: String,
+    /// A login user that is a member of the `actiond_policy` role only (for a real
+    /// `actiond policy` process).
+    pub policy_url: String,
     /// Superuser URL of this database.
     pub url: String,
     pub db: Db,
@@ -28,6 +31,7 @@ pub async fn fresh_db() -> TestDb {
     let kit = actiond_testkit::TestDb::new().await;
     TestDb {
         web_url: kit.role_url("web").await,
+        policy_url: kit.role_url("policy").await,
         url: kit.url.clone(),
         db: kit.db.clone(),
         _kit: kit,
