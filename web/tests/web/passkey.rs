@@ -231,53 +231,55 @@ async fn check_staged(t: &TestDb, p: uuid::Uuid, issuer: &str) {
         .unwrap()
         .get(0);
     assert_eq!(issued_by, "tina,frank");
-    let stored: Vec<(String, i32)> = c
-        .query(
-            "SELECT k.subject, a.stage FROM approval_passkeys k
-             JOIN approvals a ON a.proposal_id = k.proposal_id AND a.subject = k.subject
-             WHERE k.proposal_id = $1 ORDER BY a.stage",
-            &[&p],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    assert_eq!(stored, [("tina".to_owned(), 1), ("frank".to_owned(), 2)]);
-    let refused: Vec<(String, String)> = c
-        .query(
-            "SELECT detail->'approver'->>'subject', detail->>'rule' FROM audit_events
-             WHERE kind = 'approval.refused' AND proposal_id = $1 ORDER BY id",
-            &[&p],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let stored = text_pairs(
+        t,
+        "SELECT k.subject, a.stage::text FROM approval_passkeys k
+         JOIN approvals a ON a.proposal_id = k.proposal_id AND a.subject = k.subject
+         WHERE k.proposal_id = $1 ORDER BY a.stage",
+        p,
+    )
+    .await;
+    assert_eq!(stored, pairs(&[("tina", "1"), ("frank", "2")]));
+    let refused = text_pairs(
+        t,
+        "SELECT detail->'approver'->>'subject', detail->>'rule' FROM audit_events
+         WHERE kind = 'approval.refused' AND proposal_id = $1 ORDER BY id",
+        p,
+    )
+    .await;
     assert_eq!(
         refused,
-        [
-            ("frank".to_owned(), "stage_group".to_owned()),
-            ("frank".to_owned(), "passkey_refused".to_owned())
-        ]
+        pairs(&[("frank", "stage_group"), ("frank", "passkey_refused")])
     );
-    let stages: Vec<(i32, String)> = c
-        .query(
-            "SELECT (detail->>'stage')::int, (detail->'subjects')::text FROM audit_events
-             WHERE kind = 'approval.stage_completed' AND proposal_id = $1 ORDER BY id",
-            &[&p],
-        )
+    let stages = text_pairs(
+        t,
+        "SELECT detail->>'stage', (detail->'subjects')::text FROM audit_events
+         WHERE kind = 'approval.stage_completed' AND proposal_id = $1 ORDER BY id",
+        p,
+    )
+    .await;
+    assert_eq!(
+        stages.first(),
+        pairs(&[("1", r#"["tina"]"#)]).first(),
+        "{stages:?}"
+    );
+}
+
+/// The rows of a two-column text query about proposal `p` (its `$1`).
+async fn text_pairs(t: &TestDb, sql: &str, p: uuid::Uuid) -> Vec<(String, String)> {
+    let c = t.db.client().await.unwrap();
+    c.query(sql, &[&p])
         .await
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    assert_eq!(
-        stages.first(),
-        Some(&(1, r#"["tina"]"#.to_owned())),
-        "{stages:?}"
-    );
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
 }
 
 /// What the browser run must have left, then the offline verification and a tampered row.
