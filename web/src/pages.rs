@@ -678,18 +678,19 @@ fn decision_page(
         agent_open: agent.open,
         can_freeze: agent.can_freeze,
         can_unfreeze: agent.can_unfreeze,
-        passkey_needed: doc
-            .and_then(|doc| {
-                doc.handler(&p.action).map(|h| {
-                    actiond_core::approval::passkey_required(
-                        doc.approvers.require_passkey,
-                        h,
-                        &params,
-                    )
-                })
-            })
-            .unwrap_or(false),
+        passkey_needed: passkey_needed(doc, &p.action, &params),
     }
+}
+
+/// Whether Approve of `action` with `params` must be signed with a passkey under `doc` (the
+/// handler's `require_passkey`/`passkey_over`, or the tenant's `approvers.require_passkey`).
+fn passkey_needed(doc: Option<&TenantDocument>, action: &str, params: &Value) -> bool {
+    doc.and_then(|doc| {
+        doc.handler(action).map(|h| {
+            actiond_core::approval::passkey_required(doc.approvers.require_passkey, h, params)
+        })
+    })
+    .unwrap_or(false)
 }
 
 /// "expires in 3 h 10 min if nobody decides", from the escalation TTL of `doc`.
