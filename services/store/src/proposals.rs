@@ -193,6 +193,33 @@ pub enum Submitted {
         /// The tenant's cap.
         cap: i64,
     },
+    /// The agent is revoked or expired (read in the submission's own transaction, so an
+    /// agent remembered by a cache cannot outlive its revocation here).
+    AgentNotLive,
+    /// The agent is frozen (read in the submission's own transaction).
+    AgentFrozen,
+}
+
+/// Why the agent of `p` may not submit now, read in the submission's transaction: revoked or
+/// expired ([`Submitted::AgentNotLive`]), or frozen ([`Submitted::AgentFrozen`]).
+async fn agent_refusal<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<Option<Submitted>> {
+    let r = tx
+        .query_opt(
+            "SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()), frozen_at IS NOT NULL
+             FROM agents WHERE tenant_id = $1 AND id = $2",
+            &[&p.tenant_id, &p.agent_id],
+        )
+        .await?;
+    Ok(
+        match r.map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))) {
+            None | Some((false, _)) => Some(Submitted::AgentNotLive),
+            Some((true, true)) => Some(Submitted::AgentFrozen),
+            Some((true, false)) => None,
+        },
+    )
 }
 
 /// Records whom the agent acts for (a delegated workload JWT's `sub`, RFC 8693 `act`) beside
@@ -227,6 +254,8 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                     agent_reason, source_text, session_id, idempotency_key, request_sha256)
                  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
                  WHERE (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
+                   AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
+                               AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .await?;
@@ -283,7 +312,12 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             tx.commit().await?;
             return Ok(Submitted::Created(p.id));
         }
-        // Nothing inserted: an idempotency key or open intent conflicts, or the cap is reached.
+        // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
+        // open intent conflicts, or the cap is reached.
+        if let Some(refused) = agent_refusal(&tx, p).await? {
+            tx.commit().await?;
+            return Ok(refused);
+        }
         if let Some(key) = &p.idempotency_key
             && let Some(r) = tx
                 .query_opt(
