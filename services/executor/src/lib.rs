@@ -7,10 +7,12 @@
 //!    this proposal");
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
-//! 4. in one transaction spend the grant, move the proposal to `executing`, write the audit
-//!    event; zero rows → read the grant: `used_at` set = replay, null = expired;
+//! 4. in one transaction for the whole claim batch, for each proposal that passed 1–3: spend
+//!    the grant, move the proposal to `executing`, write the audit event (per proposal all or
+//!    nothing); not spent → read the grant: `used_at` set = replay, null = expired;
 //! 5. run the handler with a timeout, using the handler settings of the document version the
-//!    grant names; record the outcome.
+//!    grant names; record the outcome (outcomes that are ready together share one transaction,
+//!    [`finisher`]).
 //!
 //! A sweeper turns `executing` rows whose lease ran out into `outcome_unknown` (never a re-run)
 //! and `approved` rows whose grant expired unspent into `expired`.

@@ -200,6 +200,47 @@ pub enum Submitted {
     AgentFrozen,
 }
 
+/// Why a submission inserted nothing, when it is not the escalation cap: the agent may not
+/// submit ([`agent_refusal`]), or an earlier proposal answers it (the same idempotency key, or
+/// the same intent still open).
+async fn answer_without_insert<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<Option<Submitted>> {
+    if let Some(refused) = agent_refusal(tx, p).await? {
+        return Ok(Some(refused));
+    }
+    if let Some(key) = &p.idempotency_key
+        && let Some(r) = tx
+            .query_opt(
+                "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
+                &[&p.tenant_id, &p.agent_id, key],
+            )
+            .await?
+    {
+        let sha: String = r.get(2);
+        return Ok(Some(if sha == p.request_sha256 {
+            Submitted::Existing {
+                id: r.get(0),
+                state: r.get(1),
+            }
+        } else {
+            Submitted::KeyReused
+        }));
+    }
+    let open = tx
+        .query_opt(
+            "SELECT id, state FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND intent_hash = $3
+               AND state IN ('pending','escalated','approved','executing')",
+            &[&p.tenant_id, &p.agent_id, &p.intent_hash],
+        )
+        .await?;
+    Ok(open.map(|r| Submitted::Existing {
+        id: r.get(0),
+        state: r.get(1),
+    }))
+}
+
 /// Why the agent of `p` may not submit now, read in the submission's transaction: revoked or
 /// expired ([`Submitted::AgentNotLive`]), or frozen ([`Submitted::AgentFrozen`]).
 async fn agent_refusal<C: deadpool_postgres::GenericClient>(
@@ -314,36 +355,9 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
         }
         // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
         // open intent conflicts, or the cap is reached.
-        if let Some(refused) = agent_refusal(&tx, p).await? {
+        if let Some(answer) = answer_without_insert(&tx, p).await? {
             tx.commit().await?;
-            return Ok(refused);
-        }
-        if let Some(key) = &p.idempotency_key
-            && let Some(r) = tx
-                .query_opt(
-                    "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
-                    &[&p.tenant_id, &p.agent_id, key],
-                )
-                .await?
-            {
-                let sha: String = r.get(2);
-                tx.commit().await?;
-                return Ok(if sha == p.request_sha256 {
-                    Submitted::Existing { id: r.get(0), state: r.get(1) }
-                } else {
-                    Submitted::KeyReused
-                });
-            }
-        if let Some(r) = tx
-            .query_opt(
-                "SELECT id, state FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND intent_hash = $3
-                   AND state IN ('pending','escalated','approved','executing')",
-                &[&p.tenant_id, &p.agent_id, &p.intent_hash],
-            )
-            .await?
-        {
-            tx.commit().await?;
-            return Ok(Submitted::Existing { id: r.get(0), state: r.get(1) });
+            return Ok(answer);
         }
         let open: i64 = tx
             .query_one(
