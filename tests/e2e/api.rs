@@ -594,3 +594,191 @@ async fn refusals_are_problems_or_json_rpc_errors() {
         assert_eq!(body.pointer(pointer), Some(want), "{name}: {body}");
     }
 }
+
+/// One api process with its own admin listener (for its metrics).
+struct Api {
+    url: String,
+    metrics: String,
+    _svc: actiond_testkit::Service,
+}
+
+async fn start_api(s: &Stack, name: &str, cache_ms: u64) -> Api {
+    let (port, admin) = (actiond_testkit::free_port(), actiond_testkit::free_port());
+    let svc = actiond_testkit::Service::spawn(
+        "api",
+        name,
+        &[],
+        &[
+            ("DATABASE_URL", s.tdb.role_url("api").await),
+            ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+            ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+            ("ACTIOND_API_AGENT_CACHE_MS", cache_ms.to_string()),
+        ],
+        &s.logs,
+    );
+    let api = Api {
+        url: format!("http://127.0.0.1:{port}"),
+        metrics: format!("http://127.0.0.1:{admin}/metrics"),
+        _svc: svc,
+    };
+    let (h, u) = (s.http.clone(), format!("{}/healthz", api.url));
+    actiond_testkit::eventually(Duration::from_secs(20), "api /healthz", || {
+        let (h, u) = (h.clone(), u.clone());
+        async move {
+            h.get(&u)
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success())
+        }
+    })
+    .await;
+    api
+}
+
+/// Status of a submission (202 while the agent is live and not frozen).
+async fn submit_to(s: &Stack, api: &Api, payment: &str) -> u16 {
+    s.http
+        .post(format!("{}/v1/proposals", api.url))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .body(refund(payment, 100))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Status of a status read (a proposal that does not exist: 404 once the token is accepted,
+/// 401 when it is not).
+async fn read_from(s: &Stack, api: &Api) -> u16 {
+    s.http
+        .get(format!("{}/v1/proposals/{}", api.url, uuid::Uuid::new_v4()))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// `actiond_api_agent_lookups_total{source}` of one api process.
+async fn lookups(s: &Stack, api: &Api, source: &str) -> u64 {
+    let text = s
+        .http
+        .get(&api.metrics)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("actiond_api_agent_lookups_total{{source=\"{source}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+}
+
+/// Submissions use the api's agent cache (a long lifetime here, 10 minutes), yet a freeze, an
+/// unfreeze and a revocation made by another process take effect on the very next request in
+/// both of two api processes: each empties its cache when the database notifies the change,
+/// and a submission's insert re-checks the agent in its own statement, so a change whose
+/// notification is still on its way wins as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_cache_forgets_a_revoked_or_frozen_agent_at_once_in_every_api() {
+    let s = Stack::with(
+        "agent_cache_revocation",
+        Options {
+            api: false,
+            ..no_workers()
+        },
+    )
+    .await;
+    let apis = [
+        start_api(&s, "api-a", 600_000).await,
+        start_api(&s, "api-b", 600_000).await,
+    ];
+    let mut n = 0;
+    let mut payment = || {
+        n += 1;
+        format!("pi_cache_{n}")
+    };
+    // Each process answers from its cache once its LISTEN is up (a lookup before that reads
+    // the database and stores nothing).
+    for api in &apis {
+        for _ in 0..200 {
+            assert_eq!(submit_to(&s, api, &payment()).await, 202);
+            if lookups(&s, api, "cache").await > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            lookups(&s, api, "cache").await > 0,
+            "the cache never answered"
+        );
+    }
+    let c = s.tdb.db.client().await.unwrap();
+    for round in 0..5 {
+        for api in &apis {
+            let before = lookups(&s, api, "cache").await;
+            assert_eq!(submit_to(&s, api, &payment()).await, 202);
+            assert_eq!(submit_to(&s, api, &payment()).await, 202);
+            assert!(
+                lookups(&s, api, "cache").await > before,
+                "round {round}: cache unused"
+            );
+        }
+        let freeze = "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE name = 'support-bot'";
+        c.execute(freeze, &[]).await.unwrap();
+        for api in &apis {
+            let st = submit_to(&s, api, &payment()).await;
+            assert_eq!(
+                st, 403,
+                "round {round}: a frozen agent's proposal was accepted"
+            );
+        }
+        let thaw =
+            "UPDATE agents SET frozen_at = NULL, frozen_by = NULL WHERE name = 'support-bot'";
+        c.execute(thaw, &[]).await.unwrap();
+        for api in &apis {
+            let st = submit_to(&s, api, &payment()).await;
+            assert_eq!(st, 202, "round {round}: an unfrozen agent was refused");
+        }
+    }
+    for api in &apis {
+        assert_eq!(submit_to(&s, api, &payment()).await, 202);
+    }
+    let (ok, _, err) = actiond_testkit::cli(
+        &[
+            "agent",
+            "revoke",
+            "--tenant",
+            "acme",
+            "--name",
+            "support-bot",
+        ],
+        &s.cli_env().await,
+    );
+    assert!(ok, "{err}");
+    for api in &apis {
+        let st = submit_to(&s, api, &payment()).await;
+        assert_eq!(st, 401, "a revoked agent's proposal was accepted");
+        assert_eq!(read_from(&s, api).await, 401, "a revoked token could read");
+    }
+    let stored: i64 = c
+        .query_one(
+            "SELECT count(*) FROM proposals WHERE params_json LIKE '%pi_cache_%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored,
+        i64::from(n) - 12,
+        "only the accepted submissions were stored"
+    );
+}

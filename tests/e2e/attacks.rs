@@ -347,3 +347,139 @@ async fn break_glass_supplies_at_most_one_of_n_approvals() {
         .get(0);
     assert_eq!(grants, 0);
 }
+
+/// One claim batch spent in one transaction holds each row to the single-spend rules on its
+/// own: of four claimed proposals, the one still leased to this executor with a live unspent
+/// grant starts; a lost lease, a spent grant (replay) and an expired grant start nothing, spend
+/// nothing and write no event. Outcomes recorded together likewise move only the rows this
+/// executor runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
+    use actiond_core::state::ProposalState;
+    use actiond_store::executor_queue::{self, Finish, Spend, StartRequest};
+    let s = Stack::with(
+        "batched_spend",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let id = s.propose(&refund(&format!("pi_batch_{i}"), 100)).await;
+        s.wait_state(id, "approved", T).await;
+        ids.push(id);
+    }
+    let db = actiond_store::Db::connect(&s.tdb.role_url("executor").await, 2).unwrap();
+    let mut rows = executor_queue::claim(&db, "exec-t", Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    rows.sort_by_key(|r| ids.iter().position(|id| *id == r.id));
+    assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+    let su = s.tdb.superuser().await;
+    let (lost, replayed, expired) = (ids[1], ids[2], ids[3]);
+    su.execute(
+        "UPDATE proposals SET lease_owner = 'exec-other' WHERE id = $1",
+        &[&lost],
+    )
+    .await
+    .unwrap();
+    su.execute(
+        "UPDATE grants SET used_at = now(), used_by = 'exec-old' WHERE proposal_id = $1",
+        &[&replayed],
+    )
+    .await
+    .unwrap();
+    su.execute(
+        "UPDATE grants SET expires_at = now() - interval '1 second' WHERE proposal_id = $1",
+        &[&expired],
+    )
+    .await
+    .unwrap();
+    let reqs: Vec<StartRequest<'_>> = rows
+        .iter()
+        .map(|r| {
+            let g = r.grant.as_ref().unwrap();
+            StartRequest {
+                row: r,
+                grant_id: g.claims.id,
+                key_id: &g.claims.key_id,
+                run_lease: Duration::from_secs(30),
+            }
+        })
+        .collect();
+    let spends = executor_queue::spend_and_start_many(&db, "exec-t", &reqs)
+        .await
+        .unwrap();
+    assert_eq!(
+        spends,
+        vec![
+            Spend::Started,
+            Spend::LostLease,
+            Spend::Replayed {
+                used_by: Some("exec-old".into())
+            },
+            Spend::Expired
+        ]
+    );
+    let states = |ids: Vec<uuid::Uuid>| {
+        let su = &su;
+        async move {
+            let mut out = Vec::new();
+            for id in ids {
+                let r = su
+                    .query_one(
+                        "SELECT p.state, g.used_by,
+                                (SELECT count(*) FROM audit_events e WHERE e.proposal_id = p.id AND e.kind = 'grant.spent')
+                         FROM proposals p JOIN grants g ON g.proposal_id = p.id WHERE p.id = $1",
+                        &[&id],
+                    )
+                    .await
+                    .unwrap();
+                out.push((
+                    r.get::<_, String>(0),
+                    r.get::<_, Option<String>>(1),
+                    r.get::<_, i64>(2),
+                ));
+            }
+            out
+        }
+    };
+    let s1 = states(ids.clone()).await;
+    let want = |st: &str, by: Option<&str>, n: i64| (st.to_owned(), by.map(str::to_owned), n);
+    assert_eq!(
+        s1,
+        vec![
+            want("executing", Some("exec-t"), 1),
+            want("approved", None, 0),
+            want("approved", Some("exec-old"), 0),
+            want("approved", None, 0),
+        ]
+    );
+    let done = executor_queue::finish_many(
+        &db,
+        "exec-t",
+        &[
+            Finish {
+                row: &rows[0],
+                outcome: ProposalState::Succeeded,
+                detail: "200",
+            },
+            Finish {
+                row: &rows[1],
+                outcome: ProposalState::Succeeded,
+                detail: "200",
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done,
+        vec![true, false],
+        "only the row this executor runs is recorded"
+    );
+    assert_eq!(s.state(ids[0]).await, "succeeded");
+    assert_eq!(s.state(ids[1]).await, "approved");
+}

@@ -22,6 +22,7 @@ pub mod resource;
 pub mod submit;
 
 use actiond_runtime::Metrics;
+use actiond_store::agent_cache::{AgentCache, AgentKey};
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::{Db, agents, proposals};
 use axum::body::Bytes;
@@ -78,6 +79,11 @@ pub struct ApiArgs {
     /// Connection limits of the agent-facing listener.
     #[command(flatten)]
     pub edge: actiond_runtime::http::EdgeArgs,
+    /// How long, in milliseconds, a looked-up live agent is reused for the same token or
+    /// workload identity without reading Postgres; any change to an agent empties the cache at
+    /// once (LISTEN/NOTIFY). 0 reads the agent on every request.
+    #[arg(long, env = "ACTIOND_API_AGENT_CACHE_MS", default_value_t = 5000)]
+    pub agent_cache_ms: u64,
 }
 
 /// Counters of the api.
@@ -90,6 +96,9 @@ pub struct ApiMetrics {
     /// MCP tool calls by tool: `propose_action`, `check_proposal`, or `unknown` (the name itself
     /// is agent-controlled and never becomes a label value).
     pub mcp_tool_calls: IntCounterVec,
+    /// Agent lookups of authenticated requests by where the answer came from (`cache`,
+    /// `database`).
+    pub agent_lookups: IntCounterVec,
 }
 
 /// The bounded label values of [`ApiMetrics::submissions`].
@@ -137,7 +146,15 @@ impl ApiMetrics {
                 "Rejected bearer tokens",
                 &["reason"],
             ),
+            agent_lookups: m.counter_vec(
+                "api_agent_lookups_total",
+                "Agent lookups of requests by source (cache, database)",
+                &["source"],
+            ),
         };
+        for s in ["cache", "database"] {
+            metrics.agent_lookups.with_label_values(&[s]);
+        }
         for r in SUBMISSION_RESULTS {
             metrics.submissions.with_label_values(&[r]);
         }
@@ -170,6 +187,8 @@ pub struct AppState {
     /// The API's public origin (`https://actiond.example.com`) for the RFC 9728 metadata;
     /// `None`: taken from each request's `Host`.
     pub public_origin: Option<String>,
+    /// Per-process cache of agent lookups (disabled unless [`AppState::with_agent_cache`]).
+    pub agents: AgentCache,
 }
 
 impl AppState {
@@ -187,7 +206,37 @@ impl AppState {
             metrics: ApiMetrics::new(metrics),
             jwt: None,
             public_origin: None,
+            agents: AgentCache::disabled(),
         }
+    }
+
+    /// Reuses live agents found by token or workload identity (see [`AgentCache`]).
+    pub fn with_agent_cache(mut self, cache: AgentCache) -> Self {
+        self.agents = cache;
+        self
+    }
+
+    /// The live agent for `key`: through the agent cache when `cached` (the caller re-checks
+    /// liveness in its own statement), otherwise from `load` (the database).
+    async fn lookup_agent<Fut>(
+        &self,
+        key: AgentKey,
+        cached: Cached,
+        load: impl FnOnce() -> Fut,
+    ) -> Result<Option<agents::Agent>, SubmitError>
+    where
+        Fut: std::future::Future<Output = actiond_store::Result<Option<agents::Agent>>>,
+    {
+        let (agent, cached) = match cached {
+            Cached::Allowed => self.agents.get_or_load(key, load).await?,
+            Cached::No => (load().await?, false),
+        };
+        let source = if cached { "cache" } else { "database" };
+        self.metrics
+            .agent_lookups
+            .with_label_values(&[source])
+            .inc();
+        Ok(agent)
     }
 
     /// Accepts workload JWTs from `verifier`'s trusted issuers as well as agent tokens.
@@ -279,12 +328,40 @@ async fn tenant_openapi(State(state): State<AppState>, headers: HeaderMap) -> Re
     }
 }
 
-/// Resolves the bearer credential to a live agent; 401 otherwise. A value shaped like a JWT is
-/// verified against the trusted issuers ([`jwt`]) and mapped through its `(iss, sub)`; any
-/// other value is an agent token, looked up by its SHA-256.
+/// Whether an agent lookup may be answered by the agent cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cached {
+    /// Yes: the request's own statement re-checks that the agent is live and not frozen
+    /// (a submission's insert), so a revocation that has not reached the cache yet still wins.
+    Allowed,
+    /// No: read the agent now.
+    No,
+}
+
+/// Resolves the bearer credential to a live agent, read from Postgres now; 401 otherwise. A
+/// value shaped like a JWT is verified against the trusted issuers ([`jwt`]) and mapped through
+/// its `(iss, sub)`; any other value is an agent token, looked up by its SHA-256.
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
+) -> Result<agents::Agent, SubmitError> {
+    authenticate_with(state, headers, Cached::No).await
+}
+
+/// [`authenticate`] for a submission: the agent may come from the agent cache, because the
+/// insert re-checks in its own statement that it is live and not frozen
+/// (`proposals::submit`).
+pub async fn authenticate_for_submit(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<agents::Agent, SubmitError> {
+    authenticate_with(state, headers, Cached::Allowed).await
+}
+
+async fn authenticate_with(
+    state: &AppState,
+    headers: &HeaderMap,
+    cached: Cached,
 ) -> Result<agents::Agent, SubmitError> {
     const SEND: &str = "send Authorization: Bearer <agent token or workload JWT>";
     let Some(value) = headers
@@ -299,19 +376,28 @@ pub async fn authenticate(
         .unwrap_or("")
         .trim();
     if jwt::looks_like_jwt(token) {
-        return authenticate_jwt(state, token).await;
+        return authenticate_jwt(state, token, cached).await;
     }
     if token.is_empty() || token.len() > 256 {
         return Err(state.auth_failure("invalid", SEND));
     }
     let hash = actiond_core::canonical::sha256_hex(token.as_bytes());
-    match agents::authenticate(&state.db, &hash).await? {
+    let db = &state.db;
+    let key = AgentKey::Token(hash.clone());
+    match state
+        .lookup_agent(key, cached, || agents::authenticate(db, &hash))
+        .await?
+    {
         Some(a) => Ok(a),
         None => Err(state.auth_failure("invalid", "the token is unknown, expired or revoked")),
     }
 }
 
-async fn authenticate_jwt(state: &AppState, token: &str) -> Result<agents::Agent, SubmitError> {
+async fn authenticate_jwt(
+    state: &AppState,
+    token: &str,
+    cached: Cached,
+) -> Result<agents::Agent, SubmitError> {
     let Some(verifier) = &state.jwt else {
         return Err(state.auth_failure(
             "jwt_not_configured",
@@ -322,7 +408,10 @@ async fn authenticate_jwt(state: &AppState, token: &str) -> Result<agents::Agent
         Ok(id) => id,
         Err(r) => return Err(state.auth_failure(r.label(), r.detail())),
     };
-    match agents::authenticate_workload(&state.db, &id.issuer, &id.subject).await? {
+    let db = &state.db;
+    let key = AgentKey::Workload(id.issuer.clone(), id.subject.clone());
+    let load = || agents::authenticate_workload(db, &id.issuer, &id.subject);
+    match state.lookup_agent(key, cached, load).await? {
         Some(mut a) => {
             a.on_behalf_of = id.on_behalf_of;
             Ok(a)
@@ -339,7 +428,7 @@ async fn create_proposal(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let agent = match authenticate(&state, &headers).await {
+    let agent = match authenticate_for_submit(&state, &headers).await {
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
@@ -549,7 +638,11 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let db = Db::connect(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("api");
     let mut state = AppState::new(db.clone(), &metrics)
-        .with_public_origin(resource::public_origin(&args.public_origins));
+        .with_public_origin(resource::public_origin(&args.public_origins))
+        .with_agent_cache(AgentCache::spawn(
+            &db,
+            Duration::from_millis(args.agent_cache_ms),
+        ));
     if let Some(v) = verifier {
         state = state.with_jwt(v);
     }

@@ -226,9 +226,8 @@ pub async fn submit(
     req: SubmitRequest,
     idempotency_key: Option<String>,
 ) -> Result<SubmitResponse, SubmitError> {
-    if agent.frozen_at.is_some() {
-        return Err(SubmitError::AgentFrozen);
-    }
+    // `agent` may come from the api's agent cache: whether it is still live and not frozen is
+    // decided by the insert itself (see `proposals::submit`), never from this copy.
     let latest = {
         let c = state.db.client().await?;
         state.docs.latest_of(&c, &agent.tenant_id).await?
@@ -299,6 +298,10 @@ pub async fn submit(
                 .inc();
             Err(SubmitError::IdempotencyKeyReused)
         }
+        Submitted::AgentNotLive => {
+            Err(state.auth_failure("invalid", "the token is unknown, expired or revoked"))
+        }
+        Submitted::AgentFrozen => Err(SubmitError::AgentFrozen),
         Submitted::TooManyEscalations { cap } => {
             state
                 .metrics

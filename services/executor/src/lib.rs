@@ -7,15 +7,18 @@
 //!    this proposal");
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
-//! 4. in one transaction spend the grant, move the proposal to `executing`, write the audit
-//!    event; zero rows → read the grant: `used_at` set = replay, null = expired;
+//! 4. in one transaction for the whole claim batch, for each proposal that passed 1–3: spend
+//!    the grant, move the proposal to `executing`, write the audit event (per proposal all or
+//!    nothing); not spent → read the grant: `used_at` set = replay, null = expired;
 //! 5. run the handler with a timeout, using the handler settings of the document version the
-//!    grant names; record the outcome.
+//!    grant names; record the outcome (outcomes that are ready together share one transaction,
+//!    [`finisher`]).
 //!
 //! A sweeper turns `executing` rows whose lease ran out into `outcome_unknown` (never a re-run)
 //! and `approved` rows whose grant expired unspent into `expired`.
 
 pub mod destinations;
+pub mod finisher;
 pub mod handlers;
 pub mod previews;
 pub mod refusal;
@@ -26,7 +29,7 @@ use actiond_core::policy::{Decision, Effect, decide};
 use actiond_core::tenant::HandlerEntry;
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
-use actiond_store::executor_queue::{self, ClaimedRow, Spend};
+use actiond_store::executor_queue::{self, ClaimedRow, Spend, StartRequest};
 use actiond_store::grants::StoredGrant;
 use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
@@ -39,7 +42,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Command-line / environment configuration of `actiond executor`.
 #[derive(Debug, Clone, clap::Args)]
@@ -153,11 +156,20 @@ pub struct Worker {
     http: reqwest::Client,
     cache: PolicyCache,
     metrics: ExecutorMetrics,
+    finisher: finisher::Finisher,
     claim_lease: Duration,
     lease_margin: Duration,
 }
 
-/// Why the pipeline of [`Worker::process`] stopped early: a refusal to record, or a failure
+/// A claimed row that passed stages 1–3: its verified grant, the grant's issuer kind and the
+/// handler settings of the approved document version.
+struct Ready {
+    grant: StoredGrant,
+    kind: KeyKind,
+    entry: HandlerEntry,
+}
+
+/// Why the pipeline of [`Worker::process_batch`] stopped early: a refusal to record, or a failure
 /// (database, pool) that leaves the lease to expire.
 enum Stop {
     Refuse(Refusal),
@@ -223,6 +235,7 @@ impl Worker {
             format!("{}-{}", host.trim(), std::process::id())
         });
         Ok(Self {
+            finisher: finisher::Finisher::spawn(db.clone(), id.clone()),
             db,
             id,
             trusted,
@@ -281,28 +294,80 @@ impl Worker {
         Ok(())
     }
 
-    /// Processes one claimed proposal to its end (see the crate doc): verify → re-check →
-    /// settings → spend → run → record. A stage that refuses ends it with that [`Refusal`].
-    pub async fn process(&self, row: ClaimedRow) -> anyhow::Result<()> {
-        match self.pipeline(&row).await {
-            Ok(()) => Ok(()),
-            Err(Stop::Refuse(r)) => self.refuse(&row, r).await,
-            Err(Stop::Fail(e)) => Err(e),
+    /// Processes one claim batch to its end (see the crate doc): verify → re-check → settings
+    /// for each row, then **one** transaction spends the grants of every row that passed and
+    /// starts them, then each handler runs on its own task (holding its row's `permit`) and its
+    /// outcome joins the next group commit. A stage that refuses ends its row with that
+    /// [`Refusal`]; a failure (database, pool) leaves its lease to expire.
+    pub async fn process_batch(self: Arc<Self>, rows: Vec<(ClaimedRow, OwnedSemaphorePermit)>) {
+        let checked = futures_util::future::join_all(rows.into_iter().map(|(row, permit)| {
+            let w = self.clone();
+            async move {
+                match w.prepare(&row).await {
+                    Ok(ready) => Some((row, ready, permit)),
+                    Err(stop) => {
+                        w.stopped(&row, stop).await;
+                        None
+                    }
+                }
+            }
+        }))
+        .await;
+        let ready: Vec<_> = checked.into_iter().flatten().collect();
+        let reqs: Vec<StartRequest<'_>> = ready
+            .iter()
+            .map(|(row, r, _)| StartRequest {
+                row,
+                grant_id: r.grant.claims.id,
+                key_id: &r.grant.claims.key_id,
+                run_lease: r.entry.timeout + self.lease_margin,
+            })
+            .collect();
+        let spends = match executor_queue::spend_and_start_many(&self.db, &self.id, &reqs).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(count = reqs.len(), error = %e, "spending failed; the leases will expire and the claim retries");
+                return;
+            }
+        };
+        drop(reqs);
+        for ((row, r, permit), spend) in ready.into_iter().zip(spends) {
+            match self.spent(&row, &r, spend) {
+                Ok(true) => {
+                    let w = self.clone();
+                    tokio::spawn(async move {
+                        let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
+                        if let Err(e) = w.record(&row, &outcome).await {
+                            tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
+                        }
+                        drop(permit);
+                    });
+                }
+                Ok(false) => {}
+                Err(stop) => self.stopped(&row, stop).await,
+            }
         }
     }
 
-    async fn pipeline(&self, row: &ClaimedRow) -> Result<(), Stop> {
+    /// Ends a row that stopped before its handler ran: records a refusal, or logs a failure.
+    async fn stopped(&self, row: &ClaimedRow, stop: Stop) {
+        let result = match stop {
+            Stop::Refuse(r) => self.refuse(row, r).await,
+            Stop::Fail(e) => Err(e),
+        };
+        if let Err(e) = result {
+            tracing::warn!(proposal = %row.id, error = %e, "processing failed; the lease will expire and the sweeper decides");
+        }
+    }
+
+    /// Stages 1–3 for one row: the grant verifies, current policy still allows it, and the
+    /// handler settings of the approved document version.
+    async fn prepare(&self, row: &ClaimedRow) -> Result<Ready, Stop> {
         let (grant, kind) = self.verify(row)?;
         let client = self.db.client().await.map_err(anyhow::Error::from)?;
         self.recheck(&client, row, kind).await?;
         let entry = self.settings(&client, row, &grant).await?;
-        drop(client);
-        if !self.spend(row, &grant, kind, &entry).await? {
-            return Ok(());
-        }
-        let outcome = self.run_handler(row, &grant, &entry).await;
-        self.record(row, &outcome).await?;
-        Ok(())
+        Ok(Ready { grant, kind, entry })
     }
 
     /// Stage 1: the grant exists, its signature verifies against a trusted key, and it is bound
@@ -409,31 +474,16 @@ impl Worker {
             })
     }
 
-    /// Stage 4: spend the grant and move to `executing`. `false` when another executor has
-    /// the lease (nothing to record).
-    async fn spend(
-        &self,
-        row: &ClaimedRow,
-        grant: &StoredGrant,
-        kind: KeyKind,
-        entry: &HandlerEntry,
-    ) -> Result<bool, Stop> {
-        let run_lease = entry.timeout + self.lease_margin;
-        let spend = executor_queue::spend_and_start(
-            &self.db,
-            row,
-            grant.claims.id,
-            &grant.claims.key_id,
-            &self.id,
-            run_lease,
-        )
-        .await
-        .map_err(anyhow::Error::from)?;
+    /// Stage 4, after the batch's spend ([`executor_queue::spend_and_start_many`]): `true`
+    /// when the handler may run, `false` when another executor has the lease (nothing to
+    /// record), a refusal when the grant was replayed or expired.
+    fn spent(&self, row: &ClaimedRow, ready: &Ready, spend: Spend) -> Result<bool, Stop> {
+        let grant = &ready.grant;
         match spend {
             Spend::Started => {
                 self.metrics
                     .grants_spent
-                    .with_label_values(&[kind.as_str()])
+                    .with_label_values(&[ready.kind.as_str()])
                     .inc();
                 Ok(true)
             }
@@ -503,7 +553,9 @@ impl Worker {
         let deadline = tokio::time::Instant::now() + self.lease_margin;
         let mut wait = Duration::from_millis(100);
         loop {
-            match executor_queue::finish(&self.db, row, &self.id, outcome.state(), outcome.detail())
+            match self
+                .finisher
+                .finish(row, outcome.state(), outcome.detail())
                 .await
             {
                 Ok(true) => return Ok(()),
@@ -518,7 +570,7 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::error!(proposal = %row.id, outcome = outcome.as_str(), error = %e, "ALERT: outcome could not be recorded; the sweeper will mark it outcome_unknown");
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         }
@@ -618,19 +670,14 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
         match worker.claim(free.min(args.batch.max(1))).await {
             Ok(rows) if !rows.is_empty() => {
                 backoff = Duration::from_millis(100);
+                let mut batch = Vec::with_capacity(rows.len());
                 for row in rows {
                     let Ok(permit) = slots.clone().acquire_owned().await else {
                         break;
                     };
-                    let w = worker.clone();
-                    tokio::spawn(async move {
-                        let id = row.id;
-                        if let Err(e) = w.process(row).await {
-                            tracing::warn!(proposal = %id, error = %e, "processing failed; the lease will expire and the sweeper decides");
-                        }
-                        drop(permit);
-                    });
+                    batch.push((row, permit));
                 }
+                tokio::spawn(worker.clone().process_batch(batch));
             }
             Ok(_) => {
                 tokio::select! {

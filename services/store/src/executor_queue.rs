@@ -12,6 +12,7 @@ use crate::{Db, Result, audit};
 use actiond_core::audit::AuditKind;
 use actiond_core::state::ProposalState;
 use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -66,7 +67,7 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
         .collect()
 }
 
-/// What [`spend_and_start`] found.
+/// What [`spend_and_start_many`] found for one proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spend {
     /// Grant spent, proposal `executing`, audit written: run the handler now.
@@ -82,67 +83,140 @@ pub enum Spend {
     LostLease,
 }
 
-/// In one transaction: spend the grant (`used_at IS NULL AND expires_at > now()`), move the
-/// proposal `approved → executing WHERE lease_owner = owner` with a lease covering the
-/// handler's run, and write the audit event. If either update touches zero rows, nothing
-/// changes and the grant row is read to tell replay from expiry.
-pub async fn spend_and_start(
+/// One proposal to start: its claimed row, the grant to spend and the lease covering the
+/// handler's run (its timeout plus a margin).
+#[derive(Debug, Clone, Copy)]
+pub struct StartRequest<'a> {
+    /// The claimed proposal.
+    pub row: &'a ClaimedRow,
+    /// The grant to spend (it must be the row's grant: the statement checks `proposal_id`).
+    pub grant_id: Uuid,
+    /// The grant's key id (recorded in the audit event).
+    pub key_id: &'a str,
+    /// Lease from the spend until the outcome must be recorded.
+    pub run_lease: Duration,
+}
+
+/// Spends grants and starts their proposals, all in **one transaction** (a claim batch
+/// shares one commit). For each request it is all or nothing: the proposal is locked
+/// (`FOR UPDATE`) only if it is still `approved` and leased to `owner`; its grant is spent by
+/// the single-spend statement (`used_at IS NULL AND expires_at > now()`); only a proposal whose
+/// grant this statement spent moves `approved → executing`, and exactly those get a
+/// `grant_spent` event, written in the same transaction. Returns one [`Spend`] per request, in
+/// order. For a held proposal whose grant was not spent, the grant is read after the commit:
+/// `used_at` set = replay, null = expired.
+pub async fn spend_and_start_many(
     db: &Db,
-    row: &ClaimedRow,
-    grant_id: Uuid,
-    key_id: &str,
     owner: &str,
-    run_lease: Duration,
-) -> Result<Spend> {
+    reqs: &[StartRequest<'_>],
+) -> Result<Vec<Spend>> {
+    if reqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = reqs.iter().map(|r| r.row.id).collect();
+    let grants: Vec<Uuid> = reqs.iter().map(|r| r.grant_id).collect();
+    let leases: Vec<f64> = reqs.iter().map(|r| r.run_lease.as_secs_f64()).collect();
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
-    let spend = tx
-        .prepare_cached("UPDATE grants SET used_at = now(), used_by = $2 WHERE id = $1 AND used_at IS NULL AND expires_at > now()")
-        .await?;
-    let start = tx
+    let stmt = tx
         .prepare_cached(
-            "UPDATE proposals SET state = 'executing', lease_until = now() + make_interval(secs => $3)
-             WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
+            "WITH req AS (
+                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[]) AS r(proposal_id, grant_id, lease_secs)
+             ), held AS (
+                SELECT p.id FROM proposals p
+                WHERE p.id = ANY($1) AND p.state = 'approved' AND p.lease_owner = $4
+                FOR UPDATE
+             ), spent AS (
+                UPDATE grants g SET used_at = now(), used_by = $4
+                FROM req JOIN held ON held.id = req.proposal_id
+                WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
+                  AND g.used_at IS NULL AND g.expires_at > now()
+                RETURNING g.proposal_id, req.lease_secs
+             ), started AS (
+                UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
+                FROM spent WHERE p.id = spent.proposal_id
+                RETURNING p.id
+             )
+             SELECT req.proposal_id,
+                    EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
+                    EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started
+             FROM req",
         )
         .await?;
-    let actor = format!("executor:{owner}");
-    let detail = json!({"grant_id": grant_id, "key_id": key_id});
-    let lease = run_lease.as_secs_f64();
-    let p_spend: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&grant_id, &owner];
-    let p_start: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&row.id, &owner, &lease];
-    let event = row
-        .event(AuditKind::GrantSpent, &actor, detail)
-        .transition(Some(ProposalState::Approved), ProposalState::Executing);
-    // Pipelined: the spend, the state change and the audit event in one round trip, one
-    // transaction. If either update touched nothing, the whole transaction (event included)
-    // is rolled back.
-    let (spent, started, audited) = tokio::join!(
-        tx.execute(&spend, &p_spend),
-        tx.execute(&start, &p_start),
-        audit::write(&tx, &event)
-    );
-    let (spent, started, audited) = (spent?, started?, audited?);
-    if spent == 0 {
-        tx.rollback().await?;
-        let r = c
-            .query_one(
-                "SELECT used_at IS NOT NULL, used_by FROM grants WHERE id = $1",
-                &[&grant_id],
-            )
-            .await?;
-        let used: bool = r.get(0);
-        return Ok(if used {
-            Spend::Replayed { used_by: r.get(1) }
-        } else {
-            Spend::Expired
-        });
+    let rows = tx.query(&stmt, &[&ids, &grants, &leases, &owner]).await?;
+    let mut status = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let id: Uuid = r.try_get(0)?;
+        status.insert(id, (r.try_get::<_, bool>(1)?, r.try_get::<_, bool>(2)?));
     }
-    if started == 0 || audited != 1 {
+    let actor = format!("executor:{owner}");
+    let events: Vec<audit::Event<'_>> = reqs
+        .iter()
+        .filter(|r| status.get(&r.row.id).is_some_and(|s| s.1))
+        .map(|r| {
+            r.row
+                .event(
+                    AuditKind::GrantSpent,
+                    &actor,
+                    json!({"grant_id": r.grant_id, "key_id": r.key_id}),
+                )
+                .transition(Some(ProposalState::Approved), ProposalState::Executing)
+        })
+        .collect();
+    let written = audit::write_batch(&tx, &events).await?;
+    if written != events.len() as u64 {
+        // Every started proposal exists in this transaction, so this cannot happen; if it
+        // did, start nothing rather than run a handler without its event.
         tx.rollback().await?;
-        return Ok(Spend::LostLease);
+        return Err(crate::StoreError::Config(format!(
+            "{written} of {} grant_spent events written; nothing started",
+            events.len()
+        )));
     }
     tx.commit().await?;
-    Ok(Spend::Started)
+    let unspent: Vec<Uuid> = reqs
+        .iter()
+        .filter(|r| status.get(&r.row.id).is_some_and(|s| s.0 && !s.1))
+        .map(|r| r.grant_id)
+        .collect();
+    let used = spent_by(&c, &unspent).await?;
+    Ok(reqs
+        .iter()
+        .map(|r| match status.get(&r.row.id) {
+            Some((_, true)) => Spend::Started,
+            Some((true, false)) => match used.get(&r.grant_id) {
+                Some(Some(by)) => Spend::Replayed {
+                    used_by: by.clone(),
+                },
+                _ => Spend::Expired,
+            },
+            _ => Spend::LostLease,
+        })
+        .collect())
+}
+
+/// For each of `grant_ids` that has been spent, who spent it (`Some(used_by)`); `None` for
+/// one that has not been spent.
+async fn spent_by(
+    c: &crate::Client,
+    grant_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Option<Option<String>>>> {
+    if grant_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = c
+        .query(
+            "SELECT id, used_at IS NOT NULL, used_by FROM grants WHERE id = ANY($1)",
+            &[&grant_ids],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let used: bool = r.try_get(1)?;
+            let by: Option<String> = r.try_get(2)?;
+            Ok((r.try_get(0)?, used.then_some(by)))
+        })
+        .collect()
 }
 
 /// Refuses a claimed `approved` proposal without running it: moves it to `to_state`
@@ -181,46 +255,65 @@ pub async fn refuse(
     Ok(true)
 }
 
-/// Records a handler's outcome (`succeeded`, `failed` or `outcome_unknown`) on an `executing`
-/// proposal this executor holds. `detail` is internal (provider status, error text) and goes
-/// to `outcome_detail` and the audit event, never to the agent. Returns false when the lease
-/// was lost (the sweeper already marked it `outcome_unknown`).
-pub async fn finish(
-    db: &Db,
-    row: &ProposalRow,
-    owner: &str,
-    outcome: ProposalState,
-    detail: &str,
-) -> Result<bool> {
-    let outcome_name = outcome.as_str();
+/// One handler outcome to record: `succeeded`, `failed` or `outcome_unknown`, and the
+/// internal detail (provider status, error text) that goes to `outcome_detail` and the audit
+/// event, never to the agent.
+#[derive(Debug, Clone, Copy)]
+pub struct Finish<'a> {
+    /// The proposal that ran.
+    pub row: &'a ProposalRow,
+    /// Its outcome state.
+    pub outcome: ProposalState,
+    /// Internal detail.
+    pub detail: &'a str,
+}
+
+/// Records outcomes on `executing` proposals this executor holds, in **one transaction**:
+/// one UPDATE for all of them (`WHERE state = 'executing' AND lease_owner = owner`) and a
+/// `proposal_executed` event for each row it moved. Returns, per item in order, whether it was
+/// recorded; false means the lease was lost (the sweeper already marked it `outcome_unknown`).
+pub async fn finish_many(db: &Db, owner: &str, items: &[Finish<'_>]) -> Result<Vec<bool>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = items.iter().map(|f| f.row.id).collect();
+    let outcomes: Vec<&str> = items.iter().map(|f| f.outcome.as_str()).collect();
+    let details: Vec<&str> = items.iter().map(|f| f.detail).collect();
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     let stmt = tx
         .prepare_cached(
-            "UPDATE proposals SET state = $3, outcome = $3, outcome_detail = $4, finished_at = now(),
-                    lease_owner = NULL, lease_until = NULL
-             WHERE id = $1 AND state = 'executing' AND lease_owner = $2",
+            "UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
+                    finished_at = now(), lease_owner = NULL, lease_until = NULL
+             FROM unnest($1::uuid[], $2::text[], $3::text[]) AS f(id, outcome, detail)
+             WHERE p.id = f.id AND p.state = 'executing' AND p.lease_owner = $4
+             RETURNING p.id",
         )
         .await?;
-    let actor = format!("executor:{owner}");
-    let event = row
-        .event(
-            AuditKind::ProposalExecuted,
-            &actor,
-            json!({"outcome": outcome_name, "detail": detail}),
-        )
-        .transition(Some(ProposalState::Executing), outcome);
-    let p_upd: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&row.id, &owner, &outcome_name, &detail];
-    // Pipelined; rolled back (audit event included) when the lease was lost.
-    let (n, a) = tokio::join!(tx.execute(&stmt, &p_upd), audit::write(&tx, &event));
-    let (n, _) = (n?, a?);
-    if n == 0 {
-        tx.rollback().await?;
-        return Ok(false);
+    let mut moved = HashSet::new();
+    for r in tx
+        .query(&stmt, &[&ids, &outcomes, &details, &owner])
+        .await?
+    {
+        moved.insert(r.try_get::<_, Uuid>(0)?);
     }
+    let actor = format!("executor:{owner}");
+    let events: Vec<audit::Event<'_>> = items
+        .iter()
+        .filter(|f| moved.contains(&f.row.id))
+        .map(|f| {
+            f.row
+                .event(
+                    AuditKind::ProposalExecuted,
+                    &actor,
+                    json!({"outcome": f.outcome.as_str(), "detail": f.detail}),
+                )
+                .transition(Some(ProposalState::Executing), f.outcome)
+        })
+        .collect();
+    audit::write_batch(&tx, &events).await?;
     tx.commit().await?;
-    Ok(true)
+    Ok(items.iter().map(|f| moved.contains(&f.row.id)).collect())
 }
 
 /// Counts of one sweep.

@@ -14,6 +14,7 @@
 //!
 //! Every repository function that touches tenant data takes the tenant id.
 
+pub mod agent_cache;
 pub mod agents;
 pub mod approvals;
 pub mod audit;

@@ -7,6 +7,7 @@
 use crate::Db;
 use futures_util::StreamExt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
@@ -16,6 +17,23 @@ pub const CHANNEL_PENDING: &str = "actiond_pending";
 /// Channel the policy and approvers notify after approvals (executor listens).
 pub const CHANNEL_APPROVED: &str = "actiond_approved";
 
+/// Channel a trigger notifies at the commit of any change to `agents` or
+/// `agent_workload_identities` (V17); api processes drop their agent cache on it.
+pub const CHANNEL_AGENTS: &str = "actiond_agents";
+
+/// What a LISTEN connection reports to [`spawn_listener_with`]'s callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenEvent {
+    /// `LISTEN` succeeded on a new connection: notifications from now on arrive; any sent
+    /// before were lost.
+    Subscribed,
+    /// A notification arrived on the channel.
+    Notification,
+    /// The connection was lost (or `LISTEN` failed): notifications are lost until the next
+    /// [`ListenEvent::Subscribed`].
+    Lost,
+}
+
 /// Spawns a task that LISTENs on `channel` forever and calls `notify_one` on `wake` for every
 /// notification and after every (re)subscription.
 pub fn spawn_listener(
@@ -23,8 +41,23 @@ pub fn spawn_listener(
     channel: &'static str,
     wake: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
+    spawn_listener_with(db, channel, move |e| {
+        if e != ListenEvent::Lost {
+            wake.notify_one();
+        }
+    })
+}
+
+/// Spawns a task that LISTENs on `channel` forever on its own connection (outside the pool),
+/// reconnecting with backoff, and calls `on` for every [`ListenEvent`].
+pub fn spawn_listener_with(
+    db: &Db,
+    channel: &'static str,
+    on: impl Fn(ListenEvent) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
     let cfg = db.config().clone();
     let tls = db.tls().clone();
+    let on = Arc::new(on);
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
@@ -40,27 +73,35 @@ pub fn spawn_listener(
                     continue;
                 }
             };
-            let w = wake.clone();
+            let o = on.clone();
+            let lost = Arc::new(AtomicBool::new(false));
+            let lost_in_driver = lost.clone();
             let driver = tokio::spawn(async move {
                 let mut msgs = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
                 while let Some(m) = msgs.next().await {
                     match m {
-                        Ok(AsyncMessage::Notification(_)) => w.notify_one(),
+                        Ok(AsyncMessage::Notification(_)) => o(ListenEvent::Notification),
                         Ok(_) => {}
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost");
-                            return;
+                            break;
                         }
                     }
                 }
+                lost_in_driver.store(true, Ordering::SeqCst);
+                o(ListenEvent::Lost);
             });
             if client
                 .batch_execute(&format!("LISTEN {channel}"))
                 .await
                 .is_ok()
             {
-                // Re-read the queue: notifications during the gap were lost.
-                wake.notify_one();
+                // Notifications during the gap were lost: the callee re-reads what it needs.
+                on(ListenEvent::Subscribed);
+                if lost.load(Ordering::SeqCst) {
+                    // The connection died while subscribing: `Lost` may have come first.
+                    on(ListenEvent::Lost);
+                }
             }
             let _ = driver.await;
             tokio::time::sleep(backoff).await;

@@ -193,6 +193,74 @@ pub enum Submitted {
         /// The tenant's cap.
         cap: i64,
     },
+    /// The agent is revoked or expired (read in the submission's own transaction, so an
+    /// agent remembered by a cache cannot outlive its revocation here).
+    AgentNotLive,
+    /// The agent is frozen (read in the submission's own transaction).
+    AgentFrozen,
+}
+
+/// Why a submission inserted nothing, when it is not the escalation cap: the agent may not
+/// submit ([`agent_refusal`]), or an earlier proposal answers it (the same idempotency key, or
+/// the same intent still open).
+async fn answer_without_insert<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<Option<Submitted>> {
+    if let Some(refused) = agent_refusal(tx, p).await? {
+        return Ok(Some(refused));
+    }
+    if let Some(key) = &p.idempotency_key
+        && let Some(r) = tx
+            .query_opt(
+                "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
+                &[&p.tenant_id, &p.agent_id, key],
+            )
+            .await?
+    {
+        let sha: String = r.get(2);
+        return Ok(Some(if sha == p.request_sha256 {
+            Submitted::Existing {
+                id: r.get(0),
+                state: r.get(1),
+            }
+        } else {
+            Submitted::KeyReused
+        }));
+    }
+    let open = tx
+        .query_opt(
+            "SELECT id, state FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND intent_hash = $3
+               AND state IN ('pending','escalated','approved','executing')",
+            &[&p.tenant_id, &p.agent_id, &p.intent_hash],
+        )
+        .await?;
+    Ok(open.map(|r| Submitted::Existing {
+        id: r.get(0),
+        state: r.get(1),
+    }))
+}
+
+/// Why the agent of `p` may not submit now, read in the submission's transaction: revoked or
+/// expired ([`Submitted::AgentNotLive`]), or frozen ([`Submitted::AgentFrozen`]).
+async fn agent_refusal<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<Option<Submitted>> {
+    let r = tx
+        .query_opt(
+            "SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()), frozen_at IS NOT NULL
+             FROM agents WHERE tenant_id = $1 AND id = $2",
+            &[&p.tenant_id, &p.agent_id],
+        )
+        .await?;
+    Ok(
+        match r.map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))) {
+            None | Some((false, _)) => Some(Submitted::AgentNotLive),
+            Some((true, true)) => Some(Submitted::AgentFrozen),
+            Some((true, false)) => None,
+        },
+    )
 }
 
 /// Records whom the agent acts for (a delegated workload JWT's `sub`, RFC 8693 `act`) beside
@@ -227,6 +295,8 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
                     agent_reason, source_text, session_id, idempotency_key, request_sha256)
                  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
                  WHERE (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
+                   AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
+                               AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .await?;
@@ -283,33 +353,11 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             tx.commit().await?;
             return Ok(Submitted::Created(p.id));
         }
-        // Nothing inserted: an idempotency key or open intent conflicts, or the cap is reached.
-        if let Some(key) = &p.idempotency_key
-            && let Some(r) = tx
-                .query_opt(
-                    "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
-                    &[&p.tenant_id, &p.agent_id, key],
-                )
-                .await?
-            {
-                let sha: String = r.get(2);
-                tx.commit().await?;
-                return Ok(if sha == p.request_sha256 {
-                    Submitted::Existing { id: r.get(0), state: r.get(1) }
-                } else {
-                    Submitted::KeyReused
-                });
-            }
-        if let Some(r) = tx
-            .query_opt(
-                "SELECT id, state FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND intent_hash = $3
-                   AND state IN ('pending','escalated','approved','executing')",
-                &[&p.tenant_id, &p.agent_id, &p.intent_hash],
-            )
-            .await?
-        {
+        // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
+        // open intent conflicts, or the cap is reached.
+        if let Some(answer) = answer_without_insert(&tx, p).await? {
             tx.commit().await?;
-            return Ok(Submitted::Existing { id: r.get(0), state: r.get(1) });
+            return Ok(answer);
         }
         let open: i64 = tx
             .query_one(
