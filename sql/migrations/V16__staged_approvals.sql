@@ -168,6 +168,17 @@ BEGIN
     RETURN NEW;
 END $$;
 
+-- What a stage was and what happened to it is history: no DELETE or TRUNCATE, even by the owner
+-- (a deleted stage would leave its proposal with no open stage and no event saying why).
+CREATE FUNCTION approval_stages_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'approval_stages rows are never deleted' USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER approval_stages_no_delete BEFORE DELETE ON approval_stages
+    FOR EACH ROW EXECUTE FUNCTION approval_stages_kept();
+CREATE TRIGGER approval_stages_no_truncate BEFORE TRUNCATE ON approval_stages
+    FOR EACH STATEMENT EXECUTE FUNCTION approval_stages_kept();
+
 -- Escalation notices: one per stage that opens (stage 1 is the escalation itself).
 ALTER TABLE web_notifications ADD COLUMN stage integer NOT NULL DEFAULT 1;
 ALTER TABLE web_notifications DROP CONSTRAINT web_notifications_pkey;

@@ -306,6 +306,19 @@ async fn the_database_refuses_what_the_web_app_would_refuse() {
         e.contains("stage 1 of proposal") && e.contains("the approval is refused"),
         "{e}"
     );
+    // Stages are history: not even the owner deletes or truncates them.
+    let owner = s.tdb.db.client().await.unwrap();
+    for sql in [
+        format!("DELETE FROM approval_stages WHERE proposal_id = '{id}'"),
+        "TRUNCATE approval_stages".to_owned(),
+    ] {
+        let e = owner.batch_execute(&sql).await.unwrap_err();
+        assert!(
+            e.as_db_error()
+                .is_some_and(|d| d.message().contains("never deleted")),
+            "{sql}: {e}"
+        );
+    }
     // Through the app, the late decision moves the stage on itself and decides nothing.
     let tina = web.login(&s, "tina", "team-leads", None).await;
     let (st, _, body) = web.decide(&tina, id, "approve", &[]).await;
