@@ -173,13 +173,33 @@ async fn body_limit_auth_and_content_type() {
             .starts_with("this agent is frozen"),
         "{v}"
     );
-    c.execute(
-        "UPDATE agents SET frozen_at = NULL WHERE tenant_id = 'acme' AND name = 'support-bot'",
-        &[],
-    )
-    .await
-    .unwrap();
+    // The operator sees the freeze in `agent list` and lifts it with `agent unfreeze` (an
+    // owner who is not an approver cannot reach the web app's button).
+    let env = s.cli_env().await;
+    let (ok, out, err) = actiond_testkit::cli(&["agent", "list", "--tenant", "acme"], &env);
+    assert!(ok && out.contains("\tfrozen since "), "{out}{err}");
+    let unfreeze = [
+        "agent",
+        "unfreeze",
+        "--tenant",
+        "acme",
+        "--name",
+        "support-bot",
+    ];
+    let (ok, out, err) = actiond_testkit::cli(&unfreeze, &env);
+    assert!(ok && out.contains("unfrozen"), "{out}{err}");
     assert_eq!(s.post(&refund("pi_thawed", 100), None).await.0, 202);
+    let (ok, _, err) = actiond_testkit::cli(&unfreeze, &env);
+    assert!(!ok && err.contains("is not frozen"), "{err}");
+    let unfrozen: i64 = c
+        .query_one(
+            "SELECT count(*) FROM audit_events WHERE kind = 'agent.unfrozen' AND actor = 'operator:cli'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unfrozen, 1);
     // A revoked token stops working at once.
     let (ok, _, err) = actiond_testkit::cli(
         &[

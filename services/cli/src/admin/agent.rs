@@ -1,4 +1,4 @@
-//! `actiond agent …`: create agents (printing their token once), list and revoke them.
+//! `actiond agent …`: create agents (printing their token once), list, unfreeze and revoke them.
 
 use super::DbArgs;
 use super::keys::open_secret;
@@ -45,6 +45,18 @@ pub enum AgentCmd {
         /// Tenant id.
         #[arg(long)]
         tenant: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Unfreeze an agent an approver froze, so its new proposals are accepted again (the
+    /// operator's way out when its owner is not an approver; audited as `agent.unfrozen`).
+    Unfreeze {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Agent name.
+        #[arg(long)]
+        name: String,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -126,6 +138,7 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::List { tenant, db } => list(&tenant, &db).await,
         AgentCmd::Revoke { tenant, name, db } => revoke(&tenant, &name, &db).await,
+        AgentCmd::Unfreeze { tenant, name, db } => unfreeze(&tenant, &name, &db).await,
     }
 }
 
@@ -200,6 +213,8 @@ async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
     for a in agents::list(&db, tenant).await? {
         let status = if a.revoked_at.is_some() {
             "revoked".to_owned()
+        } else if let Some(at) = a.frozen_at {
+            format!("frozen since {}", at.to_rfc3339())
         } else {
             a.expires_at
                 .map(|e| format!("expires {}", e.to_rfc3339()))
@@ -227,4 +242,25 @@ async fn revoke(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `actiond agent unfreeze`: as `operator:cli`; exit 3 when there is no such agent or it is
+/// not frozen.
+async fn unfreeze(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let agent = agents::list(&db, tenant)
+        .await?
+        .into_iter()
+        .find(|a| a.name == name)
+        .ok_or_else(|| crate::exit::not_found(format!("no agent {name:?} in tenant {tenant:?}")))?;
+    if agents::unfreeze(&db, tenant, agent.id, "operator:cli").await? {
+        say(&format!(
+            "agent {name} in tenant {tenant}: unfrozen; its new proposals are accepted again"
+        ));
+        Ok(())
+    } else {
+        Err(crate::exit::not_found(format!(
+            "agent {name:?} in tenant {tenant:?} is not frozen"
+        )))
+    }
 }
