@@ -91,7 +91,7 @@ pub(crate) async fn freeze(
     let p = from_proposal(&state, &v, &form, &agent).await?;
     let by = format!("approver:{}", v.subject);
     let reason = format!(
-        "agent frozen by {}: its open requests were denied",
+        "agent frozen by {}: its open requests were denied.",
         v.email.as_deref().unwrap_or(&v.subject)
     );
     let denied =

@@ -172,9 +172,7 @@ pub enum ApprovalRefusal {
     )]
     BreakGlassStaged,
     /// A `confirm:` value was typed but differs from the stored params.
-    #[error(
-        "confirm_{field}: the {field} typed is not the proposal's {field}; nothing was approved"
-    )]
+    #[error("confirm_{field}: the {field} typed is not the proposal's {field}")]
     ConfirmMismatch {
         /// Which value.
         field: ConfirmField,
