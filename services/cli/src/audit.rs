@@ -389,9 +389,9 @@ async fn verify_passkeys(a: VerifyPasskeysArgs) -> anyhow::Result<()> {
         })
         .collect();
     bail!(
-        "passkey verification failed for {} of {checked} approvals:\n{}",
+        "passkey verification failed for {} of {checked} approvals: {}",
         findings.len(),
-        lines.join("\n")
+        lines.join("; ")
     )
 }
 

@@ -186,15 +186,15 @@ impl Default for Edge {
 pub struct EdgeArgs {
     /// How long a connection may take to send a request head, or stay idle between keep-alive
     /// requests, before it is closed (100ms to 10m).
-    #[arg(long = "http-header-timeout", env = "ACTIOND_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = edge_duration)]
+    #[arg(long = "http-header-timeout", env = "ACTIOND_HTTP_HEADER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = edge_duration)]
     pub header_read_timeout: Duration,
     /// Open client connections at most (1 to 1,000,000); past it the listener stops accepting
     /// until one closes. Keep it under the process's open-file limit.
-    #[arg(long = "http-max-connections", env = "ACTIOND_HTTP_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long = "http-max-connections", env = "ACTIOND_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
     /// After SIGTERM, how long in-flight requests may take to finish (100ms to 10m); keep it
     /// under the orchestrator's stop timeout (30 s in the Helm chart and systemd units).
-    #[arg(long = "http-drain-timeout", env = "ACTIOND_HTTP_DRAIN_TIMEOUT", default_value = "10s", value_parser = edge_duration)]
+    #[arg(long = "http-drain-timeout", env = "ACTIOND_HTTP_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = edge_duration)]
     pub drain_timeout: Duration,
 }
 
