@@ -265,17 +265,7 @@ fn parse_passkey(
                 ));
                 None
             }
-            Some(n) if n >= 0 => Some(n),
-            _ => {
-                errs.push(FieldError::new(
-                    path,
-                    format!(
-                        "must be a non-negative integer in minor units (got {})",
-                        super::got(v)
-                    ),
-                ));
-                None
-            }
+            _ => super::minor_units(errs, path, v),
         }
     });
     (required, over)
@@ -319,21 +309,11 @@ fn parse_care(
         Some(v) => {
             let path = format!("{p}.confirm_over");
             match v.as_i64() {
-                Some(n) if n >= 0 && confirm.contains(&ConfirmField::Amount) => Some(n),
-                Some(n) if n >= 0 => {
+                Some(n) if n >= 0 && !confirm.contains(&ConfirmField::Amount) => {
                     errs.push(FieldError::new(path, "needs amount in confirm"));
                     None
                 }
-                _ => {
-                    errs.push(FieldError::new(
-                        path,
-                        format!(
-                            "must be a non-negative integer in minor units (got {})",
-                            super::got(v)
-                        ),
-                    ));
-                    None
-                }
+                _ => super::minor_units(errs, path, v),
             }
         }
     };

@@ -328,6 +328,24 @@ fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Opti
     }
 }
 
+/// An amount setting (`confirm_over`, `passkey_over`, a stage's `over`): a non-negative
+/// integer in minor units, or `None` with an error at `path` naming the value given.
+pub(crate) fn minor_units(errs: &mut Vec<FieldError>, path: String, v: &Value) -> Option<i64> {
+    match v.as_i64() {
+        Some(n) if n >= 0 => Some(n),
+        _ => {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "must be a non-negative integer in minor units (got {})",
+                    got(v)
+                ),
+            ));
+            None
+        }
+    }
+}
+
 /// The given value for an error message, as JSON (`"Allow"`, `1`, `[…]`), cut to 40
 /// characters.
 pub(crate) fn got(v: &Value) -> String {

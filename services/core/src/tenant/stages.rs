@@ -203,23 +203,11 @@ fn parse_stage(
     };
     let over = m.get("over").and_then(|v| {
         let path = format!("{p}.over");
-        match v.as_i64() {
-            _ if !has_amount => {
-                errs.push(FieldError::new(path, "this action has no amount parameter"));
-                None
-            }
-            Some(n) if n >= 0 => Some(n),
-            _ => {
-                errs.push(FieldError::new(
-                    path,
-                    format!(
-                        "must be a non-negative integer in minor units (got {})",
-                        got(v)
-                    ),
-                ));
-                None
-            }
+        if !has_amount {
+            errs.push(FieldError::new(path, "this action has no amount parameter"));
+            return None;
         }
+        super::minor_units(errs, path, v)
     });
     Some(StageDef {
         approvers,
