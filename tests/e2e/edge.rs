@@ -313,6 +313,17 @@ async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
             (r.status().as_u16(), r.text().await.unwrap(), at)
         })
     };
+    // A request whose body is half sent is in flight: the drain waits for it (up to the body
+    // timeout), so the process is still up while /readyz is asked. Without it the drain can
+    // end within milliseconds and the process exit before the first /readyz.
+    let mut half = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /v1/proposals HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: 4000\r\n\r\n{{",
+        s.token
+    );
+    half.write_all(head.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = Instant::now();
     signal(&api, nix::sys::signal::Signal::SIGTERM);
@@ -329,6 +340,7 @@ async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
         }
     }
     let (status, body, answered) = poll.await.unwrap();
+    drop(half);
     let (code, took) = exited(&mut api, Duration::from_secs(15)).await;
     eprintln!(
         "SIGTERM → readyz 503 after {not_ready:?}, long-poll answered after {:?}, exit after {took:?}",
