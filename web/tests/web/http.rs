@@ -340,7 +340,9 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     assert!(deny_html.contains("4 hidden or direction-changing characters"));
     assert!(html.contains("Approve refund of 120.00 USD"));
     let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
-    assert!(deny_html.contains("support-bot, acting for jane@customer.example"));
+    assert!(deny_html.contains(
+        r#"<span class="mono">support-bot</span>, acting for jane@customer.example · owner"#
+    ));
     assert!(!other_html.contains("acting for"));
     assert!(other_html.contains("&#60;!channel&#62;"));
 
