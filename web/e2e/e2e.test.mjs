@@ -102,6 +102,15 @@ test('the decision card and both buttons fit the first screen on desktop and pho
       const box = await page.locator(b).boundingBox();
       assert.ok(inView(box, 844, 390), `${kind}: ${b} inside 390x844 (${JSON.stringify(box)})`);
     }
+    // The sticky bar leaves the whole headline and the first fact uncovered, however long the
+    // names: the headline is at most four lines, the Approve label at most two.
+    const head = await page.locator('#sentence').boundingBox();
+    const bar = await page.locator('#decide').boundingBox();
+    const fact = await page.locator('#decision-card dl.kv dd').first().boundingBox();
+    console.log(`${kind} 390x844: headline ${Math.round(head.height)} px, bar ${Math.round(bar.height)} px from ${Math.round(bar.y)}`);
+    assert.ok(head.height <= 4 * 30, `${kind}: the headline is at most four lines (${head.height} px)`);
+    assert.ok(bar.height <= 160, `${kind}: the decision bar stays small (${bar.height} px)`);
+    assert.ok(fact.y + fact.height <= bar.y, `${kind}: the bar does not cover the first fact`);
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(wide <= 390, `${kind}: nothing widens the page past the phone's 390 px (${wide})`);
     await page.screenshot({ path: path.join(ARTIFACTS, `21-card-${kind}-390x844.png`) });
