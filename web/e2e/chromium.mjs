@@ -32,15 +32,27 @@ export function browsers(profiles) {
   };
 }
 
-// Signs `user` in at `web` through the SSO button, landing on `next`; returns the page.
-export async function login(ctx, web, user, next) {
+// Signs `user` in at `web` through the SSO button, landing on `next`; returns the page and the
+// callback URL the provider sent the browser to (for replay tests). An anonymous visit of
+// `next` must land on the sign-in page first.
+export async function signIn(ctx, web, user, next) {
   const page = ctx.pages()[0] || await ctx.newPage();
   await page.goto(web + next);
+  if (!/\/login\?next=/.test(page.url())) {
+    throw new Error(`an anonymous visit of ${next} should land on the sign-in page, not ${page.url()}`);
+  }
   await page.click('#sso');
   await page.waitForSelector('input[name=login]');
   await page.fill('input[name=login]', user);
   await page.fill('input[name=password]', 'any-password');
+  const cb = page.waitForRequest((r) => r.url().startsWith(`${web}/oidc/callback`));
   await page.click('button[type=submit]');
+  const callbackUrl = (await cb).url();
   await page.waitForURL((u) => u.toString().startsWith(web + next));
-  return page;
+  return { page, callbackUrl };
+}
+
+// `signIn`, returning the page only.
+export async function login(ctx, web, user, next) {
+  return (await signIn(ctx, web, user, next)).page;
 }

@@ -2,19 +2,15 @@
 // the app twice — against the real oidc-provider and against fake-idp.mjs — and checks the
 // database afterwards). Run alone only with the env vars below set.
 //
-// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, P_DNS, P_EMAIL, P_SQL,
+// Env: WEB_URL, WEB2_URL, FAKE_IDP, P_DENY, P_APPROVE, P_OTHER, P_GLOBEX, P_DNS, P_DNS_LONG, P_EMAIL, P_SQL,
 // P_HOOK30, P_STAGED, ARTIFACTS, PROFILES.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { browsers, envOf, signIn } from './chromium.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`e2e.test.mjs: ${k} is not set (run it through cargo test -p actiond-web)`);
-  return v;
-};
+const env = envOf('e2e.test.mjs', 'cargo test -p actiond-web');
 const WEB = env('WEB_URL');
 const WEB2 = env('WEB2_URL');
 const FAKE = env('FAKE_IDP');
@@ -23,49 +19,21 @@ const P_APPROVE = env('P_APPROVE');
 const P_OTHER = env('P_OTHER');
 const P_GLOBEX = env('P_GLOBEX');
 const P_DNS = env('P_DNS');
+const P_DNS_LONG = env('P_DNS_LONG');
 const P_EMAIL = env('P_EMAIL');
 const P_SQL = env('P_SQL');
 const P_HOOK30 = env('P_HOOK30');
 const P_STAGED = env('P_STAGED');
 const ARTIFACTS = env('ARTIFACTS');
-const PROFILES = env('PROFILES');
 fs.mkdirSync(ARTIFACTS, { recursive: true });
 
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const contexts = [];
-async function browserFor(name) {
-  const ctx = await chromium.launchPersistentContext(path.join(PROFILES, name), {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1200, height: 900 },
-  });
-  contexts.push(ctx);
-  return ctx;
-}
+const { browserFor, closeAll } = browsers(env('PROFILES'));
 const shot = async (page, name) => {
   const file = path.join(ARTIFACTS, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   console.log(`screenshot: ${file}`);
 };
-
-// Signs in through the real provider's login form; returns the page and the callback URL the
-// browser was sent to (for the replay test).
-async function login(ctx, user, next = '/queue') {
-  const page = ctx.pages()[0] || await ctx.newPage();
-  await page.goto(WEB + next);
-  assert.match(page.url(), /\/login\?next=/, 'an anonymous visit lands on the sign-in page');
-  await page.click('#sso');
-  await page.waitForSelector('input[name=login]');
-  await page.fill('input[name=login]', user);
-  await page.fill('input[name=password]', 'any-password');
-  const cb = page.waitForRequest((r) => r.url().startsWith(`${WEB}/oidc/callback`));
-  await page.click('button[type=submit]');
-  const callbackUrl = (await cb).url();
-  await page.waitForURL((u) => u.toString().startsWith(WEB + next));
-  return { page, callbackUrl };
-}
+const login = (ctx, user, next = '/queue') => signIn(ctx, WEB, user, next);
 
 const csrfOf = async (page) => page.getAttribute('form[action="/logout"] input[name=csrf]', 'value');
 
@@ -74,7 +42,7 @@ before(async () => {
   const ctx = await browserFor('alice');
   ({ page: alice, callbackUrl: aliceCallback } = await login(ctx, 'alice'));
 });
-after(async () => { for (const c of contexts) await c.close(); });
+after(closeAll);
 
 test('queue shows my tenant\'s escalations oldest first with sentence, agent and risky values', async () => {
   await alice.goto(`${WEB}/queue`);
@@ -93,11 +61,17 @@ test('queue shows my tenant\'s escalations oldest first with sentence, agent and
 
 test('a staged proposal shows its open stage and who is next, on the page and in the queue', async () => {
   await alice.goto(`${WEB}/p/${P_STAGED}`);
-  assert.match(await alice.textContent('main'),
-    /stage 1 of 2: acme-approvers, 0 of 1 needed, 1 h 5\d min left · next: acme-approvers/);
+  const card = await alice.textContent('#decision-card');
+  assert.match(card, /stage 1 of 2: acme-approvers, 0 of 1 needed · next: acme-approvers/);
+  // One clock: the stage's 2 h end before the tenant's 24 h time limit, so only it shows.
+  assert.match(await alice.textContent('.expires'), /^stage 1 ends in 1 h 5\d min if nobody decides$/);
+  assert.deepEqual(card.match(/if nobody decides|\bleft\b|expires in/g), ['if nobody decides'], card);
   await shot(alice, '01b-decision-staged');
   await alice.goto(`${WEB}/queue`);
-  assert.match(await alice.textContent('main'), /stage 1 of 2: acme-approvers, 0 of 1 needed/);
+  const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_STAGED}"]`) });
+  assert.match(await row.textContent(), /stage 1 of 2: acme-approvers, 0 of 1 needed/);
+  assert.match(await row.locator('td.left').textContent(), /^stage 1 ends in 1 h 5\d minstage 1 of 2/);
+  assert.equal((await row.locator('td.left').textContent()).match(/ in \d| left/g).length, 1, 'one clock in the queue too');
   // Deny is open to every approver at any stage (and leaves the queue as the tests below expect).
   await alice.goto(`${WEB}/p/${P_STAGED}`);
   await alice.selectOption('#deny_reason', 'not needed');
@@ -107,12 +81,12 @@ test('a staged proposal shows its open stage and who is next, on the page and in
 
 // The decision card (headline, facts, agent, rule, reason, source excerpt) and both buttons are
 // inside the first viewport, at 1280x900 and on a phone (390x844, sticky bar), per handler.
-const inView = (b, h) => b && b.y >= 0 && b.y + b.height <= h;
+const inView = (b, h, w = Infinity) => b && b.y >= 0 && b.y + b.height <= h && b.x >= 0 && b.x + b.width <= w;
 test('the decision card and both buttons fit the first screen on desktop and phone', async () => {
   const ctx = await browserFor('bob-layout');
   const { page } = await login(ctx, 'bob', `/p/${P_DENY}`);
   const kinds = [[P_DENY, 'webhook'], [P_APPROVE, 'refund'], [P_DNS, 'dns'], [P_EMAIL, 'email'],
-    [P_SQL, 'sql'], [P_HOOK30, 'webhook30']];
+    [P_SQL, 'sql'], [P_HOOK30, 'webhook30'], [P_DNS_LONG, 'dns-long-name']];
   for (const [id, kind] of kinds) {
     await page.setViewportSize({ width: 1280, height: 900 });
     await page.goto(`${WEB}/p/${id}`);
@@ -125,8 +99,20 @@ test('the decision card and both buttons fit the first screen on desktop and pho
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${WEB}/p/${id}`);
     for (const b of ['#sentence', '#approve', '#deny']) {
-      assert.ok(inView(await page.locator(b).boundingBox(), 844), `${kind}: ${b} inside 390x844`);
+      const box = await page.locator(b).boundingBox();
+      assert.ok(inView(box, 844, 390), `${kind}: ${b} inside 390x844 (${JSON.stringify(box)})`);
     }
+    // The sticky bar leaves the whole headline and the first fact uncovered, however long the
+    // names: the headline is at most four lines, the Approve label at most two.
+    const head = await page.locator('#sentence').boundingBox();
+    const bar = await page.locator('#decide').boundingBox();
+    const fact = await page.locator('#decision-card dl.kv dd').first().boundingBox();
+    console.log(`${kind} 390x844: headline ${Math.round(head.height)} px, bar ${Math.round(bar.height)} px from ${Math.round(bar.y)}`);
+    assert.ok(head.height <= 4 * 30, `${kind}: the headline is at most four lines (${head.height} px)`);
+    assert.ok(bar.height <= 160, `${kind}: the decision bar stays small (${bar.height} px)`);
+    assert.ok(fact.y + fact.height <= bar.y, `${kind}: the bar does not cover the first fact`);
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(wide <= 390, `${kind}: nothing widens the page past the phone's 390 px (${wide})`);
     await page.screenshot({ path: path.join(ARTIFACTS, `21-card-${kind}-390x844.png`) });
     await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
     assert.ok(inView(await page.locator('#deny').boundingBox(), 844), `${kind}: the bar stays when scrolled`);
@@ -146,7 +132,7 @@ test('the injected ticket gets a banner, named chips and a queue badge', async (
   const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_DENY}"]`) });
   assert.match(await row.locator('.flag.inj').textContent(), /injection: gives orders/);
   assert.match(await row.locator('.flag.hid').textContent(), /hidden: RIGHT-TO-LEFT OVERRIDE/);
-  assert.match(await alice.title(), /^\(7\) Queue/, 'count in the title');
+  assert.match(await alice.title(), /^\(8\) Queue/, 'count in the title');
   await alice.goto(`${WEB}/p/${P_DENY}`);
   assert.match(await alice.textContent('#injection-banner'), /Possible prompt injection: the agent's text gives orders/);
   assert.match(await alice.textContent('#hidden-banner'), /4 hidden or direction-changing characters/);
@@ -237,6 +223,15 @@ test('a webhook sending thirty customer addresses reads as a count, three sample
   await alice.click('#decision-card details.more summary');
   assert.equal(await alice.locator('#decision-card details.more li').count(), 30);
   assert.equal(await alice.locator('#decision-card details.more li').nth(29).textContent(), 'customer30@example.com');
+  // The params table folds the 35 lines of the body's JSON behind a disclosure.
+  const body = alice.locator('table.params tr', { has: alice.locator('.pname', { hasText: /^body$/ }) });
+  const head = await body.locator('td > pre.value').textContent();
+  assert.ok(head.split('\n').length <= 6 && /⋯ \d+ more lines$/.test(head), `folded head: ${head}`);
+  assert.ok(!head.includes('customer30@example.com'), head);
+  assert.equal((await body.locator('details.fold summary').textContent()).trim(), 'show all 35 lines');
+  assert.equal(await body.locator('details.fold pre').isVisible(), false, 'folded at first');
+  await body.locator('details.fold summary').click();
+  assert.match(await body.locator('details.fold pre').textContent(), /customer30@example\.com/);
   await shot(alice, '25-webhook-thirty-addresses');
   await alice.goto(`${WEB}/queue`);
   const row = alice.locator('tr', { has: alice.locator(`a[href="/p/${P_HOOK30}"]`) });
@@ -275,6 +270,24 @@ test('decision page shows the injected ticket as quoted text, every param, and d
   assert.match(after, /Denied\. Nothing will run.*Next:/s, 'the next waiting item is offered');
   assert.equal(await alice.$('#approve'), null);
   await shot(alice, '03-decision-after-deny');
+});
+
+test('the page says each thing once: unset optional params are a count, the agent and rule only in the card', async () => {
+  await alice.goto(`${WEB}/p/${P_OTHER}`);
+  assert.equal(await alice.locator('table.params .pname', { hasText: /^reason$/ }).count(), 0, 'no row for an unset optional field');
+  assert.ok(!(await alice.textContent('table.params')).includes('(not set)'));
+  assert.equal((await alice.textContent('#unset-optional')).trim(), '1 optional field not set (reason)');
+  const main = await alice.textContent('main');
+  assert.ok(!main.includes('Who asks'), 'no second "who asks" block');
+  // The rule and the owner are named once (in the card), the session and time once below it.
+  const why = 'No rule matched; the default is escalate.';
+  assert.equal(main.split(why).length - 1, 1, 'the rule\'s reason is given once');
+  assert.equal(main.split('owner alice').length - 1, 1, 'the owner is named once');
+  assert.match(await alice.textContent('#more'), /Session\s*sess-2026-11-29-a\s*Proposed\s*\d{4}-\d\d-\d\d/);
+  // A long DNS name: the optional TTL is counted, and the headline wraps on a phone.
+  await alice.goto(`${WEB}/p/${P_DNS_LONG}`);
+  assert.equal((await alice.textContent('#unset-optional')).trim(), '1 optional field not set (ttl)');
+  await shot(alice, '26-dns-long-name');
 });
 
 test('the agent owner cannot approve (no approve button, deny still offered)', async () => {

@@ -170,7 +170,8 @@ async function approveSigned(page) {
 let frank; let frankStage1Form;
 test('staged + passkey: finance approving during stage 1 is refused, even with a valid passkey signature', async () => {
   frank = await withPasskey('frank');
-  assert.match(await frank.textContent('.stage'), /stage 1 of 2: team-leads, 0 of 1 needed, .* · next: finance/);
+  assert.match(await frank.textContent('.stage'), /^stage 1 of 2: team-leads, 0 of 1 needed · next: finance$/);
+  assert.match(await frank.textContent('.expires'), /^stage 1 ends in .* if nobody decides$/, 'one clock: the stage\'s');
   assert.match(await frank.textContent('#passkey-note'), /signed with your passkey/);
   const { body, status } = await approveSigned(frank);
   assert.equal(status, 409);

@@ -30,6 +30,7 @@ mod headers;
 mod notify;
 mod oidc;
 mod pages;
+mod params_view;
 mod passkey;
 mod session;
 mod staging;

@@ -10,11 +10,9 @@ use crate::AppState;
 use crate::card;
 use crate::error::{WebError, WebResult};
 use crate::session::{Viewer, require_post, require_viewer};
-use crate::views::{
-    ApprovalRow, Chrome, DecisionPage, ParamRow, QueuePage, QueueRow, RiskyValue, render,
-};
+use crate::views::{ApprovalRow, Chrome, DecisionPage, QueuePage, QueueRow, RiskyValue, render};
 use actiond_core::approval::{ConfirmField, Retyped};
-use actiond_core::handlers::{HandlerKind, format_minor_units};
+use actiond_core::handlers::HandlerKind;
 use actiond_core::state::ProposalState;
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::reveal_invisible;
@@ -158,6 +156,8 @@ pub(crate) struct Filters {
     tenant: Option<String>,
     agent: Option<String>,
     action: Option<String>,
+    /// The queue's keyset cursor (see `parse_after`); the history ignores it.
+    after: Option<String>,
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {
@@ -252,7 +252,84 @@ fn queue_flags(
     out
 }
 
-/// `GET /queue`: escalated proposals of my tenants, riskiest then oldest first.
+/// Rows per queue page.
+const QUEUE_PAGE: i64 = 100;
+
+/// Parses the queue's `after` cursor, `<created_at in microseconds since the epoch>.<id>` as
+/// the Next link writes it. Errors: 400 naming the field.
+fn parse_after(s: &str) -> WebResult<queue_views::After> {
+    let bad = || {
+        WebError::BadRequest(
+            "after: must be the cursor of the queue's Next link (MICROSECONDS.PROPOSAL_ID)".into(),
+        )
+    };
+    let (micros, id) = s.split_once('.').ok_or_else(bad)?;
+    let created_at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(DateTime::<Utc>::from_timestamp_micros)
+        .ok_or_else(bad)?;
+    let id = Uuid::parse_str(id).map_err(|_| bad())?;
+    Ok(queue_views::After { created_at, id })
+}
+
+/// `/queue?…` with the filters of `f` (those that are set) and, when given, `after`.
+fn queue_href(f: &Filters, after: Option<&queue_views::ListedProposal>) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in [
+        ("tenant", &f.tenant),
+        ("agent", &f.agent),
+        ("action", &f.action),
+    ] {
+        if let Some(v) = nonempty(v) {
+            q.append_pair(k, &v);
+        }
+    }
+    if let Some(r) = after {
+        q.append_pair(
+            "after",
+            &format!("{}.{}", r.created_at.timestamp_micros(), r.id),
+        );
+    }
+    let q = q.finish();
+    if q.is_empty() {
+        "/queue".into()
+    } else {
+        format!("/queue?{q}")
+    }
+}
+
+/// A queue row as the page shows it (its clock without stages; see `queue`).
+fn queue_row(
+    r: queue_views::ListedProposal,
+    doc: Option<&TenantDocument>,
+    now: DateTime<Utc>,
+) -> QueueRow {
+    let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
+    let d = describe(doc, &r.action, &params, &r.target);
+    let flags = queue_flags(&r, &params, doc, &d);
+    let ttl_left = doc.map(|doc| ttl_left_secs(doc, r.created_at, now));
+    QueueRow {
+        risk: flags.len(),
+        flags,
+        left: crate::staging::clock(&[], ttl_left).replace(" if nobody decides", ""),
+        ttl_left,
+        id: r.id.to_string(),
+        age: human_age((now - r.created_at).num_seconds()),
+        tenant: r.tenant_id,
+        sentence: d.sentence,
+        action: reveal_invisible(&r.action, false),
+        agent: reveal_invisible(&r.agent_name, false),
+        risky: risky_values(&params, &d.risky, d.kind, &r.target),
+        state: "escalated".into(),
+        decided: String::new(),
+        stage: String::new(),
+    }
+}
+
+/// `GET /queue`: escalated proposals of my tenants in pages of [`QUEUE_PAGE`], oldest first
+/// by `(created_at, id)` with `?after=` the last row of the previous page (keyset paging:
+/// stable while rows come and go); riskiest first within a page.
 pub(crate) async fn queue(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -260,6 +337,7 @@ pub(crate) async fn queue(
     Query(f): Query<Filters>,
 ) -> WebResult<Response> {
     let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let after = nonempty(&f.after).map(|a| parse_after(&a)).transpose()?;
     let tenants = selected_tenants(&v, &f);
     let agent = nonempty(&f.agent);
     let action = nonempty(&f.action);
@@ -267,51 +345,54 @@ pub(crate) async fn queue(
         agent: agent.as_deref(),
         action: action.as_deref(),
     };
-    let list = queue_views::escalated(&state.db, &tenants, filter).await?;
+    let page = queue_views::escalated_page(&state.db, &tenants, filter, after, QUEUE_PAGE).await?;
+    let next_href = if page.more {
+        queue_href(&f, page.rows.last())
+    } else {
+        String::new()
+    };
     let c = state.db.client().await?;
     let now = Utc::now();
     let mut rows = Vec::new();
-    for r in list {
+    for r in page.rows {
         let doc = match r.doc_version {
             Some(ver) => state.docs.version_of(&c, &r.tenant_id, ver).await?,
             None => None,
         };
-        let params: Value = serde_json::from_str(&r.params_json).unwrap_or(Value::Null);
-        let d = describe(doc.as_deref(), &r.action, &params, &r.target);
-        let flags = queue_flags(&r, &params, doc.as_deref(), &d);
-        rows.push(QueueRow {
-            risk: flags.len(),
-            flags,
-            left: doc
-                .as_deref()
-                .map(|doc| time_left(doc, r.created_at, now).replace(" if nobody decides", ""))
-                .unwrap_or_default(),
-            id: r.id.to_string(),
-            age: human_age((now - r.created_at).num_seconds()),
-            tenant: r.tenant_id,
-            sentence: d.sentence,
-            action: reveal_invisible(&r.action, false),
-            agent: reveal_invisible(&r.agent_name, false),
-            risky: risky_values(&params, &d.risky, d.kind, &r.target),
-            state: "escalated".into(),
-            decided: String::new(),
-            stage: String::new(),
-        });
+        rows.push(queue_row(r, doc.as_deref(), now));
     }
     let ids: Vec<Uuid> = rows.iter().filter_map(|r| r.id.parse().ok()).collect();
     let staged = actiond_store::stages::of_proposals(&state.db, &tenants, &ids).await?;
     for r in &mut rows {
         if let Some(st) = r.id.parse().ok().and_then(|id: Uuid| staged.get(&id)) {
-            let (line, next) = crate::staging::stage_line(st);
+            let (line, next) = crate::staging::stage_status(st);
             r.stage = format!("{line} · {next}");
+            r.left = crate::staging::clock(st, r.ttl_left).replace(" if nobody decides", "");
         }
     }
-    // Riskiest first, then oldest (the list comes oldest first; the sort is stable).
+    // Riskiest first, then oldest (the page comes oldest first; the sort is stable).
     rows.sort_by_key(|r| std::cmp::Reverse(r.risk));
+    let paged = after.is_some() || !next_href.is_empty();
     Ok(render(&QueuePage {
         chrome: chrome(&v),
         history: false,
+        page_range: if paged {
+            format!(
+                "Showing {} of {}: pages of {QUEUE_PAGE}, oldest first; riskiest first within a page.",
+                rows.len(),
+                page.total
+            )
+        } else {
+            String::new()
+        },
         rows,
+        total: page.total,
+        next_href,
+        first_href: if after.is_some() {
+            queue_href(&f, None)
+        } else {
+            String::new()
+        },
         my_tenants: v.tenants.clone(),
         f_tenant: nonempty(&f.tenant)
             .map(|t| short(reveal_invisible(&t, false), 64))
@@ -361,6 +442,7 @@ pub(crate) async fn history(
             decided: reveal_invisible(&by, false),
             flags: Vec::new(),
             left: String::new(),
+            ttl_left: None,
             risk: 0,
             stage: String::new(),
         });
@@ -368,6 +450,10 @@ pub(crate) async fn history(
     Ok(render(&QueuePage {
         chrome: chrome(&v),
         history: true,
+        total: out.len() as i64,
+        page_range: String::new(),
+        next_href: String::new(),
+        first_href: String::new(),
         rows: out,
         my_tenants: v.tenants.clone(),
         f_tenant: nonempty(&f.tenant)
@@ -387,66 +473,6 @@ pub(crate) struct DecisionQuery {
 
 fn parse_id(id: &str) -> WebResult<Uuid> {
     Uuid::parse_str(id).map_err(|_| WebError::NotFound)
-}
-
-/// The params as the decision page lists them: every field of the handler's schema (risky
-/// ones flagged, missing ones marked), then anything outside the schema, flagged.
-fn param_rows(params: &Value, d: &Described, hot: &[String]) -> Vec<ParamRow> {
-    let mut rows = Vec::new();
-    let schema = d
-        .kind
-        .map(HandlerKind::params_schema)
-        .unwrap_or(Value::Null);
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    for (name, spec) in &props {
-        let val = params.get(name);
-        let mut value = val.map(show_value).unwrap_or_default();
-        // Integer minor units read wrong at a glance: show the amount in major units beside.
-        if d.kind == Some(HandlerKind::BillingRefundIssue)
-            && name == "amount"
-            && let Some(n) = val.and_then(Value::as_i64)
-        {
-            let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
-            value = format!(
-                "{n}   (= {} {})",
-                format_minor_units(n, cur),
-                reveal_invisible(cur, false)
-            );
-        }
-        rows.push(ParamRow {
-            name: name.clone(),
-            value,
-            risky: hot.contains(name),
-            missing: val.is_none(),
-            unexpected: false,
-            description: spec
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        });
-    }
-    // Anything outside the schema (submission validation should make this impossible) is shown
-    // too, flagged: nothing the executor could see is hidden from the approver.
-    if let Some(m) = params.as_object() {
-        for (name, val) in m {
-            if !props.contains_key(name) {
-                rows.push(ParamRow {
-                    name: reveal_invisible(name, false),
-                    value: show_value(val),
-                    risky: true,
-                    missing: false,
-                    unexpected: true,
-                    description: String::new(),
-                });
-            }
-        }
-    }
-    rows
 }
 
 /// The recorded decisions as the decision page lists them.
@@ -540,7 +566,13 @@ pub(crate) async fn decision(
     .to_owned();
     let staged = actiond_store::stages::of_proposals(&state.db, &v.tenants, &[id]).await?;
     if let Some(st) = staged.get(&id) {
-        (page.stage, page.stage_next) = crate::staging::stage_line(st);
+        (page.stage, page.stage_next) = crate::staging::stage_status(st);
+        if !page.expires.is_empty() {
+            let ttl = doc
+                .as_deref()
+                .map(|d| ttl_left_secs(d, p.created_at, Utc::now()));
+            page.expires = crate::staging::clock(st, ttl);
+        }
     }
     if let Some((href, label)) = next {
         page.next_href = href;
@@ -555,7 +587,7 @@ async fn next_waiting(
     v: &Viewer,
     after: Uuid,
 ) -> WebResult<Option<(String, String)>> {
-    let list = queue_views::escalated(&state.db, &v.tenants, Filter::default()).await?;
+    let list = queue_views::escalated(&state.db, &v.tenants, Filter::default(), 2).await?;
     let Some(r) = list.into_iter().find(|r| r.id != after) else {
         return Ok(None);
     };
@@ -589,7 +621,7 @@ fn decision_page(
     let flags = card::Flags::of(&[source, reason, &p.params_json, &p.target]);
     let source_pieces = card::pieces(source);
     let (source_excerpt, source_cut) = card::excerpt(&source_pieces, 220);
-    let (reason_pieces, _) = card::excerpt(&card::pieces(reason), 160);
+    let (reason_pieces, reason_cut) = card::excerpt(&card::pieces(reason), 160);
     let approvals_have = approvals_rows
         .iter()
         .filter(|r| r.decision == "approve")
@@ -599,8 +631,11 @@ fn decision_page(
         .any(|r| r.subject == v.subject && r.issuer == v.issuer);
     let escalated = p.state == ProposalState::Escalated;
     let now = Utc::now();
+    // The stage's clock replaces this one in `decision` when the stage ends first.
     let expires = match (doc, escalated) {
-        (Some(doc), true) => time_left(doc, p.created_at, now),
+        (Some(doc), true) => {
+            crate::staging::clock(&[], Some(ttl_left_secs(doc, p.created_at, now)))
+        }
         _ => String::new(),
     };
     let warning = if doc.is_none() {
@@ -615,6 +650,7 @@ fn decision_page(
         .map(|h| actiond_core::approval::confirm_required(&h.confirm, h.confirm_over, &params))
         .unwrap_or_default();
     let reasons = flags.reasons();
+    let (params_rows, unset) = crate::params_view::param_rows(&params, &d, &hot);
     DecisionPage {
         confirm_amount: confirm.contains(&ConfirmField::Amount),
         confirm_target: confirm.contains(&ConfirmField::Target),
@@ -630,7 +666,8 @@ fn decision_page(
         tenant: p.tenant_id.clone(),
         sentence: d.sentence.clone(),
         action: reveal_invisible(&p.action, false),
-        params: param_rows(&params, &d, &hot),
+        params: params_rows,
+        unset_optional: crate::params_view::unset_line(&unset),
         agent_name: reveal_invisible(&p.agent_name, false),
         on_behalf_of: reveal_invisible(p.on_behalf_of.as_deref().unwrap_or_default(), false),
         agent_owner: reveal_invisible(p.agent_owner.as_deref().unwrap_or_default(), false),
@@ -666,6 +703,7 @@ fn decision_page(
         hidden_total: flags.hidden_count(),
         hidden: flags.hidden,
         reason_pieces,
+        reason_cut,
         source_excerpt,
         source_cut,
         source_pieces,
@@ -693,19 +731,15 @@ fn passkey_needed(doc: Option<&TenantDocument>, action: &str, params: &Value) ->
     .unwrap_or(false)
 }
 
-/// "expires in 3 h 10 min if nobody decides", from the escalation TTL of `doc`.
-pub(crate) fn time_left(
+/// Seconds until the escalation TTL of `doc` runs out for a proposal created at `created`
+/// (negative: past it).
+pub(crate) fn ttl_left_secs(
     doc: &TenantDocument,
     created: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> String {
+) -> i64 {
     let ttl = chrono::Duration::from_std(doc.policy.escalation_ttl).unwrap_or_default();
-    let left = (created + ttl - now).num_seconds();
-    if left > 0 {
-        format!("expires in {} if nobody decides", human_age(left))
-    } else {
-        "past its time limit: expiring".into()
-    }
+    (created + ttl - now).num_seconds()
 }
 
 /// The preview lines and their note: what the provider held when the executor read it, dated;

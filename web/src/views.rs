@@ -80,8 +80,11 @@ pub(crate) struct QueueRow {
     pub(crate) decided: String,
     /// Triage flags: (css class, text), e.g. ("inj", "injection: gives orders").
     pub(crate) flags: Vec<(&'static str, String)>,
-    /// "expires in 3 h 10 min if nobody decides" (queue only).
+    /// The one clock of the row (queue only): "expires in 3 h 10 min", or the open stage's
+    /// "stage 1 ends in 12 min" when that comes first.
     pub(crate) left: String,
+    /// Seconds until the escalation TTL runs out (queue only; `None` without the document).
+    pub(crate) ttl_left: Option<i64>,
     /// Sort key: more flags first.
     pub(crate) risk: usize,
     /// The open approval stage and who is next ("stage 1 of 2: team-leads, 0 of 1 needed,
@@ -102,13 +105,27 @@ pub(crate) struct QueuePage {
     pub(crate) f_tenant_not_mine: bool,
     pub(crate) f_agent: String,
     pub(crate) f_action: String,
+    /// Rows the filters match on every page (the queue; the history shows `rows.len()`).
+    pub(crate) total: i64,
+    /// "41–60 of 75" when the queue has more than one page, else empty.
+    pub(crate) page_range: String,
+    /// Link to the next page (`/queue?…&after=…`), empty on the last page.
+    pub(crate) next_href: String,
+    /// Link to the first page with the same filters, empty on the first page.
+    pub(crate) first_href: String,
 }
 
 /// One parameter of the handler's schema on the decision page.
 #[derive(Debug, Clone)]
 pub(crate) struct ParamRow {
     pub(crate) name: String,
+    /// What shows without a click: the value, or the head of a long one (see
+    /// `params_view::fold`).
     pub(crate) value: String,
+    /// The whole value when `value` is only its head, else empty.
+    pub(crate) full: String,
+    /// Lines of the whole value.
+    pub(crate) lines: usize,
     pub(crate) risky: bool,
     pub(crate) missing: bool,
     pub(crate) unexpected: bool,
@@ -137,6 +154,8 @@ pub(crate) struct DecisionPage {
     pub(crate) sentence: String,
     pub(crate) action: String,
     pub(crate) params: Vec<ParamRow>,
+    /// "2 optional fields not set (cc, reply_to)", empty when every field is set.
+    pub(crate) unset_optional: String,
     pub(crate) agent_name: String,
     /// The user the agent acted for (delegated workload JWT), empty when none.
     pub(crate) on_behalf_of: String,
@@ -187,6 +206,8 @@ pub(crate) struct DecisionPage {
     pub(crate) hidden: Vec<(String, String, usize)>,
     pub(crate) hidden_total: usize,
     pub(crate) reason_pieces: Vec<PieceView>,
+    /// The card shows only the start of the agent's reason; the whole is further down.
+    pub(crate) reason_cut: bool,
     pub(crate) source_excerpt: Vec<PieceView>,
     pub(crate) source_cut: bool,
     pub(crate) source_pieces: Vec<PieceView>,

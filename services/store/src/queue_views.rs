@@ -8,8 +8,6 @@ use crate::{Db, Result, set_tenant, set_tenants};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// Most rows the queue shows.
-const QUEUE_LIMIT: i64 = 500;
 /// Most rows the history shows.
 const HISTORY_LIMIT: i64 = 200;
 
@@ -90,8 +88,94 @@ fn listed(r: &tokio_postgres::Row, decided_by: bool) -> ListedProposal {
     }
 }
 
-/// Escalated proposals of `tenants`, oldest first (at most 500).
-pub async fn escalated(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<ListedProposal>> {
+/// Where a queue page starts: after the row with this `(created_at, id)` (keyset paging; the
+/// queue's order is `created_at, id`, so a page never repeats or skips a row that stays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct After {
+    /// `created_at` of the last row of the previous page.
+    pub created_at: DateTime<Utc>,
+    /// Its id (breaks ties between rows submitted in the same microsecond).
+    pub id: Uuid,
+}
+
+/// One page of the queue: its rows and how many rows wait in all (same filters, same snapshot).
+#[derive(Debug, Clone)]
+pub struct QueuePage {
+    /// At most `limit` rows, oldest first.
+    pub rows: Vec<ListedProposal>,
+    /// Every escalated row the filters match, on every page.
+    pub total: i64,
+    /// More rows follow this page.
+    pub more: bool,
+}
+
+/// Escalated proposals of `tenants`, oldest first (`created_at`, then `id`): the `limit` rows
+/// after `after` (from the start when `None`), with the total the filters match.
+pub async fn escalated_page(
+    db: &Db,
+    tenants: &[String],
+    f: Filter<'_>,
+    after: Option<After>,
+    limit: i64,
+) -> Result<QueuePage> {
+    let mut c = db.client().await?;
+    let tx = c
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    set_tenants(&tx, tenants).await?;
+    let (after_at, after_id) = (after.map(|a| a.created_at), after.map(|a| a.id));
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {LIST_COLS}
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
+                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
+                   AND ($4::timestamptz IS NULL OR (p.created_at, p.id) > ($4, $5::uuid))
+                 ORDER BY p.created_at, p.id LIMIT $6"
+            ),
+            &[
+                &tenants,
+                &f.agent,
+                &f.action,
+                &after_at,
+                &after_id,
+                &(limit + 1),
+            ],
+        )
+        .await?;
+    let total: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id
+             WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
+               AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)",
+            &[&tenants, &f.agent, &f.action],
+        )
+        .await?
+        .get(0);
+    tx.commit().await?;
+    let more = rows.len() as i64 > limit;
+    Ok(QueuePage {
+        rows: rows
+            .iter()
+            .take(usize::try_from(limit).unwrap_or(0))
+            .map(|r| listed(r, false))
+            .collect(),
+        total,
+        more,
+    })
+}
+
+/// The oldest escalated proposals of `tenants` (at most `limit`), without a total.
+pub async fn escalated(
+    db: &Db,
+    tenants: &[String],
+    f: Filter<'_>,
+    limit: i64,
+) -> Result<Vec<ListedProposal>> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     set_tenants(&tx, tenants).await?;
@@ -102,9 +186,9 @@ pub async fn escalated(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec
                  FROM proposals p JOIN agents a ON a.id = p.agent_id
                  WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
                    AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
-                 ORDER BY p.created_at LIMIT $4"
+                 ORDER BY p.created_at, p.id LIMIT $4"
             ),
-            &[&tenants, &f.agent, &f.action, &QUEUE_LIMIT],
+            &[&tenants, &f.agent, &f.action, &limit],
         )
         .await?;
     tx.commit().await?;

@@ -209,6 +209,7 @@ async fn browser_sso_decisions_and_attacks() {
         ("P_EMAIL", layouts.p_email.to_string()),
         ("P_SQL", layouts.p_sql.to_string()),
         ("P_HOOK30", layouts.p_hook30.to_string()),
+        ("P_DNS_LONG", layouts.p_dns_long.to_string()),
         ("P_STAGED", p_staged.to_string()),
     ];
     let status = Command::new("node")

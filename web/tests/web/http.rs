@@ -340,7 +340,9 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     assert!(deny_html.contains("4 hidden or direction-changing characters"));
     assert!(html.contains("Approve refund of 120.00 USD"));
     let (_, _, other_html) = dev.page(&approver, &format!("/p/{}", seeded.p_other)).await;
-    assert!(deny_html.contains("support-bot, acting for jane@customer.example"));
+    assert!(deny_html.contains(
+        r#"<span class="mono">support-bot</span>, acting for jane@customer.example · owner"#
+    ));
     assert!(!other_html.contains("acting for"));
     assert!(other_html.contains("&#60;!channel&#62;"));
 
@@ -1007,4 +1009,192 @@ async fn tenant_filter_not_found_navigation_and_admin_links() {
     let (st, _, html) = dev.page(&dana, "/admin/approvers").await;
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains("Approvers of acme, last 30 days"), "{html}");
+}
+
+/// The proposal ids a queue page links, in page order.
+fn linked_ids(html: &str) -> Vec<uuid::Uuid> {
+    html.split(r#"<a class="sentence" href="/p/"#)
+        .skip(1)
+        .map(|s| s[..36].parse().unwrap())
+        .collect()
+}
+
+/// The Next link of a queue page (HTML-unescaped), if any.
+fn next_link(html: &str) -> Option<String> {
+    let start = html.find(r#"id="next-page""#)?;
+    let before = &html[..start];
+    let href = before.rsplit(r#"href=""#).next().unwrap();
+    Some(
+        href.split('"')
+            .next()
+            .unwrap()
+            .replace("&#38;", "&")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// Follows the Next links from `first`; returns each page's ids.
+async fn walk(dev: &Dev, cookie: &str, first: &str) -> Vec<Vec<uuid::Uuid>> {
+    let mut pages = Vec::new();
+    let mut path = Some(first.to_owned());
+    while let Some(p) = path {
+        let (st, _, html) = dev.page(cookie, &p).await;
+        assert_eq!(st, StatusCode::OK, "{p}: {html}");
+        pages.push(linked_ids(&html));
+        path = next_link(&html);
+        assert!(
+            pages.len() < 10,
+            "the Next links never end: {path:?} {:?}",
+            pages.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+    }
+    pages
+}
+
+/// Escalated ids of `tenants` in the queue's order (`created_at`, `id`), by the database.
+async fn queue_order(t: &TestDb, tenants: &[&str]) -> Vec<uuid::Uuid> {
+    let c = t.db.client().await.unwrap();
+    c.query(
+        "SELECT id FROM proposals WHERE state = 'escalated' AND tenant_id = ANY($1) ORDER BY created_at, id",
+        &[&tenants],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_pages_with_a_stable_keyset_and_keeps_the_tenant_filter() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    // 240 more acme rows (three agents, under the open-escalation cap) and 5 more globex ones.
+    let rule = ("", "No rule matched; the default is escalate.");
+    for a in 0..3 {
+        let agent_id = agent(&t.db, "acme", &format!("bulk-{a}"), "olga").await;
+        for i in 0..80 {
+            let pay = format!("pi_bulk_{a}_{i}");
+            let params =
+                serde_json::json!({"payment_id": pay, "amount": 100 + i, "currency": "USD"});
+            escalated(
+                &t.db,
+                "acme",
+                agent_id,
+                "billing.refund.issue",
+                &pay,
+                params,
+                "bulk",
+                None,
+                rule,
+            )
+            .await;
+        }
+    }
+    let g = agent(&t.db, "globex", "globex-bulk", "gina").await;
+    for i in 0..5 {
+        let pay = format!("pi_gbulk_{i}");
+        let params = serde_json::json!({"payment_id": pay, "amount": 100, "currency": "EUR"});
+        escalated(
+            &t.db,
+            "globex",
+            g,
+            "billing.refund.issue",
+            &pay,
+            params,
+            "bulk",
+            None,
+            rule,
+        )
+        .await;
+    }
+    let dev = dev_server(&t, &[]).await;
+    let erin = dev
+        .login("erin", "erin@acme.test", "acme-approvers,globex-approvers")
+        .await;
+
+    // All tenants: 249 rows in pages of 100, each page the next 100 by (created_at, id).
+    let order = queue_order(&t, &["acme", "globex"]).await;
+    assert_eq!(order.len(), 249);
+    let (_, _, first) = dev.page(&erin, "/queue").await;
+    assert!(first.contains("249 waiting for a decision"), "{first}");
+    assert!(
+        first.contains("Showing 100 of 249: pages of 100"),
+        "{first}"
+    );
+    assert!(first.contains("<title>(249) Queue"), "{first}");
+    // A row proposed while the person pages goes to the end: no page repeats or skips a row.
+    let late = escalated(
+        &t.db,
+        "globex",
+        g,
+        "billing.refund.issue",
+        "pi_late",
+        serde_json::json!({"payment_id": "pi_late", "amount": 100, "currency": "EUR"}),
+        "late",
+        None,
+        rule,
+    )
+    .await;
+    let mut pages = vec![linked_ids(&first)];
+    pages.extend(walk(&dev, &erin, &next_link(&first).unwrap()).await);
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [100, 100, 50]);
+    let mut expected = order.clone();
+    expected.push(late);
+    for (page, chunk) in pages.iter().zip(expected.chunks(100)) {
+        let (mut a, mut b) = (page.clone(), chunk.to_vec());
+        a.sort();
+        b.sort();
+        assert_eq!(
+            a, b,
+            "each page holds the next 100 in (created_at, id) order"
+        );
+    }
+    // The last page offers the first, not a next.
+    let last_path = {
+        let (_, _, p2) = dev.page(&erin, &next_link(&first).unwrap()).await;
+        next_link(&p2).unwrap()
+    };
+    let (_, _, last) = dev.page(&erin, &last_path).await;
+    assert!(
+        next_link(&last).is_none() && last.contains(r#"<a href="/queue" id="first-page">"#),
+        "{last}"
+    );
+
+    // The tenant filter holds on every page: the Next link carries it.
+    let acme = queue_order(&t, &["acme"]).await;
+    let pages = walk(&dev, &erin, "/queue?tenant=acme").await;
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        [100, 100, 43]
+    );
+    let mut seen: Vec<uuid::Uuid> = pages.concat();
+    seen.sort();
+    let mut want = acme.clone();
+    want.sort();
+    assert_eq!(seen, want, "every acme row once, and only acme rows");
+    let (_, _, p1) = dev.page(&erin, "/queue?tenant=acme").await;
+    assert!(
+        next_link(&p1)
+            .unwrap()
+            .starts_with("/queue?tenant=acme&after="),
+        "{p1}"
+    );
+    let (_, _, globex) = dev.page(&erin, "/queue?tenant=globex").await;
+    assert!(
+        globex.contains("7 waiting for a decision") && next_link(&globex).is_none(),
+        "{globex}"
+    );
+    assert!(!globex.contains("Showing"), "one page needs no pager");
+
+    // A cursor that is not one is refused, naming the field.
+    for bad in ["nonsense", "123", "x.y", "1764600000000000.not-a-uuid"] {
+        let (st, _, body) = dev.page(&erin, &format!("/queue?after={bad}")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            body.contains("after: must be the cursor of the queue"),
+            "{bad}: {body}"
+        );
+    }
 }

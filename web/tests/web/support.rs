@@ -265,7 +265,12 @@ pub struct Layouts {
     pub p_sql: Uuid,
     /// A webhook sending thirty customer addresses to the partner.
     pub p_hook30: Uuid,
+    /// DNS: a TXT record under a long name (the headline must wrap on a phone), TTL unset.
+    pub p_dns_long: Uuid,
 }
+
+/// The long record name of [`Layouts::p_dns_long`].
+pub const LONG_DNS_NAME: &str = "_acme-challenge.eu-west-1-primary-billing-api-cluster-internal-replica-0042.payments-settlement-reconciliation-service.prod.example.com";
 
 /// Adds an `ops-bot` agent (owner olga) with one escalated proposal per remaining handler,
 /// and the thirty-address webhook (after [`seed`]).
@@ -335,11 +340,24 @@ pub async fn seed_layouts(db: &Db) -> Layouts {
         ),
     )
     .await;
+    let p_dns_long = escalated(
+        db,
+        "acme",
+        ops,
+        "dns.record.update",
+        &format!("prod.example.com/{LONG_DNS_NAME}"),
+        json!({"zone": "prod.example.com", "name": LONG_DNS_NAME, "type": "TXT", "records": ["acme-verification-token-3b9f2c1e7d4a8f6b0c5e9d2a1f7b3c8e4d6a0f9b2c7e1d5a3f8b6c0e4d9a2f7b1c5e"]}),
+        "Renewing the settlement service's certificate, ticket OPS-91.",
+        None,
+        rule,
+    )
+    .await;
     Layouts {
         p_dns,
         p_email,
         p_sql,
         p_hook30,
+        p_dns_long,
     }
 }
 

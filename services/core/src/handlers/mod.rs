@@ -264,7 +264,16 @@ impl HandlerKind {
                 .collect::<Vec<_>>()
                 .join(", "),
             Some(v) => v.to_string(),
-            None => format!("{{{key}}}"),
+            // An unset param reads as the schema's default (what the executor uses), not as
+            // the raw placeholder: "(TTL 3600s)", never "(TTL {ttl}s)".
+            None => self
+                .params_schema()
+                .pointer(&format!("/properties/{key}/default"))
+                .map(|d| match d {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| format!("{{{key}}}")),
         }
     }
 }
@@ -346,6 +355,18 @@ mod tests {
         for h in HandlerKind::ALL {
             assert_eq!(HandlerKind::lookup(h.action()), Some(h));
         }
+    }
+
+    #[test]
+    fn an_unset_param_reads_as_its_default_in_the_summary() {
+        let dns = HandlerKind::lookup("dns.record.update").unwrap();
+        let p = json!({"zone": "example.com", "name": "www.example.com", "type": "A", "records": ["192.0.2.1"]});
+        assert_eq!(
+            dns.summary(None, &p, "example.com/www.example.com"),
+            "Set A records of www.example.com in zone example.com to 192.0.2.1 (TTL 3600s)"
+        );
+        // A placeholder with no param and no default stays visible as written.
+        assert_eq!(dns.summary(Some("{nope}"), &p, ""), "{nope}");
     }
 
     #[test]
