@@ -373,3 +373,57 @@ async fn stages_over_an_amount_leave_smaller_refunds_to_one_person() {
         [(1, true, false, false), (2, false, false, false)]
     );
 }
+
+/// The stage's time runs out in the instant between the web app's own check and the insert of
+/// the approval: the database's rule (V16, `approvals_in_stage`) refuses the insert, and the
+/// person gets the same 409 page as the app's own check gives, not an error page. Nothing is
+/// approved. The instant is made exact by a test-only trigger that fires just before V16's
+/// (triggers fire by name) and moves the stage's `due_at` into the past, as time passing would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_closing_between_the_check_and_the_insert_is_the_same_409() {
+    let (s, web) = stack("staged_insert_race", staged("30m", "next")).await;
+    let id = escalated(&s, "pi_staged_race").await;
+    let tina = login(&s, &web, "tina", "team-leads").await;
+    let form = web.form(&tina, id, "approve").await;
+    s.tdb
+        .superuser()
+        .await
+        .batch_execute(
+            "CREATE FUNCTION test_stage_runs_out() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+             BEGIN
+                 PERFORM set_config('session_replication_role', 'replica', true);
+                 UPDATE approval_stages SET due_at = now() - interval '1 second'
+                  WHERE proposal_id = NEW.proposal_id AND stage = NEW.stage;
+                 PERFORM set_config('session_replication_role', 'origin', true);
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER aaa_test_stage_runs_out BEFORE INSERT ON approvals
+                 FOR EACH ROW EXECUTE FUNCTION test_stage_runs_out();",
+        )
+        .await
+        .unwrap();
+    let (st, _, body) = web.post(&tina, id, form, &[]).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains("stage 1 (team-leads) ran out of time before your decision"),
+        "{body}"
+    );
+    assert!(body.contains("Nothing was decided"), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(grants(&s, id).await, 0);
+    let c = s.tdb.db.client().await.unwrap();
+    let approvals: i64 = c
+        .query_one(
+            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(approvals, 0);
+    assert!(
+        refusals(&s, id).await.iter().any(|r| r == "stage_within"),
+        "{:?}",
+        refusals(&s, id).await
+    );
+}
