@@ -427,3 +427,69 @@ async fn a_stage_closing_between_the_check_and_the_insert_is_the_same_409() {
         refusals(&s, id).await
     );
 }
+
+/// Sequential scans of `approval_stages` so far in the transaction `tx`, by the database.
+async fn stage_scans(tx: &actiond_store::Tx<'_>) -> i64 {
+    tx.query_one(
+        "SELECT COALESCE(sum(seq_scan), 0)::int8 FROM pg_stat_xact_user_tables WHERE relname = 'approval_stages'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// The queue page reads the stages of all its staged proposals in one statement, not one per
+/// proposal (counted by the database itself: sequential scans of `approval_stages` in the
+/// reading transaction, with index scans switched off so each statement scans exactly once),
+/// and each proposal gets its own stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_page_reads_its_stages_in_one_statement() {
+    let (s, web) = stack("staged_queue_one_read", staged("30m", "next")).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(escalated(&s, &format!("pi_staged_queue_{i}")).await);
+    }
+    let mut c = s.tdb.db.client().await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+        .await
+        .unwrap();
+    let before = stage_scans(&tx).await;
+    let stages = actiond_store::stages::of_proposals_in(&tx, &ids)
+        .await
+        .unwrap();
+    assert_eq!(
+        stage_scans(&tx).await - before,
+        1,
+        "one statement for the page"
+    );
+    assert_eq!(stages.len(), 4);
+    for id in &ids {
+        let mine = &stages[id];
+        assert_eq!(
+            mine.iter().map(|st| st.stage).collect::<Vec<_>>(),
+            [1, 2],
+            "{id}"
+        );
+    }
+    tx.rollback().await.unwrap();
+    // The page itself shows each one's open stage.
+    let frank = login(&s, &web, "frank", "finance").await;
+    let queue = frank
+        .http
+        .get(format!("{}/queue", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        queue
+            .matches("stage 1 of 2: team-leads, 0 of 1 needed")
+            .count(),
+        4,
+        "{queue}"
+    );
+}
