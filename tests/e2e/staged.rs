@@ -492,4 +492,15 @@ async fn a_queue_page_reads_its_stages_in_one_statement() {
         4,
         "{queue}"
     );
+    // The operator's `approvals show` says it too.
+    let (ok, out, err) = actiond_testkit::cli(
+        &["approvals", "show", &ids[0].to_string()],
+        &s.cli_env().await,
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("stage      1 of 2: team-leads, 0 of 1 needed, ")
+            && out.contains("; next: finance"),
+        "{out}"
+    );
 }
