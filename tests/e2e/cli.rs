@@ -210,6 +210,10 @@ fn usage_errors_are_one_line_and_help_is_not() {
             &["no-such-command"][..],
             "unrecognized subcommand 'no-such-command'",
         ),
+        (
+            &["tenant"][..],
+            "a subcommand is required: apply, show, history",
+        ),
     ] {
         let (code, out, err) = run(args, &[]);
         assert_eq!(code, 2, "actiond {}: {err}", args.join(" "));

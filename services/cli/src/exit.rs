@@ -134,19 +134,17 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
 
 /// Ends a command line clap could not parse with one line on stderr, exit 2: clap's message,
 /// its tips and the usage joined (`actiond: error: unexpected argument '--x' found (usage:
-/// actiond status [OPTIONS] <ID>; more with --help)`). `--help`, `--version` and a command
-/// given without its subcommand print clap's own text, as clap would.
+/// actiond status [OPTIONS] <ID>; more with --help)`); a command given without its subcommand
+/// names them ([`missing_subcommand`]). `--help` and `--version` print clap's own text.
 pub fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
-    if matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    ) {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         e.exit()
     }
     let text = e.render().to_string();
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return missing_subcommand(&text);
+    }
     let mut parts = Vec::new();
     let mut usage = None;
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -168,6 +166,29 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
         line.push_str(p);
     }
     eprintln!("actiond: error: {}{usage}", crate::output::text(&line));
+    ExitCode::from(Kind::Invalid.code())
+}
+
+/// A command given without its subcommand (`actiond tenant`): clap would print the whole help
+/// text; one line names the subcommands instead, exit 2.
+fn missing_subcommand(help: &str) -> ExitCode {
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    let usage = help
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .map(|u| format!(" (usage: {u}; more with --help)"))
+        .unwrap_or_default();
+    eprintln!(
+        "actiond: error: a subcommand is required: {}{usage}",
+        commands.join(", ")
+    );
     ExitCode::from(Kind::Invalid.code())
 }
 
