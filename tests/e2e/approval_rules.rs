@@ -672,3 +672,46 @@ async fn passkeys_are_tenant_scoped_and_stored_assertions_are_append_only() {
         .unwrap_err();
     assert!(format!("{e:?}").contains("append-only"), "{e:?}");
 }
+
+/// `approvers.require_passkey` switched on after a proposal escalated: the decision is checked
+/// against the tenant's current document, so the page must follow it too and load the passkey
+/// prompt (before, it did not, and Approve ended on the refusal page). Switched off again, the
+/// prompt goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_asks_for_a_passkey_when_the_tenant_starts_requiring_one_after_escalation() {
+    let (s, web) = stack("approval_passkey_later", |d| d).await;
+    let id = s.propose(&refund("pi_passkey_later", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let alice = web.login(&s, "alice", "", None).await;
+    let prompt = r#"data-passkey="required""#;
+    let (st, page) = web.page(&alice, id).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert!(!page.contains(prompt), "{page}");
+    let apply = |on: bool| {
+        let doc = TENANT
+            .replace("RECEIVER", &s.recv.url)
+            .replace("WEBHOOK_PATH", "hook")
+            .replace(
+                "approvers:\n",
+                &format!("approvers:\n  require_passkey: {on}\n"),
+            );
+        let db = s.tdb.db.clone();
+        async move {
+            actiond_store::tenants::apply(&db, &doc, "test")
+                .await
+                .unwrap();
+        }
+    };
+    apply(true).await;
+    let (st, page) = web.page(&alice, id).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert!(page.contains(prompt), "{page}");
+    // Without a registered passkey, Approve leads to the page that says how to register one.
+    let (st, _, body) = web.decide(&alice, id, "approve", &[]).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("no passkey registered"), "{body}");
+    assert_eq!(grants(&s, id).await, 0);
+    apply(false).await;
+    let (_, page) = web.page(&alice, id).await;
+    assert!(!page.contains(prompt), "{page}");
+}

@@ -120,6 +120,9 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     std::fs::write(&bad, "tenant: acme\npolicy: {default: maybe}\n").unwrap();
     let bad = bad.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
+    let ghost = dir.join("ghost.yaml");
+    std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
+    let ghost = ghost.display().to_string();
     let id = uuid::Uuid::new_v4().to_string();
     let cases: &[Case] = &[
         (&["approvals", "show", &id], &db, 3, "not found"),
@@ -143,6 +146,13 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             "policy.default",
         ),
         (&["tenant", "apply", "-f", &bad], &db, 2, "policy.default"),
+        (&["tenant", "shadow", "-f", &bad], &db, 2, "policy.default"),
+        (
+            &["tenant", "shadow", "-f", &ghost],
+            &db,
+            3,
+            "has no live document yet",
+        ),
         (
             &["approvals", "show", "not-a-uuid"],
             &db,
@@ -170,6 +180,139 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
         let (code, _, err) = run(args, envs);
         assert_eq!(code, *want, "actiond {}: {err}", args.join(" "));
         assert!(err.contains(says), "actiond {}: {err}", args.join(" "));
+        assert_eq!(err.lines().count(), 1, "actiond {}: {err}", args.join(" "));
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command line clap cannot parse ends with one readable line on stderr and exit 2 (the
+/// message, clap's tip and the usage joined); `--help` keeps clap's full text.
+#[test]
+fn usage_errors_are_one_line_and_help_is_not() {
+    for (args, says) in [
+        (
+            &["status", "--bogus"][..],
+            "unexpected argument '--bogus' found",
+        ),
+        (
+            &["approvals", "show", "not-a-uuid"][..],
+            "invalid value 'not-a-uuid'",
+        ),
+        (
+            &[
+                "approvals",
+                "approve",
+                "00000000-0000-0000-0000-000000000000",
+            ][..],
+            "required arguments were not provided",
+        ),
+        (
+            &["no-such-command"][..],
+            "unrecognized subcommand 'no-such-command'",
+        ),
+        (
+            &["tenant"][..],
+            "a subcommand is required: apply, show, history",
+        ),
+    ] {
+        let (code, out, err) = run(args, &[]);
+        assert_eq!(code, 2, "actiond {}: {err}", args.join(" "));
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "actiond {}: {err}", args.join(" "));
+        assert!(
+            err.starts_with("actiond: error: ") && err.contains(says),
+            "{err}"
+        );
+    }
+    let (code, out, _) = run(&["status", "--help"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().count() > 5 && out.contains("Usage: actiond status"),
+        "{out}"
+    );
+}
+
+/// An action name an agent chose with a bidi override (`billing.refund.issue` + U+202E) is
+/// accepted and blocked as having no handler, by design. No command prints the character raw:
+/// `status` shows it as the JSON escape `\u202e`, `approvals show` as `⟨U+202E⟩`, and `audit
+/// export` keeps valid JSON with the escape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_chosen_bidi_characters_are_never_printed_raw() {
+    let s = crate::support::Stack::with(
+        "cli_bidi",
+        crate::support::Options {
+            executor: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let body = r#"{"action":"billing.refund.issue\u202e","params":{"payment_id":"pi_bidi","amount":100,"currency":"USD"},"reason":"r\u202eeversed"}"#;
+    let id = s.propose(body).await;
+    s.wait_state(id, "blocked", std::time::Duration::from_secs(30))
+        .await;
+    let id = id.to_string();
+    let raw = '\u{202e}';
+    let api = [
+        ("ACTIOND_URL", s.api_url.as_str()),
+        ("ACTIOND_TOKEN", s.token.as_str()),
+    ];
+    let (code, out, err) = run(&["status", &id], &api);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(raw), "{out}");
+    assert!(
+        out.contains("no handler for billing.refund.issue\\u202e"),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["state"], "blocked", "{out}");
+    let admin = s.tdb.role_url("admin").await;
+    let db = [("DATABASE_URL", admin.as_str())];
+    let (code, out, err) = run(&["approvals", "show", &id], &db);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(raw), "{out}");
+    assert!(out.contains("billing.refund.issue⟨U+202E⟩"), "{out}");
+    assert!(out.contains("r⟨U+202E⟩eversed"), "{out}");
+    // The intent hash: its short form, and all of it on request.
+    let intent: String = s.row(id.parse().unwrap()).await.get("intent_hash");
+    assert!(
+        out.contains(&format!(
+            "intent     {}… (all 64 hex: --full-intent)",
+            &intent[..16]
+        )),
+        "{out}"
+    );
+    assert!(!out.contains(&intent), "{out}");
+    let (_, out, _) = run(&["approvals", "show", &id, "--full-intent"], &db);
+    assert!(out.contains(&format!("intent     {intent}\n")), "{out}");
+    // Export reads sealed events: seal them first, with a sealer key of this test's own.
+    let keys = std::env::temp_dir().join(format!("actiond-bidi-{}", uuid::Uuid::new_v4()));
+    let keys_dir = keys.to_str().unwrap();
+    let (code, _, err) = run(&["audit", "keygen", "--out-dir", keys_dir], &[]);
+    assert_eq!(code, 0, "{err}");
+    let sealer = s.tdb.role_url("sealer").await;
+    let (code, _, err) = run(
+        &[
+            "audit",
+            "seal",
+            "--once",
+            "--wait",
+            "10s",
+            "--credentials-dir",
+            keys_dir,
+        ],
+        &[("DATABASE_URL", sealer.as_str())],
+    );
+    assert_eq!(code, 0, "{err}");
+    let auditor = s.tdb.role_url("auditor").await;
+    let (code, out, err) = run(
+        &["audit", "export", "--since", "2000-01-01T00:00:00Z"],
+        &[("DATABASE_URL", auditor.as_str())],
+    );
+    let _ = std::fs::remove_dir_all(&keys);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(raw), "{out}");
+    assert!(out.contains("billing.refund.issue\\u202e"), "{out}");
+    for line in out.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
 }

@@ -12,6 +12,7 @@ mod classifier;
 mod cli;
 mod edge;
 mod flows;
+mod freeze;
 mod handlers;
 mod privileges;
 mod queue_plans;

@@ -100,6 +100,16 @@ async fn transition_trigger_enforces_exactly_the_core_table() {
             tx.batch_execute("SET LOCAL session_replication_role = origin")
                 .await
                 .unwrap();
+            // The agent is frozen only for `pending → denied`, the one transition a freeze
+            // needs; a frozen agent's proposal never moves forward (V20, tested in `freeze`).
+            let frozen = from == ProposalState::Pending && to == ProposalState::Denied;
+            tx.execute(
+                "UPDATE agents SET frozen_at = CASE WHEN $2 THEN now() END
+                 WHERE id = (SELECT agent_id FROM proposals WHERE id = $1)",
+                &[&id, &frozen],
+            )
+            .await
+            .unwrap();
             match tx
                 .execute(
                     "UPDATE proposals SET state = $2 WHERE id = $1",

@@ -373,3 +373,134 @@ async fn stages_over_an_amount_leave_smaller_refunds_to_one_person() {
         [(1, true, false, false), (2, false, false, false)]
     );
 }
+
+/// The stage's time runs out in the instant between the web app's own check and the insert of
+/// the approval: the database's rule (V16, `approvals_in_stage`) refuses the insert, and the
+/// person gets the same 409 page as the app's own check gives, not an error page. Nothing is
+/// approved. The instant is made exact by a test-only trigger that fires just before V16's
+/// (triggers fire by name) and moves the stage's `due_at` into the past, as time passing would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_closing_between_the_check_and_the_insert_is_the_same_409() {
+    let (s, web) = stack("staged_insert_race", staged("30m", "next")).await;
+    let id = escalated(&s, "pi_staged_race").await;
+    let tina = login(&s, &web, "tina", "team-leads").await;
+    let form = web.form(&tina, id, "approve").await;
+    s.tdb
+        .superuser()
+        .await
+        .batch_execute(
+            "CREATE FUNCTION test_stage_runs_out() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+             BEGIN
+                 PERFORM set_config('session_replication_role', 'replica', true);
+                 UPDATE approval_stages SET due_at = now() - interval '1 second'
+                  WHERE proposal_id = NEW.proposal_id AND stage = NEW.stage;
+                 PERFORM set_config('session_replication_role', 'origin', true);
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER aaa_test_stage_runs_out BEFORE INSERT ON approvals
+                 FOR EACH ROW EXECUTE FUNCTION test_stage_runs_out();",
+        )
+        .await
+        .unwrap();
+    let (st, _, body) = web.post(&tina, id, form, &[]).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains("stage 1 (team-leads) ran out of time before your decision"),
+        "{body}"
+    );
+    assert!(body.contains("Nothing was decided"), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(grants(&s, id).await, 0);
+    let c = s.tdb.db.client().await.unwrap();
+    let approvals: i64 = c
+        .query_one(
+            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(approvals, 0);
+    assert!(
+        refusals(&s, id).await.iter().any(|r| r == "stage_within"),
+        "{:?}",
+        refusals(&s, id).await
+    );
+}
+
+/// Sequential scans of `approval_stages` so far in the transaction `tx`, by the database.
+async fn stage_scans(tx: &actiond_store::Tx<'_>) -> i64 {
+    tx.query_one(
+        "SELECT COALESCE(sum(seq_scan), 0)::int8 FROM pg_stat_xact_user_tables WHERE relname = 'approval_stages'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// The queue page reads the stages of all its staged proposals in one statement, not one per
+/// proposal (counted by the database itself: sequential scans of `approval_stages` in the
+/// reading transaction, with index scans switched off so each statement scans exactly once),
+/// and each proposal gets its own stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_page_reads_its_stages_in_one_statement() {
+    let (s, web) = stack("staged_queue_one_read", staged("30m", "next")).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(escalated(&s, &format!("pi_staged_queue_{i}")).await);
+    }
+    let mut c = s.tdb.db.client().await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+        .await
+        .unwrap();
+    let before = stage_scans(&tx).await;
+    let stages = actiond_store::stages::of_proposals_in(&tx, &ids)
+        .await
+        .unwrap();
+    assert_eq!(
+        stage_scans(&tx).await - before,
+        1,
+        "one statement for the page"
+    );
+    assert_eq!(stages.len(), 4);
+    for id in &ids {
+        let mine = &stages[id];
+        assert_eq!(
+            mine.iter().map(|st| st.stage).collect::<Vec<_>>(),
+            [1, 2],
+            "{id}"
+        );
+    }
+    tx.rollback().await.unwrap();
+    // The page itself shows each one's open stage.
+    let frank = login(&s, &web, "frank", "finance").await;
+    let queue = frank
+        .http
+        .get(format!("{}/queue", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        queue
+            .matches("stage 1 of 2: team-leads, 0 of 1 needed")
+            .count(),
+        4,
+        "{queue}"
+    );
+    // The operator's `approvals show` says it too.
+    let (ok, out, err) = actiond_testkit::cli(
+        &["approvals", "show", &ids[0].to_string()],
+        &s.cli_env().await,
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("stage      1 of 2: team-leads, 0 of 1 needed, ")
+            && out.contains("; next: finance"),
+        "{out}"
+    );
+}

@@ -536,6 +536,14 @@ pub(crate) async fn decision(
         None => None,
     };
     let agent = crate::freeze::agent_facts(&state, &v, &p).await?;
+    let tenant_wide_passkey = {
+        let c = state.db.client().await?;
+        state
+            .docs
+            .latest_of(&c, &p.tenant_id)
+            .await?
+            .is_some_and(|d| d.approvers.require_passkey)
+    };
     let next = if q.result.is_some() {
         next_waiting(&state, &v, id).await?
     } else {
@@ -549,6 +557,12 @@ pub(crate) async fn decision(
         &approvals_rows,
         preview,
         agent,
+    );
+    page.passkey_needed = passkey_needed(
+        doc.as_deref(),
+        tenant_wide_passkey,
+        &p.action,
+        &serde_json::from_str(&p.params_json).unwrap_or(Value::Null),
     );
     page.notice = match q.result.as_deref() {
         Some("approved") => "Approved. A grant was issued; the executor will run the action.",
@@ -716,17 +730,26 @@ fn decision_page(
         agent_open: agent.open,
         can_freeze: agent.can_freeze,
         can_unfreeze: agent.can_unfreeze,
-        passkey_needed: passkey_needed(doc, &p.action, &params),
+        // Set by the caller, which knows the tenant's current document.
+        passkey_needed: false,
     }
 }
 
-/// Whether Approve of `action` with `params` must be signed with a passkey under `doc` (the
-/// handler's `require_passkey`/`passkey_over`, or the tenant's `approvers.require_passkey`).
-fn passkey_needed(doc: Option<&TenantDocument>, action: &str, params: &Value) -> bool {
+/// Whether Approve of `action` with `params` must be signed with a passkey, by the rule the
+/// decision itself is checked with (`approvals::decide`): the handler's
+/// `require_passkey`/`passkey_over` from `doc`, the version that escalated the proposal (like
+/// every handler setting), or `tenant_wide`, the `approvers.require_passkey` of the tenant's
+/// *current* document (like who is an approver), so switching it on after an escalation
+/// shows the passkey prompt rather than refusing an unsigned Approve.
+fn passkey_needed(
+    doc: Option<&TenantDocument>,
+    tenant_wide: bool,
+    action: &str,
+    params: &Value,
+) -> bool {
     doc.and_then(|doc| {
-        doc.handler(action).map(|h| {
-            actiond_core::approval::passkey_required(doc.approvers.require_passkey, h, params)
-        })
+        doc.handler(action)
+            .map(|h| actiond_core::approval::passkey_required(tenant_wide, h, params))
     })
     .unwrap_or(false)
 }

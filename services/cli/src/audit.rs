@@ -454,7 +454,7 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
     )
     .await?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = crate::output::JsonEscaping::new(std::io::BufWriter::new(stdout.lock()));
     let stop = actiond_runtime::shutdown_signal();
     tokio::pin!(stop);
     loop {

@@ -70,7 +70,7 @@ fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<ser
             format!("HTTP {}: {detail}", status.as_u16()),
         ));
     }
-    say(&serde_json::to_string_pretty(&v)?);
+    say(&crate::output::json(&v, true)?);
     Ok(v)
 }
 

@@ -123,9 +123,73 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
             "actiond: error"
         );
     } else {
-        eprintln!("actiond: error: {}", msg.replace('\n', " "));
+        // One line, with the control and bidi characters of any agent text made visible.
+        eprintln!(
+            "actiond: error: {}",
+            crate::output::text(&msg.replace('\n', " "))
+        );
     }
     ExitCode::from(kind.code())
+}
+
+/// Ends a command line clap could not parse with one line on stderr, exit 2: clap's message,
+/// its tips and the usage joined (`actiond: error: unexpected argument '--x' found (usage:
+/// actiond status [OPTIONS] <ID>; more with --help)`); a command given without its subcommand
+/// names them ([`missing_subcommand`]). `--help` and `--version` print clap's own text.
+pub fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit()
+    }
+    let text = e.render().to_string();
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return missing_subcommand(&text);
+    }
+    let mut parts = Vec::new();
+    let mut usage = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(u) = line.strip_prefix("Usage: ") {
+            usage = Some(u);
+        } else if !line.starts_with("For more information") {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    let usage = usage
+        .map(|u| format!(" (usage: {u}; more with --help)"))
+        .unwrap_or_default();
+    // "…were not provided:" runs on into its list; other lines are separate sentences.
+    let mut line = String::new();
+    for p in parts {
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(p);
+    }
+    eprintln!("actiond: error: {}{usage}", crate::output::text(&line));
+    ExitCode::from(Kind::Invalid.code())
+}
+
+/// A command given without its subcommand (`actiond tenant`): clap would print the whole help
+/// text; one line names the subcommands instead, exit 2.
+fn missing_subcommand(help: &str) -> ExitCode {
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    let usage = help
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .map(|u| format!(" (usage: {u}; more with --help)"))
+        .unwrap_or_default();
+    eprintln!(
+        "actiond: error: a subcommand is required: {}{usage}",
+        commands.join(", ")
+    );
+    ExitCode::from(Kind::Invalid.code())
 }
 
 /// The HTTP status of an API answer as an error kind (`actiond propose`, `actiond status`).

@@ -7,6 +7,7 @@ mod audit;
 mod client;
 mod dev;
 mod exit;
+mod output;
 
 use clap::{Parser, Subcommand};
 
@@ -86,7 +87,10 @@ struct PolicyCmd {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return exit::usage_error(e),
+    };
     if matches!(cli.command, Command::Version) {
         actiond_runtime::say(&format!("actiond {VERSION}"));
         return std::process::ExitCode::SUCCESS;

@@ -181,6 +181,20 @@ impl Decision {
             errors: vec!["evaluation exceeded its time budget".into()],
         }
     }
+
+    /// The decision for a proposal whose agent is frozen (an approver stopped it, or an
+    /// operator froze it): `block`, rule `agent-frozen`, whatever the rules say. The
+    /// database refuses `pending → approved|escalated` for a frozen agent's proposal (V20);
+    /// this is how policy ends such a row without trying.
+    pub fn agent_frozen() -> Self {
+        Self {
+            effect: Effect::Block,
+            rule: Some("agent-frozen".into()),
+            reason: "its agent is frozen: an approver stopped it, so nothing was decided or run"
+                .into(),
+            errors: Vec::new(),
+        }
+    }
 }
 
 /// Raises `decision` because a proposal would take `budget` past its `max`: `allow` becomes

@@ -363,6 +363,9 @@ impl Worker {
     /// Stages 1–3 for one row: the grant verifies, current policy still allows it, and the
     /// handler settings of the approved document version.
     async fn prepare(&self, row: &ClaimedRow) -> Result<Ready, Stop> {
+        if row.agent_frozen {
+            return Err(Refusal::AgentFrozen.into());
+        }
         let (grant, kind) = self.verify(row)?;
         let client = self.db.client().await.map_err(anyhow::Error::from)?;
         self.recheck(&client, row, kind).await?;
@@ -503,6 +506,7 @@ impl Worker {
                 tracing::warn!(proposal = %row.id, "lease lost before the spend; another executor has it");
                 Ok(false)
             }
+            Spend::AgentFrozen => Err(Refusal::AgentFrozen.into()),
         }
     }
 

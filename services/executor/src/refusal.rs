@@ -72,6 +72,9 @@ pub enum Refusal {
         /// The grant.
         grant_id: Uuid,
     },
+    /// The proposal's agent was frozen after the approval (seen at the claim or in the spend's
+    /// own statement): the grant stays unspent and nothing runs.
+    AgentFrozen,
 }
 
 impl Refusal {
@@ -101,7 +104,8 @@ impl Refusal {
             | Self::PolicyChanged { .. }
             | Self::ApprovedVersionMissing
             | Self::NoHandler { .. }
-            | Self::Replayed { .. } => ProposalState::Blocked,
+            | Self::Replayed { .. }
+            | Self::AgentFrozen => ProposalState::Blocked,
         }
     }
 
@@ -120,6 +124,10 @@ impl Refusal {
             Self::Expired { .. } => {
                 "the approval expired before an executor ran it; propose again".into()
             }
+            Self::AgentFrozen => {
+                "its agent was frozen after the approval: an approver stopped it, so nothing ran"
+                    .into()
+            }
         }
     }
 
@@ -134,6 +142,7 @@ impl Refusal {
             Self::NoDocument | Self::PolicyChanged { .. } => "policy_changed",
             Self::Replayed { .. } => "replayed",
             Self::Expired { .. } => "expired",
+            Self::AgentFrozen => "agent_frozen",
         }
     }
 
@@ -151,7 +160,8 @@ impl Refusal {
             | Self::ApprovedVersionMissing
             | Self::NoHandler { .. }
             | Self::Replayed { .. }
-            | Self::Expired { .. } => AuditKind::GrantRejected,
+            | Self::Expired { .. }
+            | Self::AgentFrozen => AuditKind::GrantRejected,
         }
     }
 
@@ -182,6 +192,7 @@ impl Refusal {
                 json!({"grant_id": grant_id, "used_by": used_by})
             }
             Self::Expired { grant_id } => json!({"grant_id": grant_id}),
+            Self::AgentFrozen => json!({"agent_frozen": true}),
         };
         json!({"reason": self.metric_label(), "detail": detail})
     }
@@ -225,6 +236,7 @@ mod tests {
             Refusal::Expired {
                 grant_id: Uuid::nil(),
             },
+            Refusal::AgentFrozen,
         ];
         for r in &all {
             let expired = matches!(r, Refusal::Expired { .. });

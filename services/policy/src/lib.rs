@@ -219,6 +219,16 @@ impl Worker {
         let mut decisions = futures_util::future::join_all(prepared.into_iter().map(
             |(row, policy, input)| async move {
                 match (policy, input) {
+                    // A frozen agent's proposal is blocked before any rule runs (V20 refuses to
+                    // allow or escalate it; the freeze denies the ones it saw).
+                    _ if row.agent_frozen => DecidedRow {
+                        row,
+                        decision: Decision::agent_frozen(),
+                        doc_version: None,
+                        doc_sha256: None,
+                        grant_lifetime: Duration::ZERO,
+                        classifier: None,
+                    },
                     (Some(p), Some(input)) => {
                         let lifetime = p
                             .doc

@@ -276,10 +276,63 @@ pub async fn decide(
             write_refused(&tx, &d, &refusal).await?;
             Decided::Refused(refusal)
         }
-        Ok(handler) => record(&tx, signer, &d, &handler).await?,
+        Ok(handler) => match record(&tx, signer, &d, &handler).await {
+            Err(e) if is_stage_closed(&e) => {
+                // The database clock passed the stage's `due_at` between the check above and
+                // the insert (V16's trigger): the same refusal as the check's, not an error.
+                tx.rollback().await?;
+                return stage_closed_at_insert(&mut c, &d).await;
+            }
+            r => r?,
+        },
     };
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Whether `e` is V16's `approvals_in_stage` refusal of an Approve whose stage closed (SQLSTATE
+/// 23514, "stage N of proposal … closed at … (within); the approval is refused").
+pub fn is_stage_closed(e: &StoreError) -> bool {
+    let StoreError::Db(db) = e else {
+        return false;
+    };
+    db.as_db_error().is_some_and(|d| {
+        d.code() == &tokio_postgres::error::SqlState::CHECK_VIOLATION
+            && d.message().starts_with("stage ")
+            && d.message().ends_with("(within); the approval is refused")
+    })
+}
+
+/// The refusal when the stage-closed rule fired in the database rather than in
+/// [`check_stage`]: in a new transaction (the first one was rolled back), with the proposal
+/// locked again, the stage is moved on as the check would have (a no-op when the sweep or
+/// someone else already did) and the refusal is audited. Decides nothing.
+async fn stage_closed_at_insert(c: &mut crate::Client, d: &Deciding<'_>) -> Result<Decided> {
+    let Some(open) = d.stage.clone() else {
+        return Err(StoreError::Conflict(
+            "this staged proposal has no open stage; reload it".into(),
+        ));
+    };
+    let tx = c.transaction().await?;
+    set_tenant(&tx, d.tenant).await?;
+    let still = tx
+        .query_opt(
+            "SELECT 1 FROM proposals WHERE id = $1 AND state = 'escalated' FOR UPDATE",
+            &[&d.id],
+        )
+        .await?;
+    let then = match still {
+        Some(_) => stages::time_out(&tx, &d.proposal, &open, &d.approver.actor()).await?,
+        None => stages::TimedOut::AlreadyMoved,
+    };
+    let refusal = ApprovalRefusal::StageTimedOut {
+        stage: open.stage,
+        approvers: open.approvers.clone(),
+        then: then.describe(),
+    };
+    write_refused(&tx, d, &refusal).await?;
+    tx.commit().await?;
+    Ok(Decided::Refused(refusal))
 }
 
 /// Records the decision of a checked person and applies it: the approvals row, then a deny or

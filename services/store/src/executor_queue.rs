@@ -81,6 +81,9 @@ pub enum Spend {
     Expired,
     /// This executor no longer holds the lease (or the proposal left `approved`): nothing ran.
     LostLease,
+    /// The proposal's agent is frozen (read in the spend's own statement): nothing was spent
+    /// and nothing ran; the caller blocks it.
+    AgentFrozen,
 }
 
 /// One proposal to start: its claimed row, the grant to spend and the lease covering the
@@ -102,7 +105,8 @@ pub struct StartRequest<'a> {
 /// (`FOR UPDATE`) only if it is still `approved` and leased to `owner`; its grant is spent by
 /// the single-spend statement (`used_at IS NULL AND expires_at > now()`); only a proposal whose
 /// grant this statement spent moves `approved → executing`, and exactly those get a
-/// `grant_spent` event, written in the same transaction. Returns one [`Spend`] per request, in
+/// `grant_spent` event, written in the same transaction. A proposal whose agent is frozen is
+/// not held: its grant stays unspent ([`Spend::AgentFrozen`]; V20 refuses the move anyway). Returns one [`Spend`] per request, in
 /// order. For a held proposal whose grant was not spent, the grant is read after the commit:
 /// `used_at` set = replay, null = expired.
 pub async fn spend_and_start_many(
@@ -125,6 +129,7 @@ pub async fn spend_and_start_many(
              ), held AS (
                 SELECT p.id FROM proposals p
                 WHERE p.id = ANY($1) AND p.state = 'approved' AND p.lease_owner = $4
+                  AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
                 FOR UPDATE
              ), spent AS (
                 UPDATE grants g SET used_at = now(), used_by = $4
@@ -139,7 +144,9 @@ pub async fn spend_and_start_many(
              )
              SELECT req.proposal_id,
                     EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
-                    EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started
+                    EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
+                    EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                            WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL) AS frozen
              FROM req",
         )
         .await?;
@@ -147,7 +154,14 @@ pub async fn spend_and_start_many(
     let mut status = HashMap::with_capacity(rows.len());
     for r in &rows {
         let id: Uuid = r.try_get(0)?;
-        status.insert(id, (r.try_get::<_, bool>(1)?, r.try_get::<_, bool>(2)?));
+        status.insert(
+            id,
+            (
+                r.try_get::<_, bool>(1)?,
+                r.try_get::<_, bool>(2)?,
+                r.try_get::<_, bool>(3)?,
+            ),
+        );
     }
     let actor = format!("executor:{owner}");
     let events: Vec<audit::Event<'_>> = reqs
@@ -183,8 +197,9 @@ pub async fn spend_and_start_many(
     Ok(reqs
         .iter()
         .map(|r| match status.get(&r.row.id) {
-            Some((_, true)) => Spend::Started,
-            Some((true, false)) => match used.get(&r.grant_id) {
+            Some((_, true, _)) => Spend::Started,
+            Some((_, false, true)) => Spend::AgentFrozen,
+            Some((true, false, false)) => match used.get(&r.grant_id) {
                 Some(Some(by)) => Spend::Replayed {
                     used_by: by.clone(),
                 },

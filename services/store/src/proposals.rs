@@ -14,7 +14,8 @@ use uuid::Uuid;
 pub const PROPOSAL_COLUMNS: &str = "p.id, p.tenant_id, p.agent_id, a.name AS agent_name, a.owner_subject AS agent_owner,
     p.action, p.target, p.params_json, p.params_sha256, p.intent_hash, p.state, p.effect, p.rule_name, p.decision_reason,
     p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at,
-    (SELECT d.on_behalf_of FROM proposal_delegations d WHERE d.proposal_id = p.id) AS on_behalf_of";
+    (SELECT d.on_behalf_of FROM proposal_delegations d WHERE d.proposal_id = p.id) AS on_behalf_of,
+    a.frozen_at IS NOT NULL AS agent_frozen";
 
 /// A proposal with its agent's name and owner, read by column name (see [`PROPOSAL_COLUMNS`]).
 /// Every agent-written field (`agent_reason`, `source_text`, `session_id`, `target`,
@@ -65,6 +66,10 @@ pub struct ProposalRow {
     pub updated_at: chrono::DateTime<chrono::Utc>,
     /// The user the agent acted for (RFC 8693 `act` delegation), when it said so.
     pub on_behalf_of: Option<String>,
+    /// Whether the agent was frozen when this row was read (`agents.frozen_at`). Policy and the
+    /// executor block a frozen agent's proposal instead of deciding or running it; the
+    /// database refuses to move it forward either way (V20).
+    pub agent_frozen: bool,
 }
 
 /// A stored name the core enums do not know: the database and this build disagree.
@@ -102,6 +107,7 @@ impl ProposalRow {
             created_at: r.try_get("created_at")?,
             updated_at: r.try_get("updated_at")?,
             on_behalf_of: r.try_get("on_behalf_of")?,
+            agent_frozen: r.try_get("agent_frozen")?,
         })
     }
 

@@ -72,6 +72,20 @@ pub async fn of_proposal<C: GenericClient>(c: &C, id: Uuid) -> Result<Vec<Stage>
 
 /// Like [`of_proposal`] without reading `approvals` (the policy role may not).
 async fn read<C: GenericClient>(c: &C, id: Uuid, approvers: bool) -> Result<Vec<Stage>> {
+    Ok(read_many(c, &[id], approvers)
+        .await?
+        .remove(&id)
+        .unwrap_or_default())
+}
+
+/// The stages of every proposal in `ids` that has any, in order, in **one** statement (a
+/// queue page reads all its proposals' stages at once). With `approvers`, who approved in each
+/// stage (reads `approvals`, which the policy role may not).
+async fn read_many<C: GenericClient>(
+    c: &C,
+    ids: &[Uuid],
+    approvers: bool,
+) -> Result<std::collections::HashMap<Uuid, Vec<Stage>>> {
     // Privileges are checked for every table a statement names, run or not: the policy
     // role's statement does not name `approvals`.
     let approved_by = if approvers {
@@ -83,62 +97,63 @@ async fn read<C: GenericClient>(c: &C, id: Uuid, approvers: bool) -> Result<Vec<
     let rows = c
         .query(
             &format!(
-                "SELECT s.stage, s.of_stages, s.approvers, s.required, s.within_secs, s.on_timeout,
+                "SELECT s.proposal_id, s.stage, s.of_stages, s.approvers, s.required, s.within_secs, s.on_timeout,
                         s.opened_at, s.due_at, s.completed_at, s.timed_out_at,
                         extract(epoch FROM s.due_at - now())::float8 AS left_secs,
                         {approved_by} AS approved_by
-                 FROM approval_stages s WHERE s.proposal_id = $1 ORDER BY s.stage"
+                 FROM approval_stages s WHERE s.proposal_id = ANY($1) ORDER BY s.proposal_id, s.stage"
             ),
-            &[&id],
+            &[&ids],
         )
         .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Stage {
-                stage: r.try_get("stage")?,
-                of: r.try_get("of_stages")?,
-                approvers: r.try_get("approvers")?,
-                required: r.try_get("required")?,
-                within_secs: r.try_get("within_secs")?,
-                on_timeout: r.try_get("on_timeout")?,
-                opened_at: r.try_get("opened_at")?,
-                due_at: r.try_get("due_at")?,
-                completed_at: r.try_get("completed_at")?,
-                timed_out_at: r.try_get("timed_out_at")?,
-                left_secs: r.try_get("left_secs")?,
-                approved_by: r.try_get("approved_by")?,
-            })
-        })
-        .collect()
+    let mut out: std::collections::HashMap<Uuid, Vec<Stage>> = std::collections::HashMap::new();
+    for r in &rows {
+        let stage = Stage {
+            stage: r.try_get("stage")?,
+            of: r.try_get("of_stages")?,
+            approvers: r.try_get("approvers")?,
+            required: r.try_get("required")?,
+            within_secs: r.try_get("within_secs")?,
+            on_timeout: r.try_get("on_timeout")?,
+            opened_at: r.try_get("opened_at")?,
+            due_at: r.try_get("due_at")?,
+            completed_at: r.try_get("completed_at")?,
+            timed_out_at: r.try_get("timed_out_at")?,
+            left_secs: r.try_get("left_secs")?,
+            approved_by: r.try_get("approved_by")?,
+        };
+        out.entry(r.try_get("proposal_id")?)
+            .or_default()
+            .push(stage);
+    }
+    Ok(out)
 }
 
-/// The stages of several proposals (queue pages), in one read, in the tenants `tenants`.
+/// The stages of several proposals (queue pages), in one statement whatever their number, in
+/// the tenants `tenants`; proposals without stages are absent from the map.
 pub async fn of_proposals(
     db: &Db,
     tenants: &[String],
     ids: &[Uuid],
 ) -> Result<std::collections::HashMap<Uuid, Vec<Stage>>> {
-    let mut out = std::collections::HashMap::new();
     if ids.is_empty() {
-        return Ok(out);
+        return Ok(std::collections::HashMap::new());
     }
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     crate::set_tenants(&tx, tenants).await?;
-    let with: Vec<Uuid> = tx
-        .query(
-            "SELECT DISTINCT proposal_id FROM approval_stages WHERE proposal_id = ANY($1)",
-            &[&ids],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    for id in with {
-        out.insert(id, of_proposal(&tx, id).await?);
-    }
+    let out = of_proposals_in(&tx, ids).await?;
     tx.commit().await?;
     Ok(out)
+}
+
+/// [`of_proposals`] in the caller's transaction (RLS applies: it must see the tenants): one
+/// statement for all of `ids`, with who approved in each stage.
+pub async fn of_proposals_in<C: GenericClient>(
+    c: &C,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Vec<Stage>>> {
+    read_many(c, ids, true).await
 }
 
 /// Writes the stages of a proposal policy just escalated (those of `staged` that apply to its

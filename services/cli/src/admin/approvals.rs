@@ -4,7 +4,6 @@
 use super::DbArgs;
 use actiond_core::grant::GrantSigner;
 use actiond_core::handlers::HandlerKind;
-use actiond_core::text::reveal_invisible;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_runtime::say;
 use actiond_store::approvals::{self, Approver, Decided, Verdict};
@@ -42,6 +41,10 @@ pub enum ApprovalsCmd {
     Show {
         /// Proposal id.
         id: uuid::Uuid,
+        /// Print the whole 64-hex intent hash (by default its first 16 hex characters, which is
+        /// what `--intent` asks for).
+        #[arg(long)]
+        full_intent: bool,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -81,14 +84,24 @@ pub struct DecideArgs {
 
 /// Shows untrusted text with invisible and control characters made visible.
 fn esc(s: &str) -> String {
-    reveal_invisible(s, false)
+    crate::output::text(s)
+}
+
+/// The first 16 hex characters of an intent hash, as shown and asked for everywhere.
+fn short_intent(h: &str) -> &str {
+    h.get(..actiond_core::approval::INTENT_PREFIX_LEN)
+        .unwrap_or(h)
 }
 
 /// `actiond approvals …`.
 pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
     match cmd {
         ApprovalsCmd::List { tenant, db } => list(tenant, &db).await,
-        ApprovalsCmd::Show { id, db } => show(id, &db).await,
+        ApprovalsCmd::Show {
+            id,
+            full_intent,
+            db,
+        } => show(id, full_intent, &db).await,
         ApprovalsCmd::Approve(a) => decide(a, Verdict::Approve).await,
         ApprovalsCmd::Deny(a) => decide(a, Verdict::Deny).await,
     }
@@ -110,9 +123,7 @@ async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
             p.tenant_id,
             p.created_at.format("%Y-%m-%d %H:%M:%S"),
             esc(&summary),
-            p.intent_hash
-                .get(..actiond_core::approval::INTENT_PREFIX_LEN)
-                .unwrap_or(&p.intent_hash)
+            short_intent(&p.intent_hash)
         ));
     }
     Ok(())
@@ -147,7 +158,7 @@ async fn show_preview(db: &actiond_store::Db, tenant: &str, id: uuid::Uuid) -> a
 }
 
 /// `actiond approvals show`: everything a person needs to decide, untrusted text escaped.
-async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
+async fn show(id: uuid::Uuid, full_intent: bool, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
     let Some(p) = approvals::get(&db, None, id).await? else {
         return Err(crate::exit::not_found(format!("proposal {id} not found")));
@@ -163,7 +174,7 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
         "agent      {} ({}), owner {}",
         esc(&p.agent_name),
         p.agent_id,
-        p.agent_owner.clone().unwrap_or_else(|| "-".into())
+        esc(p.agent_owner.as_deref().unwrap_or("-"))
     ));
     say(&format!(
         "session    {}",
@@ -171,7 +182,7 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     ));
     say(&format!(
         "rule       {} — {}",
-        p.rule_name.clone().unwrap_or_default(),
+        esc(p.rule_name.as_deref().unwrap_or_default()),
         esc(p.decision_reason.as_deref().unwrap_or(""))
     ));
     say(&format!("params     {}", esc(&p.params_json)));
@@ -183,7 +194,15 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     for line in p.source_text.as_deref().unwrap_or("-").lines() {
         say(&format!("  | {}", esc(line)));
     }
-    say(&format!("intent     {}", p.intent_hash));
+    show_stage(&db, &p.tenant_id, id).await?;
+    if full_intent {
+        say(&format!("intent     {}", p.intent_hash));
+    } else {
+        say(&format!(
+            "intent     {}… (all 64 hex: --full-intent)",
+            short_intent(&p.intent_hash)
+        ));
+    }
     say(&format!(
         "policy     version {}",
         p.doc_version
@@ -193,9 +212,41 @@ async fn show(id: uuid::Uuid, db: &DbArgs) -> anyhow::Result<()> {
     say(&format!(
         "decide with: actiond approvals approve|deny {} --as YOUR_SUBJECT --intent {}",
         p.id,
-        p.intent_hash
-            .get(..actiond_core::approval::INTENT_PREFIX_LEN)
-            .unwrap_or(&p.intent_hash)
+        short_intent(&p.intent_hash)
+    ));
+    Ok(())
+}
+
+/// Prints the stage line of a staged proposal (`stage 1 of 2: team-leads, 0 of 1 needed, 29 min
+/// left; next: finance`), or how its stages ended; nothing for a proposal without stages.
+async fn show_stage(db: &Db, tenant: &str, id: uuid::Uuid) -> anyhow::Result<()> {
+    let all = actiond_store::stages::of_proposals(db, &[tenant.to_owned()], &[id]).await?;
+    let Some(stages) = all.get(&id).filter(|s| !s.is_empty()) else {
+        return Ok(());
+    };
+    let Some(s) = actiond_store::stages::open_stage(stages) else {
+        let done = stages.iter().filter(|s| s.completed_at.is_some()).count();
+        say(&format!(
+            "stages     {done} of {} completed; none open",
+            stages.len()
+        ));
+        return Ok(());
+    };
+    let left = match s.left_secs {
+        Some(l) if l > 0.0 => format!("{} s left", l.ceil() as i64),
+        _ => "out of time: moving on".into(),
+    };
+    let next = match stages.iter().find(|n| n.stage == s.stage + 1) {
+        Some(n) => format!("next: {}", esc(&n.approvers)),
+        None => "last stage".into(),
+    };
+    say(&format!(
+        "stage      {} of {}: {}, {} of {} needed, {left}; {next}",
+        s.stage,
+        s.of,
+        esc(&s.approvers),
+        s.approved_by.len(),
+        s.required
     ));
     Ok(())
 }

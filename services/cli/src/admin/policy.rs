@@ -75,7 +75,7 @@ async fn shadow_report(
         )));
     };
     if json {
-        say(&serde_json::to_string_pretty(&r)?);
+        say(&crate::output::json(&serde_json::to_value(&r)?, true)?);
         return Ok(());
     }
     let s = &r.shadow;
@@ -169,9 +169,12 @@ async fn what_if(
             .iter()
             .map(|((from, to, rule), n)| serde_json::json!({"from": from, "to": to, "rule": rule, "count": n}))
             .collect();
-        say(&serde_json::to_string_pretty(&serde_json::json!({
-            "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged, "changed": total_changed, "changes": rows
-        }))?);
+        say(&crate::output::json(
+            &serde_json::json!({
+                "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged, "changed": total_changed, "changes": rows
+            }),
+            true,
+        )?);
     } else {
         say(&format!(
             "policy test: tenant {tenant}, {} decided proposals in the window",

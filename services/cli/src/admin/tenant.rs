@@ -115,6 +115,20 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
 async fn shadow(file: &Path, stored_by: &str, db: &DbArgs) -> anyhow::Result<()> {
     let source = read_source(file)?;
     let db = db.connect()?;
+    // A tenant without a live document is "not found" (exit 3), like `tenant show`; a document
+    // that does not parse is left to `store`, which names the field (exit 2).
+    if let Ok(doc) = TenantDocument::parse(&source) {
+        let c = db.client().await?;
+        if tenants::latest_version(&c, doc.tenant.as_str())
+            .await?
+            .is_none()
+        {
+            return Err(crate::exit::not_found(format!(
+                "tenant {:?} has no live document yet: apply one with `actiond tenant apply` first",
+                doc.tenant.as_str()
+            )));
+        }
+    }
     let s = actiond_store::shadow::store(&db, &source, stored_by).await?;
     say(&format!(
         "tenant {}: shadow document {} stored (sha256 {}); policy evaluates it beside live version {} without acting on it",

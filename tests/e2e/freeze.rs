@@ -1,0 +1,190 @@
+//! A frozen agent's proposals never run, even those a freeze could not see: the races V18 left
+//! (a submission committing beside the freeze, an approval committing while the freeze waited
+//! for its row lock) end blocked, with nothing spent and nothing sent.
+
+use crate::support::{Options, Stack, refund};
+use std::time::Duration;
+
+/// Freezes the stack's agent as an approver would: `agents::freeze` sets `frozen_at` and denies
+/// the open proposals it sees, in one transaction.
+async fn freeze(s: &Stack) {
+    let denied = actiond_store::agents::freeze(
+        &s.tdb.db,
+        "acme",
+        s.agent_id,
+        "approver:bob",
+        "agent frozen by bob: its open requests were denied.",
+    )
+    .await
+    .unwrap();
+    assert!(denied.is_some(), "the agent was already frozen");
+}
+
+/// A proposal committed beside the freeze stays `pending` with its agent frozen (the freeze's
+/// UPDATE never saw it). Policy must not decide it by the rules (they would allow this small
+/// refund and the executor would pay it): it is blocked with the freeze's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_blocks_a_pending_proposal_the_freeze_did_not_see() {
+    let mut s = Stack::with(
+        "freeze_pending_race",
+        Options {
+            policy: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_race", 100)).await;
+    // The outcome of the race, made exactly: the agent frozen, this proposal still pending.
+    s.tdb
+        .superuser()
+        .await
+        .execute(
+            "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE id = $1",
+            &[&s.agent_id],
+        )
+        .await
+        .unwrap();
+    s.start_policy().await;
+    s.wait_state(id, "blocked", Duration::from_secs(30)).await;
+    let row = s.row(id).await;
+    assert_eq!(
+        row.get::<_, Option<String>>("rule_name").as_deref(),
+        Some("agent-frozen")
+    );
+    let reason: String = row.get("decision_reason");
+    assert!(reason.starts_with("its agent is frozen"), "{reason}");
+    let c = s.tdb.db.client().await.unwrap();
+    let grants: i64 = c
+        .query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        grants, 0,
+        "a grant was issued for a frozen agent's proposal"
+    );
+    // The agent reads why.
+    let (st, v) = s.get(&s.token, &id.to_string(), "").await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["state"], "blocked", "{v}");
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+}
+
+/// A proposal approved while the freeze waited (the freeze denies pending and escalated rows,
+/// not approved ones) must not run: the executor blocks it, its grant stays unspent and the
+/// provider is never called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_refuses_an_approved_proposal_of_a_frozen_agent() {
+    let mut s = Stack::with(
+        "freeze_approved_race",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_approved", 100)).await;
+    s.wait_state(id, "approved", Duration::from_secs(30)).await;
+    freeze(&s).await;
+    assert_eq!(s.state(id).await, "approved");
+    s.start_executor("exec-1").await;
+    s.wait_state(id, "blocked", Duration::from_secs(30)).await;
+    let reason: String = s.row(id).await.get("decision_reason");
+    assert!(reason.starts_with("its agent was frozen"), "{reason}");
+    let c = s.tdb.db.client().await.unwrap();
+    let spent: bool = c
+        .query_one(
+            "SELECT used_at IS NOT NULL FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!spent, "the grant of a frozen agent's proposal was spent");
+    let events = s.audit_kinds(id).await;
+    assert!(
+        events
+            .iter()
+            .any(|(k, d)| k == "grant.rejected" && d["reason"] == "agent_frozen"),
+        "{events:?}"
+    );
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+}
+
+/// The rule holds in the database for every role, not only in the workers' queries: while the
+/// agent is frozen, policy cannot allow or escalate its pending proposal, the executor cannot
+/// start its approved one, and not even the owner can; unfrozen, the same statements pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_moves_no_frozen_agents_proposal_forward() {
+    let s = Stack::with(
+        "freeze_db_rule",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_db", 100)).await;
+    let owner = s.tdb.superuser().await;
+    let set_frozen = |frozen: bool| {
+        let owner = &owner;
+        let agent = s.agent_id;
+        async move {
+            owner
+                .execute(
+                    "UPDATE agents SET frozen_at = CASE WHEN $2 THEN now() END WHERE id = $1",
+                    &[&agent, &frozen],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_frozen(true).await;
+    let policy = s.tdb.as_role("policy").await;
+    for to in ["approved", "escalated"] {
+        let e = policy
+            .execute("UPDATE proposals SET state = $2 WHERE id = $1", &[&id, &to])
+            .await
+            .expect_err("policy moved a frozen agent's proposal forward");
+        let want = format!("is frozen: it may not move pending -> {to}");
+        assert!(format!("{e:?}").contains(&want), "{e:?}");
+    }
+    let e = owner
+        .execute(
+            "UPDATE proposals SET state = 'approved' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .expect_err("the owner moved a frozen agent's proposal forward");
+    assert!(format!("{e:?}").contains("is frozen"), "{e:?}");
+    set_frozen(false).await;
+    policy
+        .execute(
+            "UPDATE proposals SET state = 'approved' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    set_frozen(true).await;
+    let executor = s.tdb.as_role("executor").await;
+    let e = executor
+        .execute(
+            "UPDATE proposals SET state = 'executing' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .expect_err("the executor started a frozen agent's proposal");
+    assert!(
+        format!("{e:?}").contains("may not move approved -> executing"),
+        "{e:?}"
+    );
+    // Refusing it stays possible: approved → blocked is the executor's.
+    executor
+        .execute(
+            "UPDATE proposals SET state = 'blocked' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+}
