@@ -603,6 +603,19 @@ fn problem_cases() -> Vec<Case> {
             ("/1/error/code", json!(-32602)),
         ),
         c(
+            "a second Authorization header",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5",
+            &[("authorization", "Bearer actiond_someone_else")],
+            "",
+            401,
+            PROBLEM,
+            (
+                "/detail",
+                json!("Authorization: send exactly one Authorization header, not several"),
+            ),
+        ),
+        c(
             "batch of notifications",
             "POST",
             "/mcp",
