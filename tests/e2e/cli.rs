@@ -173,3 +173,46 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `actiond dev` pointed (DATABASE_URL) at a database an earlier `actiond dev` set up refuses
+/// at once, saying what to do, and leaves the earlier run's keys and token where they were:
+/// before, it wiped its state directory (the keys the grants in that database were signed
+/// with) and then failed on the existing demo agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
+    let tdb = TestDb::new().await;
+    actiond_store::tenants::apply(
+        &tdb.db,
+        "tenant: demo\npolicy: {default: escalate}\n",
+        "test",
+    )
+    .await
+    .unwrap();
+    actiond_testkit::agent(&tdb.db, "demo", "support-bot", Some("dev-owner")).await;
+    let dir = std::env::temp_dir().join(format!("actiond-dev-again-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("credentials")).unwrap();
+    let kept = dir.join("credentials").join("earlier-key");
+    std::fs::write(&kept, "the earlier run's key").unwrap();
+    let api = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let web = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let state = dir.display().to_string();
+    let (code, _, err) = run(
+        &[
+            "dev",
+            "--state-dir",
+            &state,
+            "--api-listen",
+            &api,
+            "--web-listen",
+            &web,
+        ],
+        &[("DATABASE_URL", tdb.url.as_str())],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("DATABASE_URL: this database already holds the demo tenant's support-bot"),
+        "{err}"
+    );
+    assert!(kept.exists(), "the state directory was wiped: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
