@@ -119,6 +119,15 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "tenant: acme\npolicy: {default: maybe}\n").unwrap();
     let bad = bad.display().to_string();
+    // Windows subtracted from the database clock are bounded, so none can run past the
+    // timestamp range (an escalation_ttl of 99999999999d stopped the expiry sweep).
+    let far = dir.join("far.yaml");
+    std::fs::write(
+        &far,
+        "tenant: acme\npolicy: {default: escalate, escalation_ttl: 99999999999d, history_window: 367d}\nretention: {decided_after: 36501d}\n",
+    )
+    .unwrap();
+    let far = far.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
     let id = uuid::Uuid::new_v4().to_string();
     let cases: &[Case] = &[
@@ -143,6 +152,24 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             "policy.default",
         ),
         (&["tenant", "apply", "-f", &bad], &db, 2, "policy.default"),
+        (
+            &["tenant", "apply", "-f", &far],
+            &db,
+            2,
+            "policy.escalation_ttl: must be from 1s to 366d",
+        ),
+        (
+            &["tenant", "validate", "-f", &far],
+            &[],
+            2,
+            "policy.history_window: must be at most 366d",
+        ),
+        (
+            &["tenant", "validate", "-f", &far],
+            &[],
+            2,
+            "retention.decided_after: must be from 1h to 36500d",
+        ),
         (
             &["approvals", "show", "not-a-uuid"],
             &db,
