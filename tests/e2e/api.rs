@@ -563,6 +563,59 @@ fn problem_cases() -> Vec<Case> {
             ("/error/code", json!(-32600)),
         ),
         c(
+            "tools/call whose arguments are not an object on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"propose_action","arguments":"x"}}"#,
+            200,
+            RPC,
+            ("/error/data/errors/0/field", json!("params.arguments")),
+        ),
+        c(
+            "tools/call without a tool name on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":5}}"#,
+            200,
+            RPC,
+            ("/error/code", json!(-32602)),
+        ),
+        c(
+            "initialize without clientInfo on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}"#,
+            200,
+            RPC,
+            ("/error/data/errors/0/field", json!("params.clientInfo")),
+        ),
+        c(
+            "a batch member with unreadable params is answered in place",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"check_proposal","arguments":[]}}]"#,
+            200,
+            RPC,
+            ("/1/error/code", json!(-32602)),
+        ),
+        c(
+            "a second Authorization header",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5",
+            &[("authorization", "Bearer actiond_someone_else")],
+            "",
+            401,
+            PROBLEM,
+            (
+                "/detail",
+                json!("Authorization: send exactly one Authorization header, not several"),
+            ),
+        ),
+        c(
             "batch of notifications",
             "POST",
             "/mcp",
@@ -613,6 +666,53 @@ async fn refusals_are_problems_or_json_rpc_errors() {
         let (pointer, want) = &case.check;
         assert_eq!(body.pointer(pointer), Some(want), "{name}: {body}");
     }
+}
+
+/// A 503 (the database refuses connections) carries the request's own `X-Request-Id` in its
+/// body, as every other problem does, so the id a client quotes finds the request's log lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_quotes_the_request_id_the_client_sent() {
+    let s = Stack::with("unavailable_request_id", no_workers()).await;
+    // Connected to the server's own database: a database cannot refuse its own session.
+    let admin = actiond_store::tls::connect(&actiond_testkit::server_url())
+        .await
+        .unwrap();
+    let name = &s.tdb.name;
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {name} ALLOW_CONNECTIONS false; \
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        ))
+        .await
+        .unwrap();
+    let url = format!("{}/v1/proposals/{}", s.api_url, uuid::Uuid::new_v4());
+    let (h, token) = (s.http.clone(), s.token.clone());
+    let (header, body) = actiond_testkit::eventually(Duration::from_secs(20), "a 503", || {
+        let (h, url, token) = (h.clone(), url.clone(), token.clone());
+        async move {
+            let r = h
+                .get(&url)
+                .bearer_auth(&token)
+                .header("x-request-id", "trace-503")
+                .send()
+                .await
+                .ok()?;
+            if r.status().as_u16() != 503 {
+                return None;
+            }
+            let header = r.headers().get("x-request-id")?.to_str().ok()?.to_owned();
+            Some((header, r.json::<serde_json::Value>().await.ok()?))
+        }
+    })
+    .await;
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+        .await
+        .unwrap();
+    assert_eq!(header, "trace-503");
+    assert_eq!(body["request_id"], "trace-503", "{body}");
+    assert_eq!(body["type"], "urn:actiond:problem:unavailable", "{body}");
 }
 
 /// One api process with its own admin listener (for its metrics).

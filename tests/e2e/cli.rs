@@ -119,6 +119,15 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "tenant: acme\npolicy: {default: maybe}\n").unwrap();
     let bad = bad.display().to_string();
+    // Windows subtracted from the database clock are bounded, so none can run past the
+    // timestamp range (an escalation_ttl of 99999999999d stopped the expiry sweep).
+    let far = dir.join("far.yaml");
+    std::fs::write(
+        &far,
+        "tenant: acme\npolicy: {default: escalate, escalation_ttl: 99999999999d, history_window: 367d}\nretention: {decided_after: 36501d}\n",
+    )
+    .unwrap();
+    let far = far.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
@@ -152,6 +161,24 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             &db,
             3,
             "has no live document yet",
+        ),
+        (
+            &["tenant", "apply", "-f", &far],
+            &db,
+            2,
+            "policy.escalation_ttl: must be from 1s to 366d",
+        ),
+        (
+            &["tenant", "validate", "-f", &far],
+            &[],
+            2,
+            "policy.history_window: must be at most 366d",
+        ),
+        (
+            &["tenant", "validate", "-f", &far],
+            &[],
+            2,
+            "retention.decided_after: must be from 1h to 36500d",
         ),
         (
             &["approvals", "show", "not-a-uuid"],
@@ -315,4 +342,47 @@ async fn agent_chosen_bidi_characters_are_never_printed_raw() {
     for line in out.lines() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
+}
+
+/// `actiond dev` pointed (DATABASE_URL) at a database an earlier `actiond dev` set up refuses
+/// at once, saying what to do, and leaves the earlier run's keys and token where they were:
+/// before, it wiped its state directory (the keys the grants in that database were signed
+/// with) and then failed on the existing demo agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
+    let tdb = TestDb::new().await;
+    actiond_store::tenants::apply(
+        &tdb.db,
+        "tenant: demo\npolicy: {default: escalate}\n",
+        "test",
+    )
+    .await
+    .unwrap();
+    actiond_testkit::agent(&tdb.db, "demo", "support-bot", Some("dev-owner")).await;
+    let dir = std::env::temp_dir().join(format!("actiond-dev-again-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("credentials")).unwrap();
+    let kept = dir.join("credentials").join("earlier-key");
+    std::fs::write(&kept, "the earlier run's key").unwrap();
+    let api = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let web = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let state = dir.display().to_string();
+    let (code, _, err) = run(
+        &[
+            "dev",
+            "--state-dir",
+            &state,
+            "--api-listen",
+            &api,
+            "--web-listen",
+            &web,
+        ],
+        &[("DATABASE_URL", tdb.url.as_str())],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("DATABASE_URL: this database already holds the demo tenant's support-bot"),
+        "{err}"
+    );
+    assert!(kept.exists(), "the state directory was wiped: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -340,7 +340,8 @@ enum Cached {
 
 /// Resolves the bearer credential to a live agent, read from Postgres now; 401 otherwise. A
 /// value shaped like a JWT is verified against the trusted issuers ([`jwt`]) and mapped through
-/// its `(iss, sub)`; any other value is an agent token, looked up by its SHA-256.
+/// its `(iss, sub)`; any other value is an agent token, looked up by its SHA-256. A request
+/// with more than one `Authorization` header is refused (401) whatever they hold.
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
@@ -364,6 +365,19 @@ async fn authenticate_with(
     cached: Cached,
 ) -> Result<agents::Agent, SubmitError> {
     const SEND: &str = "send Authorization: Bearer <agent token or workload JWT>";
+    // Two credentials in one request are ambiguous (which one did a proxy add?): RFC 9110
+    // allows one Authorization field, so a second is refused rather than one picked.
+    if headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return Err(state.auth_failure(
+            "invalid",
+            "Authorization: send exactly one Authorization header, not several",
+        ));
+    }
     let Some(value) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -1,5 +1,7 @@
 //! RFC 9457 problem details: the HTTP form of a [`SubmitError`]. 4xx bodies name the field and
-//! the rule; 5xx bodies are opaque and carry a request id, the detail goes to the log.
+//! the rule; 5xx bodies are opaque, the detail goes to the log. Every body carries the request's
+//! `X-Request-Id` as `request_id`, written by the HTTP layer (actiond_runtime::http), the same id
+//! the request's log lines carry.
 
 use crate::error::SubmitError;
 use actiond_core::FieldError;
@@ -23,9 +25,6 @@ pub struct Problem {
     /// Field errors, when the request had invalid fields.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
-    /// Request id for 5xx (find the detail in the log).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
     #[serde(skip)]
     retry_after: Option<u64>,
     #[serde(skip)]
@@ -41,7 +40,6 @@ impl Problem {
             status: status.as_u16(),
             detail: detail.into(),
             errors: Vec::new(),
-            request_id: None,
             retry_after: None,
             www_authenticate: false,
         }
@@ -89,30 +87,27 @@ impl Problem {
         p.www_authenticate = true;
         p
     }
-    /// 500, opaque; logs `cause` with a fresh request id.
+    /// 500, opaque; logs `cause` inside the request's span, whose `request_id` is the one the
+    /// HTTP layer writes into the body and the `X-Request-Id` header (actiond_runtime::http), so
+    /// the id a client quotes finds this line.
     fn internal(cause: &dyn std::fmt::Display) -> Self {
-        let id = uuid::Uuid::new_v4().to_string();
-        tracing::error!(request_id = %id, error = %cause, "internal error");
-        let mut p = Self::new(
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
             "Internal error",
             "the request failed; quote the request_id to the operator",
-        );
-        p.request_id = Some(id);
-        p
+        )
     }
-    /// 503, opaque, retryable.
+    /// 503, opaque, retryable; logged like [`Problem::internal`].
     fn unavailable(cause: &dyn std::fmt::Display) -> Self {
-        let id = uuid::Uuid::new_v4().to_string();
-        tracing::warn!(request_id = %id, error = %cause, "service unavailable");
+        tracing::warn!(error = %cause, "service unavailable");
         let mut p = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             "Temporarily unavailable",
             "try again shortly",
         );
-        p.request_id = Some(id);
         p.retry_after = Some(2);
         p
     }

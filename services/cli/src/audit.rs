@@ -161,7 +161,8 @@ pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
 }
 
 /// `actiond dev`'s sealer: a key of its own in `<creds>/sealer` (public half
-/// `<creds>/sealer-1.pub`), and `actiond audit seal` as a child process with its own login.
+/// `<creds>/sealer-1.pub`, which dev's banner names in its `audit verify` line), and
+/// `actiond audit seal` as a child process with its own login.
 pub fn spawn_dev_sealer(
     exe: &std::path::Path,
     database_url: &str,
@@ -181,10 +182,6 @@ pub fn spawn_dev_sealer(
         .kill_on_drop(true)
         .spawn()
         .context("cannot start actiond audit seal")?;
-    say(&format!(
-        "audit sealer started; verify with: actiond audit verify --public-key {}",
-        pub_path.display()
-    ));
     Ok(("sealer", child))
 }
 

@@ -428,14 +428,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             args.api_listen
         );
     }
-    let state = args.state_dir.clone();
-    if state.exists() {
-        std::fs::remove_dir_all(&state)
-            .with_context(|| format!("cannot reset {}", state.display()))?;
-    }
-    std::fs::create_dir_all(&state)?;
-    let state = std::fs::canonicalize(&state)?;
-
     let mut pg = None;
     let base_url = match &args.database_url {
         Some(u) => u.clone(),
@@ -447,7 +439,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             u
         }
     };
-    let result = run_with_db(&args, &state, &base_url, pg.is_some()).await;
+    let result = run_with_db(&args, &base_url, pg.is_some()).await;
     if let Some(p) = pg {
         stop_pg(p).await;
     }
@@ -456,15 +448,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 
 /// The rest of `actiond dev` once a Postgres is up: database, roles, keys, the demo tenant and
 /// agent, the services, and the wait for Ctrl-C.
-async fn run_with_db(
-    args: &DevArgs,
-    state: &Path,
-    base_url: &str,
-    own_pg: bool,
-) -> anyhow::Result<()> {
+async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Result<()> {
     let url = own_database(base_url, own_pg).await?;
     let db = Db::connect(&url, 4)?;
     db.migrate().await.context("migrations failed")?;
+    refuse_a_used_database(&db).await?;
+    // Only now, so a refused run leaves the earlier run's keys and token where they were.
+    let state = reset_state_dir(&args.state_dir)?;
+    let state = state.as_path();
     let roles = RoleUrls { url, own_pg };
     if own_pg {
         create_role_logins(&db).await?;
@@ -490,6 +481,38 @@ async fn run_with_db(
     Ok(())
 }
 
+/// Empties (or creates) `--state-dir` and returns its canonical path.
+fn reset_state_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot reset {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir)?;
+    Ok(std::fs::canonicalize(dir)?)
+}
+
+/// `actiond dev` sets a database up from nothing (the demo tenant and a new `support-bot`),
+/// so a database that already holds the demo agent (a second run with the same DATABASE_URL)
+/// is refused before anything is written to it, with what to do instead. Error: one line.
+async fn refuse_a_used_database(db: &Db) -> anyhow::Result<()> {
+    let used: bool = db
+        .client()
+        .await?
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM agents WHERE tenant_id = 'demo' AND name = 'support-bot')",
+            &[],
+        )
+        .await?
+        .get(0);
+    if used {
+        bail!(
+            "DATABASE_URL: this database already holds the demo tenant's support-bot (from an earlier actiond dev): \
+             actiond dev sets up an empty database with new keys, so point DATABASE_URL at a new database; \
+             to restart services over the proposals already in this one, run actiond api, policy and executor yourself"
+        );
+    }
+    Ok(())
+}
+
 /// A database of our own in the throwaway cluster; with DATABASE_URL, that URL as given.
 async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
     if !own_pg {
@@ -507,8 +530,11 @@ async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
     }
 }
 
-/// Every service role of the migrations, each of which gets a login user in our own cluster.
-const SERVICE_ROLES: [&str; 6] = ["api", "policy", "web", "executor", "admin", "sealer"];
+/// Every service role of the migrations, each of which gets a login user in our own cluster
+/// (`auditor` for the banner's `audit verify` line: the admin login may not read seals).
+const SERVICE_ROLES: [&str; 7] = [
+    "api", "policy", "web", "executor", "admin", "sealer", "auditor",
+];
 
 /// The database URL each service uses. In our own cluster each service logs in as a user of
 /// its own role (least privilege, as in production); with DATABASE_URL every role uses that URL.
@@ -752,6 +778,12 @@ fn print_banner(
         format!("  {exe_s} approvals show <proposal_id>"),
         format!(
             "  {exe_s} approvals deny <proposal_id> --as dev-operator --intent <first 16 hex of intent>"
+        ),
+        "  # the sealed audit trail, checked as the read-only auditor:".into(),
+        format!(
+            "  DATABASE_URL={} {exe_s} audit verify --public-key {}",
+            roles.of("auditor"),
+            creds.join("sealer-1.pub").display()
         ),
         String::new(),
     ];

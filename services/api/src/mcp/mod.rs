@@ -18,7 +18,8 @@
 //!   the same input is accepted or refused the same way on both paths; on `/mcp` the refusal
 //!   is a JSON-RPC parse error (-32700) whose `data.errors` name the field and the rule.
 //! - **HTTP and JSON-RPC rules** ([`routes`]): transport refusals (401, 403, 405, 406, 413,
-//!   415) are RFC 9457 problem details; invalid messages are JSON-RPC -32600; `Accept: */*`
+//!   415) are RFC 9457 problem details; invalid messages are JSON-RPC -32600 and unreadable
+//!   `tools/call` or `initialize` params -32602 naming the field ([`check_call`]); `Accept: */*`
 //!   and a missing `Content-Type` are accepted; batches follow the protocol version.
 //! - **Tools**: exactly `propose_action` and `check_proposal` ([`tools`]). No resources, no
 //!   prompts, no `list_changed`. Any other tool name is a JSON-RPC error (-32602) at call time,
@@ -269,7 +270,10 @@ async fn endpoint(state: AppState, service: McpService, request: Request) -> Res
                 why,
                 Value::Null,
             ),
-            Ok(()) => call.forward(bytes).await,
+            Ok(()) => match check_call(&message) {
+                Some(refusal) => rpc_answer(refusal),
+                None => call.forward(bytes).await,
+            },
         },
     }
 }
@@ -277,6 +281,7 @@ async fn endpoint(state: AppState, service: McpService, request: Request) -> Res
 /// JSON-RPC 2.0 error codes used here.
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
 
 /// One message handed to rmcp, with the request's method, URI and headers and the agent.
 struct Call<'a> {
@@ -392,6 +397,10 @@ async fn batch(call: &Call<'_>, items: Vec<Value>) -> Response {
     }
     let mut answers = Vec::new();
     for item in items {
+        if let Some(refusal) = check_call(&item) {
+            answers.push(refusal);
+            continue;
+        }
         let response = call.forward(Bytes::from(item.to_string())).await;
         let status = response.status();
         if status == StatusCode::ACCEPTED {
@@ -444,10 +453,13 @@ fn check_message(v: &Value) -> Result<(), (Value, String)> {
         None => None,
         Some(id @ Value::String(_)) => Some(id.clone()),
         Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
-        Some(_) => {
+        Some(other) => {
             return Err((
                 Value::Null,
-                "Invalid request: id must be a string or an integer, never null".into(),
+                format!(
+                    "Invalid request: id must be a string or an integer, not {}",
+                    json_kind(other)
+                ),
             ));
         }
     };
@@ -475,6 +487,85 @@ fn check_message(v: &Value) -> Result<(), (Value, String)> {
         None if id.is_some() && is_answer => Ok(()),
         None => Err((answer_id, "Invalid request: method is required".into())),
     }
+}
+
+/// What kind of JSON value `v` is, for messages ("null", "an object", "a fraction", …).
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a fraction",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The params of a request (a message with an `id`) that [`check_message`] has accepted,
+/// checked before rmcp sees them, because rmcp answers params it cannot read as if the method
+/// did not exist (-32601 and the bare method name). Returns the JSON-RPC error to answer with
+/// (HTTP 200, like rmcp's own errors); other methods, known or not, are left to rmcp:
+/// - `tools/call` without a string `params.name`, or with `params.arguments` that is neither
+///   an object nor null: -32602 naming the field (MCP `CallToolRequestParams`);
+/// - `initialize` without `params`, a string `params.protocolVersion`, an object
+///   `params.capabilities`, or an object `params.clientInfo` with string `name` and `version`:
+///   -32602 naming the field (MCP `InitializeRequestParams`).
+fn check_call(message: &Value) -> Option<Value> {
+    let id = message.get("id")?.clone();
+    let method = message.get("method")?.as_str()?;
+    let params = message.get("params");
+    let wrong = |field: &str, rule: &str| {
+        let why = format!("Invalid params: {field}: {rule}");
+        let data = json!({"errors": [{"field": field, "rule": rule}]});
+        Some(rpc_error_value(id.clone(), INVALID_PARAMS, why, data))
+    };
+    let field = |name: &str| params.and_then(|p| p.get(name));
+    match method {
+        "tools/call" => {
+            if !field("name").is_some_and(Value::is_string) {
+                return wrong(
+                    "params.name",
+                    "is required: a string, the tool's name (propose_action or check_proposal)",
+                );
+            }
+            if field("arguments").is_some_and(|a| !(a.is_object() || a.is_null())) {
+                return wrong("params.arguments", "must be a JSON object");
+            }
+            None
+        }
+        "initialize" => {
+            if !field("protocolVersion").is_some_and(Value::is_string) {
+                return wrong(
+                    "params.protocolVersion",
+                    "is required: a string, e.g. 2025-06-18",
+                );
+            }
+            for name in ["capabilities", "clientInfo"] {
+                if !field(name).is_some_and(Value::is_object) {
+                    return wrong(&format!("params.{name}"), "is required: a JSON object");
+                }
+            }
+            for name in ["name", "version"] {
+                if !field("clientInfo").is_some_and(|c| c.get(name).is_some_and(Value::is_string)) {
+                    return wrong(
+                        &format!("params.clientInfo.{name}"),
+                        "is required: a string",
+                    );
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// A JSON-RPC answer (a response object) with HTTP 200.
+fn rpc_answer(value: Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
 }
 
 /// `Content-Type` absent or `application/json` (any case, any parameters): 415 otherwise.

@@ -11,6 +11,13 @@ use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::time::Duration;
 
+/// Longest `policy.escalation_ttl` and `policy.history_window` (366 days, like a budget's
+/// `per`). Both are subtracted from the database clock (`now() - ttl`): an unbounded value
+/// (`99999999999d` was accepted) ran past the timestamp range, and the policy worker's expiry
+/// sweep, which goes tenant by tenant and stops at the first error, failed every round
+/// ("timestamp out of range") for that tenant and every tenant listed after it.
+pub const MAX_POLICY_WINDOW: Duration = Duration::from_secs(366 * 86_400);
+
 /// Maximum length of one rule's `when` expression (characters). CEL has no evaluation budget,
 /// so size is capped at apply time (notes/crate-probes.md, CEL).
 pub const MAX_RULE_LEN: usize = 2048;
@@ -88,10 +95,10 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         m.get("escalation_ttl"),
         Duration::from_secs(86_400),
     );
-    if escalation_ttl < Duration::from_secs(1) {
+    if !(Duration::from_secs(1)..=MAX_POLICY_WINDOW).contains(&escalation_ttl) {
         errs.push(FieldError::new(
             "policy.escalation_ttl",
-            "must be at least 1s",
+            "must be from 1s to 366d",
         ));
     }
     let history_window = get_duration(
@@ -100,6 +107,12 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         m.get("history_window"),
         Duration::from_secs(86_400),
     );
+    if history_window > MAX_POLICY_WINDOW {
+        errs.push(FieldError::new(
+            "policy.history_window",
+            "must be at most 366d",
+        ));
+    }
     let cap = match m.get("max_open_escalations_per_agent") {
         None => 20,
         Some(v) => match v.as_u64() {

@@ -15,6 +15,9 @@ use std::time::Duration;
 
 /// Shortest accepted `decided_after`: one hour (a shorter one is almost surely a typo for days).
 pub const MIN_DECIDED_AFTER: Duration = Duration::from_secs(3600);
+/// Longest `retention.decided_after` (about 100 years): it is subtracted from the database
+/// clock, and an unbounded value runs past the timestamp range.
+pub const MAX_DECIDED_AFTER: Duration = Duration::from_secs(36_500 * 86_400);
 
 /// `retention:` of a tenant document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -40,10 +43,10 @@ pub(super) fn parse_retention(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
     unknown_keys(errs, "retention", m, &["decided_after"]);
     let decided_after = m.get("decided_after").map(|d| {
         let d = get_duration(errs, "retention.decided_after", Some(d), MIN_DECIDED_AFTER);
-        if d < MIN_DECIDED_AFTER {
+        if !(MIN_DECIDED_AFTER..=MAX_DECIDED_AFTER).contains(&d) {
             errs.push(FieldError::new(
                 "retention.decided_after",
-                "must be at least 1h",
+                "must be from 1h to 36500d",
             ));
         }
         d
@@ -67,6 +70,7 @@ mod tests {
         assert_eq!(r.decided_after, Some(Duration::from_secs(30 * 86_400)));
         for bad in [
             serde_json::json!({"decided_after": "10m"}),
+            serde_json::json!({"decided_after": "36501d"}),
             serde_json::json!({"decided_after": 30}),
             serde_json::json!({"after": "30d"}),
             serde_json::json!("30d"),
