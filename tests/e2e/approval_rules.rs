@@ -285,6 +285,34 @@ fn policy_index(s: &Stack) -> usize {
     s.services.iter().position(|x| x.role == "policy").unwrap()
 }
 
+/// A tenant whose stored document no longer parses does not stop expiry for the tenants after
+/// it: the policy sweep used to give up at the first tenant that failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_broken_tenant_does_not_stop_expiry_for_the_others() {
+    let s = Stack::with(
+        "sweep_one_broken_tenant",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_sweep_broken", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    // "aaa" sorts before "acme"; its stored source is edited past the validator, as a bad
+    // restore or a hand edit would.
+    let c = s.tdb.db.client().await.unwrap();
+    c.batch_execute(
+        "INSERT INTO tenants (id) VALUES ('aaa');
+         INSERT INTO tenant_documents (tenant_id, version, sha256, source, document, applied_by)
+         VALUES ('aaa', 1, repeat('0', 64), E'tenant: aaa\\npolicy: {default: maybe}\\n', '{}', 'test')",
+    )
+    .await
+    .unwrap();
+    ttl_ends_in(&s, id, -30.0).await;
+    s.wait_state(id, "expired", T).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_after_the_ttl_expires_the_proposal_on_web_and_cli() {
     let (mut s, web) = stack("approval_ttl_by_db_clock", |d| d).await;

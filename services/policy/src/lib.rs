@@ -401,21 +401,31 @@ impl Worker {
             tracing::info!(proposal = %id, tenant, outcome = %what.describe(), "approval stage timed out");
         }
         for tenant in tenants::list(&self.db).await? {
-            let mut c = self.db.client().await?;
-            let Some(policy) = self.cache.latest(&c, &tenant).await? else {
-                continue;
-            };
-            let tx = c.transaction().await?;
-            let n =
-                policy_queue::expire_stale(&tx, &tenant, policy.doc.policy.escalation_ttl).await?;
-            tx.commit().await?;
-            if n > 0 {
-                self.metrics.expired.with_label_values(&[&tenant]).inc_by(n);
-                tracing::info!(tenant, expired = n, "expired proposals past escalation_ttl");
+            // One tenant's failure (a stored document that no longer parses, say) is logged and
+            // skipped: it must not stop expiry for the tenants after it.
+            match self.expire_tenant(&tenant).await {
+                Ok(n) => total += n,
+                Err(e) => tracing::warn!(tenant, error = %e, "expiry sweep skipped this tenant"),
             }
-            total += n;
         }
         Ok(total)
+    }
+
+    /// Expires one tenant's stale `pending`/`escalated` rows by its latest document's
+    /// `escalation_ttl`; a tenant with no document is left alone. Returns how many expired.
+    async fn expire_tenant(&self, tenant: &str) -> anyhow::Result<u64> {
+        let mut c = self.db.client().await?;
+        let Some(policy) = self.cache.latest(&c, tenant).await? else {
+            return Ok(0);
+        };
+        let tx = c.transaction().await?;
+        let n = policy_queue::expire_stale(&tx, tenant, policy.doc.policy.escalation_ttl).await?;
+        tx.commit().await?;
+        if n > 0 {
+            self.metrics.expired.with_label_values(&[tenant]).inc_by(n);
+            tracing::info!(tenant, expired = n, "expired proposals past escalation_ttl");
+        }
+        Ok(n)
     }
 
     /// Refreshes the queue gauges from the database (called at scrape time).
