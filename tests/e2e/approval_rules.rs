@@ -145,7 +145,7 @@ impl Web {
     ) -> Vec<(String, String)> {
         let (st, page) = self.page(p, id).await;
         assert_eq!(st, StatusCode::OK, "{} reads {id}: {page}", p.subject);
-        ["csrf", "intent_hash", "doc_version"]
+        ["csrf", "intent_hash", "doc_version", "shown"]
             .iter()
             .map(|k| ((*k).to_owned(), hidden(&page, k)))
             .chain([("verdict".to_owned(), verdict.to_owned())])

@@ -107,10 +107,11 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
             .text()
             .await
             .unwrap();
-        let (csrf, intent, version) = (
+        let (csrf, intent, version, shown) = (
             hidden(&page, "csrf"),
             hidden(&page, "intent_hash"),
             hidden(&page, "doc_version"),
+            hidden(&page, "shown"),
         );
         let r = http
             .post(format!("{web_url}/p/{id}/decide"))
@@ -119,6 +120,7 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
                 ("csrf", csrf.as_str()),
                 ("intent_hash", intent.as_str()),
                 ("doc_version", version.as_str()),
+                ("shown", shown.as_str()),
                 ("verdict", verdict),
             ])
             .send()

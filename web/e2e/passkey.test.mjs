@@ -98,6 +98,7 @@ test('the first proposal\'s assertion cannot approve the second one', async () =
   const fields = Object.fromEntries(first);
   fields.intent_hash = await alice.getAttribute('#approve-form input[name=intent_hash]', 'value');
   fields.doc_version = await alice.getAttribute('#approve-form input[name=doc_version]', 'value');
+  fields.shown = await alice.getAttribute('#approve-form input[name=shown]', 'value');
   const r = await postDecide(alice, P_SECOND, fields);
   assert.equal(r.status, 409, r.text);
   assert.match(r.text, /passkey signature was refused: passkey_nonce: unknown or already used challenge/);

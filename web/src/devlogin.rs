@@ -125,7 +125,7 @@ pub(crate) async fn submit(
             "This form was not sent from this site.".into(),
         ));
     }
-    let form = crate::pages::parse_form(&body);
+    let form = crate::pages::parse_form(&body)?;
     let get = |k: &str| form.get(k).map(|s| s.trim().to_owned()).unwrap_or_default();
     let pre_cookie = cookie(&headers, &cookie_name(&state, "actiond_prelogin")).unwrap_or_default();
     if pre_cookie.is_empty() || !ct_eq(&pre_cookie, &get("prelogin")) {

@@ -4,8 +4,10 @@
 //! epoch) and an HMAC over it, the proposal and the session, keyed by a secret derived from
 //! the web service's grant signing key (so every replica with that key verifies it, and a
 //! person cannot forge a slower or faster time, nor reuse a stamp from another page or
-//! session). A missing, forged or implausible stamp records no time; the decision itself is
-//! never refused for it.
+//! session). A missing or forged stamp, or one for another page or session, refuses the
+//! decision (400 naming `shown`: reloading the page gives a good one), so a script cannot
+//! approve without its time being counted. A genuine stamp whose time is implausible (in the
+//! future, older than a day) records no time and the decision stands.
 
 use ring::hmac;
 use sha2::{Digest, Sha256};
@@ -38,22 +40,39 @@ impl FormClock {
         format!("{ms}.{}", hex::encode(tag.as_ref()))
     }
 
-    /// Seconds from the stamped rendering to `now_ms`, or `None` when the stamp is missing,
-    /// forged, for another page or session, in the future or older than a day.
+    /// Seconds from the stamped rendering to `now_ms`: `Ok(None)` when the stamp is genuine
+    /// but its time is in the future or older than a day.
+    ///
+    /// Errors: [`BadStamp`] when the stamp is missing, malformed, forged, or made for another
+    /// page or session.
     pub(crate) fn seconds(
         &self,
         stamp: Option<&str>,
         proposal: Uuid,
         session: &str,
         now_ms: i64,
-    ) -> Option<f64> {
-        let (ms, tag) = stamp?.split_once('.')?;
-        let ms: i64 = ms.parse().ok()?;
-        let tag = hex::decode(tag).ok()?;
+    ) -> Result<Option<f64>, BadStamp> {
+        let (ms, tag) = stamp.ok_or(BadStamp)?.split_once('.').ok_or(BadStamp)?;
+        let ms: i64 = ms.parse().map_err(|_| BadStamp)?;
+        let tag = hex::decode(tag).map_err(|_| BadStamp)?;
         let msg = format!("{proposal}\n{session}\n{ms}");
-        hmac::verify(&self.key, msg.as_bytes(), &tag).ok()?;
+        hmac::verify(&self.key, msg.as_bytes(), &tag).map_err(|_| BadStamp)?;
         let secs = (now_ms - ms) as f64 / 1000.0;
-        (0.0..=MAX_SECONDS).contains(&secs).then_some(secs)
+        Ok((0.0..=MAX_SECONDS).contains(&secs).then_some(secs))
+    }
+}
+
+/// A decision form's `shown` stamp that is missing or does not verify for this page and
+/// session.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BadStamp;
+
+impl std::fmt::Display for BadStamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "shown: the page's signed render time is missing or is not this page's in this \
+             session; reload the page and decide again. Nothing was decided.",
+        )
     }
 }
 
@@ -66,15 +85,24 @@ mod tests {
         let c = FormClock::from_secret("key-a");
         let p = Uuid::new_v4();
         let s = c.stamp(p, "sess", 1_000_000);
-        assert_eq!(c.seconds(Some(&s), p, "sess", 1_004_500), Some(4.5));
-        assert_eq!(c.seconds(Some(&s), Uuid::new_v4(), "sess", 1_004_500), None);
-        assert_eq!(c.seconds(Some(&s), p, "other", 1_004_500), None);
-        assert_eq!(c.seconds(Some(&s), p, "sess", 999_000), None, "future");
+        assert_eq!(c.seconds(Some(&s), p, "sess", 1_004_500), Ok(Some(4.5)));
+        assert_eq!(
+            c.seconds(Some(&s), Uuid::new_v4(), "sess", 1_004_500),
+            Err(BadStamp)
+        );
+        assert_eq!(c.seconds(Some(&s), p, "other", 1_004_500), Err(BadStamp));
+        assert_eq!(c.seconds(Some(&s), p, "sess", 999_000), Ok(None), "future");
+        let day_later = 1_000_000 + 86_401_000;
+        assert_eq!(c.seconds(Some(&s), p, "sess", day_later), Ok(None), "stale");
         let forged = s.replacen("1000000", "900000", 1);
-        assert_eq!(c.seconds(Some(&forged), p, "sess", 1_004_500), None);
+        assert_eq!(
+            c.seconds(Some(&forged), p, "sess", 1_004_500),
+            Err(BadStamp)
+        );
         let other = FormClock::from_secret("key-b");
-        assert_eq!(other.seconds(Some(&s), p, "sess", 1_004_500), None);
-        assert_eq!(c.seconds(None, p, "sess", 1), None);
-        assert_eq!(c.seconds(Some("garbage"), p, "sess", 1), None);
+        assert_eq!(other.seconds(Some(&s), p, "sess", 1_004_500), Err(BadStamp));
+        assert_eq!(c.seconds(None, p, "sess", 1), Err(BadStamp));
+        assert_eq!(c.seconds(Some("garbage"), p, "sess", 1), Err(BadStamp));
+        assert_eq!(c.seconds(Some("1.abc"), p, "sess", 1), Err(BadStamp));
     }
 }

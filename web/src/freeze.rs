@@ -86,7 +86,7 @@ pub(crate) async fn freeze(
     Path(agent): Path<String>,
     body: Bytes,
 ) -> WebResult<Response> {
-    let form = parse_form(&body);
+    let form = parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     let p = from_proposal(&state, &v, &form, &agent).await?;
     let by = format!("approver:{}", v.subject);
@@ -114,7 +114,7 @@ pub(crate) async fn unfreeze(
     Path(agent): Path<String>,
     body: Bytes,
 ) -> WebResult<Response> {
-    let form = parse_form(&body);
+    let form = parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     let p = from_proposal(&state, &v, &form, &agent).await?;
     let owner = p.agent_owner.as_deref() == Some(v.subject.as_str());

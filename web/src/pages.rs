@@ -30,13 +30,22 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 /// Parses an `application/x-www-form-urlencoded` body whatever its declared content type (the
-/// CSRF check must run before any content-type rejection); the first value of a key wins.
-pub(crate) fn parse_form(body: &[u8]) -> HashMap<String, String> {
+/// CSRF check must run before any content-type rejection).
+///
+/// Errors: a field given more than once is a 400 naming it. Our forms send each field once,
+/// and reading only the first (or last) of `verdict=deny&verdict=approve` would let what a
+/// proxy, a log and the app each think was decided differ.
+pub(crate) fn parse_form(body: &[u8]) -> WebResult<HashMap<String, String>> {
     let mut m = HashMap::new();
     for (k, v) in url::form_urlencoded::parse(body) {
-        m.entry(k.into_owned()).or_insert_with(|| v.into_owned());
+        if m.insert(k.to_string(), v.into_owned()).is_some() {
+            return Err(WebError::BadRequest(format!(
+                "{}: given more than once; each form field is sent once",
+                reveal_invisible(&k.chars().take(64).collect::<String>(), false)
+            )));
+        }
     }
-    m
+    Ok(m)
 }
 
 /// The signed-in header of `v`'s pages.
@@ -868,7 +877,7 @@ pub(crate) async fn decide(
     Path(id): Path<String>,
     body: Bytes,
 ) -> WebResult<Response> {
-    let form = parse_form(&body);
+    let form = parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     let id = parse_id(&id)?;
     let p = approvals::get(&state.db, Some(&v.tenants), id)
@@ -896,12 +905,15 @@ pub(crate) async fn decide(
         amount: form.get("confirm_amount").cloned(),
         target: form.get("confirm_target").cloned(),
     };
-    let seconds = state.form_clock.seconds(
-        form.get("shown").map(String::as_str),
-        id,
-        &v.id_sha256,
-        Utc::now().timestamp_millis(),
-    );
+    let seconds = state
+        .form_clock
+        .seconds(
+            form.get("shown").map(String::as_str),
+            id,
+            &v.id_sha256,
+            Utc::now().timestamp_millis(),
+        )
+        .map_err(|e| WebError::BadRequest(e.to_string()))?;
     let shown = Shown {
         intent,
         doc_version: Some(doc_version),

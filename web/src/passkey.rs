@@ -118,7 +118,7 @@ pub(crate) async fn challenge(
     headers: HeaderMap,
     body: Bytes,
 ) -> WebResult<Response> {
-    let form = parse_form(&body);
+    let form = parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     let rp = relying_party(&state);
     let nonce = new_nonce();
@@ -202,7 +202,7 @@ pub(crate) async fn register(
     headers: HeaderMap,
     body: Bytes,
 ) -> WebResult<Response> {
-    let form = parse_form(&body);
+    let form = parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     let tenant = tenant_of(&v, &form)?;
     let nonce = form

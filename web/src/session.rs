@@ -437,7 +437,7 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> WebResult<Response> {
-    let form = crate::pages::parse_form(&body);
+    let form = crate::pages::parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     web_sessions::delete(&state.db, &v.id_sha256).await?;
     let mut res = (

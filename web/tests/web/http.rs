@@ -388,6 +388,37 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         StatusCode::CONFLICT
     );
     assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "escalated");
+    // The signed render stamp is part of the form: without it or forged, a script could
+    // approve without its time on page being counted (400 naming `shown`). A field sent twice
+    // (`verdict=approve&verdict=deny`) is a 400 naming it. Nothing is decided.
+    let without: Vec<(&str, &str)> = good
+        .iter()
+        .filter(|(k, _)| *k != "shown")
+        .copied()
+        .collect();
+    let forged_stamp = format!("1.{}", "0".repeat(64));
+    let mut forged = without.clone();
+    forged.push(("shown", forged_stamp.as_str()));
+    let mut twice = good.clone();
+    twice.push(("verdict", "deny"));
+    for (name, form, says) in [
+        (
+            "missing stamp",
+            &without,
+            "signed render time is missing",
+        ),
+        (
+            "forged stamp",
+            &forged,
+            "signed render time is missing",
+        ),
+        ("verdict twice", &twice, "verdict: given more than once"),
+    ] {
+        let (st, _, body) = dev.post(&approver, &p, form, None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{name}: {body}");
+        assert!(body.contains(says), "{name}: {body}");
+    }
+    assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "escalated");
 
     // One click approves; the grant carries the web key id; the audit has subject and email.
     let (st, loc, _) = dev.post(&approver, &p, &good, Some(&base)).await;
@@ -458,6 +489,7 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         ("verdict", "approve".into()),
         ("intent_hash", hidden(&html, "intent_hash")),
         ("doc_version", "1".into()),
+        ("shown", hidden(&html, "shown")),
     ];
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (st, _, body) = dev
