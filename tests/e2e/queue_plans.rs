@@ -94,10 +94,18 @@ fn index_driven(what: &str, plan: &Value, index: &str) -> i64 {
         + plan["Shared Read Blocks"].as_i64().unwrap_or(0)
 }
 
-/// The queue gauges' statement (`metrics::QUEUE_GAUGES_SQL`) with its bound written in.
+/// The queue gauges' statement (`metrics::QUEUE_GAUGES_SQL`), checked to carry its bound in
+/// each of its three queue reads.
 fn gauges_sql() -> String {
     use actiond_store::metrics::{QUEUE_GAUGE_ROWS, QUEUE_GAUGES_SQL};
-    QUEUE_GAUGES_SQL.replace("$1", &QUEUE_GAUGE_ROWS.to_string())
+    assert_eq!(
+        QUEUE_GAUGES_SQL
+            .matches(&format!("LIMIT {QUEUE_GAUGE_ROWS})"))
+            .count(),
+        3,
+        "each queue read is bounded by QUEUE_GAUGE_ROWS"
+    );
+    QUEUE_GAUGES_SQL.to_string()
 }
 
 /// Asserts the plan reads `proposals` only through `indexes`, each of them used (no sequential

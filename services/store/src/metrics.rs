@@ -9,23 +9,24 @@ use crate::{Db, Result};
 /// asserts it from the plan), and `queue_depth` stops counting at this number.
 pub const QUEUE_GAUGE_ROWS: i64 = 1000;
 
-/// The scrape's one statement (`$1` = [`QUEUE_GAUGE_ROWS`]): for each tenant and each of
+/// The scrape's one statement, its bound ([`QUEUE_GAUGE_ROWS`]) written in as a constant so
+/// every plan of it, generic or not, knows how few rows it reads: for each tenant and each of
 /// `pending`, `escalated`, `approved`, the age in seconds of its oldest row (`approved` rows
 /// from `updated_at`, the others from `created_at`) and how many of its rows were read.
 /// `pending` and `approved` are read through their claim indexes (`proposals_pending`,
-/// `proposals_approved`), at most `$1` entries each in claim order; `escalated` through
-/// `proposals_escalated`, at most `$1` per tenant. Public so the plan test reads the same text.
+/// `proposals_approved`), at most 1,000 entries each in claim order; `escalated` through
+/// `proposals_escalated`, at most 1,000 per tenant. Public so the plan test reads the same text.
 pub const QUEUE_GAUGES_SQL: &str = "WITH q AS (
         (SELECT tenant_id, 'pending'::text AS state, created_at AS since
-         FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1)
+         FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT 1000)
         UNION ALL
         (SELECT tenant_id, 'approved'::text, updated_at
-         FROM proposals WHERE state = 'approved' ORDER BY updated_at LIMIT $1)
+         FROM proposals WHERE state = 'approved' ORDER BY updated_at LIMIT 1000)
         UNION ALL
         (SELECT e.tenant_id, 'escalated'::text, e.created_at
          FROM tenants t CROSS JOIN LATERAL (
              SELECT tenant_id, created_at FROM proposals
-             WHERE tenant_id = t.id AND state = 'escalated' ORDER BY created_at LIMIT $1) e)
+             WHERE tenant_id = t.id AND state = 'escalated' ORDER BY created_at LIMIT 1000) e)
      )
      SELECT t.id, s.state,
             COALESCE(extract(epoch FROM now() - min(q.since))::float8, 0),
@@ -50,7 +51,7 @@ pub const QUEUE_GAUGES_SQL: &str = "WITH q AS (
 pub async fn queue_ages(db: &Db) -> Result<Vec<(String, String, f64, i64)>> {
     let c = db.client().await?;
     let stmt = c.prepare_cached(QUEUE_GAUGES_SQL).await?;
-    let rows = c.query(&stmt, &[&QUEUE_GAUGE_ROWS]).await?;
+    let rows = c.query(&stmt, &[]).await?;
     Ok(rows
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
