@@ -2,6 +2,8 @@
 //! worker's claim and the oldest pending proposal are read through their partial indexes, with
 //! no sequential scan and no sort, and touch about as many buffers with 10,000 live rows as with
 //! many times that (`ACTIOND_TEST_PLAN_ROWS`, default 200,000; set 1000000 for the full check).
+//! The scrape's queue gauges read a bounded number of those indexes' entries, so a scrape
+//! costs the same whatever the backlog.
 //! Plans and buffer counts, not timings: the assertions hold on a loaded machine.
 //!
 //! A long-open snapshot keeps the index entries of rows that left a queue while it was open:
@@ -90,6 +92,90 @@ fn index_driven(what: &str, plan: &Value, index: &str) -> i64 {
     );
     plan["Shared Hit Blocks"].as_i64().unwrap_or(0)
         + plan["Shared Read Blocks"].as_i64().unwrap_or(0)
+}
+
+/// The queue gauges' statement (`metrics::QUEUE_GAUGES_SQL`), checked to carry its bound in
+/// each of its three queue reads.
+fn gauges_sql() -> String {
+    use actiond_store::metrics::{QUEUE_GAUGE_ROWS, QUEUE_GAUGES_SQL};
+    assert_eq!(
+        QUEUE_GAUGES_SQL
+            .matches(&format!("LIMIT {QUEUE_GAUGE_ROWS})"))
+            .count(),
+        3,
+        "each queue read is bounded by QUEUE_GAUGE_ROWS"
+    );
+    QUEUE_GAUGES_SQL.to_string()
+}
+
+/// Asserts the plan reads `proposals` only through `indexes`, each of them used (no sequential
+/// or bitmap scan of `proposals`; the small `tenants` table may be scanned), and returns the
+/// shared buffers it touched.
+fn proposals_by_index(what: &str, plan: &Value, indexes: &[&str]) -> i64 {
+    let all = nodes(plan);
+    for n in &all {
+        let kind = n["Node Type"].as_str().unwrap_or_default();
+        if n["Relation Name"].as_str() == Some("proposals") {
+            assert!(
+                kind == "Index Scan" || kind == "Index Only Scan",
+                "{what}: {kind} of proposals in the plan, expected index scans of {indexes:?}: {plan:#}"
+            );
+        }
+    }
+    for index in indexes {
+        assert!(
+            all.iter().any(|n| n["Index Name"].as_str() == Some(*index)),
+            "{what}: {index} not used: {plan:#}"
+        );
+    }
+    plan["Shared Hit Blocks"].as_i64().unwrap_or(0)
+        + plan["Shared Read Blocks"].as_i64().unwrap_or(0)
+}
+
+/// The scrape's queue gauges (`queue_oldest_age_seconds`, `queue_depth`) read at most
+/// `QUEUE_GAUGE_ROWS` entries per queue through the queue indexes: the same buffers at 10,000
+/// live rows as at `ACTIOND_TEST_PLAN_ROWS`, and still the exact age of the oldest pending row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_gauges_read_a_bounded_number_of_rows() {
+    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let tdb = TestDb::new().await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", "http://127.0.0.1:9")
+        .replace("WEBHOOK_PATH", "hook");
+    actiond_store::tenants::apply(&tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let (agent_id, _) = agent(&tdb.db, "acme", "gauge-bot", None).await;
+    let mut c = tdb.superuser().await;
+    let indexes = [
+        "proposals_pending",
+        "proposals_approved",
+        "proposals_escalated",
+    ];
+    grow(&c, agent_id, 0, 10_000).await;
+    let at_10k = proposals_by_index("gauges", &explain(&mut c, &gauges_sql()).await, &indexes);
+    grow(&c, agent_id, 10_000, big - 10_000).await;
+    let buffers = proposals_by_index("gauges", &explain(&mut c, &gauges_sql()).await, &indexes);
+    eprintln!("queue gauges: {at_10k} buffers at 10k rows, {buffers} at {big}");
+    assert!(
+        buffers <= at_10k * 2 + 8,
+        "queue gauges: {buffers} buffers at {big} rows against {at_10k} at 10k"
+    );
+    // What the gauges say: the oldest pending row (created `big` seconds ago, give or take the
+    // last few rows of the series) is read exactly; the count stops at the bound.
+    let rows = actiond_store::metrics::queue_ages(&tdb.db).await.unwrap();
+    let (_, _, age, count) = rows
+        .iter()
+        .find(|r| r.0 == "acme" && r.1 == "pending")
+        .expect("a pending series for acme");
+    assert!(
+        *age >= (big - 4) as f64 && *age < (big + 600) as f64,
+        "oldest pending age {age}, expected about {big} seconds"
+    );
+    assert_eq!(*count, actiond_store::metrics::QUEUE_GAUGE_ROWS);
 }
 
 /// The three queue reads at 10k and at `ACTIOND_TEST_PLAN_ROWS` live rows, then with an open

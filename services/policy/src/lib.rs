@@ -122,7 +122,11 @@ impl PolicyMetrics {
                 "Age of the oldest proposal per tenant and state (pending, escalated, approved)",
                 &["tenant", "state"],
             ),
-            depth: m.gauge_vec("queue_depth", "Proposals per tenant and live state", &["tenant", "state"]),
+            depth: m.gauge_vec(
+                "queue_depth",
+                "Proposals per tenant and live state, counted up to 1000 (a scrape never counts a whole backlog)",
+                &["tenant", "state"],
+            ),
             budget_use: m.gauge_vec(
                 "budget_use_ratio",
                 "Use of the most-used budget of each tenant and action in its window (used / max; the busiest agent for per-agent budgets; 1 = at the limit)",

@@ -79,6 +79,12 @@ pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<u64> {
 /// An event about a proposal is written only when that proposal is visible to this
 /// transaction, so a caller may pipeline it behind the statement that creates or moves the
 /// proposal and learn from the returned count whether it was written.
+///
+/// The visibility test is one primary-key probe per event: `OFFSET 0` keeps Postgres from
+/// turning the `EXISTS` into a hashed subplan, which reads every proposal visible to the role
+/// (all of a tenant's, for the api) to build a hash table for a one-row insert. It chose that
+/// plan while the table was small and kept it for the connection (measured: 0.37 ms per
+/// submission's event after 2,000 proposals, growing with the table).
 pub async fn write_batch<C: GenericClient>(c: &C, events: &[Event<'_>]) -> Result<u64> {
     if events.is_empty() {
         return Ok(0);
@@ -104,7 +110,7 @@ pub async fn write_batch<C: GenericClient>(c: &C, events: &[Event<'_>]) -> Resul
              SELECT e.tenant_id, e.proposal_id, e.kind, e.actor, e.from_state, e.to_state, e.intent_hash, e.params_sha256, e.detail
              FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[])
                   AS e(tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             WHERE e.proposal_id IS NULL OR EXISTS (SELECT 1 FROM proposals p WHERE p.id = e.proposal_id)",
+             WHERE e.proposal_id IS NULL OR EXISTS (SELECT 1 FROM proposals p WHERE p.id = e.proposal_id OFFSET 0)",
         )
         .await?;
     Ok(c.execute(
