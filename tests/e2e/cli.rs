@@ -132,8 +132,56 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
     let ghost = ghost.display().to_string();
+    let latin1 = dir.join("latin1.yaml");
+    std::fs::write(&latin1, b"tenant: acme\n# caf\xe9\n").unwrap();
+    let latin1 = latin1.display().to_string();
+    let issuers = dir.join("issuers.yaml");
+    std::fs::write(&issuers, "issuers: 5\n").unwrap();
+    let issuers = issuers.display().to_string();
+    let spaced_token = dir.join("token");
+    std::fs::write(&spaced_token, "two words\n").unwrap();
+    let spaced_token = spaced_token.display().to_string();
+    let good_token = dir.join("good-token");
+    std::fs::write(&good_token, "actiond_t\n").unwrap();
+    let good_token = good_token.display().to_string();
     let id = uuid::Uuid::new_v4().to_string();
     let cases: &[Case] = &[
+        (
+            &["api", "--jwt-issuers-file", &missing],
+            &db,
+            3,
+            "--jwt-issuers-file",
+        ),
+        (
+            &["api", "--jwt-issuers-file", &issuers],
+            &db,
+            2,
+            "--jwt-issuers-file",
+        ),
+        (
+            &["tenant", "validate", "-f", &latin1],
+            &[],
+            2,
+            "valid UTF-8",
+        ),
+        (
+            &["mcp-stdio", "--token-file", &spaced_token],
+            &[],
+            2,
+            "--token-file",
+        ),
+        (
+            &["mcp-stdio", "--token-file", &good_token, "--url", "ftp://x"],
+            &[],
+            2,
+            "--url",
+        ),
+        (
+            &["approvals", "approve", &id, "--as", "", "--intent", "00"],
+            &db,
+            2,
+            "'--as <AS_SUBJECT>'",
+        ),
         (&["approvals", "show", &id], &db, 3, "not found"),
         (&["tenant", "show", "nobody"], &db, 3, "no such document"),
         (

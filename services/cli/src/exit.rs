@@ -91,6 +91,9 @@ pub fn classify(e: &anyhow::Error) -> Kind {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return match io.kind() {
                 std::io::ErrorKind::NotFound => Kind::NotFound,
+                // A file that is not UTF-8 (`tenant validate -f`, `--token-file`, …) is a
+                // document that does not validate.
+                std::io::ErrorKind::InvalidData => Kind::Invalid,
                 std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut => {
                     Kind::Unreachable
                 }
