@@ -390,6 +390,20 @@ async fn agent_chosen_bidi_characters_are_never_printed_raw() {
     for line in out.lines() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
+    // `… | head -1` after head has gone: a closed stdout ends the export quietly, exit 0.
+    // The read end is closed before the export starts, so its first write finds it closed.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let done = Command::new(actiond_bin())
+        .args(["audit", "export", "--since", "2000-01-01T00:00:00Z"])
+        .env("DATABASE_URL", auditor.as_str())
+        .env_remove("RUST_LOG")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
 }
 
 /// `actiond dev` pointed (DATABASE_URL) at a database an earlier `actiond dev` set up refuses
