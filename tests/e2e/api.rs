@@ -271,8 +271,14 @@ async fn agents_read_only_their_own_proposals_and_long_poll() {
     let (_, globex_token) = actiond_testkit::agent(&s.tdb.db, "globex", "bot", None).await;
     let (st, _) = s.get(&globex_token, &id.to_string(), "").await;
     assert_eq!(st, 404);
-    let (st, _) = s.get(&s.token, "not-a-uuid", "").await;
-    assert_eq!(st, 404);
+    // A malformed id is a 400 naming the field and the rule, not "proposal not found".
+    let (st, v) = s.get(&s.token, "not-a-uuid", "").await;
+    assert_eq!(st, 400, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("proposal_id") && detail.contains("UUID"),
+        "{v}"
+    );
     // Long-poll from pending returns as soon as policy decides.
     let started = std::time::Instant::now();
     let (st, v) = s
