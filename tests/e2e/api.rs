@@ -99,6 +99,21 @@ async fn bad_input_gets_a_clear_problem_and_nothing_is_stored() {
         );
         assert!(!v["detail"].as_str().unwrap().is_empty());
     }
+    // Nesting past the limit: the path names where, but is capped (not ~1 KB of `[0]`).
+    let deep = format!(
+        r#"{{"action":"x","params":{{"a":{}1{}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let (st, v) = s.post(&deep, None).await;
+    assert_eq!(st, 400, "{v}");
+    let field = v["errors"][0]["field"].as_str().unwrap_or_default();
+    assert!(
+        field.starts_with("params.a[0][0]") && field.contains("… (depth "),
+        "{v}"
+    );
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(detail.len() < 300, "{} bytes: {detail}", detail.len());
     let c = s.tdb.db.client().await.unwrap();
     let n: i64 = c
         .query_one("SELECT count(*) FROM proposals", &[])
