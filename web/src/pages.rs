@@ -480,8 +480,11 @@ pub(crate) struct DecisionQuery {
     result: Option<String>,
 }
 
+/// The proposal id of a `/p/{id}` path: a malformed one is a 400 naming the field and the rule
+/// (a missing or invisible proposal stays a 404).
 fn parse_id(id: &str) -> WebResult<Uuid> {
-    Uuid::parse_str(id).map_err(|_| WebError::NotFound)
+    Uuid::parse_str(id)
+        .map_err(|_| WebError::BadRequest("proposal id: must be a UUID".into()))
 }
 
 /// The recorded decisions as the decision page lists them.

@@ -1026,6 +1026,18 @@ async fn tenant_filter_not_found_navigation_and_admin_links() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
+    // A malformed proposal id is the client's mistake: a 400 naming it, not "not found".
+    let r = dev
+        .http
+        .get(format!("{}/p/not-a-uuid", dev.base))
+        .header("cookie", &bob)
+        .header("accept", "application/problem+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(v["detail"], "proposal id: must be a UUID", "{v}");
 
     // Admin pages: linked and served to tenant admins only.
     assert!(!all.contains("/admin/approvers"), "bob is no admin");
