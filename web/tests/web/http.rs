@@ -402,16 +402,8 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     let mut twice = good.clone();
     twice.push(("verdict", "deny"));
     for (name, form, says) in [
-        (
-            "missing stamp",
-            &without,
-            "signed render time is missing",
-        ),
-        (
-            "forged stamp",
-            &forged,
-            "signed render time is missing",
-        ),
+        ("missing stamp", &without, "signed render time is missing"),
+        ("forged stamp", &forged, "signed render time is missing"),
         ("verdict twice", &twice, "verdict: given more than once"),
     ] {
         let (st, _, body) = dev.post(&approver, &p, form, None).await;
