@@ -144,6 +144,8 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     let good_token = dir.join("good-token");
     std::fs::write(&good_token, "actiond_t\n").unwrap();
     let good_token = good_token.display().to_string();
+    // A well-formed Ed25519 public key (32 zero bytes, base64).
+    let key32 = "A".repeat(43) + "=";
     let id = uuid::Uuid::new_v4().to_string();
     let cases: &[Case] = &[
         (
@@ -175,6 +177,38 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             &[],
             2,
             "--url",
+        ),
+        (
+            &[
+                "audit",
+                "verify",
+                "--from-file",
+                &missing,
+                "--public-key",
+                "AAAA",
+            ],
+            &[],
+            2,
+            "--public-key: ",
+        ),
+        (
+            &[
+                "audit",
+                "verify",
+                "--from-file",
+                &missing,
+                "--public-key",
+                &key32,
+            ],
+            &[],
+            3,
+            "cannot open",
+        ),
+        (
+            &["approvals", "approve", &id, "--as", "bob", "--intent", "00"],
+            &db,
+            2,
+            "no credentials directory",
         ),
         (
             &["approvals", "approve", &id, "--as", "", "--intent", "00"],

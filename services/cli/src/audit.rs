@@ -346,6 +346,8 @@ fn read_public_key(arg: &str) -> anyhow::Result<String> {
 
 async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
     let key = read_public_key(&a.public_key)?;
+    // A key that is not one is invalid input (exit 2), not a failed verification (exit 1).
+    Verifier::new(&key, false).map_err(|e| crate::exit::invalid(format!("--public-key: {e}")))?;
     if let Some(f) = &a.from_file {
         return verify_file(f, &key);
     }
