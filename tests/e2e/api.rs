@@ -99,6 +99,21 @@ async fn bad_input_gets_a_clear_problem_and_nothing_is_stored() {
         );
         assert!(!v["detail"].as_str().unwrap().is_empty());
     }
+    // Nesting past the limit: the path names where, but is capped (not ~1 KB of `[0]`).
+    let deep = format!(
+        r#"{{"action":"x","params":{{"a":{}1{}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let (st, v) = s.post(&deep, None).await;
+    assert_eq!(st, 400, "{v}");
+    let field = v["errors"][0]["field"].as_str().unwrap_or_default();
+    assert!(
+        field.starts_with("params.a[0][0]") && field.contains("… (depth "),
+        "{v}"
+    );
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(detail.len() < 300, "{} bytes: {detail}", detail.len());
     let c = s.tdb.db.client().await.unwrap();
     let n: i64 = c
         .query_one("SELECT count(*) FROM proposals", &[])
@@ -271,8 +286,14 @@ async fn agents_read_only_their_own_proposals_and_long_poll() {
     let (_, globex_token) = actiond_testkit::agent(&s.tdb.db, "globex", "bot", None).await;
     let (st, _) = s.get(&globex_token, &id.to_string(), "").await;
     assert_eq!(st, 404);
-    let (st, _) = s.get(&s.token, "not-a-uuid", "").await;
-    assert_eq!(st, 404);
+    // A malformed id is a 400 naming the field and the rule, not "proposal not found".
+    let (st, v) = s.get(&s.token, "not-a-uuid", "").await;
+    assert_eq!(st, 400, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("proposal_id") && detail.contains("UUID"),
+        "{v}"
+    );
     // Long-poll from pending returns as soon as policy decides.
     let started = std::time::Instant::now();
     let (st, v) = s

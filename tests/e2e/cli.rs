@@ -132,8 +132,90 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
     let ghost = ghost.display().to_string();
+    let latin1 = dir.join("latin1.yaml");
+    std::fs::write(&latin1, b"tenant: acme\n# caf\xe9\n").unwrap();
+    let latin1 = latin1.display().to_string();
+    let issuers = dir.join("issuers.yaml");
+    std::fs::write(&issuers, "issuers: 5\n").unwrap();
+    let issuers = issuers.display().to_string();
+    let spaced_token = dir.join("token");
+    std::fs::write(&spaced_token, "two words\n").unwrap();
+    let spaced_token = spaced_token.display().to_string();
+    let good_token = dir.join("good-token");
+    std::fs::write(&good_token, "actiond_t\n").unwrap();
+    let good_token = good_token.display().to_string();
+    // A well-formed Ed25519 public key (32 zero bytes, base64).
+    let key32 = "A".repeat(43) + "=";
     let id = uuid::Uuid::new_v4().to_string();
     let cases: &[Case] = &[
+        (
+            &["api", "--jwt-issuers-file", &missing],
+            &db,
+            3,
+            "--jwt-issuers-file",
+        ),
+        (
+            &["api", "--jwt-issuers-file", &issuers],
+            &db,
+            2,
+            "--jwt-issuers-file",
+        ),
+        (
+            &["tenant", "validate", "-f", &latin1],
+            &[],
+            2,
+            "valid UTF-8",
+        ),
+        (
+            &["mcp-stdio", "--token-file", &spaced_token],
+            &[],
+            2,
+            "--token-file",
+        ),
+        (
+            &["mcp-stdio", "--token-file", &good_token, "--url", "ftp://x"],
+            &[],
+            2,
+            "--url",
+        ),
+        (
+            &[
+                "audit",
+                "verify",
+                "--from-file",
+                &missing,
+                "--public-key",
+                "AAAA",
+            ],
+            &[],
+            2,
+            "--public-key: ",
+        ),
+        (
+            &[
+                "audit",
+                "verify",
+                "--from-file",
+                &missing,
+                "--public-key",
+                &key32,
+            ],
+            &[],
+            3,
+            "cannot open",
+        ),
+        (
+            &["approvals", "approve", &id, "--as", "bob", "--intent", "00"],
+            &db,
+            2,
+            "no credentials directory",
+        ),
+        (
+            &["approvals", "approve", &id, "--as", "", "--intent", "00"],
+            &db,
+            2,
+            "'--as <AS_SUBJECT>'",
+        ),
         (&["approvals", "show", &id], &db, 3, "not found"),
         (&["tenant", "show", "nobody"], &db, 3, "no such document"),
         (
@@ -342,6 +424,20 @@ async fn agent_chosen_bidi_characters_are_never_printed_raw() {
     for line in out.lines() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
+    // `… | head -1` after head has gone: a closed stdout ends the export quietly, exit 0.
+    // The read end is closed before the export starts, so its first write finds it closed.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let done = Command::new(actiond_bin())
+        .args(["audit", "export", "--since", "2000-01-01T00:00:00Z"])
+        .env("DATABASE_URL", auditor.as_str())
+        .env_remove("RUST_LOG")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
 }
 
 /// `actiond dev` pointed (DATABASE_URL) at a database an earlier `actiond dev` set up refuses

@@ -20,6 +20,21 @@ async fn freeze(s: &Stack) {
     assert!(denied.is_some(), "the agent was already frozen");
 }
 
+/// The kinds of `id`'s audit events the README's query finds: every event of a proposal a
+/// freeze stopped carries `"agent_frozen": true` at the top of its detail.
+async fn readme_frozen_query(s: &Stack, id: uuid::Uuid) -> Vec<String> {
+    let c = s.tdb.db.client().await.unwrap();
+    c.query(
+        "SELECT kind FROM audit_events WHERE detail->>'agent_frozen' = 'true' AND proposal_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
 /// A proposal committed beside the freeze stays `pending` with its agent frozen (the freeze's
 /// UPDATE never saw it). Policy must not decide it by the rules (they would allow this small
 /// refund and the executor would pay it): it is blocked with the freeze's reason.
@@ -62,6 +77,11 @@ async fn policy_blocks_a_pending_proposal_the_freeze_did_not_see() {
     assert_eq!(
         grants, 0,
         "a grant was issued for a frozen agent's proposal"
+    );
+    assert_eq!(
+        readme_frozen_query(&s, id).await,
+        ["proposal.decided"],
+        "the README's agent_frozen query misses policy's block"
     );
     // The agent reads why.
     let (st, v) = s.get(&s.token, &id.to_string(), "").await;
@@ -107,6 +127,12 @@ async fn executor_refuses_an_approved_proposal_of_a_frozen_agent() {
             .iter()
             .any(|(k, d)| k == "grant.rejected" && d["reason"] == "agent_frozen"),
         "{events:?}"
+    );
+    assert!(
+        readme_frozen_query(&s, id)
+            .await
+            .contains(&"grant.rejected".to_string()),
+        "the README's agent_frozen query misses the executor's refusal: {events:?}"
     );
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 }

@@ -336,10 +336,15 @@ test('tenant admins get the Approvers page from the navigation; others get neith
 });
 
 test('a 404 keeps the navigation', async () => {
-  const res = await alice.goto(`${WEB}/p/not-a-proposal`);
+  const res = await alice.goto(`${WEB}/p/00000000-0000-4000-8000-000000000000`);
   assert.equal(res.status(), 404);
   assert.ok(await alice.$('nav[aria-label="Main"] a[href="/history"]'));
   assert.match(await alice.textContent('header'), /Signed in as/);
+  // An id that is not one is a 400 naming it, and keeps the navigation too.
+  const bad = await alice.goto(`${WEB}/p/not-a-proposal`);
+  assert.equal(bad.status(), 400);
+  assert.match(await alice.textContent('main'), /proposal id: must be a UUID/);
+  assert.ok(await alice.$('nav[aria-label="Main"] a[href="/history"]'));
   await alice.click('nav[aria-label="Main"] a[href="/queue"]');
   await alice.waitForURL(`${WEB}/queue`);
   await alice.goto(`${WEB}/nothing-here`);

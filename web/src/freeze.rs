@@ -50,7 +50,7 @@ pub(crate) async fn agent_facts(
 }
 
 /// The proposal named by the form's `from`, which must belong to agent `agent` and be visible
-/// to `v`; anything else is a 404.
+/// to `v`; a `from` or agent id that is not a UUID is a 400 naming it, anything else a 404.
 async fn from_proposal(
     state: &AppState,
     v: &Viewer,
@@ -60,8 +60,9 @@ async fn from_proposal(
     let from = form
         .get("from")
         .and_then(|s| Uuid::parse_str(s).ok())
-        .ok_or(WebError::NotFound)?;
-    let agent = Uuid::parse_str(agent).map_err(|_| WebError::NotFound)?;
+        .ok_or_else(|| WebError::BadRequest("from: must be the proposal's id (a UUID)".into()))?;
+    let agent = Uuid::parse_str(agent)
+        .map_err(|_| WebError::BadRequest("agent id: must be a UUID".into()))?;
     let p = approvals::get(&state.db, Some(&v.tenants), from)
         .await?
         .ok_or(WebError::NotFound)?;

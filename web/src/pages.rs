@@ -165,7 +165,7 @@ pub(crate) struct Filters {
     tenant: Option<String>,
     agent: Option<String>,
     action: Option<String>,
-    /// The queue's keyset cursor (see `parse_after`); the history ignores it.
+    /// The keyset cursor of the queue (`parse_after`) or the history (`parse_cursor`).
     after: Option<String>,
 }
 
@@ -264,26 +264,35 @@ fn queue_flags(
 /// Rows per queue page.
 const QUEUE_PAGE: i64 = 100;
 
-/// Parses the queue's `after` cursor, `<created_at in microseconds since the epoch>.<id>` as
-/// the Next link writes it. Errors: 400 naming the field.
-fn parse_after(s: &str) -> WebResult<queue_views::After> {
+/// Rows per history page.
+const HISTORY_PAGE: i64 = 100;
+
+/// Parses an `after` cursor, `<microseconds since the epoch>.<id>` as a Next link writes it
+/// (`list`: "queue" or "history", for the message). Errors: 400 naming the field.
+fn parse_cursor(s: &str, list: &str) -> WebResult<(DateTime<Utc>, Uuid)> {
     let bad = || {
-        WebError::BadRequest(
-            "after: must be the cursor of the queue's Next link (MICROSECONDS.PROPOSAL_ID)".into(),
-        )
+        WebError::BadRequest(format!(
+            "after: must be the cursor of the {list}'s Next link (MICROSECONDS.PROPOSAL_ID)"
+        ))
     };
     let (micros, id) = s.split_once('.').ok_or_else(bad)?;
-    let created_at = micros
+    let at = micros
         .parse::<i64>()
         .ok()
         .and_then(DateTime::<Utc>::from_timestamp_micros)
         .ok_or_else(bad)?;
     let id = Uuid::parse_str(id).map_err(|_| bad())?;
+    Ok((at, id))
+}
+
+/// Parses the queue's `after` cursor (`created_at` and id of the previous page's last row).
+fn parse_after(s: &str) -> WebResult<queue_views::After> {
+    let (created_at, id) = parse_cursor(s, "queue")?;
     Ok(queue_views::After { created_at, id })
 }
 
-/// `/queue?…` with the filters of `f` (those that are set) and, when given, `after`.
-fn queue_href(f: &Filters, after: Option<&queue_views::ListedProposal>) -> String {
+/// `path?…` with the filters of `f` (those that are set) and, when given, the `after` cursor.
+fn list_href(path: &str, f: &Filters, after: Option<(DateTime<Utc>, Uuid)>) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in [
         ("tenant", &f.tenant),
@@ -294,18 +303,20 @@ fn queue_href(f: &Filters, after: Option<&queue_views::ListedProposal>) -> Strin
             q.append_pair(k, &v);
         }
     }
-    if let Some(r) = after {
-        q.append_pair(
-            "after",
-            &format!("{}.{}", r.created_at.timestamp_micros(), r.id),
-        );
+    if let Some((at, id)) = after {
+        q.append_pair("after", &format!("{}.{id}", at.timestamp_micros()));
     }
     let q = q.finish();
     if q.is_empty() {
-        "/queue".into()
+        path.into()
     } else {
-        format!("/queue?{q}")
+        format!("{path}?{q}")
     }
+}
+
+/// `/queue?…` with the filters of `f` and, when given, `after` (by `created_at`).
+fn queue_href(f: &Filters, after: Option<&queue_views::ListedProposal>) -> String {
+    list_href("/queue", f, after.map(|r| (r.created_at, r.id)))
 }
 
 /// A queue row as the page shows it (its clock without stages; see `queue`).
@@ -412,7 +423,9 @@ pub(crate) async fn queue(
     }))
 }
 
-/// `GET /history`: proposals that went to people and are decided, newest first.
+/// `GET /history`: proposals that went to people and are decided, newest first by
+/// `(updated_at, id)` in pages of [`HISTORY_PAGE`], `?after=` the last row of the previous
+/// page (keyset paging, like the queue).
 pub(crate) async fn history(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -420,6 +433,10 @@ pub(crate) async fn history(
     Query(f): Query<Filters>,
 ) -> WebResult<Response> {
     let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let after = nonempty(&f.after)
+        .map(|a| parse_cursor(&a, "history"))
+        .transpose()?
+        .map(|(updated_at, id)| queue_views::HistoryAfter { updated_at, id });
     let tenants = selected_tenants(&v, &f);
     let agent = nonempty(&f.agent);
     let action = nonempty(&f.action);
@@ -427,11 +444,15 @@ pub(crate) async fn history(
         agent: agent.as_deref(),
         action: action.as_deref(),
     };
-    let rows = queue_views::decided(&state.db, &tenants, filter).await?;
+    let page = queue_views::decided_page(&state.db, &tenants, filter, after, HISTORY_PAGE).await?;
+    let next_href = match page.rows.last() {
+        Some(r) if page.more => list_href("/history", &f, Some((r.updated_at, r.id))),
+        _ => String::new(),
+    };
     let c = state.db.client().await?;
     let now = Utc::now();
     let mut out = Vec::new();
-    for r in rows {
+    for r in page.rows {
         let doc = match r.doc_version {
             Some(ver) => state.docs.version_of(&c, &r.tenant_id, ver).await?,
             None => None,
@@ -456,13 +477,26 @@ pub(crate) async fn history(
             stage: String::new(),
         });
     }
+    let paged = after.is_some() || !next_href.is_empty();
     Ok(render(&QueuePage {
         chrome: chrome(&v),
         history: true,
-        total: out.len() as i64,
-        page_range: String::new(),
-        next_href: String::new(),
-        first_href: String::new(),
+        total: page.total,
+        page_range: if paged {
+            format!(
+                "Showing {} of {}: pages of {HISTORY_PAGE}, most recently decided first.",
+                out.len(),
+                page.total
+            )
+        } else {
+            String::new()
+        },
+        next_href,
+        first_href: if after.is_some() {
+            list_href("/history", &f, None)
+        } else {
+            String::new()
+        },
         rows: out,
         my_tenants: v.tenants.clone(),
         f_tenant: nonempty(&f.tenant)
@@ -480,8 +514,10 @@ pub(crate) struct DecisionQuery {
     result: Option<String>,
 }
 
+/// The proposal id of a `/p/{id}` path: a malformed one is a 400 naming the field and the rule
+/// (a missing or invisible proposal stays a 404).
 fn parse_id(id: &str) -> WebResult<Uuid> {
-    Uuid::parse_str(id).map_err(|_| WebError::NotFound)
+    Uuid::parse_str(id).map_err(|_| WebError::BadRequest("proposal id: must be a UUID".into()))
 }
 
 /// The recorded decisions as the decision page lists them.

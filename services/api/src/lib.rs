@@ -571,8 +571,13 @@ async fn get_proposal(
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
+    // A malformed id is the client's mistake (400 naming the field), not a missing proposal.
     let Ok(id) = uuid::Uuid::parse_str(&id) else {
-        return SubmitError::NotFound { what: "proposal" }.into_response();
+        return SubmitError::field(
+            "proposal_id",
+            "must be a UUID: the proposal_id that POST /v1/proposals returned",
+        )
+        .into_response();
     };
     let q = match WaitQuery::parse(raw.as_deref()) {
         Ok(q) => q,
@@ -644,8 +649,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let verifier = match &args.jwt_issuers_file {
         None => None,
         Some(path) => Some(
-            jwt::config::IssuersConfig::from_file(path)
-                .and_then(jwt::Verifier::new)
+            jwt::Verifier::new(jwt::config::IssuersConfig::from_file(path)?)
                 .map_err(anyhow::Error::msg)?,
         ),
     };

@@ -24,6 +24,7 @@ use actiond_store::audit_export::{Export, ExportOptions};
 use actiond_store::seals::Sealer;
 use anyhow::{Context, bail};
 use std::io::BufRead as _;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -345,6 +346,8 @@ fn read_public_key(arg: &str) -> anyhow::Result<String> {
 
 async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
     let key = read_public_key(&a.public_key)?;
+    // A key that is not one is invalid input (exit 2), not a failed verification (exit 1).
+    Verifier::new(&key, false).map_err(|e| crate::exit::invalid(format!("--public-key: {e}")))?;
     if let Some(f) = &a.from_file {
         return verify_file(f, &key);
     }
@@ -451,7 +454,10 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
     )
     .await?;
     let stdout = std::io::stdout();
-    let mut out = crate::output::JsonEscaping::new(std::io::BufWriter::new(stdout.lock()));
+    // A closed stdout (`| head -1`) ends the export with exit 0 (a write, or the last flush).
+    let mut out = crate::output::JsonEscaping::new(std::io::BufWriter::new(
+        crate::output::EndOnClosedPipe(stdout.lock()),
+    ));
     let stop = actiond_runtime::shutdown_signal();
     tokio::pin!(stop);
     loop {
@@ -459,6 +465,8 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
         if n > 0 {
             continue;
         }
+        // Flushed here, not by the drop (which would swallow an error), also while following.
+        out.flush().context("export output")?;
         if !a.follow {
             return Ok(());
         }

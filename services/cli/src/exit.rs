@@ -83,6 +83,17 @@ pub fn classify(e: &anyhow::Error) -> Kind {
         if cause.is::<actiond_core::FieldErrors>() {
             return Kind::Invalid;
         }
+        // No credentials directory named, or a credential name that is not a plain name: a
+        // flag to fix (2). A credential that cannot be read goes on to its io error (3 if
+        // missing).
+        if let Some(c) = cause.downcast_ref::<actiond_runtime::credentials::CredentialError>()
+            && !matches!(
+                c,
+                actiond_runtime::credentials::CredentialError::Read { .. }
+            )
+        {
+            return Kind::Invalid;
+        }
         if let Some(r) = cause.downcast_ref::<reqwest::Error>()
             && (r.is_connect() || r.is_timeout())
         {
@@ -91,6 +102,9 @@ pub fn classify(e: &anyhow::Error) -> Kind {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return match io.kind() {
                 std::io::ErrorKind::NotFound => Kind::NotFound,
+                // A file that is not UTF-8 (`tenant validate -f`, `--token-file`, …) is a
+                // document that does not validate.
+                std::io::ErrorKind::InvalidData => Kind::Invalid,
                 std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut => {
                     Kind::Unreachable
                 }

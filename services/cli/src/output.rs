@@ -84,6 +84,31 @@ impl<W: Write> Write for JsonEscaping<W> {
     }
 }
 
+/// A writer for a command's streaming output (`audit export`): when the reader has gone
+/// (`actiond audit export … | head -1`), the command ends quietly with exit 0, as other Unix
+/// tools do and as [`actiond_runtime::say`] does for line output, instead of "Broken pipe" and
+/// exit 1. Every other write error is returned as is.
+pub struct EndOnClosedPipe<W: Write>(pub W);
+
+impl<W: Write> EndOnClosedPipe<W> {
+    fn check<T>(r: std::io::Result<T>) -> std::io::Result<T> {
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            r => r,
+        }
+    }
+}
+
+impl<W: Write> Write for EndOnClosedPipe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Self::check(self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Self::check(self.0.flush())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

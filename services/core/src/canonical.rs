@@ -47,10 +47,16 @@ enum Seg {
     Index(usize),
 }
 
-/// Formats a path from segments: `a.b[2].c`; keys that are not identifiers are quoted.
+/// The most segments a reported path shows: a body nested 128 deep would otherwise name a
+/// path of ~1 KB (`[0][0][0]…`) in every error message.
+const MAX_PATH_SEGMENTS: usize = 8;
+
+/// Formats a path from segments: `a.b[2].c`; keys that are not identifiers are quoted. A path
+/// deeper than [`MAX_PATH_SEGMENTS`] shows its first segments, then `…` and its depth
+/// (`[0][0][0][0][0][0][0][0]… (depth 129)`).
 fn format_path(segs: &[Seg]) -> String {
     let mut out = String::new();
-    for s in segs {
+    for s in segs.iter().take(MAX_PATH_SEGMENTS) {
         match s {
             Seg::Key(k) => {
                 let plain = !k.is_empty()
@@ -69,6 +75,9 @@ fn format_path(segs: &[Seg]) -> String {
                 let _ = write!(out, "[{i}]");
             }
         }
+    }
+    if segs.len() > MAX_PATH_SEGMENTS {
+        let _ = write!(out, "… (depth {})", segs.len());
     }
     out
 }
@@ -264,6 +273,19 @@ mod tests {
             canon(r#"{"\uFF61":1,"\uD83D\uDE00":2,"b":3,"a":4}"#).unwrap(),
             "{\"a\":4,\"b\":3,\"😀\":2,\"｡\":1}"
         );
+    }
+
+    #[test]
+    fn a_deep_path_is_capped_with_its_depth() {
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(300), "]".repeat(300));
+        let e = parse_strict(deep.as_bytes()).unwrap_err();
+        assert!(e.path.starts_with("a[0][0][0][0][0][0][0]…"), "{}", e.path);
+        assert!(
+            e.path.ends_with(')') && e.path.contains("(depth "),
+            "{}",
+            e.path
+        );
+        assert!(e.path.len() < 60, "{}", e.path);
     }
 
     #[test]

@@ -165,7 +165,8 @@ impl Refusal {
         }
     }
 
-    /// The audit event's detail: `{"reason": <metric label>, "detail": <internal cause>}`.
+    /// The audit event's detail: `{"reason": <metric label>, "detail": <internal cause>}`, plus
+    /// `"agent_frozen": true` at the top level for [`Self::AgentFrozen`].
     pub fn audit_detail(&self) -> Value {
         let detail = match self {
             Self::MissingGrant | Self::ApprovedVersionMissing | Self::NoHandler { .. } => {
@@ -194,7 +195,13 @@ impl Refusal {
             Self::Expired { grant_id } => json!({"grant_id": grant_id}),
             Self::AgentFrozen => json!({"agent_frozen": true}),
         };
-        json!({"reason": self.metric_label(), "detail": detail})
+        let mut out = json!({"reason": self.metric_label(), "detail": detail});
+        if matches!(self, Self::AgentFrozen) {
+            // Top level too, like the freeze's denials and policy's `agent-frozen` block, so
+            // `detail->>'agent_frozen' = 'true'` finds every proposal a freeze stopped.
+            out["agent_frozen"] = json!(true);
+        }
+        out
     }
 }
 

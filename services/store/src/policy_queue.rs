@@ -283,6 +283,9 @@ pub async fn record_batch(
                         "grant_id": grant_id,
                         "key_id": grant_id.map(|_| signer.key_id()),
                         "classifier": d.classifier,
+                        // True (else null) like the freeze's denials and the executor's refusal,
+                        // so `detail->>'agent_frozen' = 'true'` finds all a freeze stopped.
+                        "agent_frozen": d.row.agent_frozen.then_some(true),
                     }),
                 )
                 .transition(Some(ProposalState::Pending), state),

@@ -8,9 +8,6 @@ use crate::{Db, Result, set_tenant, set_tenants};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// Most rows the history shows.
-const HISTORY_LIMIT: i64 = 200;
-
 /// Optional filters of the queue and history (exact matches).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Filter<'a> {
@@ -98,12 +95,13 @@ pub struct After {
     pub id: Uuid,
 }
 
-/// One page of the queue: its rows and how many rows wait in all (same filters, same snapshot).
+/// One page of the queue (or of the history, [`decided_page`]): its rows and how many rows
+/// match in all (same filters, same snapshot).
 #[derive(Debug, Clone)]
 pub struct QueuePage {
-    /// At most `limit` rows, oldest first.
+    /// At most `limit` rows, in the list's order (the queue oldest first, the history newest).
     pub rows: Vec<ListedProposal>,
-    /// Every escalated row the filters match, on every page.
+    /// Every row the filters match, on every page.
     pub total: i64,
     /// More rows follow this page.
     pub more: bool,
@@ -195,12 +193,43 @@ pub async fn escalated(
     Ok(rows.iter().map(|r| listed(r, false)).collect())
 }
 
-/// Proposals of `tenants` that policy escalated and that are no longer waiting (decided by
-/// people, or expired), most recently changed first (at most 200).
-pub async fn decided(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<ListedProposal>> {
+/// Where a history page starts: the last row of the previous page (the history runs newest
+/// first by `(updated_at, id)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryAfter {
+    /// `updated_at` of the last row of the previous page.
+    pub updated_at: DateTime<Utc>,
+    /// Its id (breaks ties between rows changed in the same microsecond or statement).
+    pub id: Uuid,
+}
+
+/// The condition every history row meets: policy escalated it and it no longer waits
+/// (decided by people, or expired), in `$1`'s tenants, matching the filters `$2`/`$3`.
+const DECIDED_WHERE: &str = "p.tenant_id = ANY($1) AND p.effect = 'escalate'
+    AND p.state NOT IN ('pending', 'escalated')
+    AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)";
+
+/// One page of the history: proposals of `tenants` that policy escalated and that are no
+/// longer waiting, most recently changed first by `(updated_at, id)`: the `limit` rows after
+/// `after` (from the newest when `None`), with the total the filters match (same snapshot).
+/// A row that changes again (`approved → executing → succeeded`) moves to the top, so a
+/// person walking the pages forward does not see it twice.
+pub async fn decided_page(
+    db: &Db,
+    tenants: &[String],
+    f: Filter<'_>,
+    after: Option<HistoryAfter>,
+    limit: i64,
+) -> Result<QueuePage> {
     let mut c = db.client().await?;
-    let tx = c.transaction().await?;
+    let tx = c
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
     set_tenants(&tx, tenants).await?;
+    let (after_at, after_id) = (after.map(|a| a.updated_at), after.map(|a| a.id));
     let rows = tx
         .query(
             &format!(
@@ -209,16 +238,41 @@ pub async fn decided(db: &Db, tenants: &[String], f: Filter<'_>) -> Result<Vec<L
                          || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
                        FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
                  FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE p.tenant_id = ANY($1) AND p.effect = 'escalate'
-                   AND p.state NOT IN ('pending', 'escalated')
-                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
-                 ORDER BY p.updated_at DESC LIMIT $4"
+                 WHERE {DECIDED_WHERE}
+                   AND ($4::timestamptz IS NULL OR (p.updated_at, p.id) < ($4, $5::uuid))
+                 ORDER BY p.updated_at DESC, p.id DESC LIMIT $6"
             ),
-            &[&tenants, &f.agent, &f.action, &HISTORY_LIMIT],
+            &[
+                &tenants,
+                &f.agent,
+                &f.action,
+                &after_at,
+                &after_id,
+                &(limit + 1),
+            ],
         )
         .await?;
+    let total: i64 = tx
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE {DECIDED_WHERE}"
+            ),
+            &[&tenants, &f.agent, &f.action],
+        )
+        .await?
+        .get(0);
     tx.commit().await?;
-    Ok(rows.iter().map(|r| listed(r, true)).collect())
+    let more = rows.len() as i64 > limit;
+    Ok(QueuePage {
+        rows: rows
+            .iter()
+            .take(usize::try_from(limit).unwrap_or(0))
+            .map(|r| listed(r, true))
+            .collect(),
+        total,
+        more,
+    })
 }
 
 /// One person's recorded decision on a proposal.

@@ -402,16 +402,8 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     let mut twice = good.clone();
     twice.push(("verdict", "deny"));
     for (name, form, says) in [
-        (
-            "missing stamp",
-            &without,
-            "signed render time is missing",
-        ),
-        (
-            "forged stamp",
-            &forged,
-            "signed render time is missing",
-        ),
+        ("missing stamp", &without, "signed render time is missing"),
+        ("forged stamp", &forged, "signed render time is missing"),
         ("verdict twice", &twice, "verdict: given more than once"),
     ] {
         let (st, _, body) = dev.post(&approver, &p, form, None).await;
@@ -1026,6 +1018,18 @@ async fn tenant_filter_not_found_navigation_and_admin_links() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
+    // A malformed proposal id is the client's mistake: a 400 naming it, not "not found".
+    let r = dev
+        .http
+        .get(format!("{}/p/not-a-uuid", dev.base))
+        .header("cookie", &bob)
+        .header("accept", "application/problem+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(v["detail"], "proposal id: must be a UUID", "{v}");
 
     // Admin pages: linked and served to tenant admins only.
     assert!(!all.contains("/admin/approvers"), "bob is no admin");
@@ -1226,6 +1230,119 @@ async fn the_queue_pages_with_a_stable_keyset_and_keeps_the_tenant_filter() {
         assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}");
         assert!(
             body.contains("after: must be the cursor of the queue"),
+            "{bad}: {body}"
+        );
+    }
+}
+
+/// Decided ids of `tenants` in the history's order (`updated_at`, `id`, newest first), by the
+/// database.
+async fn history_order(t: &TestDb, tenants: &[&str]) -> Vec<uuid::Uuid> {
+    let c = t.db.client().await.unwrap();
+    c.query(
+        "SELECT id FROM proposals WHERE effect = 'escalate' AND tenant_id = ANY($1)
+           AND state NOT IN ('pending', 'escalated') ORDER BY updated_at DESC, id DESC",
+        &[&tenants],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// The history pages like the queue: 100 rows a page, newest first by `(updated_at, id)`, the
+/// Next links walking every decided row exactly once (rows decided in one statement share
+/// their `updated_at`: the id breaks the tie), the filters kept, a bad cursor a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_pages_newest_first_with_a_stable_keyset() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let rule = ("", "No rule matched; the default is escalate.");
+    let mut bulk = Vec::new();
+    for a in 0..3 {
+        let agent_id = agent(&t.db, "acme", &format!("past-{a}"), "olga").await;
+        for i in 0..80 {
+            let pay = format!("pi_past_{a}_{i}");
+            let params =
+                serde_json::json!({"payment_id": pay, "amount": 100 + i, "currency": "USD"});
+            let id = escalated(
+                &t.db,
+                "acme",
+                agent_id,
+                "billing.refund.issue",
+                &pay,
+                params,
+                "past",
+                None,
+                rule,
+            )
+            .await;
+            bulk.push(id);
+        }
+    }
+    // Two batches expire, each in one statement: ties inside a batch, none across.
+    let c = t.db.client().await.unwrap();
+    for part in [&bulk[..150], &bulk[150..]] {
+        c.execute(
+            "UPDATE proposals SET state = 'expired' WHERE id = ANY($1)",
+            &[&part],
+        )
+        .await
+        .unwrap();
+    }
+    let order = history_order(&t, &["acme", "globex"]).await;
+    assert_eq!(order.len(), 240);
+    let dev = dev_server(&t, &[]).await;
+    let erin = dev
+        .login("erin", "erin@acme.test", "acme-approvers,globex-approvers")
+        .await;
+    let (_, _, first) = dev.page(&erin, "/history").await;
+    assert!(
+        first.contains("Showing 100 of 240: pages of 100"),
+        "{first}"
+    );
+    let pages = walk(&dev, &erin, "/history").await;
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        [100, 100, 40]
+    );
+    assert_eq!(
+        pages.concat(),
+        order,
+        "every decided row once, newest first"
+    );
+    let last_path = {
+        let (_, _, p2) = dev.page(&erin, &next_link(&first).unwrap()).await;
+        next_link(&p2).unwrap()
+    };
+    let (_, _, last) = dev.page(&erin, &last_path).await;
+    assert!(
+        next_link(&last).is_none() && last.contains(r#"<a href="/history" id="first-page">"#),
+        "{last}"
+    );
+    // The filters ride along on every Next link.
+    let (_, _, p1) = dev.page(&erin, "/history?tenant=acme&agent=past-1").await;
+    assert!(
+        p1.contains("Decided proposals") && next_link(&p1).is_none(),
+        "{p1}"
+    );
+    assert_eq!(linked_ids(&p1).len(), 80, "one agent's 80 rows on one page");
+    let (_, _, p1) = dev.page(&erin, "/history?tenant=acme").await;
+    assert!(
+        next_link(&p1)
+            .unwrap()
+            .starts_with("/history?tenant=acme&after="),
+        "{p1}"
+    );
+    let (_, _, globex) = dev.page(&erin, "/history?tenant=globex").await;
+    assert!(!globex.contains("Showing"), "one page needs no pager");
+    // A cursor that is not one is refused, naming the field.
+    for bad in ["nonsense", "1764600000000000.not-a-uuid"] {
+        let (st, _, body) = dev.page(&erin, &format!("/history?after={bad}")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            body.contains("after: must be the cursor of the history"),
             "{bad}: {body}"
         );
     }

@@ -224,11 +224,18 @@ impl IssuersConfig {
         })
     }
 
-    /// Reads and validates the issuers file at `path`.
-    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
+    /// Reads and validates the issuers file at `path`. A file that cannot be read keeps its
+    /// `std::io::Error` in the chain (missing: not found; not UTF-8: invalid data); a document
+    /// that does not validate is an [`actiond_core::FieldErrors`] naming `--jwt-issuers-file`,
+    /// so the CLI exits 3 or 2 as its table says.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--jwt-issuers-file {}: {e}", path.display()))?;
-        Self::from_yaml(&text).map_err(|e| format!("--jwt-issuers-file {}: {e}", path.display()))
+            .with_context(|| format!("--jwt-issuers-file {}", path.display()))?;
+        Self::from_yaml(&text).map_err(|e| {
+            actiond_core::FieldErrors::one("--jwt-issuers-file", format!("{}: {e}", path.display()))
+                .into()
+        })
     }
 }
 

@@ -58,6 +58,11 @@ pub async fn run_stdio(args: StdioArgs) -> anyhow::Result<()> {
     bridge.serve(stdin, stdout).await
 }
 
+/// A flag whose value does not validate: the CLI ends it with exit 2, naming the flag.
+fn invalid(flag: &str, rule: impl Into<String>) -> anyhow::Error {
+    actiond_core::FieldErrors::one(flag, rule).into()
+}
+
 /// Reads and checks the agent token file: one line of printable ASCII, at most 256 characters.
 /// Errors never contain the token.
 pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
@@ -65,10 +70,13 @@ pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
         .with_context(|| format!("reading the token file {}", path.display()))?;
     let token = raw.trim();
     if token.is_empty() || token.len() > 256 || !token.chars().all(|c| c.is_ascii_graphic()) {
-        bail!(
-            "the token file {} must hold one agent token (printable ASCII, no spaces, at most 256 characters)",
-            path.display()
-        );
+        return Err(invalid(
+            "--token-file",
+            format!(
+                "{} must hold one agent token (printable ASCII, no spaces, at most 256 characters)",
+                path.display()
+            ),
+        ));
     }
     #[cfg(unix)]
     {
@@ -85,13 +93,16 @@ pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
 /// `<base>/mcp` from the API base URL; refuses credentials in the URL, query strings, and plain
 /// `http://` to anything but a loopback host.
 pub fn endpoint_url(base: &str) -> anyhow::Result<url::Url> {
-    let mut url =
-        url::Url::parse(base).with_context(|| format!("--url {base:?} is not an absolute URL"))?;
+    let mut url = url::Url::parse(base)
+        .map_err(|e| invalid("--url", format!("{base:?} is not an absolute URL: {e}")))?;
     if !url.username().is_empty() || url.password().is_some() {
-        bail!("--url must not carry credentials; the token comes from --token-file");
+        return Err(invalid(
+            "--url",
+            "must not carry credentials; the token comes from --token-file",
+        ));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        bail!("--url must not have a query or fragment");
+        return Err(invalid("--url", "must not have a query or fragment"));
     }
     match url.scheme() {
         "https" => {}
@@ -103,12 +114,18 @@ pub fn endpoint_url(base: &str) -> anyhow::Result<url::Url> {
                 None => false,
             };
             if !loopback {
-                bail!(
-                    "--url must use https unless the API is on a loopback address: the token would travel in clear"
-                );
+                return Err(invalid(
+                    "--url",
+                    "must use https unless the API is on a loopback address: the token would travel in clear",
+                ));
             }
         }
-        other => bail!("--url scheme {other:?} is not supported; use https (or http on loopback)"),
+        other => {
+            return Err(invalid(
+                "--url",
+                format!("scheme {other:?} is not supported; use https (or http on loopback)"),
+            ));
+        }
     }
     if !url.path().trim_end_matches('/').ends_with("/mcp") {
         let path = format!("{}/mcp", url.path().trim_end_matches('/'));

@@ -516,14 +516,20 @@ impl ActiondMcp {
         }
         let id = match args
             .get("proposal_id")
-            .and_then(Value::as_str)
-            .map(uuid::Uuid::parse_str)
+            .map(|v| v.as_str().map(uuid::Uuid::parse_str))
         {
-            Some(Ok(id)) => Some(id),
-            _ => {
+            Some(Some(Ok(id))) => Some(id),
+            None => {
                 errs.push(actiond_core::FieldError::new(
                     "proposal_id",
                     "is required: the proposal_id (a UUID) that propose_action returned",
+                ));
+                None
+            }
+            Some(_) => {
+                errs.push(actiond_core::FieldError::new(
+                    "proposal_id",
+                    "must be a UUID: the proposal_id that propose_action returned",
                 ));
                 None
             }

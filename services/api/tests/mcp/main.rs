@@ -401,6 +401,24 @@ async fn rest_and_mcp_share_one_submission_path() {
             .unwrap()
             .contains("params.amount")
     );
+    // A malformed id names the field and the rule (a UUID), as GET /v1/proposals/{id} does.
+    let (_, _, not_uuid) = mcp
+        .post(&tools_call(
+            3,
+            "check_proposal",
+            json!({"proposal_id": "not-a-uuid"}),
+        ))
+        .await;
+    assert_eq!(not_uuid["result"]["isError"], true, "{not_uuid}");
+    let err = &not_uuid["result"]["structuredContent"]["errors"][0];
+    assert_eq!(err["field"], "proposal_id", "{not_uuid}");
+    assert!(
+        err["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("must be a UUID"),
+        "{not_uuid}"
+    );
     assert_eq!(env.proposal_count().await, 2);
     env.finish().await;
 }

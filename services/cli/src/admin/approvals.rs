@@ -59,8 +59,9 @@ pub enum ApprovalsCmd {
 pub struct DecideArgs {
     /// Proposal id.
     pub id: uuid::Uuid,
-    /// Your subject; must be an approver of the tenant and not the agent's owner.
-    #[arg(long = "as")]
+    /// Your subject; must be an approver of the tenant and not the agent's owner. An empty
+    /// one is a usage error naming `--as` (exit 2).
+    #[arg(long = "as", value_parser = super::non_empty)]
     pub as_subject: String,
     /// The intent hash printed by `approvals list` and `approvals show` (its first 16 hex
     /// characters, or more).

@@ -51,3 +51,12 @@ pub async fn migrate(a: DbArgs) -> anyhow::Result<()> {
 fn read_source(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
 }
+
+/// A clap value parser for a name that must not be empty or only whitespace (`--as`): clap
+/// reports the refusal as a usage error naming the flag (exit 2), before anything runs.
+pub(crate) fn non_empty(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(value.to_owned())
+}
