@@ -159,12 +159,30 @@ async fn spawn_services(
 }
 
 /// Waits until `total` allowed proposals of the bench tenant have succeeded: first on the
-/// receiver's count (no database work), then on the audit log (the outcome is recorded after
-/// the POST).
+/// receiver's count (no database work but a check every 2 s that none left the allow path),
+/// then on the audit log (the outcome is recorded after the POST).
+///
+/// Stops the run (a panic naming the proposal's state and reason; the services' processes are
+/// stopped as main unwinds) when a
+/// proposal left the allow path, e.g. escalated because policy evaluation ran over its time
+/// budget on an overloaded machine: it would never succeed, and a figure without it is wrong.
 async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usize) {
     let limit = Duration::from_secs(1800);
-    eventually(limit, "every proposal executed", || async {
-        (recv.count() >= total).then_some(())
+    let mut checked = std::time::Instant::now();
+    eventually(limit, "every proposal executed", || {
+        let due = checked.elapsed() >= Duration::from_secs(2);
+        if due {
+            checked = std::time::Instant::now();
+        }
+        async move {
+            if recv.count() >= total {
+                return Some(());
+            }
+            if due {
+                exit_if_off_the_allow_path(c).await;
+            }
+            None
+        }
     })
     .await;
     let total = total as i64;
@@ -180,6 +198,26 @@ async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usiz
         (n >= total).then_some(())
     })
     .await;
+}
+
+/// Ends the run when a bench proposal is in a state off the allow path (see [`wait_succeeded`]).
+async fn exit_if_off_the_allow_path(c: &tokio_postgres::Client) {
+    let off = c
+        .query_opt(
+            "SELECT state, coalesce(decision_reason, '') FROM proposals
+             WHERE tenant_id = 'bench' AND state NOT IN ('pending', 'approved', 'executing', 'succeeded')
+             LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    if let Some(r) = off {
+        let (state, reason): (String, String) = (r.get(0), r.get(1));
+        // A panic unwinds main, so the services' Drop stops their processes.
+        panic!(
+            "a proposal left the allow path ({state}: {reason}); its figures would be wrong, so the run stops (an overloaded machine can push policy evaluation past ACTIOND_POLICY_EVAL_BUDGET_MS)"
+        );
+    }
 }
 
 /// The component label of a service's role.
