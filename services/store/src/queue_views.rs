@@ -107,6 +107,11 @@ pub struct QueuePage {
     pub more: bool,
 }
 
+/// The condition every queue row meets: escalated, in `$1`'s tenants, matching the filters
+/// `$2`/`$3`.
+const ESCALATED_WHERE: &str = "p.state = 'escalated' AND p.tenant_id = ANY($1)
+    AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)";
+
 /// Escalated proposals of `tenants`, oldest first (`created_at`, then `id`): the `limit` rows
 /// after `after` (from the start when `None`), with the total the filters match.
 pub async fn escalated_page(
@@ -116,55 +121,18 @@ pub async fn escalated_page(
     after: Option<After>,
     limit: i64,
 ) -> Result<QueuePage> {
-    let mut c = db.client().await?;
-    let tx = c
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
-    set_tenants(&tx, tenants).await?;
-    let (after_at, after_id) = (after.map(|a| a.created_at), after.map(|a| a.id));
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT {LIST_COLS}
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
-                   AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
-                   AND ($4::timestamptz IS NULL OR (p.created_at, p.id) > ($4, $5::uuid))
-                 ORDER BY p.created_at, p.id LIMIT $6"
-            ),
-            &[
-                &tenants,
-                &f.agent,
-                &f.action,
-                &after_at,
-                &after_id,
-                &(limit + 1),
-            ],
-        )
-        .await?;
-    let total: i64 = tx
-        .query_one(
-            "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
-               AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)",
-            &[&tenants, &f.agent, &f.action],
-        )
-        .await?
-        .get(0);
-    tx.commit().await?;
-    let more = rows.len() as i64 > limit;
-    Ok(QueuePage {
-        rows: rows
-            .iter()
-            .take(usize::try_from(limit).unwrap_or(0))
-            .map(|r| listed(r, false))
-            .collect(),
-        total,
-        more,
-    })
+    let cursor = (after.map(|a| a.created_at), after.map(|a| a.id));
+    let page = format!(
+        "SELECT {LIST_COLS}
+         FROM proposals p JOIN agents a ON a.id = p.agent_id
+         WHERE {ESCALATED_WHERE}
+           AND ($4::timestamptz IS NULL OR (p.created_at, p.id) > ($4, $5::uuid))
+         ORDER BY p.created_at, p.id LIMIT $6"
+    );
+    let count = format!(
+        "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id WHERE {ESCALATED_WHERE}"
+    );
+    keyset_page(db, tenants, f, (&page, &count), cursor, limit, false).await
 }
 
 /// The oldest escalated proposals of `tenants` (at most `limit`), without a total.
@@ -221,6 +189,37 @@ pub async fn decided_page(
     after: Option<HistoryAfter>,
     limit: i64,
 ) -> Result<QueuePage> {
+    let cursor = (after.map(|a| a.updated_at), after.map(|a| a.id));
+    let page = format!(
+        "SELECT {LIST_COLS},
+            (SELECT string_agg(ap.decision || ' by ' || ap.subject
+                 || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
+               FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
+         FROM proposals p JOIN agents a ON a.id = p.agent_id
+         WHERE {DECIDED_WHERE}
+           AND ($4::timestamptz IS NULL OR (p.updated_at, p.id) < ($4, $5::uuid))
+         ORDER BY p.updated_at DESC, p.id DESC LIMIT $6"
+    );
+    let count = format!(
+        "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id WHERE {DECIDED_WHERE}"
+    );
+    keyset_page(db, tenants, f, (&page, &count), cursor, limit, true).await
+}
+
+/// Reads one keyset page and the filters' total in one read-only repeatable-read snapshot.
+/// `sql.0` (the page) takes `$1` the tenants, `$2` the agent name, `$3` the action, `$4`/`$5`
+/// the cursor (NULLs for the first page) and `$6` the row limit; it is asked for one row more
+/// than `limit` to learn whether more follow. `sql.1` (the total) takes `$1`–`$3`. `decided`:
+/// the page's rows carry `decided_by`.
+async fn keyset_page(
+    db: &Db,
+    tenants: &[String],
+    f: Filter<'_>,
+    sql: (&str, &str),
+    cursor: (Option<DateTime<Utc>>, Option<Uuid>),
+    limit: i64,
+    decided: bool,
+) -> Result<QueuePage> {
     let mut c = db.client().await?;
     let tx = c
         .build_transaction()
@@ -229,37 +228,21 @@ pub async fn decided_page(
         .start()
         .await?;
     set_tenants(&tx, tenants).await?;
-    let (after_at, after_id) = (after.map(|a| a.updated_at), after.map(|a| a.id));
     let rows = tx
         .query(
-            &format!(
-                "SELECT {LIST_COLS},
-                    (SELECT string_agg(ap.decision || ' by ' || ap.subject
-                         || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
-                       FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE {DECIDED_WHERE}
-                   AND ($4::timestamptz IS NULL OR (p.updated_at, p.id) < ($4, $5::uuid))
-                 ORDER BY p.updated_at DESC, p.id DESC LIMIT $6"
-            ),
+            sql.0,
             &[
                 &tenants,
                 &f.agent,
                 &f.action,
-                &after_at,
-                &after_id,
+                &cursor.0,
+                &cursor.1,
                 &(limit + 1),
             ],
         )
         .await?;
     let total: i64 = tx
-        .query_one(
-            &format!(
-                "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE {DECIDED_WHERE}"
-            ),
-            &[&tenants, &f.agent, &f.action],
-        )
+        .query_one(sql.1, &[&tenants, &f.agent, &f.action])
         .await?
         .get(0);
     tx.commit().await?;
@@ -268,7 +251,7 @@ pub async fn decided_page(
         rows: rows
             .iter()
             .take(usize::try_from(limit).unwrap_or(0))
-            .map(|r| listed(r, true))
+            .map(|r| listed(r, decided))
             .collect(),
         total,
         more,
