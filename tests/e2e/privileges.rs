@@ -151,6 +151,48 @@ async fn each_role_is_refused_what_it_must_not_do() {
             c.execute("DELETE FROM audit_events", &[]).await,
             &format!("{role} DELETE audit"),
         );
+        // Nor choose where an event sits in the sealed order, or when it happened (V22: the
+        // id and the time are the database's; INSERT is granted on the other columns only).
+        c.batch_execute("ROLLBACK; BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+            .await
+            .unwrap();
+        denied(
+            c.execute(
+                "INSERT INTO audit_events (id, tenant_id, kind, actor) VALUES (1, 'tena', 'forged', 'mallory')",
+                &[],
+            )
+            .await,
+            &format!("{role} INSERT audit with its own id"),
+        );
+        c.batch_execute("ROLLBACK; BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+            .await
+            .unwrap();
+        denied(
+            c.execute(
+                "INSERT INTO audit_events (at, tenant_id, kind, actor) VALUES (now() - interval '1 year', 'tena', 'forged', 'mallory')",
+                &[],
+            )
+            .await,
+            &format!("{role} INSERT audit with its own time"),
+        );
+        c.batch_execute("ROLLBACK; BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+            .await
+            .unwrap();
+        let before: i64 = c
+            .query_one("SELECT coalesce(max(id), 0) FROM audit_events", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let id: i64 = c
+            .query_one(
+                "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('tena', 'test.event', 'test')
+                 RETURNING id",
+                &[],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{role} writes an event: {e:?}"))
+            .get(0);
+        assert!(id > before, "{role}: event id {id} after {before}");
         c.batch_execute("ROLLBACK").await.unwrap();
     }
     // Not even the owner: the trigger refuses.

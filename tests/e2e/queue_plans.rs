@@ -267,3 +267,159 @@ async fn queue_reads_stay_index_driven_as_rows_grow() {
     eprintln!("{what}: {buffers} buffers with 1,000 dead queue entries an open snapshot keeps");
     other.batch_execute("COMMIT").await.unwrap();
 }
+
+/// Moves `n` of the approved rows nobody leases to `executing` under lease owner `x`, so the
+/// executing queue has a backlog like the others (triggers off, this test's database only).
+async fn start_some(c: &tokio_postgres::Client, n: i64) {
+    c.batch_execute(&format!(
+        "SET session_replication_role = replica;
+         UPDATE proposals SET state = 'executing', lease_owner = 'x', lease_until = now() + interval '1 hour'
+         WHERE id IN (SELECT id FROM proposals WHERE state = 'approved' AND lease_owner IS NULL LIMIT {n});
+         SET session_replication_role = origin; ANALYZE proposals"
+    ))
+    .await
+    .unwrap();
+}
+
+/// Makes the statistics of `proposals` say its queues are empty while they hold their backlog,
+/// as they do in production when the queues grew since the last (auto)analyse: the live rows
+/// are set aside, the table is analysed, and the rows go back. Autovacuum is off for the
+/// table (this test's database only) so the stale statistics stay.
+async fn stale_statistics(c: &tokio_postgres::Client) {
+    c.batch_execute(
+        "ALTER TABLE proposals SET (autovacuum_enabled = false);
+         SET session_replication_role = replica;
+         CREATE TEMP TABLE live AS SELECT id, state FROM proposals WHERE state IN ('pending','approved','executing');
+         UPDATE proposals SET state = 'succeeded' WHERE id IN (SELECT id FROM live);
+         ANALYZE proposals;
+         UPDATE proposals p SET state = l.state FROM live l WHERE p.id = l.id;
+         DROP TABLE live;
+         SET session_replication_role = origin",
+    )
+    .await
+    .unwrap();
+}
+
+/// `ARRAY['…', …]::uuid[]` of the first `n` rows in `state` (leased to `x` when `leased`).
+async fn ids_in(c: &tokio_postgres::Client, state: &str, leased: bool, n: i64) -> String {
+    let rows = c
+        .query(
+            "SELECT id::text FROM proposals WHERE state = $1 AND (lease_owner = 'x') IS NOT DISTINCT FROM $2
+             ORDER BY id LIMIT $3",
+            &[&state, &(leased.then_some(true)), &n],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len() as i64, n, "{n} rows in {state}");
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|r| format!("'{}'", r.get::<_, String>(0)))
+        .collect();
+    format!("ARRAY[{}]::uuid[]", ids.join(","))
+}
+
+/// Asserts the plan reads `proposals` only by primary-key probes (other tables as it likes)
+/// and returns the shared buffers it touched.
+fn by_primary_key(what: &str, plan: &Value) -> i64 {
+    let all = nodes(plan);
+    for n in all.iter().filter(|n| n["Relation Name"] == "proposals") {
+        let kind = n["Node Type"].as_str().unwrap_or_default();
+        assert!(
+            kind == "ModifyTable" || (kind == "Index Scan" && n["Index Name"] == "proposals_pkey"),
+            "{what}: {kind} of proposals ({}), expected proposals_pkey probes: {plan:#}",
+            n["Index Name"]
+        );
+    }
+    assert!(
+        all.iter().any(|n| n["Index Name"] == "proposals_pkey"),
+        "{what}: proposals_pkey not used: {plan:#}"
+    );
+    plan["Shared Hit Blocks"].as_i64().unwrap_or(0)
+        + plan["Shared Read Blocks"].as_i64().unwrap_or(0)
+}
+
+/// The three batched writes of the allow path as the services prepare them (generic plans):
+/// the policy worker's decision (`policy_queue::DECIDE_SQL`), the executor's spend
+/// (`executor_queue::SPEND_AND_START_SQL`) and its outcomes (`executor_queue::FINISH_SQL`).
+/// Each finds its 30 rows by primary key, never by reading a queue's partial index and
+/// filtering it by id, even when the statistics say the queues are empty (they are always
+/// stale for a queue), so a batch costs the same with a backlog of 2,500 rows per queue as with
+/// 50,000 (at 200,000 rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_writes_find_their_rows_by_primary_key() {
+    use actiond_store::executor_queue::{FINISH_SQL, SPEND_AND_START_SQL};
+    use actiond_store::policy_queue::DECIDE_SQL;
+    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let tdb = TestDb::new().await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", "http://127.0.0.1:9")
+        .replace("WEBHOOK_PATH", "hook");
+    actiond_store::tenants::apply(&tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let (agent_id, _) = agent(&tdb.db, "acme", "batch-bot", None).await;
+    let mut c = tdb.superuser().await;
+    c.batch_execute(&format!(
+        "SET plan_cache_mode = force_generic_plan;
+         PREPARE decide AS {DECIDE_SQL};
+         PREPARE spend AS {SPEND_AND_START_SQL};
+         PREPARE finish AS {FINISH_SQL}"
+    ))
+    .await
+    .unwrap();
+    let thirty = |v: &str, t: &str| format!("array_fill({v}::{t}, ARRAY[30])");
+    let mut at_10k = Vec::new();
+    for (from, n) in [(0, 10_000), (10_000, big - 10_000)] {
+        grow(&c, agent_id, from, n).await;
+        start_some(&c, n / 20).await;
+        stale_statistics(&c).await;
+        let decide = format!(
+            "EXECUTE decide({}, {}, {}, {}, {}, {}, {}, {})",
+            ids_in(&c, "pending", false, 30).await,
+            thirty("'approved'", "text"),
+            thirty("'allow'", "text"),
+            thirty("'r'", "text"),
+            thirty("'x'", "text"),
+            thirty("1", "int4"),
+            thirty("repeat('a', 64)", "text"),
+            thirty("'pending'", "text"),
+        );
+        let spend = format!(
+            "EXECUTE spend({}, {}, {}, 'x', {})",
+            ids_in(&c, "approved", true, 30).await,
+            thirty("gen_random_uuid()", "uuid"),
+            thirty("60", "float8"),
+            thirty("'approved'", "text"),
+        );
+        let finish = format!(
+            "EXECUTE finish({}, {}, {}, 'x', {})",
+            ids_in(&c, "executing", true, 30).await,
+            thirty("'succeeded'", "text"),
+            thirty("'ok'", "text"),
+            thirty("'executing'", "text"),
+        );
+        for (i, (what, sql)) in [("decide", decide), ("spend", spend), ("finish", finish)]
+            .into_iter()
+            .enumerate()
+        {
+            let plan = explain(&mut c, &sql).await;
+            let buffers = by_primary_key(what, &plan);
+            if from == 0 {
+                at_10k.push(buffers);
+            } else {
+                eprintln!(
+                    "{what}: {} buffers at 10k rows, {buffers} at {big}",
+                    at_10k[i]
+                );
+                assert!(
+                    buffers <= at_10k[i] * 2 + 8,
+                    "{what}: {buffers} buffers at {big} rows against {} at 10k",
+                    at_10k[i]
+                );
+            }
+        }
+    }
+}

@@ -67,6 +67,53 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
         .collect()
 }
 
+/// Spends grants and starts their proposals (see [`spend_and_start_many`]): `$1` proposal ids,
+/// `$2` their grant ids, `$3` run leases in seconds, `$4` this executor's id, `$5` the state
+/// each proposal must still be in (`approved`). Returns per request `(proposal_id, held,
+/// started, frozen)`.
+///
+/// Proposals are found by primary key, one probe per request: the expected state is a column
+/// of the batch, not a constant, so no plan reads the `approved` queue through its partial
+/// index and filters it by id (a plan that reads the whole backlog for every batch), and the
+/// frozen-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
+/// subplan that joins every proposal with every frozen agent). `tests/e2e/queue_plans.rs`
+/// checks the plan.
+pub const SPEND_AND_START_SQL: &str = "WITH req AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $5::text[]) AS r(proposal_id, grant_id, lease_secs, from_state)
+ ), held AS (
+    SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
+    WHERE p.state = req.from_state AND p.lease_owner = $4
+      AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
+    FOR UPDATE OF p
+ ), spent AS (
+    UPDATE grants g SET used_at = now(), used_by = $4
+    FROM req JOIN held ON held.id = req.proposal_id
+    WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
+      AND g.used_at IS NULL AND g.expires_at > now()
+    RETURNING g.proposal_id, req.lease_secs
+ ), started AS (
+    UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
+    FROM spent WHERE p.id = spent.proposal_id
+    RETURNING p.id
+ )
+ SELECT req.proposal_id,
+        EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
+        EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
+        EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen
+ FROM req";
+
+/// Records outcomes (see [`finish_many`]): `$1` proposal ids, `$2` outcome states, `$3`
+/// internal details, `$4` this executor's id, `$5` the state each proposal must still be in
+/// (`executing`). Returns the ids it moved. Found by primary key, like
+/// [`SPEND_AND_START_SQL`] and for the same reason.
+pub const FINISH_SQL: &str =
+    "UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
+        finished_at = now(), lease_owner = NULL, lease_until = NULL
+ FROM unnest($1::uuid[], $2::text[], $3::text[], $5::text[]) AS f(id, outcome, detail, from_state)
+ WHERE p.id = f.id AND p.state = f.from_state AND p.lease_owner = $4
+ RETURNING p.id";
+
 /// What [`spend_and_start_many`] found for one proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spend {
@@ -122,35 +169,11 @@ pub async fn spend_and_start_many(
     let leases: Vec<f64> = reqs.iter().map(|r| r.run_lease.as_secs_f64()).collect();
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
-    let stmt = tx
-        .prepare_cached(
-            "WITH req AS (
-                SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[]) AS r(proposal_id, grant_id, lease_secs)
-             ), held AS (
-                SELECT p.id FROM proposals p
-                WHERE p.id = ANY($1) AND p.state = 'approved' AND p.lease_owner = $4
-                  AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
-                FOR UPDATE
-             ), spent AS (
-                UPDATE grants g SET used_at = now(), used_by = $4
-                FROM req JOIN held ON held.id = req.proposal_id
-                WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
-                  AND g.used_at IS NULL AND g.expires_at > now()
-                RETURNING g.proposal_id, req.lease_secs
-             ), started AS (
-                UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
-                FROM spent WHERE p.id = spent.proposal_id
-                RETURNING p.id
-             )
-             SELECT req.proposal_id,
-                    EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
-                    EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
-                    EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                            WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL) AS frozen
-             FROM req",
-        )
+    let stmt = tx.prepare_cached(SPEND_AND_START_SQL).await?;
+    let from = vec![ProposalState::Approved.as_str(); ids.len()];
+    let rows = tx
+        .query(&stmt, &[&ids, &grants, &leases, &owner, &from])
         .await?;
-    let rows = tx.query(&stmt, &[&ids, &grants, &leases, &owner]).await?;
     let mut status = HashMap::with_capacity(rows.len());
     for r in &rows {
         let id: Uuid = r.try_get(0)?;
@@ -296,18 +319,11 @@ pub async fn finish_many(db: &Db, owner: &str, items: &[Finish<'_>]) -> Result<V
     let details: Vec<&str> = items.iter().map(|f| f.detail).collect();
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
-                    finished_at = now(), lease_owner = NULL, lease_until = NULL
-             FROM unnest($1::uuid[], $2::text[], $3::text[]) AS f(id, outcome, detail)
-             WHERE p.id = f.id AND p.state = 'executing' AND p.lease_owner = $4
-             RETURNING p.id",
-        )
-        .await?;
+    let stmt = tx.prepare_cached(FINISH_SQL).await?;
+    let from = vec![ProposalState::Executing.as_str(); ids.len()];
     let mut moved = HashSet::new();
     for r in tx
-        .query(&stmt, &[&ids, &outcomes, &details, &owner])
+        .query(&stmt, &[&ids, &outcomes, &details, &owner, &from])
         .await?
     {
         moved.insert(r.try_get::<_, Uuid>(0)?);
