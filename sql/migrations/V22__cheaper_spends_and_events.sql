@@ -2,10 +2,12 @@
 --
 -- 1. Spends are HOT updates. The executor's spend sets only `grants.used_at` and `used_by`, which
 --    no index covers, but grant pages were filled to 100%, so the new row version rarely fit on
---    its page and every spend wrote an entry into both of the table's indexes. Leaving 30% of
---    each new page free keeps the new version beside the old one (a HOT update: no index
---    entry). Existing pages keep their layout until rewritten; new grants get the room.
-ALTER TABLE grants SET (fillfactor = 70);
+--    its page and most spends wrote an entry into both of the table's indexes (measured: 24% of
+--    3,000 spends in batches of 30 were HOT). Every grant is updated once at most, so a page
+--    half empty holds each row's second version beside the first: 100% HOT at fillfactor 50
+--    (60% at 70), for a grants table twice as large. Existing pages keep their layout; new
+--    grants get the room.
+ALTER TABLE grants SET (fillfactor = 50);
 
 -- 2. An event's id comes from a column default instead of a per-row PL/pgSQL trigger, with the
 --    same order V6 depends on: the CASE takes the transaction id first, then the sequence id
