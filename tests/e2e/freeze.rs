@@ -214,3 +214,80 @@ async fn the_database_moves_no_frozen_agents_proposal_forward() {
         .await
         .unwrap();
 }
+
+/// With a shadow document open, a frozen agent's proposal is blocked without the candidate
+/// being asked (it could not move forward whatever the candidate said): it gets no
+/// `shadow_decisions` row, while another agent's proposal in the same batch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_agents_proposal_is_not_shadow_evaluated() {
+    let mut s = Stack::with(
+        "freeze_shadow",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let env = s.cli_env().await;
+    let candidate = crate::support::TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace("params.amount <= 5000", "params.amount <= 2000")
+        .replace("params.amount > 5000", "params.amount > 2000");
+    let file = s.keys.dir.join("candidate.yaml");
+    std::fs::write(&file, candidate).unwrap();
+    let (ok, out, err) = actiond_testkit::cli(
+        &["tenant", "shadow", "-f", &file.display().to_string()],
+        &env,
+    );
+    assert!(ok && out.contains("shadow document 1 stored"), "{out}{err}");
+    let (_, other_token) =
+        actiond_testkit::agent(&s.tdb.db, "acme", "other-bot", Some("owner-olivia")).await;
+    let frozen = s.propose(&refund("pi_frozen", 100)).await;
+    let (st, v) = s.post_as(&other_token, &refund("pi_live", 100), None).await;
+    assert_eq!(st, 202, "{v}");
+    let live: uuid::Uuid = v["proposal_id"].as_str().unwrap().parse().unwrap();
+    // The stack's agent is frozen while both proposals wait for policy.
+    s.tdb
+        .superuser()
+        .await
+        .execute(
+            "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE id = $1",
+            &[&s.agent_id],
+        )
+        .await
+        .unwrap();
+    s.start_policy().await;
+    s.wait_state(frozen, "blocked", Duration::from_secs(30))
+        .await;
+    s.wait_state(live, "approved", Duration::from_secs(30))
+        .await;
+    let c = s.tdb.db.client().await.unwrap();
+    let shadowed = |id: uuid::Uuid| {
+        let c = &c;
+        async move {
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM shadow_decisions WHERE proposal_id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            n
+        }
+    };
+    assert_eq!(
+        shadowed(live).await,
+        1,
+        "the live agent's proposal was not shadow-evaluated"
+    );
+    assert_eq!(
+        shadowed(frozen).await,
+        0,
+        "a frozen agent's proposal was shadow-evaluated and counted in the report"
+    );
+    let (ok, out, err) = actiond_testkit::cli(&["policy", "shadow-report", "acme"], &env);
+    assert!(ok && out.contains("evaluated  1"), "{out}{err}");
+}

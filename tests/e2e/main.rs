@@ -16,6 +16,7 @@ mod freeze;
 mod handlers;
 mod privileges;
 mod queue_plans;
+mod read_plans;
 mod schema;
 mod shadow;
 mod staged;

@@ -71,7 +71,7 @@ async fn explain(c: &mut tokio_postgres::Client, sql: &str) -> Value {
 }
 
 /// Every node of a plan, depth first.
-fn nodes(plan: &Value) -> Vec<&Value> {
+pub(crate) fn nodes(plan: &Value) -> Vec<&Value> {
     let mut out = vec![plan];
     if let Some(children) = plan["Plans"].as_array() {
         for c in children {

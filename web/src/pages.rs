@@ -423,6 +423,16 @@ pub(crate) async fn queue(
     }))
 }
 
+/// The history's total as shown: the count stops past `HISTORY_COUNT_CAP` (reading a long
+/// history whole on every page would cost as much as the history).
+fn history_total(total: i64) -> String {
+    if total > queue_views::HISTORY_COUNT_CAP {
+        format!("more than {}", queue_views::HISTORY_COUNT_CAP)
+    } else {
+        total.to_string()
+    }
+}
+
 /// `GET /history`: proposals that went to people and are decided, newest first by
 /// `(updated_at, id)` in pages of [`HISTORY_PAGE`], `?after=` the last row of the previous
 /// page (keyset paging, like the queue).
@@ -486,7 +496,7 @@ pub(crate) async fn history(
             format!(
                 "Showing {} of {}: pages of {HISTORY_PAGE}, most recently decided first.",
                 out.len(),
-                page.total
+                history_total(page.total)
             )
         } else {
             String::new()

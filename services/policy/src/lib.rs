@@ -208,9 +208,10 @@ impl Worker {
         let mut prepared = Vec::with_capacity(rows.len());
         for row in &rows {
             let policy = policies.get(&row.tenant_id).cloned().flatten();
+            // A frozen agent's proposal is blocked without rules: no history read for it.
             let input = match &policy {
-                Some(p) => Some(policy_queue::rules_input(&tx, p, row).await?),
-                None => None,
+                Some(p) if !row.agent_frozen => Some(policy_queue::rules_input(&tx, p, row).await?),
+                _ => None,
             };
             prepared.push((row, policy, input));
         }

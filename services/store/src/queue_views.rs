@@ -101,7 +101,8 @@ pub struct After {
 pub struct QueuePage {
     /// At most `limit` rows, in the list's order (the queue oldest first, the history newest).
     pub rows: Vec<ListedProposal>,
-    /// Every row the filters match, on every page.
+    /// Every row the filters match, on every page; for the history at most
+    /// [`HISTORY_COUNT_CAP`] + 1 (more than the cap).
     pub total: i64,
     /// More rows follow this page.
     pub more: bool,
@@ -171,17 +172,96 @@ pub struct HistoryAfter {
     pub id: Uuid,
 }
 
-/// The condition every history row meets: policy escalated it and it no longer waits
-/// (decided by people, or expired), in `$1`'s tenants, matching the filters `$2`/`$3`.
-const DECIDED_WHERE: &str = "p.tenant_id = ANY($1) AND p.effect = 'escalate'
-    AND p.state NOT IN ('pending', 'escalated')
+/// The filters every history row meets besides its state: policy escalated it and it matches
+/// the filters `$2`/`$3`.
+const DECIDED_MATCH: &str = "p.effect = 'escalate'
     AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)";
 
+/// A history page's rows come after the cursor `$4`/`$5` (newest first; the first page's
+/// cursor is `history_start()`). Never NULL and no `COALESCE`: under the web role's row-level
+/// security only a leakproof condition bounds an index scan, and an `$4 IS NULL OR …` or a
+/// `COALESCE` would make every page read all the rows before it.
+const DECIDED_CURSOR: &str = "AND (p.updated_at, p.id) < ($4::timestamptz, $5::uuid)";
+
+/// The cursor of the history's first page: after every row (9999-12-31, the largest id).
+fn history_start() -> (DateTime<Utc>, Uuid) {
+    (
+        DateTime::from_timestamp(253_402_300_799, 0).unwrap_or(DateTime::<Utc>::MAX_UTC),
+        Uuid::max(),
+    )
+}
+
+/// The decided states `proposals_purge` indexes (with `purged_at IS NULL`).
+const DECIDED_STATES: &str =
+    "('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown')";
+
+/// Each history read's order and bound (`$6` rows).
+const NEWEST_FIRST: &str = "ORDER BY p.updated_at DESC, p.id DESC LIMIT $6";
+
+/// At most this many rows are counted for the history's total; past it the page says "more
+/// than" (counting a long history exactly would read all of it on every page).
+pub const HISTORY_COUNT_CAP: i64 = 1000;
+
+/// The history's rows as three index-driven reads, each newest first and at most `$6` rows:
+/// the decided, unpurged rows of each tenant of `$1` through `proposals_purge (tenant_id,
+/// updated_at)`, the `approved` ones through `proposals_approved` and the `executing` ones
+/// through `proposals_executing` (both live queues, small). `select` is the select list,
+/// `cursor` the page's cursor condition (or nothing) and `tail` each read's order and bound
+/// (or nothing).
+fn decided_sources(select: &str, cursor: &str, tail: &str) -> String {
+    format!(
+        "SELECT d.* FROM unnest($1::text[]) t(tenant) CROSS JOIN LATERAL (
+             SELECT {select} FROM proposals p JOIN agents a ON a.id = p.agent_id
+             WHERE p.tenant_id = t.tenant AND p.purged_at IS NULL AND p.state IN {DECIDED_STATES}
+               AND {DECIDED_MATCH} {cursor}
+             {tail}) d
+         UNION ALL
+         (SELECT {select} FROM proposals p JOIN agents a ON a.id = p.agent_id
+          WHERE p.state = 'approved' AND p.tenant_id = ANY($1) AND {DECIDED_MATCH} {cursor}
+          {tail})
+         UNION ALL
+         (SELECT {select} FROM proposals p JOIN agents a ON a.id = p.agent_id
+          WHERE p.state = 'executing' AND p.tenant_id = ANY($1) AND {DECIDED_MATCH} {cursor}
+          {tail})"
+    )
+}
+
+/// The statements of [`decided_page`]: the page (`$1` tenants, `$2` agent name, `$3` action,
+/// `$4`/`$5` the cursor, never NULL, `$6` the row limit) and the capped total (`$1`–`$3`).
+/// Public for the plan tests.
+pub fn decided_sql() -> (String, String) {
+    let page = format!(
+        "SELECT h.*,
+            (SELECT string_agg(ap.decision || ' by ' || ap.subject
+                 || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
+               FROM approvals ap WHERE ap.proposal_id = h.id) AS decided_by
+         FROM ({sources}) h
+         ORDER BY h.updated_at DESC, h.id DESC LIMIT $6",
+        sources = decided_sources(LIST_COLS, DECIDED_CURSOR, NEWEST_FIRST)
+    );
+    // Each read newest first through its index, stopped at the cap. The cap is a subquery so
+    // the generic plan does not weigh a known row count against a sequential scan and a sort
+    // of the tenant's whole history (it did, for a one-tenant table).
+    let cap = HISTORY_COUNT_CAP + 1;
+    let counted = format!("ORDER BY p.updated_at DESC LIMIT (SELECT {cap})");
+    let count = format!(
+        "SELECT count(*) FROM ({sources} LIMIT {cap}) c",
+        sources = decided_sources("1 AS one", "", &counted),
+    );
+    (page, count)
+}
+
 /// One page of the history: proposals of `tenants` that policy escalated and that are no
-/// longer waiting, most recently changed first by `(updated_at, id)`: the `limit` rows after
-/// `after` (from the newest when `None`), with the total the filters match (same snapshot).
+/// longer waiting (decided by people, or expired), most recently changed first by
+/// `(updated_at, id)`: the `limit` rows after `after` (from the newest when `None`), with the
+/// total the filters match (same snapshot), counted up to [`HISTORY_COUNT_CAP`] + 1.
 /// A row that changes again (`approved → executing → succeeded`) moves to the top, so a
-/// person walking the pages forward does not see it twice.
+/// person walking the pages forward does not see it twice. Rows the retention purge cleared
+/// (`purged_at`) are no longer listed: their params and reasons are gone, and no index orders
+/// them (the audit trail keeps their record).
+///
+/// Each page reads about `limit` rows per tenant through indexes, however long the history
+/// (`tests/e2e/read_plans.rs`); a filter that matches few rows reads further.
 pub async fn decided_page(
     db: &Db,
     tenants: &[String],
@@ -189,20 +269,9 @@ pub async fn decided_page(
     after: Option<HistoryAfter>,
     limit: i64,
 ) -> Result<QueuePage> {
-    let cursor = (after.map(|a| a.updated_at), after.map(|a| a.id));
-    let page = format!(
-        "SELECT {LIST_COLS},
-            (SELECT string_agg(ap.decision || ' by ' || ap.subject
-                 || coalesce(' (' || nullif(ap.comment, '') || ')', ''), ', ' ORDER BY ap.decided_at)
-               FROM approvals ap WHERE ap.proposal_id = p.id) AS decided_by
-         FROM proposals p JOIN agents a ON a.id = p.agent_id
-         WHERE {DECIDED_WHERE}
-           AND ($4::timestamptz IS NULL OR (p.updated_at, p.id) < ($4, $5::uuid))
-         ORDER BY p.updated_at DESC, p.id DESC LIMIT $6"
-    );
-    let count = format!(
-        "SELECT count(*) FROM proposals p JOIN agents a ON a.id = p.agent_id WHERE {DECIDED_WHERE}"
-    );
+    let (at, id) = after.map_or_else(history_start, |a| (a.updated_at, a.id));
+    let cursor = (Some(at), Some(id));
+    let (page, count) = decided_sql();
     keyset_page(db, tenants, f, (&page, &count), cursor, limit, true).await
 }
 
