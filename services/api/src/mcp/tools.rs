@@ -247,7 +247,7 @@ pub fn propose_schema(actions: Option<&[&str]>) -> JsonObject {
         "required": ["action", "params"],
         "properties": {
             "action": {
-                "type": "string", "minLength": 1, "maxLength": actiond_core::ids::MAX_ACTION_LEN,
+                "type": "string", "maxLength": actiond_core::ids::MAX_ACTION_LEN,
                 "description": "The action to request, e.g. billing.refund.issue"
             },
             "params": {
