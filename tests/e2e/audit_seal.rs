@@ -557,3 +557,50 @@ async fn export_follow_streams_newly_sealed_events() {
     );
     assert!(ok, "{err}");
 }
+
+/// A sealer whose database connections are cut (Postgres restarted, its backend terminated)
+/// keeps running: it takes the lock again and seals what came after, so `actiond dev` (which
+/// stops when any child exits) and a deployment without a restart policy keep their audit
+/// chain sealed. Before the fix the sealer exited with "database error: connection closed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealer_survives_its_connection_being_cut() {
+    let a = Audit::new().await;
+    a.events(10).await;
+    let logs = log_dir("sealer_connection_cut");
+    let dir = a.dir.to_str().unwrap().to_owned();
+    let env = a.env("sealer").await;
+    let args = ["seal", "--interval", "200ms", "--credentials-dir", &dir];
+    let mut s = Service::spawn("audit", "sealer", &args, &env, &logs);
+    let all = a.all_ids().await.len();
+    eventually(Duration::from_secs(30), "first events sealed", || async {
+        (a.sealed_ids().await.len() == all).then_some(())
+    })
+    .await;
+    let su = a.tdb.superuser().await;
+    let cut: i64 = su
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(cut > 0, "no sealer connection to cut");
+    a.events(10).await;
+    let all = a.all_ids().await.len();
+    eventually(
+        Duration::from_secs(30),
+        "events after the cut sealed",
+        || async { (a.sealed_ids().await.len() == all).then_some(()) },
+    )
+    .await;
+    assert!(
+        s.child.try_wait().unwrap().is_none(),
+        "the sealer exited after its connection was cut:\n{}",
+        s.log_text()
+    );
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+    s.terminate();
+}

@@ -218,6 +218,14 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
         ),
         (&["approvals", "show", &id], &db, 3, "not found"),
         (&["tenant", "show", "nobody"], &db, 3, "no such document"),
+        // A tenant that does not exist is not a tenant with nothing waiting (it printed "no
+        // escalated proposals" and exited 0, so a typo looked like an empty queue).
+        (
+            &["approvals", "list", "--tenant", "nobody"],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
         (
             &["agent", "revoke", "--tenant", "nobody", "--name", "x"],
             &db,

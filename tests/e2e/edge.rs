@@ -164,6 +164,70 @@ async fn media_types_are_parsed_the_same_on_rest_and_mcp() {
     }
 }
 
+/// A header the server reads once is refused when sent twice, as `Authorization` and
+/// `Idempotency-Key` already were: `Content-Type: application/json` followed by
+/// `Content-Type: text/plain` was stored (only the first was checked), and an allowed `Origin`
+/// followed by a foreign one passed `/mcp`'s origin check. Each is a 400 naming the header;
+/// nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_sent_twice_is_refused_naming_it() {
+    let s = Stack::with(
+        "edge_header_twice",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let rest = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .header("content-type", "text/plain")
+        .body(refund("pi_ct_twice", 1000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 400, "REST Content-Type twice");
+    let body: serde_json::Value = rest.json().await.unwrap();
+    assert_eq!(body["errors"][0]["field"], "Content-Type", "{body}");
+    assert_eq!(body["errors"][0]["rule"], "must be sent once", "{body}");
+    let own_origin = s.api_url.trim_end_matches('/').to_owned();
+    for (header, first, second) in [
+        ("origin", own_origin.as_str(), "https://evil.example"),
+        ("content-type", "application/json", "text/plain"),
+        ("mcp-protocol-version", "2025-06-18", "2025-03-26"),
+    ] {
+        let mcp = s
+            .http
+            .post(format!("{}/mcp", s.api_url))
+            .bearer_auth(&s.token)
+            .header("accept", "application/json")
+            .header(header, first)
+            .header(header, second)
+            .body(init)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(mcp.status().as_u16(), 400, "/mcp {header} twice");
+        let body: serde_json::Value = mcp.json().await.unwrap();
+        assert_eq!(
+            body["errors"][0]["rule"], "must be sent once",
+            "/mcp {header} twice: {body}"
+        );
+    }
+    let su = s.tdb.superuser().await;
+    let n: i64 = su
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "a refused request stored a proposal");
+}
+
 /// The edge limits are the operator's: `--http-header-timeout 1s` closes an idle connection
 /// after a second, `--http-max-connections 2` leaves a third client waiting until one of two
 /// closes, and an out-of-range value stops the process with one line naming the flag.

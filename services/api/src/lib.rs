@@ -456,6 +456,10 @@ async fn create_proposal(
         }
         Err(e) => return SubmitError::field("body", e.body_text()).into_response(),
     };
+    if headers.get_all(header::CONTENT_TYPE).iter().count() > 1 {
+        // Only one is read: a second one must not ride along unchecked.
+        return SubmitError::field("Content-Type", "must be sent once").into_response();
+    }
     if let Some(ct) = headers.get(header::CONTENT_TYPE)
         && ct
             .to_str()

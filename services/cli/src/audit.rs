@@ -265,48 +265,76 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
         })
     });
     serve_metrics(a.admin_listen, &m.metrics, &db, Some(scrape)).await?;
-    let mut sealer = loop {
-        let signer = SealSigner::from_pkcs8_b64(&a.key_id, &key)?;
-        if let Some(s) = Sealer::try_acquire(&db, signer).await? {
-            break s;
-        }
-        if a.once {
-            say("another sealer is working; nothing done");
-            return Ok(());
-        }
-        tracing::info!("another sealer holds the lock; standing by");
-        tokio::select! {
-            () = tokio::time::sleep(a.interval) => {}
-            () = actiond_runtime::shutdown_signal() => return Ok(()),
-        }
-    };
-    tracing::info!(key_id = %a.key_id, "sealer working");
-    if a.once {
-        return seal_once(&mut sealer, &a, &m).await;
-    }
-    let mut tick = tokio::time::interval(a.interval);
     let stop = actiond_runtime::shutdown_signal();
     tokio::pin!(stop);
+    // A lost database connection (Postgres restarted, the backend terminated) ends a round,
+    // never the sealer: it lets the lock go with the connection, takes it again (or stands by
+    // if another sealer took it meanwhile) and resumes from what is sealed.
+    let mut worked = false;
     loop {
+        let mut sealer = loop {
+            let signer = SealSigner::from_pkcs8_b64(&a.key_id, &key)?;
+            match Sealer::try_acquire(&db, signer).await {
+                Ok(Some(s)) => break s,
+                Ok(None) if a.once => {
+                    say("another sealer is working; nothing done");
+                    return Ok(());
+                }
+                Ok(None) => tracing::info!("another sealer holds the lock; standing by"),
+                Err(e) if worked => {
+                    tracing::warn!(error = %e, "cannot take the sealer lock; trying again");
+                }
+                Err(e) => return Err(e.into()),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(a.interval) => {}
+                () = &mut stop => return Ok(()),
+            }
+        };
+        tracing::info!(key_id = %a.key_id, "sealer working");
+        if a.once {
+            return seal_once(&mut sealer, &a, &m).await;
+        }
+        worked = true;
+        let mut tick = tokio::time::interval(a.interval);
+        let failed = loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = &mut stop => return Ok(()),
+            }
+            if let Err(e) = seal_round(&mut sealer, &a, &m).await {
+                break e;
+            }
+        };
+        drop(sealer);
+        tracing::warn!(error = %failed, "sealing round failed; the lock went with its connection, taking it again");
         tokio::select! {
-            _ = tick.tick() => {}
+            () = tokio::time::sleep(a.interval) => {}
             () = &mut stop => return Ok(()),
         }
-        sealer.checkpoint().await?;
-        if let Some(bound) = sealer.final_bound().await? {
-            let r = sealer.seal_through(bound, a.batch).await?;
-            m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
-            m.events.with_label_values(&[] as &[&str]).inc_by(r.events);
-            if r.events > 0 {
-                tracing::info!(
-                    seals = r.seals,
-                    events = r.events,
-                    through = r.sealed_through,
-                    "sealed"
-                );
-            }
+    }
+}
+
+/// One sealing round: seals every event that is final now, in batches of `--batch`.
+///
+/// Errors: the store's (a lost connection included); nothing half-sealed stays, each seal is
+/// one transaction.
+async fn seal_round(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow::Result<()> {
+    sealer.checkpoint().await?;
+    if let Some(bound) = sealer.final_bound().await? {
+        let r = sealer.seal_through(bound, a.batch).await?;
+        m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
+        m.events.with_label_values(&[] as &[&str]).inc_by(r.events);
+        if r.events > 0 {
+            tracing::info!(
+                seals = r.seals,
+                events = r.events,
+                through = r.sealed_through,
+                "sealed"
+            );
         }
     }
+    Ok(())
 }
 
 async fn seal_once(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow::Result<()> {
@@ -489,11 +517,20 @@ async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
     let stop = actiond_runtime::shutdown_signal();
     tokio::pin!(stop);
     loop {
-        let r = actiond_store::retention::purge(&db, a.decided_after, a.batch).await?;
-        for (t, _, n) in &r.tenants {
-            purged.with_label_values(&[t.as_str()]).inc_by(*n);
+        // With --interval a failed round (Postgres restarting, a lost connection) is logged
+        // and the next one runs on time; a single run reports the error and exits.
+        match actiond_store::retention::purge(&db, a.decided_after, a.batch).await {
+            Ok(r) => {
+                for (t, _, n) in &r.tenants {
+                    purged.with_label_values(&[t.as_str()]).inc_by(*n);
+                }
+                say(&serde_json::to_string(&r)?);
+            }
+            Err(e) if a.interval.is_some() => {
+                tracing::warn!(error = %e, "purge round failed; trying again next interval");
+            }
+            Err(e) => return Err(e.into()),
         }
-        say(&serde_json::to_string(&r)?);
         let Some(every) = a.interval else {
             return Ok(());
         };

@@ -57,7 +57,7 @@ enum Command {
     /// Tenant documents: apply, diff, show, history, validate; shadow and promote a candidate.
     #[command(subcommand)]
     Tenant(admin::TenantCmd),
-    /// Agents and their tokens: create, list, revoke.
+    /// Agents and their tokens: create, list, unfreeze, revoke.
     #[command(subcommand)]
     Agent(admin::AgentCmd),
     /// Break-glass operator approvals: list, show, approve, deny.
@@ -67,7 +67,7 @@ enum Command {
     Propose(client::ProposeArgs),
     /// Show a proposal's status (small client for the REST API).
     Status(client::StatusArgs),
-    /// Sealed audit trail: seal, verify, export; retention purge.
+    /// Sealed audit trail: keygen, seal, verify, verify-passkeys, export; retention purge.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
     /// Run everything on this machine: a throwaway Postgres, keys, a demo tenant, an agent token.

@@ -200,7 +200,8 @@ pub fn routes(state: AppState, config: &McpConfig) -> Router<AppState> {
 }
 
 /// `POST /mcp`, in this order: the method (405 otherwise, with `Allow: POST`), the bearer
-/// token (401), `Content-Type` (absent or `application/json`, parsed as a media type; 415),
+/// token (401), `Host`, `Origin`, `Content-Type` or `MCP-Protocol-Version` sent more than once
+/// (400 naming it), `Content-Type` (absent or `application/json`, parsed as a media type; 415),
 /// `Accept` (absent, or a range that admits `application/json`; 406), the body size (413),
 /// then JSON-RPC: a body that is not strict JSON is -32700, a message without
 /// `jsonrpc: "2.0"` or with an `id` that is null or not a string/integer is -32600, and a batch
@@ -217,6 +218,9 @@ async fn endpoint(state: AppState, service: McpService, request: Request) -> Res
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
+    if let Some(name) = repeated_header(request.headers()) {
+        return SubmitError::field(name, "must be sent once").into_response();
+    }
     if let Err(p) = check_media_types(request.headers()) {
         return p.into_response();
     }
@@ -571,6 +575,24 @@ fn rpc_answer(value: Value) -> Response {
 /// `Content-Type` absent or `application/json` (any case, any parameters): 415 otherwise.
 /// `Accept` absent, or admitting `application/json` through `*/*`, `application/*` or itself
 /// with a non-zero `q`: 406 otherwise.
+/// The first of the headers `/mcp` reads once that was sent more than once, by its usual
+/// spelling: only one of each is checked (`Origin` against the public origins, `Content-Type`
+/// as JSON), so a second one must not ride along unchecked.
+fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
+    [
+        (header::HOST, "Host"),
+        (header::ORIGIN, "Origin"),
+        (header::CONTENT_TYPE, "Content-Type"),
+        (
+            header::HeaderName::from_static("mcp-protocol-version"),
+            "MCP-Protocol-Version",
+        ),
+    ]
+    .into_iter()
+    .find(|(h, _)| headers.get_all(h).iter().count() > 1)
+    .map(|(_, name)| name)
+}
+
 fn check_media_types(headers: &HeaderMap) -> Result<(), Box<Problem>> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         // Parsed as on REST: `Application/JSON; charset=utf-8` is JSON, `application/jsonp` not.

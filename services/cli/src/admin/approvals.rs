@@ -114,6 +114,18 @@ async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
     let t = tenant.map(|t| vec![t]);
     let rows = approvals::list_escalated(&db, t.as_deref(), 200).await?;
     if rows.is_empty() {
+        // A misspelt tenant is not an empty queue: name it and exit 3.
+        if let Some([tenant]) = t.as_deref() {
+            let c = db.client().await?;
+            if c.query_opt("SELECT 1 FROM tenants WHERE id = $1", &[tenant])
+                .await?
+                .is_none()
+            {
+                return Err(crate::exit::not_found(format!(
+                    "tenant {tenant:?} does not exist"
+                )));
+            }
+        }
         say("no escalated proposals");
     }
     for p in rows {
