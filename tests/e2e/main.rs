@@ -17,6 +17,7 @@ mod handlers;
 mod privileges;
 mod queue_plans;
 mod read_plans;
+mod restarts;
 mod schema;
 mod shadow;
 mod staged;
