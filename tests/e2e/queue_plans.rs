@@ -29,6 +29,27 @@ const ESCALATION_CAP: &str = "SET plan_cache_mode = force_generic_plan;
 const OLDEST_PENDING: &str =
     "SELECT now() - min(created_at) FROM proposals WHERE state = 'pending'";
 
+/// Rows of the large size of the plan tests: `ACTIOND_TEST_PLAN_ROWS`, default 200,000.
+pub(crate) fn plan_rows() -> i64 {
+    std::env::var("ACTIOND_TEST_PLAN_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+}
+
+/// A fresh database with tenant `acme` configured and one agent named `agent_name`.
+pub(crate) async fn plan_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
+    let tdb = TestDb::new().await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", "http://127.0.0.1:9")
+        .replace("WEBHOOK_PATH", "hook");
+    actiond_store::tenants::apply(&tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let (agent_id, _) = agent(&tdb.db, "acme", agent_name, None).await;
+    (tdb, agent_id)
+}
+
 /// Appends `n` rows (numbered from `from + 1`), a quarter each `pending`, `approved` (a few with a live lease),
 /// `succeeded` and `expired`, written with triggers and foreign-key checks off (only this
 /// test's own database), then analyses the table.
@@ -150,18 +171,8 @@ fn proposals_by_index(what: &str, plan: &Value, indexes: &[&[&str]]) -> i64 {
 /// live rows as at `ACTIOND_TEST_PLAN_ROWS`, and still the exact age of the oldest pending row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_gauges_read_a_bounded_number_of_rows() {
-    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "gauge-bot", None).await;
+    let big = plan_rows();
+    let (tdb, agent_id) = plan_db("gauge-bot").await;
     let mut c = tdb.superuser().await;
     // Not `proposals_escalated_by_agent` (V21): it has no tenant order, so reading the escalated
     // queue through it would read every tenant's escalated rows for each tenant.
@@ -207,18 +218,8 @@ async fn queue_gauges_read_a_bounded_number_of_rows() {
 /// snapshot holding dead entries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_reads_stay_index_driven_as_rows_grow() {
-    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "plan-bot", None).await;
+    let big = plan_rows();
+    let (tdb, agent_id) = plan_db("plan-bot").await;
     let mut c = tdb.superuser().await;
     c.batch_execute(ESCALATION_CAP).await.unwrap();
     let cap = format!("EXECUTE escalation_cap('acme', '{agent_id}')");
@@ -349,18 +350,8 @@ fn by_primary_key(what: &str, plan: &Value) -> i64 {
 async fn batched_writes_find_their_rows_by_primary_key() {
     use actiond_store::executor_queue::{FINISH_SQL, SPEND_AND_START_SQL};
     use actiond_store::policy_queue::DECIDE_SQL;
-    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "batch-bot", None).await;
+    let big = plan_rows();
+    let (tdb, agent_id) = plan_db("batch-bot").await;
     let mut c = tdb.superuser().await;
     c.batch_execute(&format!(
         "SET plan_cache_mode = force_generic_plan;
@@ -429,14 +420,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
 /// entry. Counted with the transaction's own statistics, not a timing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spends_are_hot_updates() {
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "spend-bot", None).await;
+    let (tdb, agent_id) = plan_db("spend-bot").await;
     let mut c = tdb.superuser().await;
     grow(&c, agent_id, 0, 2_000).await;
     c.batch_execute(

@@ -13,8 +13,8 @@
 //! Plans and buffer counts, not timings. The rows `grow` adds are older than the first ones, so
 //! the budget window, the open proposals and a page's position stay the same as the table grows.
 
-use crate::queue_plans::nodes;
-use actiond_testkit::{TestDb, agent};
+use crate::queue_plans::{nodes, plan_db, plan_rows};
+use actiond_testkit::TestDb;
 use serde_json::Value;
 
 /// The freeze page's statement (`agents::freeze_state`).
@@ -196,18 +196,8 @@ fn statements(agent: uuid::Uuid, deep: (String, uuid::Uuid)) -> Vec<Measured> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_history_and_freeze_reads_stay_flat_as_history_grows() {
-    let big: i64 = std::env::var("ACTIOND_TEST_PLAN_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "plan-bot", None).await;
+    let big = plan_rows();
+    let (tdb, agent_id) = plan_db("plan-bot").await;
     let c = tdb.superuser().await;
     grow(&c, agent_id, 0, 10_000).await;
     // Where page 30 of the history starts (100 rows a page); the same rows at every size.
