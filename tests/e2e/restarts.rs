@@ -68,3 +68,77 @@ async fn policy_kill9_mid_flow_loses_and_duplicates_nothing() {
     }
     assert_each_ran_once(&s, &ids, "pk").await;
 }
+
+/// A restart terminates the backends with statements in flight (`57P01`, admin shutdown): the
+/// agent gets a 503 problem with `Retry-After` ("try again"), never a 500, nothing is stored,
+/// and the next submission goes through on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
+    let s = Stack::new("backend_terminated_mid_request").await;
+    s.propose(&refund("pi_bt0", 100)).await;
+    // Hold the api's statement: its document lookup waits on this lock.
+    let mut locker = s.tdb.superuser().await;
+    let lock = locker.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE tenant_documents IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let req = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .body(refund("pi_bt1", 101))
+        .send();
+    let pending = tokio::spawn(req);
+    let admin = s.tdb.superuser().await;
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        // The api's backend of this test's database that waits on the lock, terminated as a
+        // restart (`pg_ctl restart -m fast`) terminates it.
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE datname = current_database() AND usename = 'actiond_test_api'
+                   AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the api never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resp = pending.await.unwrap().unwrap();
+    let status = resp.status().as_u16();
+    let retry = resp.headers().get("retry-after").cloned();
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(retry.is_some(), "503 without Retry-After");
+    assert!(
+        body["type"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unavailable"),
+        "{body}"
+    );
+    lock.rollback().await.unwrap();
+    let c = s.tdb.db.client().await.unwrap();
+    let stored: i64 = c
+        .query_one(
+            "SELECT count(*) FROM proposals WHERE params_json LIKE '%pi_bt1%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "the refused submission was stored");
+    // The api recovered on its own: a new connection replaces the terminated one.
+    let id = s.propose(&refund("pi_bt2", 102)).await;
+    s.wait_state(id, "succeeded", T).await;
+}

@@ -26,6 +26,10 @@ pub(crate) enum WebError {
     /// Conflicts with the current state; the message is safe to show.
     #[error("{0}")]
     Conflict(String),
+    /// The database cannot serve now (a restart, a failover, no free connection): 503 with
+    /// `Retry-After`, and nothing was decided ([`actiond_store::StoreError::is_unavailable`]).
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// Anything else: opaque to the person.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -36,6 +40,7 @@ impl From<actiond_store::StoreError> for WebError {
         match e {
             actiond_store::StoreError::NotFound(_) => WebError::NotFound,
             actiond_store::StoreError::Conflict(m) => WebError::Conflict(m),
+            other if other.is_unavailable() => WebError::Unavailable(other.detail()),
             other => WebError::Internal(anyhow::anyhow!(other.detail())),
         }
     }
@@ -65,6 +70,33 @@ impl IntoResponse for WebError {
             WebError::Forbidden(m) => (StatusCode::FORBIDDEN, "Refused", m),
             WebError::BadRequest(m) => (StatusCode::BAD_REQUEST, "Bad request", m),
             WebError::Conflict(m) => (StatusCode::CONFLICT, "Not done", m),
+            WebError::Unavailable(detail) => {
+                tracing::warn!(error = %detail, "database unavailable");
+                let message = "The database cannot be reached just now (a restart or a failover); nothing was decided. Try again in a moment.";
+                let page = ErrorPage {
+                    status: 503,
+                    title: "Temporarily unavailable",
+                    message,
+                    operation_id: None,
+                    chrome: None,
+                };
+                let mut r = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [
+                        (header::CACHE_CONTROL, "no-store"),
+                        (header::RETRY_AFTER, "2"),
+                    ],
+                    render(&page),
+                )
+                    .into_response();
+                r.extensions_mut().insert(ProblemInfo {
+                    title: "Temporarily unavailable",
+                    detail: message.to_owned(),
+                    operation_id: None,
+                });
+                r.extensions_mut().insert(WithoutNavigation);
+                return r;
+            }
             WebError::Internal(e) => {
                 let op = uuid::Uuid::new_v4();
                 tracing::error!(operation_id = %op, error = %format!("{e:#}"), "internal error");

@@ -114,28 +114,11 @@ impl Problem {
     /// 503 when the database is unreachable (retrying may help), 500 for any other failure.
     fn store(e: &StoreError) -> Self {
         match e {
-            StoreError::Pool(_) => Problem::unavailable(&e.detail()),
-            StoreError::Db(d) if d.is_closed() || d.as_db_error().is_none() => {
-                Problem::unavailable(&e.detail())
-            }
-            StoreError::Db(d) if d.code().is_some_and(|c| server_unavailable(c.code())) => {
-                Problem::unavailable(&e.detail())
-            }
+            e if e.is_unavailable() => Problem::unavailable(&e.detail()),
             // Every other store failure is the server's fault, whatever variants store adds.
             _ => Problem::internal(&e.detail()),
         }
     }
-}
-
-/// Whether a Postgres error code (SQLSTATE) means the server cannot serve now, not that the
-/// request or actiond is wrong: class 08 (connection exception), 53 (insufficient resources,
-/// e.g. `53300` too many connections) and 57 (operator intervention: `57P01` admin shutdown
-/// during a restart, `57P02` crash shutdown, `57P03` still starting up). Such a failure is a
-/// `503` with `Retry-After`, never a `500`. Source: PostgreSQL, Appendix A "Error Codes".
-fn server_unavailable(sqlstate: &str) -> bool {
-    ["08", "53", "57"]
-        .iter()
-        .any(|class| sqlstate.starts_with(class))
 }
 
 /// The one place an error becomes an HTTP status and a problem body.
@@ -236,18 +219,6 @@ mod tests {
     )]
 
     use super::*;
-
-    /// A restart's terminated backend, a server still starting and a full connection table are
-    /// "try again" (503); a constraint or syntax error is not.
-    #[test]
-    fn server_states_that_pass_are_unavailable_not_internal() {
-        for code in ["57P01", "57P02", "57P03", "08006", "08001", "53300"] {
-            assert!(server_unavailable(code), "{code}");
-        }
-        for code in ["23505", "42601", "40001", "XX000", "P0001"] {
-            assert!(!server_unavailable(code), "{code}");
-        }
-    }
 
     /// Every variant has its status, type and headers; a new variant must be added here too.
     #[test]

@@ -75,9 +75,8 @@ pub fn classify(e: &anyhow::Error) -> Kind {
             return match s {
                 StoreError::NotFound(_) => Kind::NotFound,
                 StoreError::Conflict(_) | StoreError::Config(_) => Kind::Invalid,
-                StoreError::Pool(_) => Kind::Unreachable,
-                StoreError::Db(d) if d.as_db_error().is_none() => Kind::Unreachable,
-                StoreError::Db(_) | StoreError::Migration(_) => Kind::Other,
+                s if s.is_unavailable() => Kind::Unreachable,
+                StoreError::Pool(_) | StoreError::Db(_) | StoreError::Migration(_) => Kind::Other,
             };
         }
         if cause.is::<actiond_core::FieldErrors>() {

@@ -73,6 +73,23 @@ impl StoreError {
             _ => None,
         }
     }
+    /// Whether the failure means "the database cannot serve now, try again" rather than "this
+    /// request or actiond is wrong": no pooled connection, a closed connection, a failure with
+    /// no server error (I/O, TLS), or a server error of SQLSTATE class 08 (connection
+    /// exception), 53 (insufficient resources, e.g. `53300` too many connections) or 57
+    /// (operator intervention: `57P01` admin shutdown during a restart, `57P02` crash
+    /// shutdown, `57P03` still starting up). Source for the classes: PostgreSQL, Appendix A
+    /// "Error Codes". The api answers these with 503 and `Retry-After`, the web app with a 503
+    /// page, the CLI with its "unreachable" exit code.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Pool(_) => true,
+            StoreError::Db(e) => {
+                e.is_closed() || e.code().is_none_or(|c| sqlstate_unavailable(c.code()))
+            }
+            _ => false,
+        }
+    }
     /// The full chain of a database error (tokio-postgres' `Display` hides the cause).
     pub fn detail(&self) -> String {
         match self {
@@ -80,6 +97,14 @@ impl StoreError {
             other => other.to_string(),
         }
     }
+}
+
+/// Whether a SQLSTATE names a server that cannot serve now (classes 08, 53, 57; see
+/// [`StoreError::is_unavailable`]).
+pub fn sqlstate_unavailable(sqlstate: &str) -> bool {
+    ["08", "53", "57"]
+        .iter()
+        .any(|class| sqlstate.starts_with(class))
 }
 
 fn db_detail(e: &tokio_postgres::Error) -> String {
@@ -257,4 +282,21 @@ pub async fn set_all_tenants(tx: &tokio_postgres::Transaction<'_>) -> Result<()>
     tx.execute("SELECT set_config('actiond.tenant_ids', '*', true)", &[])
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::sqlstate_unavailable;
+
+    /// A restart's terminated backend, a server still starting and a full connection table are
+    /// "try again"; a constraint, syntax, serialization or internal error is not.
+    #[test]
+    fn server_states_that_pass_are_unavailable_not_internal() {
+        for code in ["57P01", "57P02", "57P03", "08006", "08001", "53300"] {
+            assert!(sqlstate_unavailable(code), "{code}");
+        }
+        for code in ["23505", "42601", "40001", "XX000", "P0001", "42501"] {
+            assert!(!sqlstate_unavailable(code), "{code}");
+        }
+    }
 }
