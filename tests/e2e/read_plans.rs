@@ -265,3 +265,122 @@ async fn budget_history_and_freeze_reads_stay_flat_as_history_grows() {
     }
     assert_eq!(got, want, "the history's first three pages");
 }
+
+/// Appends `n` audit events numbered from `from + 1`, every third of tenant `beta`, the others
+/// of `acme`, stamped `start_secs_ago - i` seconds before now (so each batch, appended in time
+/// order, is newer event after event), then vacuums the log as autovacuum does an insert-only
+/// table (which summarizes its filled BRIN ranges).
+async fn append_events(c: &tokio_postgres::Client, from: i64, n: i64, start_secs_ago: i64) {
+    c.execute(
+        "INSERT INTO audit_events (tenant_id, kind, actor, at)
+         SELECT CASE WHEN i % 3 = 0 THEN 'beta' ELSE 'acme' END, 'proposal.submitted', 'agent:x',
+                now() - make_interval(secs => $3::bigint - (i - $1::bigint))
+         FROM generate_series($1::bigint + 1, $1::bigint + $2::bigint) i",
+        &[&from, &n, &start_secs_ago],
+    )
+    .await
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE audit_events")
+        .await
+        .unwrap();
+}
+
+/// `actiond audit export --since` starts by finding each tenant's first event of the window
+/// (`audit_export::START_SQL`). It reads the window through the BRIN index `audit_events_at`,
+/// never the primary key from the oldest event nor the whole log: its buffers stay within the
+/// pages that hold the window plus two block ranges (128 pages each), and far below the log's
+/// size, once `plan_rows()` events of history older than the window follow the window's.
+/// (At 10,000 events the whole log is one block range: a sequential read is the right plan.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_export_start_reads_the_window() {
+    let (tdb, _) = plan_db("audit-bot").await;
+    let c = tdb.superuser().await;
+    c.batch_execute(&format!(
+        "INSERT INTO tenants (id) VALUES ('beta') ON CONFLICT DO NOTHING;
+         PREPARE export_start(text, text) AS {}",
+        actiond_store::audit_export::START_SQL
+    ))
+    .await
+    .unwrap();
+    // 10,000 events, the newest now; the window is their last 600 seconds.
+    append_events(&c, 0, 10_000, 10_000).await;
+    let since: String = c
+        .query_one("SELECT (now() - interval '600 seconds')::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let measure = |tenant: Option<&'static str>| {
+        let (c, since) = (&c, since.clone());
+        async move {
+            let tenant = tenant.map_or("NULL".to_string(), |t| format!("'{t}'"));
+            let row = c
+                .query_one(
+                    &format!(
+                        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE export_start('{since}', {tenant})"
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap();
+            let plan: Value = row.get::<_, Value>(0)[0]["Plan"].clone();
+            for n in nodes(&plan) {
+                if n["Relation Name"].as_str() == Some("audit_events") {
+                    assert_eq!(
+                        n["Node Type"].as_str(),
+                        Some("Bitmap Heap Scan"),
+                        "audit_events read other than through its BRIN index: {plan:#}"
+                    );
+                }
+                if n["Node Type"].as_str() == Some("Bitmap Index Scan") {
+                    assert_eq!(
+                        n["Index Name"].as_str(),
+                        Some("audit_events_at"),
+                        "{plan:#}"
+                    );
+                }
+            }
+            plan["Shared Hit Blocks"].as_i64().unwrap_or(0)
+                + plan["Shared Read Blocks"].as_i64().unwrap_or(0)
+        }
+    };
+    let window_pages = || async {
+        let r = c
+            .query_one(
+                "SELECT count(DISTINCT (ctid::text::point)[0])::bigint,
+                        (SELECT relpages::bigint FROM pg_class WHERE relname = 'audit_events')
+                 FROM audit_events WHERE at >= $1::text::timestamptz",
+                &[&since],
+            )
+            .await
+            .unwrap();
+        (r.get::<_, i64>(0), r.get::<_, i64>(1))
+    };
+    // Every tenant's start must be found: acme's and beta's first event of the window.
+    let starts: i64 = c
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM ({}) s",
+                actiond_store::audit_export::START_SQL
+            ),
+            &[&since, &None::<String>],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(starts, 2);
+    // Older history appended after them (a restored backlog, say): the window does not move.
+    let big = plan_rows();
+    append_events(&c, 10_000, big - 10_000, 20_000 + big).await;
+    let (window, pages) = window_pages().await;
+    for tenant in [None, Some("beta")] {
+        let buffers = measure(tenant).await;
+        eprintln!(
+            "export start ({tenant:?}): {buffers} buffers at {big} events \
+             ({pages} pages, the window on {window})"
+        );
+        assert!(
+            buffers <= window + 2 * 128 + 16 && buffers * 4 < pages,
+            "export start ({tenant:?}): {buffers} buffers for a window on {window} pages of {pages}"
+        );
+    }
+}
