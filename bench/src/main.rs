@@ -71,6 +71,11 @@ struct Args {
     /// the server preloads it.
     #[arg(long)]
     pg_stat_statements: bool,
+    /// Also run the audit sealer (`actiond audit seal --interval 1s`), as production does: its
+    /// process counts as `sealer`, its backends in `postgres`. Off by default, so figures
+    /// compare with earlier runs, which had no sealer.
+    #[arg(long)]
+    seal: bool,
 }
 
 const DOC: &str = r#"
@@ -155,7 +160,32 @@ async fn spawn_services(
             &logs,
         ));
     }
+    if args.seal {
+        services.push(spawn_sealer(tdb, keys, &logs).await);
+    }
     services
+}
+
+/// The audit sealer with a key of its own (`actiond audit keygen`), chaining and signing
+/// events every second as a deployment runs it.
+async fn spawn_sealer(tdb: &TestDb, keys: &Keys, logs: &std::path::Path) -> Service {
+    let dir = keys.dir.join("sealer");
+    let dir = dir.to_str().unwrap();
+    let out = std::process::Command::new(actiond_testkit::actiond_bin())
+        .args(["audit", "keygen", "--out-dir", dir])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "audit keygen: {out:?}");
+    Service::spawn(
+        "audit",
+        "sealer",
+        &["seal", "--interval", "1s", "--credentials-dir", dir],
+        &[
+            ("DATABASE_URL", tdb.role_url("sealer").await),
+            ("RUST_LOG", "warn".into()),
+        ],
+        logs,
+    )
 }
 
 /// Waits until `total` allowed proposals of the bench tenant have succeeded: first on the
@@ -200,6 +230,26 @@ async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usiz
     .await;
 }
 
+/// Waits until the sealer has chained every audit event written so far (`--seal`).
+async fn wait_sealed(c: &tokio_postgres::Client) {
+    eventually(
+        Duration::from_secs(120),
+        "every event sealed",
+        || async move {
+            let r = c
+                .query_one(
+                    "SELECT (SELECT coalesce(max(event_id), 0) FROM audit_event_hashes)
+                        >= (SELECT coalesce(max(id), 0) FROM audit_events)",
+                    &[],
+                )
+                .await
+                .unwrap();
+            r.get::<_, bool>(0).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Ends the run when a bench proposal is in a state off the allow path (see [`wait_succeeded`]).
 async fn exit_if_off_the_allow_path(c: &tokio_postgres::Client) {
     let off = c
@@ -225,6 +275,7 @@ fn label(role: &str) -> &'static str {
     match role {
         "api" => "api",
         "policy" => "policy",
+        "audit" => "sealer",
         _ => "executor",
     }
 }
@@ -325,6 +376,10 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
     } else {
         None
     };
+    if allow && args.seal {
+        // The sealer's work for these proposals counts too: meter until it is done.
+        wait_sealed(&su).await;
+    }
     let cpu = meter.stop();
     let statements = match statements_on {
         Some(Ok(())) => Some(

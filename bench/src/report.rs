@@ -12,6 +12,7 @@ const COMPONENTS: &[&str] = &[
     "api",
     "policy",
     "executor",
+    "sealer",
     "postgres",
     "postgres-aux",
     "bench client",
