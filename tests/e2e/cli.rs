@@ -128,6 +128,15 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     )
     .unwrap();
     let far = far.display().to_string();
+    // A rule that can never be true or false (it escalated every proposal as "could not be
+    // evaluated") is refused when applied, not found out by the policy worker.
+    let notbool = dir.join("notbool.yaml");
+    std::fs::write(
+        &notbool,
+        "tenant: acme\npolicy:\n  default: escalate\n  rules:\n    - {name: ok, when: 'action == \"x\"', effect: block, reason: x}\n    - {name: sum, when: '1 + 1', effect: allow, reason: x}\n",
+    )
+    .unwrap();
+    let notbool = notbool.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
@@ -246,6 +255,12 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
         ),
         (&["tenant", "apply", "-f", &bad], &db, 2, "policy.default"),
         (&["tenant", "shadow", "-f", &bad], &db, 2, "policy.default"),
+        (
+            &["tenant", "apply", "-f", &notbool],
+            &db,
+            2,
+            "policy.rules[1].when: must be a boolean expression (this one gives the result of +)",
+        ),
         (
             &["tenant", "shadow", "-f", &ghost],
             &db,

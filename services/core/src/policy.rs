@@ -71,6 +71,71 @@ pub fn compile_rule(src: &str) -> Result<Program, String> {
         .map_err(|e| e.to_string())
 }
 
+/// What a compiled rule certainly gives when that is not a boolean (`"an int"`, `"a list"`,
+/// `"the result of +"`, ...); `None` when it gives or may give one.
+///
+/// The cel crate has no type checker, so this reads the expression's outermost shape: a
+/// literal, a list or map, arithmetic, a conversion such as `size()` or `string()`, a `map` or
+/// `filter` macro, or a conditional whose two branches are all of these. A field read such as
+/// `params.flag` may be a boolean, so it passes here and is checked when it runs.
+pub fn non_boolean(program: &Program) -> Option<&'static str> {
+    non_boolean_expr(program.expression())
+}
+
+fn non_boolean_expr(e: &cel::IdedExpr) -> Option<&'static str> {
+    use cel::common::ast::{Expr, LiteralValue};
+    match &e.expr {
+        Expr::Literal(LiteralValue::Boolean(_)) => None,
+        Expr::Literal(LiteralValue::Int(_)) => Some("an int"),
+        Expr::Literal(LiteralValue::UInt(_)) => Some("a uint"),
+        Expr::Literal(LiteralValue::Double(_)) => Some("a double"),
+        Expr::Literal(LiteralValue::String(_)) => Some("a string"),
+        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
+        Expr::Literal(LiteralValue::Null) => Some("null"),
+        Expr::List(_) => Some("a list"),
+        Expr::Map(_) => Some("a map"),
+        Expr::Struct(_) => Some("a message"),
+        Expr::Call(call) => non_boolean_call(call),
+        // `map` and `filter` build a list in their accumulator; `all`, `exists` and
+        // `exists_one` end in a boolean.
+        Expr::Comprehension(c) => match &c.result.expr {
+            Expr::Ident(name) if *name == c.accu_var => non_boolean_expr(&c.accu_init),
+            _ => non_boolean_expr(&c.result),
+        },
+        Expr::Ident(_) | Expr::Select(_) | Expr::Unspecified => None,
+    }
+}
+
+fn non_boolean_call(call: &cel::common::ast::CallExpr) -> Option<&'static str> {
+    use cel::common::ast::operators as op;
+    let f = call.func_name.as_str();
+    match f {
+        op::CONDITIONAL => match call.args.as_slice() {
+            [_, yes, no] => non_boolean_expr(yes).and(non_boolean_expr(no)),
+            _ => None,
+        },
+        op::ADD => Some("the result of +"),
+        op::SUBSTRACT => Some("the result of -"),
+        op::MULTIPLY => Some("the result of *"),
+        op::DIVIDE => Some("the result of /"),
+        op::MODULO => Some("the result of %"),
+        op::NEGATE => Some("the result of unary -"),
+        "size" | "int" => Some("an int"),
+        "uint" => Some("a uint"),
+        "double" => Some("a double"),
+        "string" => Some("a string"),
+        "bytes" => Some("bytes"),
+        "timestamp" => Some("a timestamp"),
+        "duration" => Some("a duration"),
+        "type" => Some("a type"),
+        "getFullYear" | "getMonth" | "getDayOfMonth" | "getDayOfYear" | "getDate"
+        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
+            Some("an int")
+        }
+        _ => None,
+    }
+}
+
 /// A compiled rule.
 #[derive(Clone)]
 pub struct CompiledRule {
