@@ -505,3 +505,39 @@ async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
     assert!(kept.exists(), "the state directory was wiped: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `propose --wait` prints one JSON document (it printed the submission's answer and then the
+/// later view, two documents in a row that no JSON reader takes): the decided proposal, with
+/// the submission's `proposal_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_wait_prints_one_json_document() {
+    let s = crate::support::Stack::with(
+        "cli_propose_wait",
+        crate::support::Options {
+            executor: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let api = [
+        ("ACTIOND_URL", s.api_url.as_str()),
+        ("ACTIOND_TOKEN", s.token.as_str()),
+    ];
+    let params = r#"{"payment_id":"pi_wait","amount":100,"currency":"USD"}"#;
+    let propose = ["propose", "--action", "billing.refund.issue", "--params", params];
+    let (code, out, err) = run(&[&propose[..], &["--wait", "20"]].concat(), &api);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let id: uuid::Uuid = v["proposal_id"].as_str().unwrap().parse().unwrap();
+    // No executor runs: the small refund is allowed and waits as approved.
+    assert_eq!(v["state"], "approved", "{out}");
+    assert_eq!(s.state(id).await, "approved");
+    // Without --wait, the submission's answer alone.
+    let params = r#"{"payment_id":"pi_nowait","amount":100,"currency":"USD"}"#;
+    let propose = ["propose", "--action", "billing.refund.issue", "--params", params];
+    let (code, out, err) = run(&propose, &api);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["state"], "pending", "{out}");
+    assert!(v["proposal_id"].is_string(), "{out}");
+}
