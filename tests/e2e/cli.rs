@@ -524,7 +524,13 @@ async fn propose_wait_prints_one_json_document() {
         ("ACTIOND_TOKEN", s.token.as_str()),
     ];
     let params = r#"{"payment_id":"pi_wait","amount":100,"currency":"USD"}"#;
-    let propose = ["propose", "--action", "billing.refund.issue", "--params", params];
+    let propose = [
+        "propose",
+        "--action",
+        "billing.refund.issue",
+        "--params",
+        params,
+    ];
     let (code, out, err) = run(&[&propose[..], &["--wait", "20"]].concat(), &api);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
@@ -534,7 +540,13 @@ async fn propose_wait_prints_one_json_document() {
     assert_eq!(s.state(id).await, "approved");
     // Without --wait, the submission's answer alone.
     let params = r#"{"payment_id":"pi_nowait","amount":100,"currency":"USD"}"#;
-    let propose = ["propose", "--action", "billing.refund.issue", "--params", params];
+    let propose = [
+        "propose",
+        "--action",
+        "billing.refund.issue",
+        "--params",
+        params,
+    ];
     let (code, out, err) = run(&propose, &api);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));

@@ -123,7 +123,11 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot reach {}", a.conn.url))?;
     let status = resp.status();
     let mut v = parse_response(status, &resp.text().await?)?;
-    let Some(id) = v.get("proposal_id").and_then(|x| x.as_str()).map(str::to_owned) else {
+    let Some(id) = v
+        .get("proposal_id")
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+    else {
         return print_json(&v);
     };
     if a.wait == 0 {

@@ -466,7 +466,9 @@ handlers:
             ("'null'", "null"),
         ] {
             let e = TenantDocument::parse(&with(when)).unwrap_err().to_string();
-            let want = format!("policy.rules[0].when: must be a boolean expression (this one gives {gives})");
+            let want = format!(
+                "policy.rules[0].when: must be a boolean expression (this one gives {gives})"
+            );
             assert!(e.contains(&want), "{when}: {e}");
         }
         // What may be a boolean passes: a field read, a comparison, a macro that ends in one, a
