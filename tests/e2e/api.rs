@@ -426,6 +426,28 @@ fn problem_cases() -> Vec<Case> {
             PROBLEM,
             ("/errors/0/field", json!("state")),
         ),
+        // A misspelt parameter (`?wiat=30`) was ignored: the call answered at once, as if no
+        // wait had been asked for.
+        c(
+            "unknown query parameter",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5?wiat=30",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("wiat")),
+        ),
+        c(
+            "unknown query parameter on the tenant's document",
+            "GET",
+            "/v1/openapi.yaml?format=json",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("format")),
+        ),
         c(
             "syntax error inside params",
             "POST",
