@@ -208,10 +208,12 @@ async fn block_and_unknown_actions_never_run() {
     for (action, id) in &ids {
         s.wait_state(*id, "blocked", T).await;
         let row = s.row(*id).await;
-        assert_eq!(
-            row.get::<_, Option<String>>(1),
-            Some(format!("no handler for {action}"))
-        );
+        let want = if action.is_empty() {
+            r#"no handler for "" (empty action name)"#.to_owned()
+        } else {
+            format!("no handler for {action}")
+        };
+        assert_eq!(row.get::<_, Option<String>>(1), Some(want), "{action:?}");
     }
     let sentinel = s.sentinel().await;
     assert_eq!(s.calls().len(), 0);

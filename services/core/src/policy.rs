@@ -2,7 +2,8 @@
 //!
 //! - Severity is monotonic: `block > escalate > allow`. The most severe matching rule wins; a
 //!   later input (a rule, `min_effect`, a classifier) may raise a decision, never lower it.
-//! - An action that is not in the tenant's handler registry is blocked: "no handler for X".
+//! - An action that is not in the tenant's handler registry is blocked: "no handler for X"
+//!   ([`no_handler_reason`]; an empty name reads `no handler for "" (empty action name)`).
 //! - A rule that fails to evaluate (missing field, type mismatch, non-boolean result) fails
 //!   closed: it counts as matched with at least `escalate` (or `block` if that is its effect).
 //!   The error goes to the audit log only; the agent sees a generic reason.
@@ -293,15 +294,28 @@ pub fn to_cel(v: &Value) -> Cel {
     }
 }
 
+/// The reason of the block for an action outside the registry: `no handler for X` with the
+/// name's first 128 characters; a name that is empty or only white space is quoted and said to
+/// be so (`no handler for "" (empty action name)`), since nothing after "for" reads as a cut.
+pub fn no_handler_reason(action: &str) -> String {
+    let shown: String = action.chars().take(128).collect();
+    if shown.is_empty() {
+        r#"no handler for "" (empty action name)"#.to_owned()
+    } else if shown.trim().is_empty() {
+        format!("no handler for {shown:?} (an action name of white space only)")
+    } else {
+        format!("no handler for {shown}")
+    }
+}
+
 /// Evaluates the tenant's policy. Pure and deterministic; may be slow on hostile rules, so run
 /// it off the async executor with a timeout.
 pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
     let Some(handler) = policy.doc.handler(&input.action) else {
-        let shown: String = input.action.chars().take(128).collect();
         return Decision {
             effect: Effect::Block,
             rule: Some("no-handler".into()),
-            reason: format!("no handler for {shown}"),
+            reason: no_handler_reason(&input.action),
             errors: Vec::new(),
         };
     };
@@ -477,10 +491,22 @@ handlers:
     #[test]
     fn unknown_actions_are_blocked() {
         let p = policy("", "allow");
-        for a in ["constructor", "__proto__", "toString", "shell.exec", ""] {
+        for a in [
+            "constructor",
+            "__proto__",
+            "toString",
+            "shell.exec",
+            "",
+            " \t",
+        ] {
             let d = decide(&p, &input(a, 1));
             assert_eq!(d.effect, Effect::Block);
-            assert_eq!(d.reason, format!("no handler for {a}"));
+            let want = match a {
+                "" => r#"no handler for "" (empty action name)"#.to_owned(),
+                " \t" => r#"no handler for " \t" (an action name of white space only)"#.to_owned(),
+                _ => format!("no handler for {a}"),
+            };
+            assert_eq!(d.reason, want);
         }
     }
 
