@@ -171,9 +171,7 @@ async fn body_limit_auth_and_content_type() {
     assert_eq!(v["errors"][0]["rule"], "must be sent once", "{v}");
     // A frozen agent (an approver stopped it from the web app) is refused with 403 at once,
     // and proposes again once unfrozen.
-    let c = s.tdb.db.client().await.unwrap();
-    let freeze = "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE tenant_id = 'acme' AND name = 'support-bot'";
-    c.execute(freeze, &[]).await.unwrap();
+    s.freeze_agent().await;
     let (st, v) = s.post(&refund("pi_frozen", 100), None).await;
     assert_eq!(st, 403, "{v}");
     assert_eq!(
@@ -206,7 +204,12 @@ async fn body_limit_auth_and_content_type() {
     assert_eq!(s.post(&refund("pi_thawed", 100), None).await.0, 202);
     let (ok, _, err) = actiond_testkit::cli(&unfreeze, &env);
     assert!(!ok && err.contains("is not frozen"), "{err}");
-    let unfrozen: i64 = c
+    let unfrozen: i64 = s
+        .tdb
+        .db
+        .client()
+        .await
+        .unwrap()
         .query_one(
             "SELECT count(*) FROM audit_events WHERE kind = 'agent.unfrozen' AND actor = 'operator:cli'",
             &[],
@@ -422,6 +425,28 @@ fn problem_cases() -> Vec<Case> {
             400,
             PROBLEM,
             ("/errors/0/field", json!("state")),
+        ),
+        // A misspelt parameter (`?wiat=30`) was ignored: the call answered at once, as if no
+        // wait had been asked for.
+        c(
+            "unknown query parameter",
+            "GET",
+            "/v1/proposals/01a23135-e7df-7346-b8d7-3696e78a5ed5?wiat=30",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("wiat")),
+        ),
+        c(
+            "unknown query parameter on the tenant's document",
+            "GET",
+            "/v1/openapi.yaml?format=json",
+            &[],
+            "",
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("format")),
         ),
         c(
             "syntax error inside params",
@@ -872,8 +897,7 @@ async fn agent_cache_forgets_a_revoked_or_frozen_agent_at_once_in_every_api() {
                 "round {round}: cache unused"
             );
         }
-        let freeze = "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE name = 'support-bot'";
-        c.execute(freeze, &[]).await.unwrap();
+        s.freeze_agent().await;
         for api in &apis {
             let st = submit_to(&s, api, &payment()).await;
             assert_eq!(

@@ -128,6 +128,15 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     )
     .unwrap();
     let far = far.display().to_string();
+    // A rule that can never be true or false (it escalated every proposal as "could not be
+    // evaluated") is refused when applied, not found out by the policy worker.
+    let notbool = dir.join("notbool.yaml");
+    std::fs::write(
+        &notbool,
+        "tenant: acme\npolicy:\n  default: escalate\n  rules:\n    - {name: ok, when: 'action == \"x\"', effect: block, reason: x}\n    - {name: sum, when: '1 + 1', effect: allow, reason: x}\n",
+    )
+    .unwrap();
+    let notbool = notbool.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
@@ -247,6 +256,12 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
         (&["tenant", "apply", "-f", &bad], &db, 2, "policy.default"),
         (&["tenant", "shadow", "-f", &bad], &db, 2, "policy.default"),
         (
+            &["tenant", "apply", "-f", &notbool],
+            &db,
+            2,
+            "policy.rules[1].when: must be a boolean expression (this one gives the result of +)",
+        ),
+        (
             &["tenant", "shadow", "-f", &ghost],
             &db,
             3,
@@ -355,24 +370,14 @@ fn usage_errors_are_one_line_and_help_is_not() {
 /// export` keeps valid JSON with the escape.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_chosen_bidi_characters_are_never_printed_raw() {
-    let s = crate::support::Stack::with(
-        "cli_bidi",
-        crate::support::Options {
-            executor: false,
-            ..Default::default()
-        },
-    )
-    .await;
+    let s = stack_without_executor("cli_bidi").await;
     let body = r#"{"action":"billing.refund.issue\u202e","params":{"payment_id":"pi_bidi","amount":100,"currency":"USD"},"reason":"r\u202eeversed"}"#;
     let id = s.propose(body).await;
     s.wait_state(id, "blocked", std::time::Duration::from_secs(30))
         .await;
     let id = id.to_string();
     let raw = '\u{202e}';
-    let api = [
-        ("ACTIOND_URL", s.api_url.as_str()),
-        ("ACTIOND_TOKEN", s.token.as_str()),
-    ];
+    let api = agent_env(&s);
     let (code, out, err) = run(&["status", &id], &api);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains(raw), "{out}");
@@ -489,4 +494,57 @@ async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
     );
     assert!(kept.exists(), "the state directory was wiped: {err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `propose --wait` prints one JSON document (it printed the submission's answer and then the
+/// later view, two documents in a row that no JSON reader takes): the decided proposal, with
+/// the submission's `proposal_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_wait_prints_one_json_document() {
+    let s = stack_without_executor("cli_propose_wait").await;
+    let api = agent_env(&s);
+    // `propose` with `extra` flags; its whole stdout as one JSON value.
+    let propose = |payment: &str, extra: &[&str]| {
+        let params = format!(r#"{{"payment_id":"{payment}","amount":100,"currency":"USD"}}"#);
+        let args = [
+            "propose",
+            "--action",
+            "billing.refund.issue",
+            "--params",
+            &params,
+        ];
+        let (code, out, err) = run(&[&args[..], extra].concat(), &api);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert!(v["proposal_id"].is_string(), "{out}");
+        v
+    };
+    let v = propose("pi_wait", &["--wait", "20"]);
+    let id: uuid::Uuid = v["proposal_id"].as_str().unwrap().parse().unwrap();
+    // No executor runs: the small refund is allowed and waits as approved.
+    assert_eq!(v["state"], "approved", "{v}");
+    assert_eq!(s.state(id).await, "approved");
+    // Without --wait, the submission's answer alone.
+    assert_eq!(propose("pi_nowait", &[])["state"], "pending");
+}
+
+/// A gateway with the api and policy running and no executor.
+async fn stack_without_executor(name: &str) -> crate::support::Stack {
+    crate::support::Stack::with(
+        name,
+        crate::support::Options {
+            executor: false,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// The client environment of the stack's agent (`ACTIOND_URL`, `ACTIOND_TOKEN`).
+fn agent_env(s: &crate::support::Stack) -> [(&'static str, &str); 2] {
+    [
+        ("ACTIOND_URL", s.api_url.as_str()),
+        ("ACTIOND_TOKEN", s.token.as_str()),
+    ]
 }

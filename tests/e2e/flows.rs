@@ -1,6 +1,6 @@
 //! The main paths: allow, escalate → approve, escalate → deny, block, and the guide's case.
 
-use crate::support::{Options, Stack, refund};
+use crate::support::{ALLOW_PATH_KINDS, Options, Stack, refund};
 use actiond_testkit::cli;
 use std::time::Duration;
 
@@ -34,16 +34,7 @@ async fn allow_path_executes_exactly_once() {
     assert_eq!(v["reason"], "Refunds up to 50.00 are automatic.");
     assert!(v.get("outcome_detail").is_none());
     // Every state change has its audit event.
-    let kinds: Vec<String> = s.audit_kinds(id).await.into_iter().map(|k| k.0).collect();
-    assert_eq!(
-        kinds,
-        [
-            "proposal.submitted",
-            "proposal.decided",
-            "grant.spent",
-            "proposal.executed"
-        ]
-    );
+    assert_eq!(s.audit_kind_names(id).await, ALLOW_PATH_KINDS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,7 +94,7 @@ async fn escalate_then_approve_executes() {
     assert!(ok, "{out}{err}");
     s.wait_state(id, "succeeded", T).await;
     assert_eq!(s.recv.count(), 1);
-    let kinds: Vec<String> = s.audit_kinds(id).await.into_iter().map(|k| k.0).collect();
+    let kinds = s.audit_kind_names(id).await;
     assert!(
         kinds.contains(&"approval.breakglass".to_owned()),
         "{kinds:?}"
@@ -217,10 +208,12 @@ async fn block_and_unknown_actions_never_run() {
     for (action, id) in &ids {
         s.wait_state(*id, "blocked", T).await;
         let row = s.row(*id).await;
-        assert_eq!(
-            row.get::<_, Option<String>>(1),
-            Some(format!("no handler for {action}"))
-        );
+        let want = if action.is_empty() {
+            r#"no handler for "" (empty action name)"#.to_owned()
+        } else {
+            format!("no handler for {action}")
+        };
+        assert_eq!(row.get::<_, Option<String>>(1), Some(want), "{action:?}");
     }
     let sentinel = s.sentinel().await;
     assert_eq!(s.calls().len(), 0);

@@ -50,15 +50,7 @@ async fn policy_blocks_a_pending_proposal_the_freeze_did_not_see() {
     .await;
     let id = s.propose(&refund("pi_race", 100)).await;
     // The outcome of the race, made exactly: the agent frozen, this proposal still pending.
-    s.tdb
-        .superuser()
-        .await
-        .execute(
-            "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE id = $1",
-            &[&s.agent_id],
-        )
-        .await
-        .unwrap();
+    s.freeze_agent().await;
     s.start_policy().await;
     s.wait_state(id, "blocked", Duration::from_secs(30)).await;
     let row = s.row(id).await;
@@ -249,15 +241,7 @@ async fn a_frozen_agents_proposal_is_not_shadow_evaluated() {
     assert_eq!(st, 202, "{v}");
     let live: uuid::Uuid = v["proposal_id"].as_str().unwrap().parse().unwrap();
     // The stack's agent is frozen while both proposals wait for policy.
-    s.tdb
-        .superuser()
-        .await
-        .execute(
-            "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE id = $1",
-            &[&s.agent_id],
-        )
-        .await
-        .unwrap();
+    s.freeze_agent().await;
     s.start_policy().await;
     s.wait_state(frozen, "blocked", Duration::from_secs(30))
         .await;

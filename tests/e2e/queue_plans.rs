@@ -54,10 +54,8 @@ pub(crate) async fn plan_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
 /// `succeeded` and `expired`, written with triggers and foreign-key checks off (only this
 /// test's own database), then analyses the table.
 async fn grow(c: &tokio_postgres::Client, agent: uuid::Uuid, from: i64, n: i64) {
-    c.batch_execute("SET session_replication_role = replica")
-        .await
-        .unwrap();
-    c.execute(
+    grow_with(
+        c,
         "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
                                 request_sha256, state, created_at, updated_at, lease_owner, lease_until)
          SELECT gen_random_uuid(), 'acme', $1, 'webhook.post', '', '{}', h, h, h,
@@ -68,12 +66,29 @@ async fn grow(c: &tokio_postgres::Client, agent: uuid::Uuid, from: i64, n: i64) 
          FROM generate_series($3::bigint + 1, $3::bigint + $2::bigint) i,
               LATERAL (SELECT md5(i::text) || md5(i::text) AS h) hh",
         &[&agent, &n, &from],
+        "proposals",
     )
-    .await
-    .unwrap();
-    c.batch_execute("SET session_replication_role = origin; ANALYZE proposals")
+    .await;
+}
+
+/// Runs `insert` (parameters `agent`, `n`, `from` as `$1`, `$2`, `$3`) with triggers and
+/// foreign-key checks off (`session_replication_role = replica`, on this test's own database
+/// only), then analyses `tables` (a comma-separated list): how the plan tests grow a table.
+pub(crate) async fn grow_with(
+    c: &tokio_postgres::Client,
+    insert: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    tables: &str,
+) {
+    c.batch_execute("SET session_replication_role = replica")
         .await
         .unwrap();
+    c.execute(insert, params).await.unwrap();
+    c.batch_execute(&format!(
+        "SET session_replication_role = origin; ANALYZE {tables}"
+    ))
+    .await
+    .unwrap();
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` of `sql` in a transaction that is rolled back.

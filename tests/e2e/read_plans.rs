@@ -13,7 +13,7 @@
 //! Plans and buffer counts, not timings. The rows `grow` adds are older than the first ones, so
 //! the budget window, the open proposals and a page's position stay the same as the table grows.
 
-use crate::queue_plans::{nodes, plan_db, plan_rows};
+use crate::queue_plans::{grow_with, nodes, plan_db, plan_rows};
 use actiond_testkit::TestDb;
 use serde_json::Value;
 
@@ -26,10 +26,8 @@ const FREEZE_STATE: &str = "SELECT (SELECT frozen_at IS NOT NULL FROM agents WHE
 /// decided, half of them escalated by policy; a budget reservation for every one policy did
 /// not block (as the policy worker writes them). Triggers off (this test's database only).
 async fn grow(c: &tokio_postgres::Client, agent: uuid::Uuid, from: i64, n: i64) {
-    c.batch_execute("SET session_replication_role = replica")
-        .await
-        .unwrap();
-    c.execute(
+    grow_with(
+        c,
         "WITH ins AS (
            INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
                                   intent_hash, request_sha256, state, effect, created_at, updated_at)
@@ -46,14 +44,9 @@ async fn grow(c: &tokio_postgres::Client, agent: uuid::Uuid, from: i64, n: i64) 
          SELECT id, tenant_id, agent_id, action, 'amount', 100, effect = 'allow', created_at
          FROM ins WHERE state NOT IN ('pending', 'blocked')",
         &[&agent, &n, &from],
+        "proposals, budget_reservations",
     )
-    .await
-    .unwrap();
-    c.batch_execute(
-        "SET session_replication_role = origin; ANALYZE proposals; ANALYZE budget_reservations",
-    )
-    .await
-    .unwrap();
+    .await;
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS)` of `execute` on the generic plan of `prepare`, on a fresh

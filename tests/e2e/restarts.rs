@@ -1,7 +1,7 @@
 //! Restarts as attacks: no proposal, decision or audit event is lost or duplicated when a
 //! service is killed with -9 while proposals flow.
 
-use crate::support::{Stack, refund};
+use crate::support::{ALLOW_PATH_KINDS, Stack, refund};
 use std::time::Duration;
 
 /// Generous: the machine running these tests may be loaded.
@@ -17,15 +17,9 @@ async fn assert_each_ran_once(s: &Stack, ids: &[(usize, uuid::Uuid)], tag: &str)
     s.sentinel().await;
     let calls = s.calls();
     for &(i, id) in ids {
-        let kinds: Vec<String> = s.audit_kinds(id).await.into_iter().map(|k| k.0).collect();
         assert_eq!(
-            kinds,
-            [
-                "proposal.submitted",
-                "proposal.decided",
-                "grant.spent",
-                "proposal.executed"
-            ],
+            s.audit_kind_names(id).await,
+            ALLOW_PATH_KINDS,
             "proposal {i} ({id})"
         );
         let payment = format!("pi_{tag}{i}&");
@@ -82,42 +76,36 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
     lock.batch_execute("LOCK TABLE tenant_documents IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
-    let req = s
-        .http
-        .post(format!("{}/v1/proposals", s.api_url))
-        .bearer_auth(&s.token)
-        .header("content-type", "application/json")
-        .body(refund("pi_bt1", 101))
-        .send();
-    let pending = tokio::spawn(req);
     let admin = s.tdb.superuser().await;
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        // The api's backend of this test's database that waits on the lock, terminated as a
-        // restart (`pg_ctl restart -m fast`) terminates it.
-        let n: i64 = admin
-            .query_one(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                 WHERE datname = current_database() AND usename = 'actiond_test_api'
-                   AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if n > 0 {
-            break;
+    let terminate = async {
+        let deadline = tokio::time::Instant::now() + T;
+        loop {
+            // The api's backend of this test's database that waits on the lock, terminated as
+            // a restart (`pg_ctl restart -m fast`) terminates it.
+            let n: i64 = admin
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                     WHERE datname = current_database() AND usename = 'actiond_test_api'
+                       AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if n > 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the api never waited on the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the api never waited on the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let resp = pending.await.unwrap().unwrap();
-    let status = resp.status().as_u16();
-    let retry = resp.headers().get("retry-after").cloned();
-    let body: serde_json::Value = resp.json().await.unwrap();
+    };
+    let body = refund("pi_bt1", 101);
+    let ((status, headers, body), ()) =
+        tokio::join!(s.post_with_headers(&s.token, &body, None), terminate);
+    let retry = headers.get("retry-after");
     assert_eq!(status, 503, "{body}");
     assert!(retry.is_some(), "503 without Retry-After");
     assert!(

@@ -49,6 +49,14 @@ approvers:
   subjects: [alice, bob]
 "#;
 
+/// The audit kinds of a proposal that policy allowed and the executor ran, in order.
+pub const ALLOW_PATH_KINDS: [&str; 4] = [
+    "proposal.submitted",
+    "proposal.decided",
+    "grant.spent",
+    "proposal.executed",
+];
+
 /// Payment id prefix of [`Stack::sentinel`]'s refunds.
 const SENTINEL: &str = "pi_sentinel_";
 
@@ -209,6 +217,17 @@ impl Stack {
     }
 
     pub async fn post_as(&self, token: &str, body: &str, key: Option<&str>) -> (u16, Value) {
+        let (status, _, v) = self.post_with_headers(token, body, key).await;
+        (status, v)
+    }
+
+    /// [`Stack::post_as`] that also returns the answer's headers.
+    pub async fn post_with_headers(
+        &self,
+        token: &str,
+        body: &str,
+        key: Option<&str>,
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
         let mut r = self
             .http
             .post(format!("{}/v1/proposals", self.api_url))
@@ -220,9 +239,11 @@ impl Stack {
         }
         let resp = r.send().await.unwrap();
         let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
         let text = resp.text().await.unwrap();
         (
             status,
+            headers,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
     }
@@ -311,6 +332,28 @@ impl Stack {
             .requests()
             .into_iter()
             .filter(|r| !String::from_utf8_lossy(&r.body).contains(SENTINEL))
+            .collect()
+    }
+
+    /// Freezes the stack's agent as an approver's stop button does (`frozen_by` `approver:bob`).
+    pub async fn freeze_agent(&self) {
+        self.tdb
+            .superuser()
+            .await
+            .execute(
+                "UPDATE agents SET frozen_at = now(), frozen_by = 'approver:bob' WHERE id = $1",
+                &[&self.agent_id],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The kinds of `id`'s audit events, in order.
+    pub async fn audit_kind_names(&self, id: uuid::Uuid) -> Vec<String> {
+        self.audit_kinds(id)
+            .await
+            .into_iter()
+            .map(|k| k.0)
             .collect()
     }
 

@@ -304,11 +304,18 @@ async fn openapi() -> Response {
 }
 
 /// `GET /v1/openapi.yaml`: the OpenAPI document of the calling agent's tenant.
-async fn tenant_openapi(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn tenant_openapi(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let agent = match authenticate(&state, &headers).await {
         Ok(a) => a,
         Err(p) => return p.into_response(),
     };
+    if let Err(p) = no_query(raw.as_deref()) {
+        return p.into_response();
+    }
     let doc = {
         let read = async {
             let c = state.db.client().await?;
@@ -518,6 +525,24 @@ async fn create_proposal(
     }
 }
 
+/// The 400 for a query parameter a route does not take: the field is the parameter's name (at
+/// most 64 characters of it), the rule names the ones it does take (`known`, or "none").
+fn unknown_query_parameter(name: &str, known: &str) -> SubmitError {
+    let shown: String = name.chars().take(64).collect();
+    SubmitError::field(
+        &shown,
+        format!("is not a query parameter of this route (it takes {known})"),
+    )
+}
+
+/// Refuses any query parameter, for a route that takes none.
+fn no_query(raw: Option<&str>) -> Result<(), SubmitError> {
+    match url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()).next() {
+        Some((name, _)) => Err(unknown_query_parameter(&name, "none")),
+        None => Ok(()),
+    }
+}
+
 /// The query of `GET /v1/proposals/{id}`: `wait` (seconds) and `state` (the state last seen).
 #[derive(Debug, Default, PartialEq, Eq)]
 struct WaitQuery {
@@ -527,7 +552,8 @@ struct WaitQuery {
 
 impl WaitQuery {
     /// Parses the raw query. Each parameter at most once; `wait` an integer from 0 to
-    /// [`MAX_WAIT_SECS`]; `state` one of the proposal states. Other names are ignored.
+    /// [`MAX_WAIT_SECS`]; `state` one of the proposal states. Any other name is a 400 naming
+    /// it ([`unknown_query_parameter`]): a misspelt `wiat` must not pass as "no wait".
     fn parse(raw: Option<&str>) -> Result<Self, SubmitError> {
         let mut q = Self::default();
         let (mut seen_wait, mut seen_state) = (false, false);
@@ -535,7 +561,7 @@ impl WaitQuery {
             let seen = match name.as_ref() {
                 "wait" => &mut seen_wait,
                 "state" => &mut seen_state,
-                _ => continue,
+                other => return Err(unknown_query_parameter(other, "wait and state")),
             };
             if std::mem::replace(seen, true) {
                 return Err(SubmitError::field(&name, "must be given at most once"));

@@ -55,12 +55,16 @@ pub struct ProposeArgs {
     /// Idempotency key.
     #[arg(long)]
     idempotency_key: Option<String>,
-    /// Wait up to this many seconds for a decision.
+    /// Wait up to this many seconds (at most 60) for a decision, then print one JSON document:
+    /// the proposal as `actiond status` shows it, with the submission's `proposal_id` (without
+    /// it, the submission's answer: `proposal_id` and `state`).
     #[arg(long, default_value_t = 0)]
     wait: u64,
 }
 
-fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<serde_json::Value> {
+/// The body of an answer as JSON (a string when it is not JSON); a failure status is an error
+/// tagged with its exit code and the problem's `detail`.
+fn parse_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<serde_json::Value> {
     let v: serde_json::Value =
         serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
     if !status.is_success() {
@@ -70,8 +74,13 @@ fn print_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<ser
             format!("HTTP {}: {detail}", status.as_u16()),
         ));
     }
-    say(&crate::output::json(&v, true)?);
     Ok(v)
+}
+
+/// Prints one JSON document on stdout.
+fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
+    say(&crate::output::json(v, true)?);
+    Ok(())
 }
 
 /// `actiond propose`.
@@ -113,13 +122,31 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot reach {}", a.conn.url))?;
     let status = resp.status();
-    let v = print_response(status, &resp.text().await?)?;
-    if a.wait > 0
-        && let Some(id) = v.get("proposal_id").and_then(|x| x.as_str())
-    {
-        wait_status(&http, &a.conn.url, &token, id, a.wait, Some("pending")).await?;
+    let mut v = parse_response(status, &resp.text().await?)?;
+    let Some(id) = v
+        .get("proposal_id")
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+    else {
+        return print_json(&v);
+    };
+    if a.wait == 0 {
+        return print_json(&v);
     }
-    Ok(())
+    // One document: the submission's answer with the later view's fields over it. When the
+    // wait fails, the submission's answer is still printed, so its proposal_id is not lost.
+    match wait_status(&http, &a.conn.url, &token, &id, a.wait, Some("pending")).await {
+        Ok(later) => {
+            if let (Some(first), serde_json::Value::Object(later)) = (v.as_object_mut(), later) {
+                first.extend(later);
+            }
+            print_json(&v)
+        }
+        Err(e) => {
+            print_json(&v)?;
+            Err(e)
+        }
+    }
 }
 
 /// `actiond status`.
@@ -134,6 +161,8 @@ pub struct StatusArgs {
     wait: u64,
 }
 
+/// `GET /v1/proposals/{id}`, long-polled for up to `wait` seconds (at most 60) while the state
+/// is still `seen`; the agent's view of the proposal.
 async fn wait_status(
     http: &reqwest::Client,
     url: &str,
@@ -141,7 +170,7 @@ async fn wait_status(
     id: &str,
     wait: u64,
     seen: Option<&str>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<serde_json::Value> {
     let mut q = format!(
         "{}/v1/proposals/{id}?wait={}",
         url.trim_end_matches('/'),
@@ -156,15 +185,13 @@ async fn wait_status(
         .send()
         .await
         .with_context(|| format!("cannot reach {url}"))?;
-    let status = resp.status();
-    print_response(status, &resp.text().await?)?;
-    Ok(())
+    parse_response(resp.status(), &resp.text().await?)
 }
 
 /// `actiond status`.
 pub async fn status(a: StatusArgs) -> anyhow::Result<()> {
     let token = a.conn.token()?;
-    wait_status(
+    let v = wait_status(
         &reqwest::Client::new(),
         &a.conn.url,
         &token,
@@ -172,5 +199,6 @@ pub async fn status(a: StatusArgs) -> anyhow::Result<()> {
         a.wait,
         None,
     )
-    .await
+    .await?;
+    print_json(&v)
 }

@@ -2,7 +2,8 @@
 //!
 //! - Severity is monotonic: `block > escalate > allow`. The most severe matching rule wins; a
 //!   later input (a rule, `min_effect`, a classifier) may raise a decision, never lower it.
-//! - An action that is not in the tenant's handler registry is blocked: "no handler for X".
+//! - An action that is not in the tenant's handler registry is blocked: "no handler for X"
+//!   ([`no_handler_reason`]; an empty name reads `no handler for "" (empty action name)`).
 //! - A rule that fails to evaluate (missing field, type mismatch, non-boolean result) fails
 //!   closed: it counts as matched with at least `escalate` (or `block` if that is its effect).
 //!   The error goes to the audit log only; the agent sees a generic reason.
@@ -69,6 +70,71 @@ pub fn compile_rule(src: &str) -> Result<Program, String> {
     std::panic::catch_unwind(move || Program::compile(&src))
         .map_err(|_| "the CEL parser failed on this expression".to_owned())?
         .map_err(|e| e.to_string())
+}
+
+/// What a compiled rule certainly gives when that is not a boolean (`"an int"`, `"a list"`,
+/// `"the result of +"`, ...); `None` when it gives or may give one.
+///
+/// The cel crate has no type checker, so this reads the expression's outermost shape: a
+/// literal, a list or map, arithmetic, a conversion such as `size()` or `string()`, a `map` or
+/// `filter` macro, or a conditional whose two branches are all of these. A field read such as
+/// `params.flag` may be a boolean, so it passes here and is checked when it runs.
+pub fn non_boolean(program: &Program) -> Option<&'static str> {
+    non_boolean_expr(program.expression())
+}
+
+fn non_boolean_expr(e: &cel::IdedExpr) -> Option<&'static str> {
+    use cel::common::ast::{Expr, LiteralValue};
+    match &e.expr {
+        Expr::Literal(LiteralValue::Boolean(_)) => None,
+        Expr::Literal(LiteralValue::Int(_)) => Some("an int"),
+        Expr::Literal(LiteralValue::UInt(_)) => Some("a uint"),
+        Expr::Literal(LiteralValue::Double(_)) => Some("a double"),
+        Expr::Literal(LiteralValue::String(_)) => Some("a string"),
+        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
+        Expr::Literal(LiteralValue::Null) => Some("null"),
+        Expr::List(_) => Some("a list"),
+        Expr::Map(_) => Some("a map"),
+        Expr::Struct(_) => Some("a message"),
+        Expr::Call(call) => non_boolean_call(call),
+        // `map` and `filter` build a list in their accumulator; `all`, `exists` and
+        // `exists_one` end in a boolean.
+        Expr::Comprehension(c) => match &c.result.expr {
+            Expr::Ident(name) if *name == c.accu_var => non_boolean_expr(&c.accu_init),
+            _ => non_boolean_expr(&c.result),
+        },
+        Expr::Ident(_) | Expr::Select(_) | Expr::Unspecified => None,
+    }
+}
+
+fn non_boolean_call(call: &cel::common::ast::CallExpr) -> Option<&'static str> {
+    use cel::common::ast::operators as op;
+    let f = call.func_name.as_str();
+    match f {
+        op::CONDITIONAL => match call.args.as_slice() {
+            [_, yes, no] => non_boolean_expr(yes).and(non_boolean_expr(no)),
+            _ => None,
+        },
+        op::ADD => Some("the result of +"),
+        op::SUBSTRACT => Some("the result of -"),
+        op::MULTIPLY => Some("the result of *"),
+        op::DIVIDE => Some("the result of /"),
+        op::MODULO => Some("the result of %"),
+        op::NEGATE => Some("the result of unary -"),
+        "size" | "int" => Some("an int"),
+        "uint" => Some("a uint"),
+        "double" => Some("a double"),
+        "string" => Some("a string"),
+        "bytes" => Some("bytes"),
+        "timestamp" => Some("a timestamp"),
+        "duration" => Some("a duration"),
+        "type" => Some("a type"),
+        "getFullYear" | "getMonth" | "getDayOfMonth" | "getDayOfYear" | "getDate"
+        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
+            Some("an int")
+        }
+        _ => None,
+    }
 }
 
 /// A compiled rule.
@@ -228,15 +294,28 @@ pub fn to_cel(v: &Value) -> Cel {
     }
 }
 
+/// The reason of the block for an action outside the registry: `no handler for X` with the
+/// name's first 128 characters; a name that is empty or only white space is quoted and said to
+/// be so (`no handler for "" (empty action name)`), since nothing after "for" reads as a cut.
+pub fn no_handler_reason(action: &str) -> String {
+    let shown: String = action.chars().take(128).collect();
+    if shown.is_empty() {
+        r#"no handler for "" (empty action name)"#.to_owned()
+    } else if shown.trim().is_empty() {
+        format!("no handler for {shown:?} (an action name of white space only)")
+    } else {
+        format!("no handler for {shown}")
+    }
+}
+
 /// Evaluates the tenant's policy. Pure and deterministic; may be slow on hostile rules, so run
 /// it off the async executor with a timeout.
 pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
     let Some(handler) = policy.doc.handler(&input.action) else {
-        let shown: String = input.action.chars().take(128).collect();
         return Decision {
             effect: Effect::Block,
             rule: Some("no-handler".into()),
-            reason: format!("no handler for {shown}"),
+            reason: no_handler_reason(&input.action),
             errors: Vec::new(),
         };
     };
@@ -412,10 +491,22 @@ handlers:
     #[test]
     fn unknown_actions_are_blocked() {
         let p = policy("", "allow");
-        for a in ["constructor", "__proto__", "toString", "shell.exec", ""] {
+        for a in [
+            "constructor",
+            "__proto__",
+            "toString",
+            "shell.exec",
+            "",
+            " \t",
+        ] {
             let d = decide(&p, &input(a, 1));
             assert_eq!(d.effect, Effect::Block);
-            assert_eq!(d.reason, format!("no handler for {a}"));
+            let want = match a {
+                "" => r#"no handler for "" (empty action name)"#.to_owned(),
+                " \t" => r#"no handler for " \t" (an action name of white space only)"#.to_owned(),
+                _ => format!("no handler for {a}"),
+            };
+            assert_eq!(d.reason, want);
         }
     }
 

@@ -147,8 +147,21 @@ pub struct OverBudget {
     pub proposal_id: Uuid,
 }
 
+/// The (tenant, action) pairs whose budget lock a batch takes, sorted: those of the rows that
+/// reserve, i.e. that have a budget (`budgeted`, live or candidate) and are not blocked. A
+/// blocked row reserves nothing and no budget can lower its effect, so it locks nothing: a
+/// batch whose only row of a pair is blocked does not wait on, or hold up, that pair's writers.
+fn lock_keys<'r>(
+    rows: impl Iterator<Item = (&'r str, &'r str, Effect, bool)>,
+) -> BTreeSet<(String, String)> {
+    rows.filter(|&(_, _, effect, budgeted)| budgeted && effect != Effect::Block)
+        .map(|(tenant, action, _, _)| (tenant.to_owned(), action.to_owned()))
+        .collect()
+}
+
 /// Applies the live budgets to a batch of decisions, in the policy worker's transaction and
-/// after the rules: locks each (tenant, action) that has budgets (sorted), then, in claim order,
+/// after the rules: locks each (tenant, action) that a row reserves for ([`lock_keys`], sorted),
+/// then, in claim order,
 /// raises `allow` to `escalate` for a proposal that would exceed a budget, and reserves every
 /// proposal that is not blocked. `policies` are the documents the batch was decided with, by
 /// tenant; `candidates` the tenants' open shadow documents, whose budgets are reserved for too
@@ -180,12 +193,14 @@ pub async fn reserve_batch(
             .collect()
     };
     let sums: Vec<BTreeSet<String>> = decided.iter().map(sums_of).collect();
-    let keys: BTreeSet<(String, String)> = decided
-        .iter()
-        .zip(&sums)
-        .filter(|(_, s)| !s.is_empty())
-        .map(|(d, _)| (d.row.tenant_id.clone(), d.row.action.clone()))
-        .collect();
+    let keys = lock_keys(decided.iter().zip(&sums).map(|(d, s)| {
+        (
+            d.row.tenant_id.as_str(),
+            d.row.action.as_str(),
+            d.decision.effect,
+            !s.is_empty(),
+        )
+    }));
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -240,8 +255,33 @@ pub async fn reserve_batch(
 
 #[cfg(test)]
 mod tests {
-    use super::amount_of;
+    use super::{amount_of, lock_keys};
+    use actiond_core::policy::Effect;
     use serde_json::json;
+
+    #[test]
+    fn only_rows_that_reserve_take_the_budget_lock() {
+        let pair = |t: &str, a: &str| (t.to_owned(), a.to_owned());
+        let keys = lock_keys(
+            [
+                // The batch's only refund of acme is blocked: it reserves nothing.
+                ("acme", "billing.refund.issue", Effect::Block, true),
+                // No budget on this action.
+                ("acme", "webhook.post", Effect::Allow, false),
+                ("beta", "billing.refund.issue", Effect::Escalate, true),
+                ("beta", "billing.refund.issue", Effect::Block, true),
+                ("alpha", "billing.refund.issue", Effect::Allow, true),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            [
+                pair("alpha", "billing.refund.issue"),
+                pair("beta", "billing.refund.issue")
+            ]
+        );
+    }
 
     #[test]
     fn amounts_are_non_negative_integers() {

@@ -450,6 +450,46 @@ handlers:
     }
 
     #[test]
+    fn rules_must_be_boolean_expressions() {
+        let with = |when: &str| DOC.replace(r#"'action.startsWith("shell.")'"#, when);
+        for (when, gives) in [
+            ("'1 + 1'", "the result of +"),
+            ("'42'", "an int"),
+            (r#"'"yes"'"#, "a string"),
+            ("'[true]'", "a list"),
+            ("'{\"a\": true}'", "a map"),
+            ("'size(params)'", "an int"),
+            ("'params.amount * 2'", "the result of *"),
+            ("'true ? 1 : 2'", "an int"),
+            ("'[1, 2].map(x, x > 1)'", "a list"),
+            ("'string(params.amount)'", "a string"),
+            ("'null'", "null"),
+        ] {
+            let e = TenantDocument::parse(&with(when)).unwrap_err().to_string();
+            let want = format!(
+                "policy.rules[0].when: must be a boolean expression (this one gives {gives})"
+            );
+            assert!(e.contains(&want), "{when}: {e}");
+        }
+        // What may be a boolean passes: a field read, a comparison, a macro that ends in one, a
+        // conditional with one boolean branch; a missing field is the policy worker's to handle.
+        for when in [
+            "'params.urgent'",
+            "'params.nope > 1'",
+            "'true'",
+            "'has(params.amount)'",
+            "'[1, 2].exists(x, x > 1)'",
+            "'[1, 2].exists_one(x, x > 1)'",
+            "'[1, 2].all(x, x > 1)'",
+            "'params.amount > 5 ? true : 1'",
+            "'params.tags[0]'",
+            "'!(action in [\"a\", \"b\"])'",
+        ] {
+            TenantDocument::parse(&with(when)).unwrap_or_else(|e| panic!("{when}: {e}"));
+        }
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let bad = DOC
             .replace("effect: block", "effect: maybe")

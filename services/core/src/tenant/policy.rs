@@ -5,7 +5,7 @@
 use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
 use crate::FieldError;
 use crate::classifier::{self, ClassifierRef};
-use crate::policy::{Effect, compile_rule};
+use crate::policy::{Effect, compile_rule, non_boolean};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -275,7 +275,8 @@ fn rule_name(
     name
 }
 
-/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles.
+/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles and
+/// does not certainly give something other than a boolean ([`non_boolean`]).
 fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
     let when = rm
         .get("when")
@@ -294,11 +295,21 @@ fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> St
             format!("{p}.when"),
             format!("is longer than {MAX_RULE_LEN} characters"),
         ));
-    } else if let Err(e) = compile_rule(&when) {
-        errs.push(FieldError::new(
-            format!("{p}.when"),
-            format!("does not compile as CEL: {e}"),
-        ));
+    } else {
+        match compile_rule(&when) {
+            Err(e) => errs.push(FieldError::new(
+                format!("{p}.when"),
+                format!("does not compile as CEL: {e}"),
+            )),
+            Ok(program) => {
+                if let Some(gives) = non_boolean(&program) {
+                    errs.push(FieldError::new(
+                        format!("{p}.when"),
+                        format!("must be a boolean expression (this one gives {gives})"),
+                    ));
+                }
+            }
+        }
     }
     when
 }
