@@ -216,7 +216,7 @@ impl ShadowCache {
                 Some(p) => p,
                 None => {
                     let source: String = r.get(3);
-                    let built = TenantDocument::parse(&source)
+                    let built = TenantDocument::parse_stored(&source)
                         .map_err(|e| e.to_string())
                         .and_then(|d| CompiledPolicy::new(d, 0, r.get(2)));
                     match built {

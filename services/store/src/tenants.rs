@@ -25,7 +25,7 @@ pub struct StoredDocument {
 impl StoredDocument {
     /// Parses and validates the stored source again.
     pub fn parse(&self) -> Result<TenantDocument> {
-        TenantDocument::parse(&self.source).map_err(|e| {
+        TenantDocument::parse_stored(&self.source).map_err(|e| {
             StoreError::Conflict(format!(
                 "stored document {} v{} no longer validates: {e}",
                 self.tenant_id, self.version

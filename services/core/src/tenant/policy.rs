@@ -275,8 +275,8 @@ fn rule_name(
     name
 }
 
-/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles and
-/// does not certainly give something other than a boolean ([`non_boolean`]).
+/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles
+/// (that it gives a boolean is checked by [`non_boolean_rules`] when a document is applied).
 fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
     let when = rm
         .get("when")
@@ -295,23 +295,32 @@ fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> St
             format!("{p}.when"),
             format!("is longer than {MAX_RULE_LEN} characters"),
         ));
-    } else {
-        match compile_rule(&when) {
-            Err(e) => errs.push(FieldError::new(
-                format!("{p}.when"),
-                format!("does not compile as CEL: {e}"),
-            )),
-            Ok(program) => {
-                if let Some(gives) = non_boolean(&program) {
-                    errs.push(FieldError::new(
-                        format!("{p}.when"),
-                        format!("must be a boolean expression (this one gives {gives})"),
-                    ));
-                }
-            }
-        }
+    } else if let Err(e) = compile_rule(&when) {
+        errs.push(FieldError::new(
+            format!("{p}.when"),
+            format!("does not compile as CEL: {e}"),
+        ));
     }
     when
+}
+
+/// Rules whose `when` certainly gives something other than a boolean ([`non_boolean`]), as
+/// field errors (`policy.rules[i].when`). Checked on documents being applied, not on stored
+/// ones being loaded (see [`super::TenantDocument::parse_stored`]).
+pub(super) fn non_boolean_rules(rules: &[RuleDef]) -> Vec<FieldError> {
+    rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let program = compile_rule(&r.when).ok()?;
+            non_boolean(&program).map(|gives| {
+                FieldError::new(
+                    format!("policy.rules[{i}].when"),
+                    format!("must be a boolean expression (this one gives {gives})"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// `reason`: non-empty text of at most 500 characters, shown to agents and approvers.
