@@ -212,14 +212,24 @@ async fn readyz_urls(s: &Stack) -> Vec<(String, String)> {
     urls
 }
 
-/// Restarts the private server in the background (`pg_ctl restart -m <mode>` blocks until it
-/// accepts connections again).
-fn restart(pg: &Arc<PgCluster>, mode: StopMode) -> tokio::task::JoinHandle<()> {
+/// How long the receiver takes to answer a webhook ping on the slow path.
+const SLOW: Duration = Duration::from_millis(300);
+
+/// Takes the private server down in the background: `pg_ctl restart -m <mode>` when `down_for`
+/// is zero, else `pg_ctl stop -m <mode>`, `down_for`, `pg_ctl start`. Ends once it accepts
+/// connections again.
+fn outage(pg: &Arc<PgCluster>, mode: StopMode, down_for: Duration) -> tokio::task::JoinHandle<()> {
     let pg = pg.clone();
     tokio::task::spawn_blocking(move || {
         let t = std::time::Instant::now();
-        pg.restart(mode);
-        eprintln!("pg_ctl restart -m {mode:?} took {:?}", t.elapsed());
+        if down_for.is_zero() {
+            pg.restart(mode);
+        } else {
+            pg.stop(mode);
+            std::thread::sleep(down_for);
+            pg.start_again();
+        }
+        eprintln!("Postgres down ({mode:?}) and up again in {:?}", t.elapsed());
     })
 }
 
@@ -245,10 +255,11 @@ async fn ping_in_flight(s: &Stack, n: usize) -> (String, uuid::Uuid) {
     (marker, id)
 }
 
-/// A whole Postgres restart under the running api, policy and executor, twice (`-m fast`, then
-/// `-m immediate`: crash recovery), while an agent submits a steady stream of allow-path
-/// refunds and retries 503s with the same Idempotency-Key, and a webhook's handler is running
-/// at each restart (its outcome is recorded after it). Every accepted proposal succeeds
+/// A whole Postgres restart under the running api, policy and executor, twice, while an agent
+/// submits a steady stream of allow-path refunds and retries 503s with the same
+/// Idempotency-Key: `pg_ctl restart -m fast` with a webhook's handler running, then
+/// `-m immediate` (crash recovery) with the server kept down until that handler has returned,
+/// so its outcome is recorded only after the server is back. Every accepted proposal succeeds
 /// exactly once with the four allow-path events in order, no service exits, and every
 /// service's `/readyz` answers 200 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,7 +270,7 @@ async fn postgres_restart_under_load_loses_nothing() {
         Options {
             server: Some(pg.admin_url()),
             webhook_path: "slow-hook",
-            slow_delay: Duration::from_millis(500),
+            slow_delay: SLOW,
             ..Options::default()
         },
     )
@@ -273,12 +284,12 @@ async fn postgres_restart_under_load_loses_nothing() {
                 r.await.unwrap();
             }
             ids.push(ping_in_flight(&s, i).await);
-            let mode = if i == 15 {
-                StopMode::Fast
+            restarting = Some(if i == 15 {
+                outage(&pg, StopMode::Fast, Duration::ZERO)
             } else {
-                StopMode::Immediate
-            };
-            restarting = Some(restart(&pg, mode));
+                // Down past the handler's return (the lease margin is 1 s in these tests).
+                outage(&pg, StopMode::Immediate, SLOW + Duration::from_millis(200))
+            });
         }
         let body = refund(&format!("pi_pr{i}"), 100 + i as i64);
         let (id, n) = submit_retrying(&s, &body, &format!("restart-{i}")).await;

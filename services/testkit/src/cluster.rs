@@ -80,12 +80,7 @@ impl PgCluster {
                 "--no-sync",
             ],
         );
-        let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
-            c.port,
-            c.dir.display()
-        );
-        c.pg_ctl(&["start", "-o", &opts]);
+        c.start_again();
         c
     }
 
@@ -111,10 +106,16 @@ impl PgCluster {
         self.pg_ctl(&["stop", "-m", mode.arg()]);
     }
 
-    /// `pg_ctl start` after [`PgCluster::stop`] (the options of the first start are kept in
-    /// the data directory); waits until it accepts connections.
+    /// `pg_ctl start` (again after [`PgCluster::stop`]: same port and socket directory);
+    /// waits until it accepts connections.
     pub fn start_again(&self) {
-        self.pg_ctl(&["start"]);
+        // Only `restart` reuses the last options (postmaster.opts); `start` needs them again.
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            self.port,
+            self.dir.display()
+        );
+        self.pg_ctl(&["start", "-o", &opts]);
     }
 
     /// The server log so far.
