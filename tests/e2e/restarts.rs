@@ -259,7 +259,8 @@ async fn ping_in_flight(s: &Stack, n: usize) -> (String, uuid::Uuid) {
 /// submits a steady stream of allow-path refunds and retries 503s with the same
 /// Idempotency-Key: `pg_ctl restart -m fast` with a webhook's handler running, then
 /// `-m immediate` (crash recovery) with the server kept down until that handler has returned,
-/// so its outcome is recorded only after the server is back. Every accepted proposal succeeds
+/// and longer than the executor's lease margin, so its outcome is recorded only after the
+/// server is back. Every accepted proposal succeeds
 /// exactly once with the four allow-path events in order, no service exits, and every
 /// service's `/readyz` answers 200 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,8 +288,9 @@ async fn postgres_restart_under_load_loses_nothing() {
             restarting = Some(if i == 15 {
                 outage(&pg, StopMode::Fast, Duration::ZERO)
             } else {
-                // Down past the handler's return (the lease margin is 1 s in these tests).
-                outage(&pg, StopMode::Immediate, SLOW + Duration::from_millis(200))
+                // Down past the handler's return, and for longer than the lease margin (1 s in
+                // these tests) though well within its lease (the webhook's 4 s timeout + 1 s).
+                outage(&pg, StopMode::Immediate, SLOW + Duration::from_millis(1500))
             });
         }
         let body = refund(&format!("pi_pr{i}"), 100 + i as i64);
