@@ -1,5 +1,6 @@
 //! Restarts as attacks: no proposal, decision or audit event is lost or duplicated when a
-//! service is killed with -9 while proposals flow.
+//! service is killed with -9, a backend is terminated, or the whole Postgres server restarts
+//! (on a private [`PgCluster`]) while proposals flow.
 
 use crate::support::{Options, Stack, refund};
 use actiond_testkit::{PgCluster, StopMode};
