@@ -1,35 +1,43 @@
 //! Restarts as attacks: no proposal, decision or audit event is lost or duplicated when a
-//! service is killed with -9 while proposals flow.
+//! service is killed with -9, a backend is terminated, or the whole Postgres server restarts
+//! (on a private [`PgCluster`]) while proposals flow.
 
-use crate::support::{ALLOW_PATH_KINDS, Stack, refund};
+use crate::support::{ALLOW_PATH_KINDS, Options, Stack, refund};
+use actiond_testkit::{PgCluster, StopMode};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Generous: the machine running these tests may be loaded.
 const T: Duration = Duration::from_secs(60);
 
-/// Asserts that each of `ids` (paid with `pi_<tag><i>`) succeeded exactly once: one event of
-/// each kind of the allow path and one provider call.
-async fn assert_each_ran_once(s: &Stack, ids: &[(usize, uuid::Uuid)], tag: &str) {
-    for &(_, id) in ids {
-        s.wait_state(id, "succeeded", T).await;
+/// Asserts that each of `ids` succeeded exactly once: one event of each kind of the allow path,
+/// and exactly one provider call whose body contains its marker (`pi_<tag><i>&` for a refund
+/// paid with `pi_<tag><i>`, see [`refund_marker`]); and no other provider call.
+async fn assert_each_ran_once(s: &Stack, ids: &[(String, uuid::Uuid)]) {
+    for (_, id) in ids {
+        s.wait_state(*id, "succeeded", T).await;
     }
     // A later proposal has run, so any duplicate run of an earlier one has too; then count.
     s.sentinel().await;
     let calls = s.calls();
-    for &(i, id) in ids {
+    for (marker, id) in ids {
         assert_eq!(
-            s.audit_kind_names(id).await,
+            s.audit_kind_names(*id).await,
             ALLOW_PATH_KINDS,
-            "proposal {i} ({id})"
+            "proposal {marker} ({id})"
         );
-        let payment = format!("pi_{tag}{i}&");
         let n = calls
             .iter()
-            .filter(|c| String::from_utf8_lossy(&c.body).contains(&payment))
+            .filter(|c| String::from_utf8_lossy(&c.body).contains(marker.as_str()))
             .count();
-        assert_eq!(n, 1, "provider calls for proposal {i} ({id})");
+        assert_eq!(n, 1, "provider calls for proposal {marker} ({id})");
     }
     assert_eq!(calls.len(), ids.len(), "no other provider call");
+}
+
+/// The part of the provider call's body that names the refund of `pi_<tag><i>`.
+fn refund_marker(tag: &str, i: usize) -> String {
+    format!("pi_{tag}{i}&")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,7 +49,7 @@ async fn policy_kill9_mid_flow_loses_and_duplicates_nothing() {
             let id = s
                 .propose(&refund(&format!("pi_pk{i}"), 100 + i as i64))
                 .await;
-            ids.push((i, id));
+            ids.push((refund_marker("pk", i), id));
         }
         if burst < 2 {
             // The policy worker is busy with the burst just submitted: kill it mid-flow.
@@ -60,7 +68,7 @@ async fn policy_kill9_mid_flow_loses_and_duplicates_nothing() {
             s.start_policy().await;
         }
     }
-    assert_each_ran_once(&s, &ids, "pk").await;
+    assert_each_ran_once(&s, &ids).await;
 }
 
 /// A restart terminates the backends with statements in flight (`57P01`, admin shutdown): the
@@ -126,7 +134,187 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
         .unwrap()
         .get(0);
     assert_eq!(stored, 0, "the refused submission was stored");
-    // The api recovered on its own: a new connection replaces the terminated one.
-    let id = s.propose(&refund("pi_bt2", 102)).await;
+    // The api recovers on its own: a new connection replaces the terminated one. A pooled
+    // connection whose backend was terminated can be handed out once more before its closing
+    // is noticed (the pool's fast recycling checks only what the connection task has seen),
+    // so the agent follows the contract: a 503 is sent again with the same Idempotency-Key.
+    let (id, unavailable) = submit_retrying(&s, &refund("pi_bt2", 102), "bt2").await;
+    assert!(unavailable <= 2, "{unavailable} 503s after the backend was replaced");
     s.wait_state(id, "succeeded", T).await;
+}
+
+/// Submits `body` with Idempotency-Key `key` as the README tells agents to: a 503 (Postgres
+/// cannot serve now) is sent again with the same key after a pause. Returns the proposal id
+/// and how many 503s it took.
+async fn submit_retrying(s: &Stack, body: &str, key: &str) -> (uuid::Uuid, u32) {
+    let deadline = tokio::time::Instant::now() + T;
+    let mut unavailable = 0;
+    loop {
+        let resp = s
+            .http
+            .post(format!("{}/v1/proposals", s.api_url))
+            .bearer_auth(&s.token)
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(body.to_owned())
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("submission {key}: the api did not answer: {e}"));
+        let status = resp.status().as_u16();
+        let retry_after = resp.headers().contains_key("retry-after");
+        let text = resp.text().await.unwrap();
+        match status {
+            202 => {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                return (
+                    v["proposal_id"].as_str().unwrap().parse().unwrap(),
+                    unavailable,
+                );
+            }
+            503 => {
+                assert!(retry_after, "503 without Retry-After: {text}");
+                assert!(text.contains("unavailable"), "{text}");
+                unavailable += 1;
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "submission {key} still 503 after {T:?}: {text}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => panic!("submission {key}: {status} {text}"),
+        }
+    }
+}
+
+/// The `/readyz` URL of each service, from the address its start line logs (`admin=…`).
+async fn readyz_urls(s: &Stack) -> Vec<(String, String)> {
+    let mut urls = Vec::new();
+    for svc in &s.services {
+        let addr = actiond_testkit::eventually(T, "admin address in the log", || {
+            let log = svc.log_text();
+            async move {
+                let at = log.find(" admin=")? + " admin=".len();
+                let addr = log[at..].split_whitespace().next()?.to_owned();
+                Some(addr)
+            }
+        })
+        .await;
+        urls.push((svc.role.clone(), format!("http://{addr}/readyz")));
+    }
+    urls
+}
+
+/// How long the receiver takes to answer a webhook ping on the slow path.
+const SLOW: Duration = Duration::from_millis(300);
+
+/// Takes the private server down in the background: `pg_ctl restart -m <mode>` when `down_for`
+/// is zero, else `pg_ctl stop -m <mode>`, `down_for`, `pg_ctl start`. Ends once it accepts
+/// connections again.
+fn outage(pg: &Arc<PgCluster>, mode: StopMode, down_for: Duration) -> tokio::task::JoinHandle<()> {
+    let pg = pg.clone();
+    tokio::task::spawn_blocking(move || {
+        let t = std::time::Instant::now();
+        if down_for.is_zero() {
+            pg.restart(mode);
+        } else {
+            pg.stop(mode);
+            std::thread::sleep(down_for);
+            pg.start_again();
+        }
+        eprintln!("Postgres down ({mode:?}) and up again in {:?}", t.elapsed());
+    })
+}
+
+/// Submits a webhook ping to the slow path (the receiver answers after `slow_delay`) and waits
+/// until its request is at the receiver: its handler is running. Returns its provider-call
+/// marker and id.
+async fn ping_in_flight(s: &Stack, n: usize) -> (String, uuid::Uuid) {
+    let tag = format!("ping-{n}");
+    let body = format!(
+        r#"{{"action":"webhook.post","params":{{"body":{{"kind":"ping","seq":"{tag}"}}}}}}"#
+    );
+    let (id, _) = submit_retrying(s, &body, &tag).await;
+    let marker = format!("\"{tag}\"");
+    actiond_testkit::eventually(T, "the ping's request at the receiver", || {
+        let seen = s
+            .recv
+            .requests()
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains(&marker));
+        async move { seen.then_some(()) }
+    })
+    .await;
+    (marker, id)
+}
+
+/// A whole Postgres restart under the running api, policy and executor, twice, while an agent
+/// submits a steady stream of allow-path refunds and retries 503s with the same
+/// Idempotency-Key: `pg_ctl restart -m fast` with a webhook's handler running, then
+/// `-m immediate` (crash recovery) with the server kept down until that handler has returned,
+/// and longer than the executor's lease margin, so its outcome is recorded only after the
+/// server is back. Every accepted proposal succeeds
+/// exactly once with the four allow-path events in order, no service exits, and every
+/// service's `/readyz` answers 200 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restart_under_load_loses_nothing() {
+    let pg = Arc::new(PgCluster::start());
+    let mut s = Stack::with(
+        "postgres_restart_under_load",
+        Options {
+            server: Some(pg.admin_url()),
+            webhook_path: "slow-hook",
+            slow_delay: SLOW,
+            ..Options::default()
+        },
+    )
+    .await;
+    let readyz = readyz_urls(&s).await;
+    let (mut ids, mut unavailable) = (Vec::new(), 0);
+    let mut restarting: Option<tokio::task::JoinHandle<()>> = None;
+    for i in 0..60usize {
+        if i == 15 || i == 40 {
+            if let Some(r) = restarting.take() {
+                r.await.unwrap();
+            }
+            ids.push(ping_in_flight(&s, i).await);
+            restarting = Some(if i == 15 {
+                outage(&pg, StopMode::Fast, Duration::ZERO)
+            } else {
+                // Down past the handler's return, and for longer than the lease margin (1 s in
+                // these tests) though well within its lease (the webhook's 4 s timeout + 1 s).
+                outage(&pg, StopMode::Immediate, SLOW + Duration::from_millis(1500))
+            });
+        }
+        let body = refund(&format!("pi_pr{i}"), 100 + i as i64);
+        let (id, n) = submit_retrying(&s, &body, &format!("restart-{i}")).await;
+        unavailable += n;
+        ids.push((refund_marker("pr", i), id));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    restarting.take().unwrap().await.unwrap();
+    eprintln!(
+        "{} proposals accepted, {unavailable} answers were 503",
+        ids.len()
+    );
+    assert_each_ran_once(&s, &ids).await;
+    for svc in &mut s.services {
+        let exited = svc.child.try_wait().unwrap();
+        assert!(
+            exited.is_none(),
+            "{} exited ({exited:?}):\n{}",
+            svc.role,
+            svc.log_text()
+        );
+    }
+    for (role, url) in &readyz {
+        actiond_testkit::eventually(T, &format!("{role} /readyz 200"), || {
+            let (h, u) = (s.http.clone(), url.clone());
+            async move {
+                let r = h.get(&u).send().await.ok()?;
+                (r.status() == 200).then_some(())
+            }
+        })
+        .await;
+    }
 }

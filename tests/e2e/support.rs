@@ -78,6 +78,9 @@ pub struct Options {
     pub api: bool,
     pub policy: bool,
     pub executor: bool,
+    /// Superuser URL of the Postgres server to create the test database on (a private
+    /// [`actiond_testkit::PgCluster`]); `None` is the shared test server.
+    pub server: Option<String>,
 }
 
 impl Default for Options {
@@ -88,6 +91,7 @@ impl Default for Options {
             api: true,
             policy: true,
             executor: true,
+            server: None,
         }
     }
 }
@@ -98,7 +102,10 @@ impl Stack {
     }
 
     pub async fn with(name: &str, o: Options) -> Self {
-        let tdb = TestDb::new().await;
+        let tdb = match &o.server {
+            Some(server) => TestDb::new_on(server).await,
+            None => TestDb::new().await,
+        };
         let keys = Keys::generate();
         let recv = Receiver::start(o.slow_delay).await;
         for c in ["payments", "hooks", "pdns"] {

@@ -323,6 +323,9 @@ impl Worker {
                 run_lease: r.entry.timeout + self.lease_margin,
             })
             .collect();
+        // The run leases start at the spend's `now()` in Postgres, after this instant: a lease
+        // measured from here ends no later than the one the database holds.
+        let spending = tokio::time::Instant::now();
         let spends = match executor_queue::spend_and_start_many(&self.db, &self.id, &reqs).await {
             Ok(s) => s,
             Err(e) => {
@@ -335,9 +338,10 @@ impl Worker {
             match self.spent(&row, &r, spend) {
                 Ok(true) => {
                     let w = self.clone();
+                    let lease_end = spending + r.entry.timeout + self.lease_margin;
                     tokio::spawn(async move {
                         let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
-                        if let Err(e) = w.record(&row, &outcome).await {
+                        if let Err(e) = w.record(&row, &outcome, lease_end).await {
                             tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
                         }
                         drop(permit);
@@ -550,11 +554,18 @@ impl Worker {
         outcome
     }
 
-    /// Stage 6: record the outcome. It must not be lost to a database blip: retry within the
-    /// lease margin (the handler returned before its timeout, so at least that much lease is
-    /// left).
-    async fn record(&self, row: &ClaimedRow, outcome: &Outcome) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + self.lease_margin;
+    /// Stage 6: record the outcome. It must not be lost to a database outage (a restart, a
+    /// failover): retry until `lease_end`, the end of the run lease (handler timeout + lease
+    /// margin, measured from before the spend), not merely for the margin: a handler that
+    /// returned early leaves the rest of its timeout as lease, and only after the lease may the
+    /// sweeper call the outcome unknown. Past `lease_end` the outcome is `outcome_unknown`.
+    async fn record(
+        &self,
+        row: &ClaimedRow,
+        outcome: &Outcome,
+        lease_end: tokio::time::Instant,
+    ) -> anyhow::Result<()> {
+        let deadline = lease_end;
         let mut wait = Duration::from_millis(100);
         loop {
             match self

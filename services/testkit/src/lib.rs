@@ -3,7 +3,9 @@
 //! - [`TestDb`]: a fresh database per test, created from a migrated template database
 //!   (`CREATE DATABASE t_<uuid> TEMPLATE actiond_tmpl_<hash of migrations>`), dropped on drop.
 //!   The server comes from `ACTIOND_TEST_DATABASE_URL` (default
-//!   `postgres://postgres@127.0.0.1:5432/postgres`).
+//!   `postgres://postgres@127.0.0.1:5432/postgres`), or is named with [`TestDb::new_on`].
+//! - [`PgCluster`]: a private PostgreSQL server of one test's own (initdb + pg_ctl), for tests
+//!   that restart or stop the server under running services.
 //! - [`Keys`]: generated grant keys laid out like `actiond dev` does (one credentials
 //!   directory per signer, the executor's `trusted_keys/`).
 //! - [`Receiver`]: a local HTTP server that counts and records requests, optionally slow.
@@ -17,7 +19,10 @@
     clippy::print_stdout
 )]
 
+pub mod cluster;
 pub mod providers;
+
+pub use cluster::{PgCluster, StopMode};
 
 use actiond_core::grant::{GrantSigner, generate_key};
 use actiond_store::Db;
@@ -42,10 +47,10 @@ fn with_db(url: &str, db: &str) -> String {
     format!("{head}/{db}{query}")
 }
 
-async fn admin_client() -> tokio_postgres::Client {
-    actiond_store::tls::connect(&server_url())
+async fn admin_client(server: &str) -> tokio_postgres::Client {
+    actiond_store::tls::connect(server)
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {} ({e}); start it or set ACTIOND_TEST_DATABASE_URL", server_url()))
+        .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {server} ({e}); start it or set ACTIOND_TEST_DATABASE_URL"))
 }
 
 fn migrations_hash() -> String {
@@ -69,64 +74,72 @@ fn migrations_hash() -> String {
     hex::encode(&h.finalize()[..8])
 }
 
-static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+/// Template database name per server admin URL, built once per test process and server.
+static TEMPLATES: std::sync::LazyLock<tokio::sync::Mutex<HashMap<String, String>>> =
+    std::sync::LazyLock::new(Default::default);
 
-async fn template() -> String {
-    TEMPLATE
-        .get_or_init(|| async {
-            let name = format!("actiond_tmpl_{}", migrations_hash());
-            let c = admin_client().await;
-            // Serialize template creation across test binaries running at once.
-            c.execute("SELECT pg_advisory_lock(4242424242)", &[])
-                .await
-                .unwrap();
-            let exists = c
-                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+/// The migrated template database on `server`, created (by one test binary at a time, under an
+/// advisory lock) when that server lacks it.
+async fn template(server: &str) -> String {
+    let mut known = TEMPLATES.lock().await;
+    if let Some(name) = known.get(server) {
+        return name.clone();
+    }
+    let name = format!("actiond_tmpl_{}", migrations_hash());
+    let c = admin_client(server).await;
+    // Serialize template creation across test binaries running at once.
+    c.execute("SELECT pg_advisory_lock(4242424242)", &[])
+        .await
+        .unwrap();
+    let exists = c
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await
+        .unwrap()
+        .is_some();
+    if !exists {
+        build_template(&c, server, &name).await;
+    }
+    c.execute("SELECT pg_advisory_unlock(4242424242)", &[])
+        .await
+        .unwrap();
+    known.insert(server.to_owned(), name.clone());
+    name
+}
+
+/// Migrates `<name>_building` on `server`, then renames it to `name`.
+async fn build_template(c: &tokio_postgres::Client, server: &str, name: &str) {
+    let building = format!("{name}_building");
+    c.batch_execute(&format!("DROP DATABASE IF EXISTS {building}"))
+        .await
+        .unwrap();
+    c.batch_execute(&format!("CREATE DATABASE {building}"))
+        .await
+        .unwrap();
+    let db = Db::connect(&with_db(server, &building), 1).unwrap();
+    db.migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrations failed: {e}"));
+    drop(db);
+    // A database with sessions can be neither renamed nor used as a template: wait until the
+    // migration's connections have gone.
+    eventually(Duration::from_secs(10), "migration sessions closed", || {
+        let building = &building;
+        async move {
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                    &[building],
+                )
                 .await
                 .unwrap()
-                .is_some();
-            if !exists {
-                let building = format!("{name}_building");
-                c.batch_execute(&format!("DROP DATABASE IF EXISTS {building}"))
-                    .await
-                    .unwrap();
-                c.batch_execute(&format!("CREATE DATABASE {building}"))
-                    .await
-                    .unwrap();
-                let db = Db::connect(&with_db(&server_url(), &building), 1).unwrap();
-                db.migrate()
-                    .await
-                    .unwrap_or_else(|e| panic!("migrations failed: {e}"));
-                drop(db);
-                // A database with sessions can be neither renamed nor used as a template: wait
-                // until the migration's connections have gone.
-                eventually(Duration::from_secs(10), "migration sessions closed", || {
-                    let c = &c;
-                    let building = &building;
-                    async move {
-                        let n: i64 = c
-                            .query_one(
-                                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
-                                &[building],
-                            )
-                            .await
-                            .unwrap()
-                            .get(0);
-                        (n == 0).then_some(())
-                    }
-                })
-                .await;
-                c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
-                    .await
-                    .unwrap();
-            }
-            c.execute("SELECT pg_advisory_unlock(4242424242)", &[])
-                .await
-                .unwrap();
-            name
-        })
+                .get(0);
+            (n == 0).then_some(())
+        }
+    })
+    .await;
+    c.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
         .await
-        .clone()
+        .unwrap();
 }
 
 /// A fresh, migrated database of its own.
@@ -137,14 +150,23 @@ pub struct TestDb {
     pub url: String,
     /// A pool on it.
     pub db: Db,
+    /// Admin URL of the server it lives on (see [`TestDb::new_on`]).
+    pub server: String,
 }
 
 impl TestDb {
-    /// Creates the database from the migrated template.
+    /// Creates the database from the migrated template on the test server ([`server_url`]).
     pub async fn new() -> Self {
-        let tmpl = template().await;
+        Self::new_on(&server_url()).await
+    }
+
+    /// Creates the database on the server whose superuser connection URL is `server` (e.g.
+    /// [`PgCluster::admin_url`]), migrating a template there first when it has none. Panics
+    /// when the server cannot be reached or migrated.
+    pub async fn new_on(server: &str) -> Self {
+        let tmpl = template(server).await;
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let c = admin_client().await;
+        let c = admin_client(server).await;
         // Another test copying the template at the same moment makes Postgres refuse with
         // "source database is being accessed by other users": retry until a deadline.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -160,17 +182,23 @@ impl TestDb {
                 Err(e) => panic!("CREATE DATABASE failed: {e}"),
             }
         }
-        let url = with_db(&server_url(), &name);
+        let url = with_db(server, &name);
         let db = Db::connect(&url, 8).unwrap();
-        Self { name, url, db }
+        Self {
+            name,
+            url,
+            db,
+            server: server.to_owned(),
+        }
     }
 
     /// URL of a login user that is a member of exactly one service role
     /// (`actiond_api`, `actiond_policy`, `actiond_web`, `actiond_executor`, `actiond_admin`),
-    /// created on first use (cluster-wide, trust authentication assumed).
+    /// created on first use on this database's server (cluster-wide, trust authentication
+    /// assumed).
     pub async fn role_url(&self, role: &str) -> String {
         let login = format!("actiond_test_{role}");
-        let c = admin_client().await;
+        let c = admin_client(&self.server).await;
         let sql = format!(
             "DO $$ BEGIN CREATE ROLE {login} LOGIN IN ROLE actiond_{role}; \
              EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
@@ -198,6 +226,7 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         let name = self.name.clone();
+        let server = self.server.clone();
         if std::env::var_os("ACTIOND_TEST_KEEP_DB").is_some() {
             eprintln!("kept test database {name}");
             return;
@@ -208,10 +237,13 @@ impl Drop for TestDb {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let c = admin_client().await;
-                let _ = c
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await;
+                // A private server may be stopped already (or gone with its test): then there
+                // is nothing to drop.
+                if let Ok(c) = actiond_store::tls::connect(&server).await {
+                    let _ = c
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
             });
         })
         .join();

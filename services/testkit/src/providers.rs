@@ -325,7 +325,7 @@ impl TargetDb {
     pub async fn create(setup: &str) -> Self {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (name, role) = (format!("tgt_{id}"), format!("tgt_role_{id}"));
-        let c = admin_client().await;
+        let c = admin_client(&server_url()).await;
         c.batch_execute(&format!("CREATE ROLE {role} LOGIN"))
             .await
             .unwrap();

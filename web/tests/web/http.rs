@@ -1348,3 +1348,57 @@ async fn the_history_pages_newest_first_with_a_stable_keyset() {
         );
     }
 }
+
+/// Postgres stopped under a logged-in approver: the queue page is a 503 with `Retry-After`
+/// that says nothing was decided (not a login redirect, not a 500), a client asking for
+/// problem details gets one, and the same session works again once the server is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_503_while_postgres_is_down_and_comes_back() {
+    use actiond_testkit::{PgCluster, StopMode};
+    let pg = PgCluster::start();
+    let t = fresh_db_on(&pg.admin_url()).await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let cookie = dev.login("bob", "bob@acme.test", "acme-approvers").await;
+    let (st, _, html) = dev.page(&cookie, "/queue").await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+    pg.stop(StopMode::Fast);
+    let (st, headers, html) = dev.page(&cookie, "/queue").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{headers:?} {html}");
+    assert_eq!(
+        headers.get("retry-after").map(|v| v.to_str().unwrap()),
+        Some("2")
+    );
+    assert!(html.contains("Temporarily unavailable"), "{html}");
+    assert!(html.contains("nothing was decided"), "{html}");
+    let r = dev
+        .http
+        .get(format!("{}/queue", dev.base))
+        .header("cookie", &cookie)
+        .header("accept", "application/problem+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], 503, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("nothing was decided")),
+        "{body}"
+    );
+    pg.start_again();
+    // The pool reconnects on its own: the session (stored in Postgres) is still valid.
+    let mut last = (StatusCode::OK, HeaderMap::new(), String::new());
+    for _ in 0..100 {
+        last = dev.page(&cookie, "/queue").await;
+        if last.0 == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (st, headers, html) = last;
+    assert_eq!(st, StatusCode::OK, "{headers:?} {html}");
+    assert!(html.contains("approver for: acme"), "{html}");
+}

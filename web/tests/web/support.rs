@@ -28,7 +28,16 @@ pub struct TestDb {
 }
 
 pub async fn fresh_db() -> TestDb {
-    let kit = actiond_testkit::TestDb::new().await;
+    with_kit(actiond_testkit::TestDb::new().await).await
+}
+
+/// [`fresh_db`] on the server whose superuser URL is `server` (a private
+/// [`actiond_testkit::PgCluster`] a test may stop).
+pub async fn fresh_db_on(server: &str) -> TestDb {
+    with_kit(actiond_testkit::TestDb::new_on(server).await).await
+}
+
+async fn with_kit(kit: actiond_testkit::TestDb) -> TestDb {
     TestDb {
         web_url: kit.role_url("web").await,
         policy_url: kit.role_url("policy").await,
