@@ -227,6 +227,20 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             "tenant \"nobody\" does not exist",
         ),
         (
+            &["agent", "list", "--tenant", "nobody"],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
+        // An ACTIOND_URL that is not a URL is invalid input, not an unreachable API (it
+        // exited 1 with "cannot reach notaurl: builder error").
+        (
+            &["status", "00000000-0000-0000-0000-000000000000"],
+            &[("ACTIOND_URL", "notaurl"), ("ACTIOND_TOKEN", "t")],
+            2,
+            "must be an http:// or https:// URL",
+        ),
+        (
             &["agent", "revoke", "--tenant", "nobody", "--name", "x"],
             &db,
             3,
