@@ -550,6 +550,26 @@ async fn dev_banner_commands_work_in_the_order_printed() {
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // `propose --wait` returns at the decision; the run itself may finish a moment later.
+    let c = tdb.db.client().await.unwrap();
+    let state_of = |target: &'static str| {
+        let c = &c;
+        async move {
+            c.query_opt("SELECT state FROM proposals WHERE target = $1", &[&target])
+                .await
+                .unwrap()
+                .map(|r| r.get::<_, String>(0))
+        }
+    };
+    let mut small = state_of("pi_1").await;
+    for _ in 0..300 {
+        if small.as_deref() == Some("succeeded") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        small = state_of("pi_1").await;
+    }
+    let large = state_of("pi_4242").await;
     let pid = nix::unistd::Pid::from_raw(dev.id().unwrap() as i32);
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(30), dev.wait()).await;
@@ -560,21 +580,12 @@ async fn dev_banner_commands_work_in_the_order_printed() {
         script.join("\n"),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The 25.00 refund ran; the shell was blocked; the 120.00 refund escalated.
+    // The 25.00 refund was allowed and ran; the shell was blocked; the 120.00 one escalated.
     assert!(
-        stdout.contains("\"reason\": \"Refunds up to 50.00 are automatic.\"")
-            && stdout.contains("\"state\": \"succeeded\""),
+        stdout.contains("\"reason\": \"Refunds up to 50.00 are automatic.\""),
         "{stdout}"
     );
+    assert_eq!(small.as_deref(), Some("succeeded"), "{stdout}");
     assert!(stdout.contains("no handler for shell.exec"), "{stdout}");
-    let rows = tdb
-        .db
-        .client()
-        .await
-        .unwrap()
-        .query("SELECT state FROM proposals WHERE target = 'pi_4242'", &[])
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].get::<_, String>(0), "escalated");
+    assert_eq!(large.as_deref(), Some("escalated"), "{stdout}");
 }
