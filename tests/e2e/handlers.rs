@@ -362,6 +362,16 @@ async fn email_send_reaches_a_real_smtp_server() {
             json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-42\r\nBcc: eve@evil.example", "name": "Ann"}}),
             "params.variables.ticket",
         ),
+        // Inside acme.example by its domain and by the inside-email rule, but a relay that
+        // honours the percent hack or bang paths delivers it to evil.example.
+        (
+            json!({"recipients": ["eve%evil.example@acme.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]: must not contain % or !",
+        ),
+        (
+            json!({"recipients": ["evil.example!eve@acme.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]: must not contain % or !",
+        ),
         (
             json!({"recipients": ["ann@acme.example"], "template": "wire-money", "variables": vars}),
             "params.template",
