@@ -236,6 +236,20 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             "tenant \"nobody\" does not exist",
         ),
         (
+            &["agent", "list", "--tenant", "nobody"],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
+        // An ACTIOND_URL that is not a URL is invalid input, not an unreachable API (it
+        // exited 1 with "cannot reach notaurl: builder error").
+        (
+            &["status", "00000000-0000-0000-0000-000000000000"],
+            &[("ACTIOND_URL", "notaurl"), ("ACTIOND_TOKEN", "t")],
+            2,
+            "must be an http:// or https:// URL",
+        ),
+        (
             &["agent", "revoke", "--tenant", "nobody", "--name", "x"],
             &db,
             3,
@@ -547,4 +561,89 @@ fn agent_env(s: &crate::support::Stack) -> [(&'static str, &str); 2] {
         ("ACTIOND_URL", s.api_url.as_str()),
         ("ACTIOND_TOKEN", s.token.as_str()),
     ]
+}
+
+/// The commands `actiond dev` prints under "Try it from another terminal", run in the order
+/// printed, do what their comments say. Before, the refund over 50.00 came first and stayed
+/// open, so the demo's `refund-splitting` rule (an agent's refunds today, open ones included,
+/// over 50.00) escalated the 25.00 refund the next line promised "runs".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_banner_commands_work_in_the_order_printed() {
+    use tokio::io::AsyncBufReadExt as _;
+    let tdb = TestDb::new().await;
+    let dir = std::env::temp_dir().join(format!("actiond-dev-banner-{}", uuid::Uuid::new_v4()));
+    let api = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let web = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    let mut dev = tokio::process::Command::new(actiond_bin())
+        .args(["dev", "--state-dir", &dir.display().to_string()])
+        .args(["--api-listen", &api, "--web-listen", &web])
+        .env("DATABASE_URL", &tdb.url)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut script = vec!["set -eu".to_owned()];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l.starts_with("Try it from another terminal") {
+                script.clear();
+                script.push("set -eu".to_owned());
+            } else if l.trim_start().starts_with("# operators") {
+                return true;
+            } else if script.len() > 1 || l.trim_start().starts_with("export ") {
+                script.push(l);
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(read, Ok(true), "the banner never listed the commands");
+    let out = tokio::process::Command::new("bash")
+        .args(["-c", &script.join("\n")])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // `propose --wait` returns at the decision; the run itself may finish a moment later.
+    let c = tdb.db.client().await.unwrap();
+    let state_of = |target: &'static str| {
+        let c = &c;
+        async move {
+            c.query_opt("SELECT state FROM proposals WHERE target = $1", &[&target])
+                .await
+                .unwrap()
+                .map(|r| r.get::<_, String>(0))
+        }
+    };
+    let mut small = state_of("pi_1").await;
+    for _ in 0..300 {
+        if small.as_deref() == Some("succeeded") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        small = state_of("pi_1").await;
+    }
+    let large = state_of("pi_4242").await;
+    let pid = nix::unistd::Pid::from_raw(dev.id().unwrap() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), dev.wait()).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}{}",
+        script.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The 25.00 refund was allowed and ran; the shell was blocked; the 120.00 one escalated.
+    assert!(
+        stdout.contains("\"reason\": \"Refunds up to 50.00 are automatic.\""),
+        "{stdout}"
+    );
+    assert_eq!(small.as_deref(), Some("succeeded"), "{stdout}");
+    assert!(stdout.contains("no handler for shell.exec"), "{stdout}");
+    assert_eq!(large.as_deref(), Some("escalated"), "{stdout}");
 }

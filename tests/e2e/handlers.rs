@@ -362,6 +362,16 @@ async fn email_send_reaches_a_real_smtp_server() {
             json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-42\r\nBcc: eve@evil.example", "name": "Ann"}}),
             "params.variables.ticket",
         ),
+        // Inside acme.example by its domain and by the inside-email rule, but a relay that
+        // honours the percent hack or bang paths delivers it to evil.example.
+        (
+            json!({"recipients": ["eve%evil.example@acme.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]: must not contain % or !",
+        ),
+        (
+            json!({"recipients": ["evil.example!eve@acme.example"], "template": "ticket-reply", "variables": vars}),
+            "params.recipients[0]: must not contain % or !",
+        ),
         (
             json!({"recipients": ["ann@acme.example"], "template": "wire-money", "variables": vars}),
             "params.template",
@@ -446,7 +456,8 @@ async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed(
 async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
     let target = TargetDb::create(
         "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, status text NOT NULL);
-         INSERT INTO orders VALUES (1, 'c1', 'open'), (2, 'c1', 'open'), (3, 'c1', 'open'), (4, 'c2', 'open');
+         INSERT INTO orders VALUES (1, 'c1', 'open'), (2, 'c1', 'open'), (3, 'c1', 'open'), (4, 'c2', 'open'),
+           (9007199254740993, 'c3', 'open');
          CREATE TABLE secrets (v text); INSERT INTO secrets VALUES ('s');
          GRANT SELECT, UPDATE ON orders TO {role};",
     )
@@ -496,6 +507,16 @@ async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
     hx.s.wait_state(id, "succeeded", T).await;
     assert_eq!(hx.detail(id).await, "1 row(s) affected");
     assert_eq!(status(4).await, "cancelled");
+    // A bigint beyond ±(2^53−1) travels as a string of its digits and binds as that bigint.
+    let id = hx
+        .propose(
+            "db.statement.execute",
+            json!({"statement": "cancel_order", "values": {"order_id": "9007199254740993"}}),
+        )
+        .await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    assert_eq!(hx.detail(id).await, "1 row(s) affected");
+    assert_eq!(status(9_007_199_254_740_993).await, "cancelled");
     // Over statement_timeout: failed, nothing kept.
     let id = hx
         .propose(

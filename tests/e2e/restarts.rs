@@ -139,7 +139,10 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
     // is noticed (the pool's fast recycling checks only what the connection task has seen),
     // so the agent follows the contract: a 503 is sent again with the same Idempotency-Key.
     let (id, unavailable) = submit_retrying(&s, &refund("pi_bt2", 102), "bt2").await;
-    assert!(unavailable <= 2, "{unavailable} 503s after the backend was replaced");
+    assert!(
+        unavailable <= 2,
+        "{unavailable} 503s after the backend was replaced"
+    );
     s.wait_state(id, "succeeded", T).await;
 }
 

@@ -7,12 +7,22 @@ use std::path::PathBuf;
 /// Where the API is and who the agent is.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Conn {
-    /// API base URL.
-    #[arg(long, env = "ACTIOND_URL", default_value = "http://127.0.0.1:8080")]
+    /// API base URL (`http://` or `https://`).
+    #[arg(long, env = "ACTIOND_URL", default_value = "http://127.0.0.1:8080", value_parser = api_url)]
     pub url: String,
     /// File holding the agent token (else `ACTIOND_TOKEN`).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+}
+
+/// Checks `--url` / `ACTIOND_URL` when the command line is read, so a value that is not an
+/// http(s) URL is invalid input (exit 2) rather than an unreachable API.
+fn api_url(s: &str) -> Result<String, String> {
+    match url::Url::parse(s) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(s.to_owned()),
+        Ok(_) => Err("must be an http:// or https:// URL with a host".into()),
+        Err(e) => Err(format!("must be an http:// or https:// URL ({e})")),
+    }
 }
 
 impl Conn {

@@ -23,14 +23,15 @@ pub fn reveal_invisible(s: &str, keep_newlines: bool) -> String {
 
 /// True for characters a person cannot see or that reorder text: C0/C1 controls, zero-width
 /// and joiner characters, bidi embeddings/overrides/isolates (U+202A–202E, U+2066–2069), the
-/// LRM/RLM/ALM marks, soft hyphen, word joiner and friends, BOM, tag characters and
-/// variation selectors.
+/// LRM/RLM/ALM marks, soft hyphen, word joiner and friends, BOM, tag characters, variation
+/// selectors, and the LINE and PARAGRAPH SEPARATORS (U+2028, U+2029), which break a line on
+/// some screens and show as nothing on others.
 pub fn is_suspicious(c: char) -> bool {
     let u = c as u32;
     c.is_control()
         || matches!(u,
             0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180E
-            | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+            | 0x200B..=0x200F | 0x2028 | 0x2029 | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
             | 0xFEFF | 0xFFA0 | 0xFFF9..=0xFFFB | 0xE0000..=0xE007F | 0xE0100..=0xE01EF)
 }
 
@@ -60,6 +61,8 @@ pub fn char_name(c: char) -> String {
         0x200D => "ZERO WIDTH JOINER",
         0x200E => "LEFT-TO-RIGHT MARK",
         0x200F => "RIGHT-TO-LEFT MARK",
+        0x2028 => "LINE SEPARATOR",
+        0x2029 => "PARAGRAPH SEPARATOR",
         0x202A => "LEFT-TO-RIGHT EMBEDDING",
         0x202B => "RIGHT-TO-LEFT EMBEDDING",
         0x202C => "POP DIRECTIONAL FORMATTING",
@@ -224,5 +227,12 @@ mod tests {
         );
         assert_eq!(reveal_invisible("x\ny\u{1b}[31m", true), "x\ny⟨U+001B⟩[31m");
         assert_eq!(reveal_invisible("x\ny", false), "x⟨U+000A⟩y");
+        // U+2028/U+2029 are neither controls nor visible: an approver's terminal or page may
+        // break the line there or show nothing (they were printed raw).
+        assert_eq!(
+            reveal_invisible("pay\u{2028}refund\u{2029}", true),
+            "pay⟨U+2028⟩refund⟨U+2029⟩"
+        );
+        assert_eq!(char_name('\u{2028}'), "LINE SEPARATOR");
     }
 }

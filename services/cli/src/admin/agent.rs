@@ -207,10 +207,15 @@ async fn create_workload(
     Ok(())
 }
 
-/// `actiond agent list`.
+/// `actiond agent list`: exit 3 for a tenant that does not exist.
 async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
-    for a in agents::list(&db, tenant).await? {
+    let all = agents::list(&db, tenant).await?;
+    if all.is_empty() {
+        super::tenant_must_exist(&db, tenant).await?;
+        say(&format!("no agents in tenant {tenant}"));
+    }
+    for a in all {
         let status = if a.revoked_at.is_some() {
             "revoked".to_owned()
         } else if let Some(at) = a.frozen_at {

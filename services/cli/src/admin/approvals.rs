@@ -116,15 +116,7 @@ async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
     if rows.is_empty() {
         // A misspelt tenant is not an empty queue: name it and exit 3.
         if let Some([tenant]) = t.as_deref() {
-            let c = db.client().await?;
-            if c.query_opt("SELECT 1 FROM tenants WHERE id = $1", &[tenant])
-                .await?
-                .is_none()
-            {
-                return Err(crate::exit::not_found(format!(
-                    "tenant {tenant:?} does not exist"
-                )));
-            }
+            super::tenant_must_exist(&db, tenant).await?;
         }
         say("no escalated proposals");
     }

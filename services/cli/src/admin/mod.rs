@@ -35,6 +35,21 @@ impl DbArgs {
     }
 }
 
+/// Fails with exit code 3 (`tenant "x" does not exist`) when no tenant `tenant` exists: a
+/// misspelt tenant is not an empty list.
+async fn tenant_must_exist(db: &Db, tenant: &str) -> anyhow::Result<()> {
+    let c = db.client().await?;
+    if c.query_opt("SELECT 1 FROM tenants WHERE id = $1", &[&tenant])
+        .await?
+        .is_none()
+    {
+        return Err(crate::exit::not_found(format!(
+            "tenant {tenant:?} does not exist"
+        )));
+    }
+    Ok(())
+}
+
 /// `actiond migrate`.
 pub async fn migrate(a: DbArgs) -> anyhow::Result<()> {
     let db = a.connect()?;

@@ -37,7 +37,8 @@ const MAX_TEXT_CHARS: usize = 1000;
 pub enum SqlType {
     /// `text`: a JSON string.
     Text,
-    /// `bigint`: a JSON integer.
+    /// `bigint`: a JSON integer, or beyond ±(2^53−1) (which JSON does not carry exactly) a
+    /// string of its decimal digits, e.g. `"9007199254740993"` (see [`bigint_of`]).
     Bigint,
     /// `integer`: a JSON integer within ±2^31.
     Integer,
@@ -63,7 +64,7 @@ impl SqlType {
             Self::Text => v
                 .as_str()
                 .is_some_and(|s| s.chars().count() <= MAX_TEXT_CHARS && !s.contains('\0')),
-            Self::Bigint => v.as_i64().is_some(),
+            Self::Bigint => bigint_of(v).is_some(),
             Self::Integer => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
             Self::Boolean => v.is_boolean(),
         }
@@ -74,13 +75,30 @@ impl SqlType {
             Self::Text => {
                 format!("must be a string of at most {MAX_TEXT_CHARS} characters (type text)")
             }
-            Self::Bigint => "must be an integer (type bigint)".into(),
+            Self::Bigint => "must be an integer (type bigint); beyond ±(2^53−1) a string of its decimal digits, e.g. \"9007199254740993\"".into(),
             Self::Integer => {
                 "must be an integer between -2147483648 and 2147483647 (type integer)".into()
             }
             Self::Boolean => "must be true or false (type boolean)".into(),
         }
     }
+}
+
+/// The `bigint` a value stands for: a JSON integer, or a string of decimal digits (an optional
+/// `-`, no `+`, no leading zero) for a value beyond ±(2^53−1) that fits in 64 bits. A string
+/// for a value JSON carries exactly is `None`, so each value has one spelling and one intent
+/// hash.
+pub fn bigint_of(v: &Value) -> Option<i64> {
+    if let Some(n) = v.as_i64() {
+        return Some(n);
+    }
+    let s = v.as_str()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = s.parse().ok()?;
+    (n.unsigned_abs() > crate::canonical::MAX_SAFE_INTEGER).then_some(n)
 }
 
 /// A statement of the tenant document, as the executor runs it.
@@ -352,6 +370,39 @@ mod tests {
             "max_rows": 1}}})
     }
 
+    /// README promises "integers beyond ±(2^53−1) (send them as strings)": a bigint id past
+    /// 2^53 could not be proposed at all before (a number is refused by the strict parser, a
+    /// string by the type check).
+    #[test]
+    fn a_bigint_beyond_json_exactness_is_sent_as_a_string() {
+        let h = HandlerKind::DbStatementExecute;
+        let big = json!({"statement": "cancel_order", "values": {"order_id": "9007199254740993", "status": "open"}});
+        assert!(h.validate_params(&big, &settings()).is_ok());
+        assert_eq!(
+            bigint_of(&json!("9007199254740993")),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(bigint_of(&json!("-9223372036854775808")), Some(i64::MIN));
+        assert_eq!(bigint_of(&json!(7)), Some(7));
+        // One spelling per value: a string for a value JSON carries exactly, a sign, a
+        // leading zero, spaces or an overflow are refused.
+        for bad in [
+            "7",
+            "9007199254740991",
+            "+9007199254740993",
+            "09007199254740993",
+            " 9007199254740993",
+            "9223372036854775808",
+            "-",
+            "",
+        ] {
+            assert_eq!(bigint_of(&json!(bad)), None, "{bad:?}");
+            let p =
+                json!({"statement": "cancel_order", "values": {"order_id": bad, "status": "open"}});
+            assert!(h.validate_params(&p, &settings()).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn only_a_named_statement_with_typed_values_passes() {
         let h = HandlerKind::DbStatementExecute;
@@ -371,7 +422,7 @@ mod tests {
             (
                 json!({"statement": "cancel_order", "values": {"order_id": "7 OR 1=1", "status": "open"}}),
                 "params.values.order_id",
-                "must be an integer (type bigint)",
+                "must be an integer (type bigint); beyond ±(2^53−1) a string of its decimal digits, e.g. \"9007199254740993\"",
             ),
             (
                 json!({"statement": "cancel_order", "values": {"order_id": 7}}),

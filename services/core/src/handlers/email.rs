@@ -36,6 +36,19 @@ const DEFAULT_MAX_RECIPIENTS: usize = 10;
 const MAX_VARIABLE_CHARS: usize = 2000;
 /// The rule broken by a CR or LF in a value that could reach a header.
 const NO_CRLF: &str = "must not contain CR, LF or other control characters (header injection)";
+/// Local-part characters that mail relays may read as a route to another host: `%` (the
+/// "percent hack", `eve%evil.example@acme.example` is delivered to `eve@evil.example` by a relay
+/// that honours it, as Postfix does by default for its own domains) and `!` (UUCP bang paths).
+/// An address holding one could leave the tenant's `recipient_domains` after policy allowed it.
+const ROUTING_CHARS: [char; 2] = ['%', '!'];
+/// The rule broken by a recipient whose local part holds one of [`ROUTING_CHARS`].
+const NO_ROUTING: &str = "must not contain % or ! before the @: relays may route such an address to another domain (percent hack, bang path), past recipient_domains";
+
+/// True when the local part of `s` (before its last `@`) holds a routing character.
+fn has_routing_local_part(s: &str) -> bool {
+    s.rsplit_once('@')
+        .is_some_and(|(local, _)| local.contains(ROUTING_CHARS))
+}
 
 fn params_schema() -> Value {
     json!({
@@ -52,7 +65,8 @@ fn params_schema() -> Value {
 }
 
 /// True for `local@domain` with a dot-atom local part (RFC 5322 §3.4.1, without quoted
-/// strings or comments) and a canonical lowercase domain.
+/// strings or comments, and without `%` or `!`, which relays may read as a route to another
+/// domain) and a canonical lowercase domain.
 pub fn is_email_address(s: &str) -> bool {
     let Some((local, domain)) = s.rsplit_once('@') else {
         return false;
@@ -64,7 +78,7 @@ pub fn is_email_address(s: &str) -> bool {
         && !local.contains("..")
         && local
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "#$&'*+-/=?^_`{|}~.".contains(c))
         && is_canonical_dns_name(domain)
         && domain.contains('.')
 }
@@ -228,6 +242,7 @@ fn check_recipients(v: &Value, settings: &Value, errs: &mut Vec<FieldError>) {
         let f = format!("params.recipients[{i}]");
         match r.as_str() {
             Some(s) if s.chars().any(char::is_control) => errs.push(FieldError::new(f, NO_CRLF)),
+            Some(s) if has_routing_local_part(s) => errs.push(FieldError::new(f, NO_ROUTING)),
             Some(s) if is_email_address(s) => {
                 let domain = s.rsplit_once('@').map(|x| x.1).unwrap_or_default();
                 if !domains.is_some_and(|d| d.iter().any(|x| x.as_str() == Some(domain))) {
@@ -394,6 +409,16 @@ mod tests {
                 json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1\r\nBcc: eve@evil.example", "name": "x"}}),
                 "params.variables.ticket",
                 NO_CRLF,
+            ),
+            (
+                json!({"recipients": ["eve%evil.example@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients[0]",
+                NO_ROUTING,
+            ),
+            (
+                json!({"recipients": ["evil.example!eve@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1", "name": "x"}}),
+                "params.recipients[0]",
+                NO_ROUTING,
             ),
             (
                 json!({"recipients": ["ann@acme.example"], "template": "wire-transfer", "variables": {}}),

@@ -5,7 +5,9 @@
 //! roll it back.
 
 use super::{Execution, Outcome, credential};
-use actiond_core::handlers::db_statement::{NamedStatement, SqlType, statement, statement_timeout};
+use actiond_core::handlers::db_statement::{
+    NamedStatement, SqlType, bigint_of, statement, statement_timeout,
+};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
@@ -29,7 +31,7 @@ fn bind(st: &NamedStatement, params: &Value) -> Result<Vec<Box<dyn ToSql + Sync 
                 .ok_or_else(|| format!("value {name} is missing or not of type {ty:?}"))?;
             let b: Box<dyn ToSql + Sync + Send> = match ty {
                 SqlType::Text => Box::new(v.as_str().unwrap_or_default().to_owned()),
-                SqlType::Bigint => Box::new(v.as_i64().unwrap_or_default()),
+                SqlType::Bigint => Box::new(bigint_of(v).unwrap_or_default()),
                 SqlType::Integer => Box::new(
                     v.as_i64()
                         .and_then(|n| i32::try_from(n).ok())

@@ -3,7 +3,7 @@
 //! ([`actiond_core::handlers::email::render`]); the grant id is its `Message-ID`.
 
 use super::{Execution, Outcome, credential};
-use actiond_core::handlers::email::{RenderedEmail, render};
+use actiond_core::handlers::email::{RenderedEmail, is_email_address, render};
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
@@ -26,7 +26,16 @@ pub fn parse_relay(s: &str) -> Result<(String, u16), String> {
 }
 
 /// The rendered email as a MIME message (`text/plain; charset=utf-8`).
+///
+/// Every recipient is checked again with [`is_email_address`], so a proposal stored before a
+/// rule tightened (a `%` or `!` in the local part, which a relay may route to another domain)
+/// is refused here rather than sent.
 pub(crate) fn message(mail: &RenderedEmail, message_id: &str) -> Result<Message, String> {
+    if let Some(r) = mail.to.iter().find(|r| !is_email_address(r)) {
+        return Err(format!(
+            "recipient {r:?}: not an address actiond sends to (a % or ! before the @ may be routed to another domain); nothing was sent"
+        ));
+    }
     let mut b = Message::builder()
         .from(
             mail.from
@@ -117,5 +126,26 @@ mod tests {
         );
         assert!(parse_relay("smtp://x:25").is_err());
         assert!(parse_relay("x:99999").is_err());
+    }
+
+    fn mail(to: &str) -> RenderedEmail {
+        RenderedEmail {
+            from: "support@acme.example".into(),
+            to: vec![to.into()],
+            subject: "s".into(),
+            body: "b".into(),
+        }
+    }
+
+    #[test]
+    fn a_routed_recipient_is_never_sent() {
+        assert!(message(&mail("ann@acme.example"), "<g@actiond>").is_ok());
+        for to in [
+            "eve%evil.example@acme.example",
+            "evil.example!eve@acme.example",
+        ] {
+            let e = message(&mail(to), "<g@actiond>").unwrap_err();
+            assert!(e.contains("nothing was sent"), "{to}: {e}");
+        }
     }
 }
