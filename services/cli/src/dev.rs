@@ -71,9 +71,9 @@ policy:
       effect: escalate
       reason: Production DNS changes need a person.
     - name: staging-dns
-      when: 'action == "dns.record.update" && params.zone == "staging.example.com"'
+      when: 'action == "dns.record.update" && params.zone == "staging.example.com" && params.type in ["A", "AAAA", "TXT"] && params.name != params.zone'
       effect: allow
-      reason: Staging DNS changes are automatic.
+      reason: Staging address and TXT records below the apex change automatically; NS, CNAME, MX and the apex need a person.
     - name: inside-email
       when: 'action == "email.send" && params.recipients.all(r, r.endsWith("@example.com"))'
       effect: allow
@@ -829,5 +829,43 @@ async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::DEMO_TENANT;
+    use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
+    use actiond_core::tenant::TenantDocument;
+
+    /// The demo tenant is what newcomers copy: its automatic DNS rule covers address and TXT
+    /// records below the staging apex only; an NS, CNAME or MX change, or one at the apex,
+    /// needs a person.
+    #[test]
+    fn demo_staging_dns_is_automatic_only_below_the_apex_for_address_and_txt_records() {
+        let doc = TenantDocument::parse(&DEMO_TENANT.replace("SINK_PORT", "9")).unwrap();
+        let policy = CompiledPolicy::new(doc, 1, "0".repeat(64)).unwrap();
+        let effect = |name: &str, kind: &str, record: &str| {
+            let input = EvalInput {
+                action: "dns.record.update".into(),
+                target: name.into(),
+                params: serde_json::json!({"zone": "staging.example.com", "name": name,
+                                           "type": kind, "records": [record]}),
+                agent: AgentFacts::default(),
+                session: String::new(),
+                on_behalf_of: String::new(),
+                history: History::default(),
+            };
+            format!("{:?}", decide(&policy, &input).effect)
+        };
+        let www = "www.staging.example.com";
+        assert_eq!(effect(www, "A", "192.0.2.1"), "Allow");
+        assert_eq!(effect(www, "TXT", "\"v=spf1 -all\""), "Allow");
+        assert_eq!(effect(www, "CNAME", "evil.example.net"), "Escalate");
+        assert_eq!(effect(www, "MX", "10 mx.evil.example.net"), "Escalate");
+        let apex = "staging.example.com";
+        assert_eq!(effect(apex, "NS", "ns1.evil.example.net"), "Escalate");
+        assert_eq!(effect(apex, "A", "192.0.2.1"), "Escalate");
     }
 }
