@@ -7,6 +7,8 @@
 #            (queue-schema.sql): every state change of the wide row is HOT
 #   actiond  actiond's own migrations, roles, RLS, triggers and statement shapes
 #            (bench/schema-ab/lifecycle-actiond.sql)
+#   bare     the same with row-level security and user triggers disabled and foreign keys
+#            dropped: what those rules cost (a measurement only; actiond never runs so)
 #
 #   bench/narrow-queue/run.sh [PROPOSALS]        (default 2000)
 #
@@ -24,19 +26,26 @@ url=${ACTIOND_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 base=${url%/*}
 export PGOPTIONS='-c client_min_messages=warning'
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-for v in floor wide queue actiond; do
+for v in floor wide queue actiond bare; do
     db="actiond_nq_${v}_$$"
     psql_ "$url" -c "CREATE DATABASE $db" >/dev/null
     trap 'psql_ "$url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
     case $v in
     floor) psql_ "$base/$db" -f "$here/../floor/min-schema.sql" >/dev/null; script="$here/../floor/lifecycle-min.sql" ;;
     wide|queue) psql_ "$base/$db" -f "$here/$v-schema.sql" >/dev/null; script="$here/$v.sql" ;;
-    actiond)
+    actiond|bare)
         for f in $(ls "$migrations"/V*__*.sql | sort -V); do psql_ "$base/$db" -1 -f "$f" >/dev/null; done
         psql_ "$base/$db" -c "INSERT INTO tenants (id) VALUES ('acme');
             INSERT INTO agents (id, tenant_id, name, token_sha256)
             VALUES ('00000000-0000-0000-0000-000000000001', 'acme', 'bot', repeat('a', 64));" >/dev/null
-        script="$here/../schema-ab/lifecycle-actiond.sql" ;;
+        script="$here/../schema-ab/lifecycle-actiond.sql"
+        if [ "$v" = bare ]; then
+            psql_ "$base/$db" -Atc "SELECT format('ALTER TABLE %I DISABLE ROW LEVEL SECURITY, NO FORCE ROW LEVEL SECURITY, DISABLE TRIGGER USER;', relname)
+                FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace
+                UNION ALL
+                SELECT format('ALTER TABLE %s DROP CONSTRAINT %I;', conrelid::regclass, conname)
+                FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace" | psql_ "$base/$db" >/dev/null
+        fi ;;
     esac
     pgss=$(psql_ "$base/$db" -Atc "SELECT count(*) FROM pg_settings WHERE name = 'shared_preload_libraries' AND setting LIKE '%pg_stat_statements%'")
     [ "$pgss" = 1 ] && psql_ "$base/$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
