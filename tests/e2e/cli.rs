@@ -647,3 +647,41 @@ async fn dev_banner_commands_work_in_the_order_printed() {
     assert!(stdout.contains("no handler for shell.exec"), "{stdout}");
     assert_eq!(large.as_deref(), Some("escalated"), "{stdout}");
 }
+
+/// `audit export --since` takes RFC 3339 with an offset and nothing else. Before, the text went
+/// to Postgres as is: a time without an offset was read in the session's time zone (a SIEM's
+/// export silently started hours off), `now`, `yesterday` and `24:00` were accepted, and a bad
+/// value came back as a database error that did not name the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_export_since_wants_rfc3339_with_an_offset() {
+    let tdb = TestDb::new().await;
+    let auditor = tdb.role_url("auditor").await;
+    let db = [("DATABASE_URL", auditor.as_str())];
+    for since in [
+        "2026-12-01 22:00:00",
+        "2026-12-01T22:00:00",
+        "2026-12-01",
+        "now",
+        "yesterday",
+        "epoch",
+        "2026-12-01T24:00:00Z",
+        "2026-02-30T00:00:00Z",
+        "",
+    ] {
+        let (code, out, err) = run(&["audit", "export", "--since", since], &db);
+        assert_eq!(code, 2, "{since:?}: {err}");
+        assert!(out.is_empty(), "{since:?}: {out}");
+        assert!(
+            err.starts_with(&format!(
+                "actiond: error: --since {since:?}: must be an RFC 3339"
+            )),
+            "{since:?}: {err}"
+        );
+        assert!(!err.contains("database"), "{since:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{since:?}: {err}");
+    }
+    for since in ["2000-01-01T00:00:00Z", "2000-01-01T01:00:00+01:00"] {
+        let (code, _, err) = run(&["audit", "export", "--since", since], &db);
+        assert_eq!(code, 0, "{since:?}: {err}");
+    }
+}

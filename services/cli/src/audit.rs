@@ -105,7 +105,8 @@ pub struct VerifyPasskeysArgs {
 pub struct ExportArgs {
     #[command(flatten)]
     db: DbArgs,
-    /// Events at or after this time (RFC 3339, or anything Postgres reads as a timestamp).
+    /// Events at or after this time: RFC 3339 with its offset (`2026-11-01T00:00:00Z`,
+    /// `2026-11-01T01:00:00+01:00`). A time without an offset, `now` or `24:00` is refused.
     #[arg(long)]
     since: String,
     /// Only this tenant.
@@ -465,17 +466,34 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--since` as the UTC RFC 3339 text the export query reads (microseconds, `Z`).
+///
+/// Only RFC 3339 with an explicit offset is accepted: before, the text went to Postgres as is,
+/// so `2026-12-01 00:00` was read in the session's time zone, `now` and `yesterday` were
+/// accepted, and a bad value came back as a database error that did not name the flag.
+fn parse_since(since: &str) -> anyhow::Result<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(since.trim()).map_err(|e| {
+        crate::exit::invalid(format!(
+            "--since {since:?}: must be an RFC 3339 time with an offset, \
+             e.g. 2026-11-01T00:00:00Z ({e})"
+        ))
+    })?;
+    Ok(t.with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+}
+
 async fn export(a: ExportArgs) -> anyhow::Result<()> {
     let Some(format) = Format::parse(&a.format) else {
         return Err(crate::exit::invalid(
             "--format must be jsonl or cloudevents",
         ));
     };
+    let since = parse_since(&a.since)?;
     let db = Db::connect(&a.db.database_url, 2)?;
     let mut ex = Export::start(
         &db,
         ExportOptions {
-            since: a.since.clone(),
+            since,
             tenant: a.tenant.clone(),
             format,
         },
