@@ -461,10 +461,13 @@ impl ActiondMcp {
                 Some(s)
             }
             Some(_) => {
-                return tool_result(SubmitError::field(
-                    "idempotency_key",
-                    "must be 1 to 255 printable ASCII characters",
-                ));
+                return tool_result(
+                    Failed::Propose,
+                    SubmitError::field(
+                        "idempotency_key",
+                        "must be 1 to 255 printable ASCII characters",
+                    ),
+                );
             }
         };
         let req = match submit::SubmitRequest::from_value(Value::Object(args)) {
@@ -475,7 +478,7 @@ impl ActiondMcp {
                     .submissions
                     .with_label_values(&["invalid"])
                     .inc();
-                return tool_result(p);
+                return tool_result(Failed::Propose, p);
             }
         };
         match submit::submit(&self.state, agent, req, key).await {
@@ -500,7 +503,7 @@ impl ActiondMcp {
                     "message": message,
                 }))
             }
-            Err(p) => tool_result(p),
+            Err(p) => tool_result(Failed::Propose, p),
         }
     }
 
@@ -548,7 +551,7 @@ impl ActiondMcp {
             },
         };
         let Some(id) = id.filter(|_| errs.is_empty()) else {
-            return tool_result(SubmitError::Invalid(errs));
+            return tool_result(Failed::Check, SubmitError::Invalid(errs));
         };
         match crate::wait_for_change(&self.state, agent, id, Duration::from_secs(wait), None).await
         {
@@ -557,7 +560,7 @@ impl ActiondMcp {
                 "proposal_id": id,
                 "message": "No proposal with this id was filed by this agent. Use the proposal_id that propose_action returned.",
             })),
-            Err(p) => tool_result(p),
+            Err(p) => tool_result(Failed::Check, p),
         }
     }
 }
@@ -606,10 +609,20 @@ enum NextStep {
     RetrySameKey,
 }
 
+/// Which tool failed: the next step differs. A failed `check_proposal` filed nothing and must
+/// not tell the model to propose again (it would file the action a second time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failed {
+    /// `propose_action`.
+    Propose,
+    /// `check_proposal`: a read; the proposal is unchanged whatever went wrong.
+    Check,
+}
+
 /// The one place a [`SubmitError`] becomes an MCP tool result: `isError: true`, the problem
 /// body (RFC 9457 fields, so `status` and the field errors are there) and a `message` telling
-/// the model what happened and what to do next.
-pub fn tool_result(e: SubmitError) -> CallToolResult {
+/// the model what happened and what to do next, for the `tool` that failed.
+pub fn tool_result(tool: Failed, e: SubmitError) -> CallToolResult {
     let next = match &e {
         SubmitError::Invalid(_) => NextStep::FixFields,
         SubmitError::Unauthorized { .. }
@@ -623,16 +636,28 @@ pub fn tool_result(e: SubmitError) -> CallToolResult {
         SubmitError::Store(_) => NextStep::RetrySameKey,
     };
     let p = Problem::from(e);
-    let message = match next {
-        NextStep::FixFields => format!(
+    let message = match (tool, next) {
+        (Failed::Propose, NextStep::FixFields) => format!(
             "Refused as invalid; nothing was filed. {} Fix these fields and propose again.",
             p.detail
         ),
-        NextStep::RetrySameKey => format!(
+        (Failed::Propose, NextStep::RetrySameKey) => format!(
             "actiond could not handle the request: {} It is not known whether the proposal was filed: retry later with the same idempotency_key so it is filed once.",
             p.detail
         ),
-        NextStep::Refused => format!("Refused; nothing was filed. {}", p.detail),
+        (Failed::Propose, NextStep::Refused) => format!("Refused; nothing was filed. {}", p.detail),
+        (Failed::Check, NextStep::FixFields) => format!(
+            "check_proposal refused as invalid: {} Fix these fields and check again. The proposal is unchanged; do not propose it again.",
+            p.detail
+        ),
+        (Failed::Check, NextStep::RetrySameKey) => format!(
+            "actiond could not read the proposal: {} Check again later. The proposal is unchanged; do not propose it again.",
+            p.detail
+        ),
+        (Failed::Check, NextStep::Refused) => format!(
+            "check_proposal refused: {} The proposal is unchanged.",
+            p.detail
+        ),
     };
     let mut v = serde_json::to_value(&p).unwrap_or_else(|_| json!({}));
     if let Value::Object(m) = &mut v {
@@ -657,7 +682,7 @@ mod tests {
     #[test]
     fn errors_become_tool_results_with_the_next_step() {
         let text = |e: SubmitError| {
-            let r = tool_result(e);
+            let r = tool_result(Failed::Propose, e);
             assert_eq!(r.is_error, Some(true));
             let v = r.structured_content.unwrap();
             (
@@ -678,6 +703,29 @@ mod tests {
         )));
         assert_eq!(status, 500);
         assert!(message.contains("retry later with the same idempotency_key"));
+        // check_proposal filed nothing and must never say "propose again" (a model that obeys
+        // would file the action a second time); before, it got propose_action's messages.
+        let check = |e: SubmitError| {
+            let r = tool_result(Failed::Check, e);
+            assert_eq!(r.is_error, Some(true));
+            r.structured_content.unwrap()["message"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        for e in [
+            SubmitError::field("proposal_id", "must be a UUID"),
+            SubmitError::Store(actiond_store::StoreError::Conflict("x".into())),
+            SubmitError::AgentFrozen,
+        ] {
+            let m = check(e);
+            assert!(!m.contains("propose again."), "{m}");
+            assert!(!m.contains("filed"), "{m}");
+            assert!(!m.contains("idempotency_key"), "{m}");
+            assert!(m.contains("The proposal is unchanged"), "{m}");
+        }
+        let m = check(SubmitError::field("proposal_id", "must be a UUID"));
+        assert!(m.contains("proposal_id: must be a UUID"), "{m}");
     }
 
     fn doc(handlers: &str) -> TenantDocument {
