@@ -685,3 +685,25 @@ async fn audit_export_since_wants_rfc3339_with_an_offset() {
         assert_eq!(code, 0, "{since:?}: {err}");
     }
 }
+
+/// `audit purge --decided-after` has the bounds of a document's `retention.decided_after`
+/// (1h to 36500d). Before, `0s` purged every decided proposal, one decided a second ago
+/// included: an operator's typo for days emptied the customer data of the whole history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_purge_decided_after_has_the_documents_bounds() {
+    let tdb = TestDb::new().await;
+    let retention = tdb.role_url("retention").await;
+    let db = [("DATABASE_URL", retention.as_str())];
+    for d in ["0s", "1s", "59m", "36501d"] {
+        let (code, out, err) = run(&["audit", "purge", "--decided-after", d], &db);
+        assert_eq!(code, 2, "{d}: {err}");
+        assert!(out.is_empty(), "{d}: {out}");
+        assert!(err.contains("--decided-after"), "{d}: {err}");
+        assert!(err.contains("must be from 1h to 36500d"), "{d}: {err}");
+    }
+    for d in ["1h", "36500d"] {
+        let (code, out, err) = run(&["audit", "purge", "--decided-after", d], &db);
+        assert_eq!(code, 0, "{d}: {err}");
+        assert!(out.contains("\"purged\":0"), "{d}: {out}");
+    }
+}

@@ -125,8 +125,9 @@ pub struct ExportArgs {
 pub struct PurgeArgs {
     #[command(flatten)]
     db: DbArgs,
-    /// Default for tenants whose document has no `retention.decided_after`.
-    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    /// Default for tenants whose document has no `retention.decided_after`: 1h to 36500d,
+    /// the document's own bounds.
+    #[arg(long, default_value = "30d", value_parser = parse_decided_after)]
     decided_after: Duration,
     /// Starting batch size (adapts to keep each transaction well under a second).
     #[arg(long, default_value_t = 500)]
@@ -464,6 +465,21 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
         &serde_json::json!({"verified": true, "seals": seals, "events": v.events_verified}),
     )?);
     Ok(())
+}
+
+/// `--decided-after`: a duration within the bounds a tenant document's
+/// `retention.decided_after` has (1h to 36500d). Before, `0s` purged every decided proposal,
+/// one decided a second ago included, and `36501d` ran past the timestamp range.
+fn parse_decided_after(s: &str) -> Result<Duration, String> {
+    use actiond_core::tenant::{MAX_DECIDED_AFTER, MIN_DECIDED_AFTER};
+    let d = parse_duration(s)?;
+    if (MIN_DECIDED_AFTER..=MAX_DECIDED_AFTER).contains(&d) {
+        Ok(d)
+    } else {
+        Err(format!(
+            "{s:?} must be from 1h to 36500d (a shorter one is almost surely a typo for days)"
+        ))
+    }
 }
 
 /// `--since` as the UTC RFC 3339 text the export query reads (microseconds, `Z`).

@@ -67,7 +67,7 @@ pub use budgets::{
 pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
-pub use retention::{MIN_DECIDED_AFTER, Retention};
+pub use retention::{MAX_DECIDED_AFTER, MIN_DECIDED_AFTER, Retention};
 pub use stages::{
     MAX_STAGE_WITHIN, MAX_STAGES, MIN_STAGE_WITHIN, OnTimeout, StageDef, StagedApprovals,
 };
