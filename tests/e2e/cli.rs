@@ -701,6 +701,15 @@ async fn audit_purge_decided_after_has_the_documents_bounds() {
         assert!(err.contains("--decided-after"), "{d}: {err}");
         assert!(err.contains("must be from 1h to 36500d"), "{d}: {err}");
     }
+    // `--batch 0` never finished (a batch of 0 rows never ends the purge loop); a negative one
+    // was a raw database error.
+    for b in ["--batch=0", "--batch=-5", "--batch=10001"] {
+        let (code, out, err) = run(&["audit", "purge", b], &db);
+        assert_eq!(code, 2, "{b}: {err}");
+        assert!(out.is_empty(), "{b}: {out}");
+        assert!(err.contains("--batch"), "{b}: {err}");
+        assert!(err.contains("1..=10000"), "{b}: {err}");
+    }
     for d in ["1h", "36500d"] {
         let (code, out, err) = run(&["audit", "purge", "--decided-after", d], &db);
         assert_eq!(code, 0, "{d}: {err}");

@@ -129,8 +129,10 @@ pub struct PurgeArgs {
     /// the document's own bounds.
     #[arg(long, default_value = "30d", value_parser = parse_decided_after)]
     decided_after: Duration,
-    /// Starting batch size (adapts to keep each transaction well under a second).
-    #[arg(long, default_value_t = 500)]
+    /// Starting batch size, 1 to 10000 (adapts to keep each transaction well under a second).
+    /// Before the bound, `0` never finished (a batch of 0 rows never ends the loop) and a
+    /// negative one was a raw database error.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=10_000))]
     batch: i64,
     /// Run again after this long, forever; once when absent.
     #[arg(long, value_parser = parse_duration)]
