@@ -49,8 +49,10 @@ pub async fn tenant_ages(db: &Db, default: Duration) -> Result<Vec<(String, Dura
         .collect())
 }
 
-/// Purges every tenant once through. `batch` is the starting batch size (it adapts).
+/// Purges every tenant once through. `batch` is the starting batch size (it adapts); it is
+/// held to 1..=10000, since a batch of 0 rows would never end a tenant's loop.
 pub async fn purge(db: &Db, default: Duration, batch: i64) -> Result<PurgeReport> {
+    let batch = batch.clamp(1, 10_000);
     let mut report = PurgeReport::default();
     for (tenant, age) in tenant_ages(db, default).await? {
         let n = purge_tenant(db, &tenant, age, batch, &mut report).await?;
