@@ -15,6 +15,7 @@ mod flows;
 mod freeze;
 mod handlers;
 mod privileges;
+mod proposal_checks;
 mod queue_plans;
 mod read_plans;
 mod restarts;

@@ -106,10 +106,12 @@ pub const SPEND_AND_START_SQL: &str = "WITH req AS (
 /// Records outcomes (see [`finish_many`]): `$1` proposal ids, `$2` outcome states, `$3`
 /// internal details, `$4` this executor's id, `$5` the state each proposal must still be in
 /// (`executing`). Returns the ids it moved. Found by primary key, like
-/// [`SPEND_AND_START_SQL`] and for the same reason.
+/// [`SPEND_AND_START_SQL`] and for the same reason. `finished_at` is never before the move to
+/// `executing` (`greatest(now(), updated_at)`: `now()` is this transaction's start, which may
+/// precede that move's commit; V27 stamps `updated_at` the same way).
 pub const FINISH_SQL: &str =
     "UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
-        finished_at = now(), lease_owner = NULL, lease_until = NULL
+        finished_at = greatest(now(), p.updated_at), lease_owner = NULL, lease_until = NULL
  FROM unnest($1::uuid[], $2::text[], $3::text[], $5::text[]) AS f(id, outcome, detail, from_state)
  WHERE p.id = f.id AND p.state = f.from_state AND p.lease_owner = $4
  RETURNING p.id";
@@ -370,7 +372,7 @@ pub async fn sweep(db: &Db) -> Result<Swept> {
                 SELECT id FROM proposals WHERE state = 'executing' AND lease_until < now() FOR UPDATE SKIP LOCKED
              )
              UPDATE proposals p SET state = 'outcome_unknown', outcome = 'outcome_unknown',
-                    outcome_detail = 'executor lease ran out after the grant was spent', finished_at = now()
+                    outcome_detail = 'executor lease ran out after the grant was spent', finished_at = greatest(now(), p.updated_at)
              FROM lost WHERE p.id = lost.id
              RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, p.lease_owner",
             &[],

@@ -21,8 +21,12 @@ use uuid::Uuid;
 /// (`proposals_pending`) and filter it by id: statistics of a queue are always stale, and such a
 /// plan reads the whole backlog for every batch (measured: all 49 pending rows for a batch of
 /// 12; the whole backlog at 10,000). `tests/e2e/queue_plans.rs` checks the plan.
+///
+/// `decided_at` is never before `created_at`: `now()` is the start of this transaction, which
+/// may begin before the submission it decides commits (`greatest(now(), created_at)`; V27
+/// stamps `updated_at` the same way).
 pub const DECIDE_SQL: &str = "UPDATE proposals p SET state = u.state, effect = u.effect, rule_name = u.rule, decision_reason = u.reason,
-        doc_version = u.version, doc_sha256 = u.sha, decided_at = now()
+        doc_version = u.version, doc_sha256 = u.sha, decided_at = greatest(now(), p.created_at)
  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[])
       AS u(id, state, effect, rule, reason, version, sha, from_state)
  WHERE p.id = u.id AND p.state = u.from_state";

@@ -1,0 +1,304 @@
+//! V27: the rules on a proposal update run once per statement (`proposals_check_updates`, an
+//! AFTER … FOR EACH STATEMENT trigger over the transition tables) and a proposal's recorded
+//! times never go backwards. The per-rule messages are checked by `schema`, `privileges`,
+//! `freeze` and `staged`; these tests check what the move to one check per statement could
+//! have broken: existing rows, a statement that breaks a rule for one row of many, a changed
+//! `id`, lease changes, and the order of `created_at`, `decided_at`, `updated_at` and
+//! `finished_at`.
+
+use actiond_store::Db;
+use tokio_postgres::Client;
+
+/// A scratch database migrated to `version`, with tenant `acme` and agent `bot`; dropped by
+/// the returned guard's [`Scratch::drop_now`].
+struct Scratch {
+    name: String,
+    admin: Client,
+    db: Db,
+    c: Client,
+    agent: uuid::Uuid,
+}
+
+impl Scratch {
+    async fn at(version: i32) -> Self {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let admin_url = actiond_testkit::server_url();
+        let admin = actiond_store::tls::connect(&admin_url).await.unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let (base, _) = admin_url.rsplit_once('/').unwrap();
+        let url = format!("{base}/{name}");
+        let db = Db::connect(&url, 2).unwrap();
+        assert_eq!(db.migrate_to(version).await.unwrap().last(), Some(&version));
+        let c = actiond_store::tls::connect(&url).await.unwrap();
+        let agent = uuid::Uuid::new_v4();
+        c.batch_execute(&format!(
+            "INSERT INTO tenants (id) VALUES ('acme');
+             INSERT INTO agents (id, tenant_id, name, token_sha256) VALUES ('{agent}', 'acme', 'bot', repeat('a', 64));"
+        ))
+        .await
+        .unwrap();
+        Self {
+            name,
+            admin,
+            db,
+            c,
+            agent,
+        }
+    }
+
+    /// One row in every state (written without triggers, as a deployed database holds them).
+    async fn every_state(&self) {
+        self.c
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
+                                        request_sha256, state, lease_owner, lease_until)
+                 SELECT gen_random_uuid(), 'acme', '{}', 'webhook.post', '', '{{}}', md5(s) || md5(s), md5(s) || md5(s),
+                        md5(s) || md5(s), s, CASE WHEN s = 'executing' THEN 'x' END,
+                        CASE WHEN s = 'executing' THEN now() + interval '1 hour' END
+                 FROM unnest(ARRAY['pending','escalated','approved','blocked','denied','expired',
+                                   'executing','succeeded','failed','outcome_unknown']) s;
+                 SET session_replication_role = origin;",
+                self.agent
+            ))
+            .await
+            .unwrap();
+    }
+
+    async fn rows(&self) -> Vec<(String, String, std::time::SystemTime)> {
+        self.c
+            .query(
+                "SELECT id::text, state, updated_at FROM proposals ORDER BY id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    }
+
+    /// A new pending proposal, committed; returns its id.
+    async fn submit(&self) -> uuid::Uuid {
+        let id = uuid::Uuid::new_v4();
+        let hex = format!("{:064x}", id.as_u128());
+        self.c
+            .execute(
+                "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                                        intent_hash, request_sha256)
+                 VALUES ($1, 'acme', $2, 'webhook.post', '', '{}', $3, $3, $3)",
+                &[&id, &self.agent, &hex],
+            )
+            .await
+            .unwrap();
+        id
+    }
+
+    async fn drop_now(self) {
+        drop(self.c);
+        drop(self.db);
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .await;
+    }
+}
+
+/// The SQLSTATE and the text of a refusal.
+fn refusal(e: tokio_postgres::Error) -> (String, String) {
+    let code = e.code().map(|c| c.code().to_owned()).unwrap_or_default();
+    (code, format!("{e:?}"))
+}
+
+/// V27 on a database holding a proposal in every state moves no row; afterwards a statement
+/// that breaks a rule for one of the rows it changes changes none of them, a changed `id` is an
+/// identity change, and a lease change passes and stays a HOT update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v27_keeps_rows_and_refuses_a_statement_that_breaks_a_rule_for_one_row() {
+    let mut s = Scratch::at(25).await;
+    s.every_state().await;
+    let before = s.rows().await;
+    assert_eq!(before.len(), 10);
+    s.db.migrate_to(27).await.unwrap();
+    assert_eq!(before, s.rows().await, "V27 moves no row");
+
+    // Two rows in one statement: approved → executing is legal, succeeded → executing is not.
+    let e =
+        s.c.batch_execute(
+            "UPDATE proposals SET state = 'executing' WHERE state IN ('approved', 'succeeded')",
+        )
+        .await
+        .unwrap_err();
+    let (code, text) = refusal(e);
+    assert_eq!(code, "23514");
+    assert!(
+        text.contains("illegal proposal state transition succeeded -> executing"),
+        "{text}"
+    );
+    assert_eq!(before, s.rows().await, "the legal row did not move either");
+
+    // A role's statement with one transition it may make and one it may not.
+    let e = s
+        .c
+        .batch_execute(
+            "SET ROLE actiond_policy;
+             UPDATE proposals SET state = CASE state WHEN 'pending' THEN 'approved' ELSE 'executing' END
+              WHERE state IN ('pending', 'approved')",
+        )
+        .await
+        .unwrap_err();
+    let (code, text) = refusal(e);
+    assert_eq!(code, "42501", "{text}");
+    assert!(
+        text.contains("may not move a proposal approved -> executing"),
+        "{text}"
+    );
+    s.c.batch_execute("RESET ROLE").await.unwrap();
+    assert_eq!(before, s.rows().await);
+
+    // The id is part of a proposal's identity.
+    let e =
+        s.c.batch_execute("UPDATE proposals SET id = gen_random_uuid() WHERE state = 'failed'")
+            .await
+            .unwrap_err();
+    let (code, text) = refusal(e);
+    assert_eq!(code, "23514");
+    assert!(
+        text.contains("proposal identity columns are immutable"),
+        "{text}"
+    );
+
+    // A lease change (the executor's claim) passes, is HOT, and stamps nothing.
+    let tx = s.c.transaction().await.unwrap();
+    tx.batch_execute(
+        "SET LOCAL ROLE actiond_executor;
+         UPDATE proposals SET lease_owner = 'e1', lease_until = now() + interval '30 seconds' WHERE state = 'approved'",
+    )
+    .await
+    .unwrap();
+    let hot: i64 = tx
+        .query_one(
+            "SELECT pg_stat_get_xact_tuples_hot_updated('proposals'::regclass)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(hot, 1, "the claim's lease update is a HOT update");
+    tx.commit().await.unwrap();
+    let after: Vec<_> = s
+        .rows()
+        .await
+        .into_iter()
+        .map(|r| (r.0, r.1, r.2))
+        .collect();
+    assert_eq!(before, after, "a lease change does not stamp updated_at");
+    s.drop_now().await;
+}
+
+/// A decision written by a transaction that began before the submission committed (policy's
+/// claim sees rows committed after its transaction started) is stamped no earlier than the
+/// proposal's `created_at`; the outcome no earlier than the move to `executing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposals_times_never_go_backwards() {
+    use actiond_store::executor_queue::FINISH_SQL;
+    use actiond_store::policy_queue::DECIDE_SQL;
+    let s = Scratch::at(27).await;
+    let url = {
+        let server = actiond_testkit::server_url();
+        let (base, _) = server.rsplit_once('/').unwrap();
+        format!("{base}/{}", s.name)
+    };
+    let mut early = actiond_store::tls::connect(&url).await.unwrap();
+    let tx = early.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL ROLE actiond_policy")
+        .await
+        .unwrap();
+    let started: std::time::SystemTime = tx.query_one("SELECT now()", &[]).await.unwrap().get(0);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let id = s.submit().await;
+    let n = tx
+        .execute(
+            DECIDE_SQL,
+            &[
+                &vec![id],
+                &vec!["approved"],
+                &vec!["allow"],
+                &vec!["r"],
+                &vec!["ok"],
+                &vec![1i32],
+                &vec!["d".repeat(64)],
+                &vec!["pending"],
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    tx.commit().await.unwrap();
+    let (created, decided, updated, _) = times(&s.c, id).await;
+    assert!(started < created, "the deciding transaction began first");
+    assert!(
+        decided.unwrap() >= created,
+        "decided_at {decided:?} < created_at {created:?}"
+    );
+    assert!(
+        updated >= created,
+        "updated_at {updated:?} < created_at {created:?}"
+    );
+
+    // The same for the outcome: a transaction older than the move to executing finishes it.
+    let tx = early.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL ROLE actiond_executor")
+        .await
+        .unwrap();
+    tx.query_one("SELECT now()", &[]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    s.c.batch_execute(&format!(
+        "SET ROLE actiond_executor;
+         UPDATE proposals SET lease_owner = 'e1', state = 'executing' WHERE id = '{id}';
+         RESET ROLE"
+    ))
+    .await
+    .unwrap();
+    let (_, _, executing_at, _) = times(&s.c, id).await;
+    let moved = tx
+        .query(
+            FINISH_SQL,
+            &[
+                &vec![id],
+                &vec!["succeeded"],
+                &vec!["200"],
+                &"e1",
+                &vec!["executing"],
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved.len(), 1);
+    tx.commit().await.unwrap();
+    let (_, _, updated, finished) = times(&s.c, id).await;
+    assert!(
+        finished.unwrap() >= executing_at,
+        "finished_at {finished:?} < the move to executing {executing_at:?}"
+    );
+    assert!(updated >= executing_at);
+    drop(early);
+    s.drop_now().await;
+}
+
+type Stamp = std::time::SystemTime;
+
+/// `created_at`, `decided_at`, `updated_at`, `finished_at` of proposal `id`.
+async fn times(c: &Client, id: uuid::Uuid) -> (Stamp, Option<Stamp>, Stamp, Option<Stamp>) {
+    let r = c
+        .query_one(
+            "SELECT created_at, decided_at, updated_at, finished_at FROM proposals WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1), r.get(2), r.get(3))
+}
