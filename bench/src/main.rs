@@ -76,6 +76,12 @@ struct Args {
     /// compare with earlier runs, which had no sealer.
     #[arg(long)]
     seal: bool,
+    /// A SQL file run as the superuser on the fresh bench database after its migrations and
+    /// before any service starts, to compare a schema change within one build (an A/B: for
+    /// instance `bench/schema-ab/v20-row-checks.sql`). It is named on stderr; figures taken with
+    /// it are not those of the migrations as shipped.
+    #[arg(long, value_name = "FILE")]
+    schema_sql: Option<std::path::PathBuf>,
 }
 
 const DOC: &str = r#"
@@ -306,6 +312,16 @@ async fn main() {
 async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> report::Run {
     let allow = args.scenario == "allow";
     let tdb = TestDb::new().await;
+    if let Some(path) = &args.schema_sql {
+        let sql = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("--schema-sql {}: {e}", path.display()));
+        tdb.superuser()
+            .await
+            .batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("--schema-sql {}: {e}", path.display()));
+        eprintln!("bench database changed by --schema-sql {}", path.display());
+    }
     let keys = Keys::generate();
     let recv = Receiver::start(Duration::from_secs(1)).await;
     actiond_store::tenants::apply(&tdb.db, &DOC.replace("RECEIVER", &recv.url), "bench")
