@@ -74,7 +74,16 @@ pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<u64> {
     write_batch(c, std::slice::from_ref(e)).await
 }
 
-/// Writes events in one statement (the only `INSERT INTO audit_events` of the service).
+/// The columns every event insert names, in this order: [`write_batch`] and the statements
+/// that write a change and its event together (the submission,
+/// `proposals::SUBMIT_SQL`) select them from their own rows. `id` and `at` are the database's
+/// (V22: no service role may write them).
+pub const EVENT_COLUMNS: &str =
+    "tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail";
+
+/// Writes events in one statement. With `proposals::SUBMIT_SQL` (which writes the
+/// submission's event in the same statement as the proposal) it is the only
+/// `INSERT INTO audit_events` of the services.
 ///
 /// An event about a proposal is written only when that proposal is visible to this
 /// transaction, so a caller may pipeline it behind the statement that creates or moves the
@@ -105,13 +114,13 @@ pub async fn write_batch<C: GenericClient>(c: &C, events: &[Event<'_>]) -> Resul
     let params: Vec<Option<&str>> = events.iter().map(|e| e.params_sha256).collect();
     let details: Vec<&Value> = events.iter().map(|e| &e.detail).collect();
     let stmt = c
-        .prepare_cached(
-            "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
+        .prepare_cached(&format!(
+            "INSERT INTO audit_events ({EVENT_COLUMNS})
              SELECT e.tenant_id, e.proposal_id, e.kind, e.actor, e.from_state, e.to_state, e.intent_hash, e.params_sha256, e.detail
              FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[])
                   AS e(tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-             WHERE e.proposal_id IS NULL OR EXISTS (SELECT 1 FROM proposals p WHERE p.id = e.proposal_id OFFSET 0)",
-        )
+             WHERE e.proposal_id IS NULL OR EXISTS (SELECT 1 FROM proposals p WHERE p.id = e.proposal_id OFFSET 0)"
+        ))
         .await?;
     Ok(c.execute(
         &stmt,

@@ -285,6 +285,36 @@ async fn record_delegation<C: deadpool_postgres::GenericClient>(
     Ok(())
 }
 
+/// The submission: inserts the proposal as `pending` and its `proposal.submitted` event in one
+/// statement (the event is written from the inserted row, so it exists exactly when the
+/// proposal does). `$1`–`$13` the proposal's columns (id, tenant, agent, action, target,
+/// canonical params, params SHA-256, intent hash, agent reason, source text, session,
+/// Idempotency-Key, request SHA-256), `$14` the tenant's per-agent cap on open escalations,
+/// `$15` the actor (`agent:<id>`), `$16` the event's detail. Inserts nothing when the agent is
+/// revoked, expired or frozen, when the cap is reached, or on a conflict (Idempotency-Key, open
+/// intent). Returns one row `(id, events written)` when it inserted, none otherwise.
+pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH ins AS (
+            INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
+                agent_reason, source_text, session_id, idempotency_key, request_sha256)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+            WHERE (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
+              AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
+                          AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
+            ON CONFLICT DO NOTHING
+            RETURNING id, tenant_id, state, intent_hash, params_sha256
+         ), ev AS (
+            INSERT INTO audit_events ({cols})
+            SELECT tenant_id, id, '{kind}', $15::text, NULL, state, intent_hash, params_sha256, $16::jsonb FROM ins
+            RETURNING proposal_id
+         )
+         SELECT ins.id, (SELECT count(*) FROM ev) FROM ins",
+        cols = audit::EVENT_COLUMNS,
+        kind = AuditKind::ProposalSubmitted.as_str(),
+    )
+});
+
 /// Stores a proposal as `pending`, honouring `Idempotency-Key` (unique per tenant, agent, key)
 /// and returning the open proposal when the same agent proposes the same intent again.
 /// `max_open_escalations` is the tenant's per-agent cap.
@@ -295,23 +325,13 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
         let set = tx
             .prepare_cached("SELECT set_config('actiond.tenant_ids', $1, true)")
             .await?;
-        let ins = tx
-            .prepare_cached(
-                "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
-                    agent_reason, source_text, session_id, idempotency_key, request_sha256)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
-                 WHERE (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
-                   AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
-                               AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
-                 ON CONFLICT DO NOTHING RETURNING id",
-            )
-            .await?;
+        let ins = tx.prepare_cached(&SUBMIT_SQL).await?;
         let actor = format!("agent:{}", p.agent_id);
         let detail =
             json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
-        // The three statements are pipelined: one round trip instead of three.
+        // The two statements are pipelined: one round trip.
         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&p.tenant_id];
-        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 14] = [
+        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
             &p.id,
             &p.tenant_id,
             &p.agent_id,
@@ -326,21 +346,12 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             &p.idempotency_key,
             &p.request_sha256,
             &max_open_escalations,
-        ];
-        // Written only if the proposal above was inserted (same transaction, runs after it).
-        let event = audit::Event::new(
-            &p.tenant_id,
-            Some(p.id),
-            AuditKind::ProposalSubmitted,
             &actor,
-            detail,
-        )
-        .transition(None, ProposalState::Pending)
-        .hashes(&p.intent_hash, &p.params_sha256);
-        let (r_set, inserted, r_aud) = tokio::join!(
+            &detail,
+        ];
+        let (r_set, inserted) = tokio::join!(
             tx.execute(&set, &set_params),
             tx.query_opt(&ins, &ins_params),
-            audit::write(&tx, &event),
         );
         let inserted = match inserted {
             Ok(r) => r,
@@ -348,9 +359,8 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             Err(e) => return Err(e.into()),
         };
         r_set?;
-        let audited = r_aud?;
-        if inserted.is_some() {
-            if audited != 1 {
+        if let Some(row) = inserted {
+            if row.try_get::<_, i64>(1)? != 1 {
                 return Err(crate::StoreError::Conflict(
                     "submission audit event was not written".into(),
                 ));
