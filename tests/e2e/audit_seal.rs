@@ -128,6 +128,14 @@ async fn verify_names_every_tampering() {
         ("edited", "UPDATE audit_events SET actor = 'mallory' WHERE id = 5".into(), "event 5 "),
         ("deleted", "DELETE FROM audit_events WHERE id = 6".into(), "event 6 "),
         (
+            // It said "claims a seal that does not exist (seal deleted?)": no seal was.
+            "moved to another tenant",
+            "INSERT INTO tenants (id) VALUES ('gamma');
+             UPDATE audit_events SET tenant_id = 'gamma' WHERE id = 5"
+                .into(),
+            "event 5 (tenant gamma) was sealed as an event of tenant beta in seal 1 of tenant beta: its tenant id was edited, and the chain of tenant beta breaks at event 5",
+        ),
+        (
             "swapped",
             "UPDATE audit_events a SET detail = b.detail, kind = b.kind FROM audit_events b
              WHERE (a.id, b.id) IN ((8, 10), (10, 8))"

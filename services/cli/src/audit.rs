@@ -457,6 +457,8 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
                 id: e.id,
                 tenant_id: e.tenant_id.clone(),
                 sealed: Some((seq, hash)),
+                // An export line holds the event's tenant only.
+                sealed_tenant: None,
                 event: Some(e),
             };
             v.item(&it, at).map_err(fail)?;
