@@ -512,6 +512,37 @@ async fn audit_roles_are_least_privilege() {
     }
 }
 
+/// The operator's login (`actiond_admin`) may not read the seals: `export` and `verify` with
+/// it end with one line naming the login they need, not a bare "permission denied for table
+/// audit_seals".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_reads_as_the_operator_name_the_login_they_need() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_all().await;
+    let operator = a.env("admin").await;
+    for args in [
+        &["audit", "export", "--since", "2020-01-01T00:00:00Z"][..],
+        &["audit", "verify", "--public-key", &a.pubkey],
+    ] {
+        let (ok, out, err) = cli(args, &operator);
+        assert!(!ok, "{args:?} as the operator: {out}");
+        assert!(
+            err.contains(&format!(
+                "actiond {} needs DATABASE_URL to be a login of role actiond_auditor",
+                args[..2].join(" ")
+            )),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let (ok, out, err) = cli(
+        &["audit", "export", "--since", "2020-01-01T00:00:00Z"],
+        &a.env("auditor").await,
+    );
+    assert!(ok && out.lines().count() >= 5, "{out}{err}");
+}
+
 /// `export --follow` writes events sealed after it started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_follow_streams_newly_sealed_events() {
