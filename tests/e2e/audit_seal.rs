@@ -128,6 +128,14 @@ async fn verify_names_every_tampering() {
         ("edited", "UPDATE audit_events SET actor = 'mallory' WHERE id = 5".into(), "event 5 "),
         ("deleted", "DELETE FROM audit_events WHERE id = 6".into(), "event 6 "),
         (
+            // It said "claims a seal that does not exist (seal deleted?)": no seal was.
+            "moved to another tenant",
+            "INSERT INTO tenants (id) VALUES ('gamma');
+             UPDATE audit_events SET tenant_id = 'gamma' WHERE id = 5"
+                .into(),
+            "event 5 (tenant gamma) was sealed as an event of tenant beta in seal 1 of tenant beta: its tenant id was edited, and the chain of tenant beta breaks at event 5",
+        ),
+        (
             "swapped",
             "UPDATE audit_events a SET detail = b.detail, kind = b.kind FROM audit_events b
              WHERE (a.id, b.id) IN ((8, 10), (10, 8))"
@@ -502,6 +510,37 @@ async fn audit_roles_are_least_privilege() {
             "retention may not: {sql}"
         );
     }
+}
+
+/// The operator's login (`actiond_admin`) may not read the seals: `export` and `verify` with
+/// it end with one line naming the login they need, not a bare "permission denied for table
+/// audit_seals".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_reads_as_the_operator_name_the_login_they_need() {
+    let a = Audit::new().await;
+    a.events(4).await;
+    a.seal_all().await;
+    let operator = a.env("admin").await;
+    for args in [
+        &["audit", "export", "--since", "2020-01-01T00:00:00Z"][..],
+        &["audit", "verify", "--public-key", &a.pubkey],
+    ] {
+        let (ok, out, err) = cli(args, &operator);
+        assert!(!ok, "{args:?} as the operator: {out}");
+        assert!(
+            err.contains(&format!(
+                "actiond {} needs DATABASE_URL to be a login of role actiond_auditor",
+                args[..2].join(" ")
+            )),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let (ok, out, err) = cli(
+        &["audit", "export", "--since", "2020-01-01T00:00:00Z"],
+        &a.env("auditor").await,
+    );
+    assert!(ok && out.lines().count() >= 5, "{out}{err}");
 }
 
 /// `export --follow` writes events sealed after it started.

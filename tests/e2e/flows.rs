@@ -75,9 +75,12 @@ async fn escalate_then_approve_executes() {
         ],
         &env,
     );
-    assert!(
-        !ok && err.contains("not this proposal's current intent"),
-        "{err}"
+    assert!(!ok, "{err}");
+    assert_eq!(
+        err.lines().last().unwrap_or_default(),
+        format!(
+            "actiond: error: refused (stale_intent): --intent 00000000deadbeef is not the start of this proposal's intent hash; look at it again with `actiond approvals show {id}` and decide with the intent it prints; nothing was decided"
+        )
     );
     let (ok, out, err) = cli(
         &[

@@ -11,7 +11,7 @@
 //! the claim then still uses the index (asserted) but walks those entries (reported, not
 //! bounded: no index can skip what an open snapshot may still see).
 
-use actiond_testkit::{TestDb, agent};
+use crate::support::acme_db;
 use serde_json::Value;
 
 /// The executor claim's row selection (`executor_queue::claim`).
@@ -35,19 +35,6 @@ pub(crate) fn plan_rows() -> i64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000)
-}
-
-/// A fresh database with tenant `acme` configured and one agent named `agent_name`.
-pub(crate) async fn plan_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
-    let tdb = TestDb::new().await;
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", agent_name, None).await;
-    (tdb, agent_id)
 }
 
 /// Appends `n` rows (numbered from `from + 1`), a quarter each `pending`, `approved` (a few with a live lease),
@@ -187,7 +174,7 @@ fn proposals_by_index(what: &str, plan: &Value, indexes: &[&[&str]]) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_gauges_read_a_bounded_number_of_rows() {
     let big = plan_rows();
-    let (tdb, agent_id) = plan_db("gauge-bot").await;
+    let (tdb, agent_id) = acme_db("gauge-bot").await;
     let mut c = tdb.superuser().await;
     // Not `proposals_escalated_by_agent` (V21): it has no tenant order, so reading the escalated
     // queue through it would read every tenant's escalated rows for each tenant.
@@ -234,7 +221,7 @@ async fn queue_gauges_read_a_bounded_number_of_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_reads_stay_index_driven_as_rows_grow() {
     let big = plan_rows();
-    let (tdb, agent_id) = plan_db("plan-bot").await;
+    let (tdb, agent_id) = acme_db("plan-bot").await;
     let mut c = tdb.superuser().await;
     c.batch_execute(ESCALATION_CAP).await.unwrap();
     let cap = format!("EXECUTE escalation_cap('acme', '{agent_id}')");
@@ -366,7 +353,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
     use actiond_store::executor_queue::{FINISH_SQL, SPEND_AND_START_SQL};
     use actiond_store::policy_queue::DECIDE_SQL;
     let big = plan_rows();
-    let (tdb, agent_id) = plan_db("batch-bot").await;
+    let (tdb, agent_id) = acme_db("batch-bot").await;
     let mut c = tdb.superuser().await;
     c.batch_execute(&format!(
         "SET plan_cache_mode = force_generic_plan;
@@ -435,7 +422,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
 /// entry. Counted with the transaction's own statistics, not a timing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spends_are_hot_updates() {
-    let (tdb, agent_id) = plan_db("spend-bot").await;
+    let (tdb, agent_id) = acme_db("spend-bot").await;
     let mut c = tdb.superuser().await;
     grow(&c, agent_id, 0, 2_000).await;
     c.batch_execute(

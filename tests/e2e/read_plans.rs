@@ -13,7 +13,8 @@
 //! Plans and buffer counts, not timings. The rows `grow` adds are older than the first ones, so
 //! the budget window, the open proposals and a page's position stay the same as the table grows.
 
-use crate::queue_plans::{grow_with, nodes, plan_db, plan_rows};
+use crate::queue_plans::{grow_with, nodes, plan_rows};
+use crate::support::acme_db;
 use actiond_testkit::TestDb;
 use serde_json::Value;
 
@@ -190,7 +191,7 @@ fn statements(agent: uuid::Uuid, deep: (String, uuid::Uuid)) -> Vec<Measured> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_history_and_freeze_reads_stay_flat_as_history_grows() {
     let big = plan_rows();
-    let (tdb, agent_id) = plan_db("plan-bot").await;
+    let (tdb, agent_id) = acme_db("plan-bot").await;
     let c = tdb.superuser().await;
     grow(&c, agent_id, 0, 10_000).await;
     // Where page 30 of the history starts (100 rows a page); the same rows at every size.
@@ -286,7 +287,7 @@ async fn append_events(c: &tokio_postgres::Client, from: i64, n: i64, start_secs
 /// (At 10,000 events the whole log is one block range: a sequential read is the right plan.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_export_start_reads_the_window() {
-    let (tdb, _) = plan_db("audit-bot").await;
+    let (tdb, _) = acme_db("audit-bot").await;
     let c = tdb.superuser().await;
     c.batch_execute(&format!(
         "INSERT INTO tenants (id) VALUES ('beta') ON CONFLICT DO NOTHING;

@@ -134,16 +134,100 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
         .unwrap()
         .get(0);
     assert_eq!(stored, 0, "the refused submission was stored");
-    // The api recovers on its own: a new connection replaces the terminated one. A pooled
-    // connection whose backend was terminated can be handed out once more before its closing
-    // is noticed (the pool's fast recycling checks only what the connection task has seen),
-    // so the agent follows the contract: a 503 is sent again with the same Idempotency-Key.
-    let (id, unavailable) = submit_retrying(&s, &refund("pi_bt2", 102), "bt2").await;
-    assert!(
-        unavailable <= 2,
-        "{unavailable} 503s after the backend was replaced"
+    // The api recovers on its own: the pool does not hand the terminated connection out again
+    // (it checks its connections after such a failure), so the very next submission is stored.
+    let (status, _, body) = s
+        .post_with_headers(&s.token, &refund("pi_bt2", 102), None)
+        .await;
+    assert_eq!(
+        status, 202,
+        "the submission after the terminated one: {body}"
     );
+    let id: uuid::Uuid = body["proposal_id"].as_str().unwrap().parse().unwrap();
     s.wait_state(id, "succeeded", T).await;
+}
+
+/// A TCP forwarder to `upstream` that passes bytes both ways unchanged but, when the server
+/// closes its side, closes the client's side only `linger` later: the network between a
+/// service and Postgres (a proxy, a NAT, a slow link) may show the client a backend's last
+/// message well before its close. Returns the port it listens on.
+async fn lingering_proxy(upstream: String, linger: Duration) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut cr, &mut sw).await;
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                tokio::time::sleep(linger).await;
+                drop(cw);
+            });
+        }
+    });
+    port
+}
+
+/// A pooled connection whose backend was terminated mid-statement (`57P01`, as in a restart)
+/// goes back to the pool before its client has seen the socket close; the pool must not hand
+/// it out again: the next statement, on a pool of one, runs on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_is_not_handed_out_again() {
+    let tdb = actiond_testkit::TestDb::new().await;
+    let cfg: tokio_postgres::Config = tdb.url.parse().unwrap();
+    let host = match &cfg.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        other => panic!("the test server must be reached over TCP, not {other:?}"),
+    };
+    let port = lingering_proxy(
+        format!("{host}:{}", cfg.get_ports()[0]),
+        Duration::from_secs(2),
+    )
+    .await;
+    let url = format!(
+        "postgres://{}@127.0.0.1:{port}/{}?application_name=pool-under-test",
+        cfg.get_user().unwrap(),
+        tdb.name
+    );
+    let db = actiond_store::Db::connect(&url, 1).unwrap();
+    let c = db.client().await.unwrap();
+    let pid: i32 = c
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let admin = tdb.superuser().await;
+    let terminate = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .await
+            .unwrap();
+    };
+    let (failed, ()) = tokio::join!(c.query_one("SELECT pg_sleep(30)", &[]), terminate);
+    let e = actiond_store::StoreError::from(failed.unwrap_err());
+    assert!(e.is_unavailable(), "{}", e.detail());
+    drop(c);
+    let started = std::time::Instant::now();
+    let c = db.client().await.unwrap();
+    let next: Result<i32, _> = c
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .map(|r| r.get(0));
+    let next = next.unwrap_or_else(|e| {
+        panic!(
+            "the pool handed out the terminated connection again: {}",
+            actiond_store::StoreError::from(e).detail()
+        )
+    });
+    assert_ne!(next, pid);
+    eprintln!("new connection after {:?}", started.elapsed());
 }
 
 /// Submits `body` with Idempotency-Key `key` as the README tells agents to: a 503 (Postgres

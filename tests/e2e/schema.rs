@@ -2,8 +2,9 @@
 //! transition trigger actually lets through both equal `ProposalState::can_become`, and no
 //! service role may make a transition that is not legal.
 
+use crate::support::acme_db;
 use actiond_core::state::ProposalState;
-use actiond_testkit::{TestDb, agent};
+use actiond_testkit::TestDb;
 use std::collections::BTreeSet;
 
 type Pairs = BTreeSet<(String, String)>;
@@ -21,15 +22,9 @@ fn core_transitions() -> Pairs {
     pairs
 }
 
-/// A fresh database with one tenant, one (frozen) agent and one pending proposal; returns its id.
-async fn one_proposal(tdb: &TestDb) -> uuid::Uuid {
-    let doc = crate::support::TENANT
-        .replace("RECEIVER", "http://127.0.0.1:9")
-        .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", "schema-bot", None).await;
+/// Adds one pending proposal of `agent_id` (tenant `acme`, see [`acme_db`]) and freezes the
+/// agent; returns the proposal's id.
+async fn one_proposal(tdb: &TestDb, agent_id: uuid::Uuid) -> uuid::Uuid {
     let id = uuid::Uuid::new_v4();
     let hex = "0".repeat(64);
     tdb.superuser()
@@ -77,8 +72,8 @@ async fn transition_table_matches_core() {
 /// core's transitions. Each attempt is rolled back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transition_trigger_enforces_exactly_the_core_table() {
-    let tdb = TestDb::new().await;
-    let id = one_proposal(&tdb).await;
+    let (tdb, agent_id) = acme_db("schema-bot").await;
+    let id = one_proposal(&tdb, agent_id).await;
     let mut c = tdb.superuser().await;
     let mut accepted = Pairs::new();
     for from in ProposalState::ALL {

@@ -49,6 +49,22 @@ approvers:
   subjects: [alice, bob]
 "#;
 
+/// A fresh database (no running services) with tenant `acme` configured by [`TENANT`], its
+/// receiver and webhook on a closed port (nothing is ever delivered), and one live agent named
+/// `agent_name`; returns the database and the agent's id. For tests that write and read rows
+/// themselves: query plans, the schema's rules.
+pub async fn acme_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
+    let tdb = TestDb::new().await;
+    let doc = TENANT
+        .replace("RECEIVER", "http://127.0.0.1:9")
+        .replace("WEBHOOK_PATH", "hook");
+    actiond_store::tenants::apply(&tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let (agent_id, _) = agent(&tdb.db, "acme", agent_name, None).await;
+    (tdb, agent_id)
+}
+
 /// The audit kinds of a proposal that policy allowed and the executor ran, in order.
 pub const ALLOW_PATH_KINDS: [&str; 4] = [
     "proposal.submitted",

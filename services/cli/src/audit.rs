@@ -365,6 +365,22 @@ async fn seal_once(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow
     Ok(())
 }
 
+/// The role of the read-only login that `verify`, `verify-passkeys` and `export` need.
+const AUDITOR: &str = "actiond_auditor";
+
+/// `e`, or, when Postgres refused this login a privilege (SQLSTATE 42501: the operator's
+/// `actiond_admin` login may not read the seals), one line naming the command and the role
+/// whose login it needs, with what was refused. Exit 1, like any refusal.
+fn needs_role(cmd: &str, role: &str, e: actiond_store::StoreError) -> anyhow::Error {
+    if e.sqlstate() != Some("42501") {
+        return e.into();
+    }
+    anyhow::anyhow!(
+        "actiond audit {cmd} needs DATABASE_URL to be a login of role {role}, and this one was refused ({})",
+        e.detail()
+    )
+}
+
 fn read_public_key(arg: &str) -> anyhow::Result<String> {
     let p = std::path::Path::new(arg);
     if p.exists() {
@@ -389,7 +405,10 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         ));
     };
     let db = Db::connect(url, 2)?;
-    match actiond_store::audit_export::verify_db(&db, &key).await? {
+    let verified = actiond_store::audit_export::verify_db(&db, &key)
+        .await
+        .map_err(|e| needs_role("verify", AUDITOR, e))?;
+    match verified {
         Ok(v) => {
             say(&serde_json::to_string(
                 &serde_json::json!({"verified": true, "seals": v.seals, "events": v.events, "unsealed": v.unsealed}),
@@ -404,7 +423,9 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
 /// approval whose stored assertion does not verify.
 async fn verify_passkeys(a: VerifyPasskeysArgs) -> anyhow::Result<()> {
     let db = Db::connect(&a.database_url, 2)?;
-    let (checked, findings) = actiond_store::passkeys::verify_all(&db).await?;
+    let (checked, findings) = actiond_store::passkeys::verify_all(&db)
+        .await
+        .map_err(|e| needs_role("verify-passkeys", AUDITOR, e))?;
     if findings.is_empty() {
         say(&serde_json::to_string(
             &serde_json::json!({"verified": true, "passkey_approvals": checked}),
@@ -457,6 +478,8 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
                 id: e.id,
                 tenant_id: e.tenant_id.clone(),
                 sealed: Some((seq, hash)),
+                // An export line holds the event's tenant only.
+                sealed_tenant: None,
                 event: Some(e),
             };
             v.item(&it, at).map_err(fail)?;
@@ -516,7 +539,8 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
             format,
         },
     )
-    .await?;
+    .await
+    .map_err(|e| needs_role("export", AUDITOR, e))?;
     let stdout = std::io::stdout();
     // A closed stdout (`| head -1`) ends the export with exit 0 (a write, or the last flush).
     let mut out = crate::output::JsonEscaping::new(std::io::BufWriter::new(
@@ -525,7 +549,10 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
     let stop = actiond_runtime::shutdown_signal();
     tokio::pin!(stop);
     loop {
-        let n = ex.page(&db, &mut out).await?;
+        let n = ex
+            .page(&db, &mut out)
+            .await
+            .map_err(|e| needs_role("export", AUDITOR, e))?;
         if n > 0 {
             continue;
         }
@@ -565,7 +592,7 @@ async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
             Err(e) if a.interval.is_some() => {
                 tracing::warn!(error = %e, "purge round failed; trying again next interval");
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(needs_role("purge", "actiond_retention", e)),
         }
         let Some(every) = a.interval else {
             return Ok(());

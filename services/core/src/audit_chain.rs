@@ -236,6 +236,9 @@ pub struct ChainItem {
     pub event: Option<ChainEvent>,
     /// (seal sequence number, chain hash) recorded at sealing, when sealed.
     pub sealed: Option<(i64, String)>,
+    /// The tenant the sealer recorded for the event, when known (the database keeps it beside
+    /// the chain hash; an export file does not), so an edited tenant id is named as such.
+    pub sealed_tenant: Option<String>,
 }
 
 #[derive(Default)]
@@ -328,7 +331,23 @@ impl Verifier {
 
     /// Verifies one row, in id order.
     pub fn item(&mut self, it: &ChainItem, at: Location) -> Result<(), Mismatch> {
-        let bad = |what: String| Mismatch { at, what };
+        if let Some(what) = tenant_edited(it) {
+            return Err(Mismatch { at, what });
+        }
+        self.item_in_chain(it).map_err(|(what, foreign)| Mismatch {
+            at,
+            what: if foreign {
+                self.sealed_elsewhere(it, what)
+            } else {
+                what
+            },
+        })
+    }
+
+    /// [`Verifier::item`] in the chain of the event's own tenant. The error says what differs,
+    /// and whether the event claims a seal its tenant does not have where it lies (then another
+    /// tenant's seal may hold it: see [`Verifier::sealed_elsewhere`]).
+    fn item_in_chain(&mut self, it: &ChainItem) -> Result<(), (String, bool)> {
         let st = self.tenants.entry(it.tenant_id.clone()).or_default();
         if !st.started {
             st.started = true;
@@ -338,52 +357,88 @@ impl Verifier {
         }
         // Close seals that end before this id.
         while st.idx < st.seals.len() && st.seals[st.idx].payload.last_event_id < it.id {
-            close_seal(st, at)?;
+            close_seal(st, Location::Db).map_err(|m| (m.what, false))?;
         }
         let ev_name = format!("event {} (tenant {})", it.id, it.tenant_id);
+        let claimed = it.sealed.as_ref().map(|(seq, _)| *seq);
         let Some(seal) = st.seals.get(st.idx) else {
-            if it.sealed.is_some() {
-                return Err(bad(format!(
-                    "{ev_name} claims a seal that does not exist (seal deleted?)"
-                )));
+            if let Some(seq) = claimed {
+                return Err((
+                    format!(
+                        "{ev_name} was sealed in seal {seq}, but tenant {} has no seal from event {} on: the chain of tenant {} breaks at event {}",
+                        it.tenant_id, it.id, it.tenant_id, it.id
+                    ),
+                    true,
+                ));
             }
             if !self.require_genesis {
-                return Err(bad(format!("{ev_name} is not covered by any seal")));
+                return Err((format!("{ev_name} is not covered by any seal"), false));
             }
             self.events_unsealed += 1;
             return Ok(());
         };
         let sname = seal_name(&seal.payload);
         if it.id < seal.payload.first_event_id {
-            return Err(bad(format!(
-                "{ev_name} lies between seals, before {sname} (inserted event)"
-            )));
+            return Err((
+                format!("{ev_name} lies between seals, before {sname} (inserted event)"),
+                claimed.is_some(),
+            ));
         }
         let Some(ev) = &it.event else {
-            return Err(bad(format!(
-                "{ev_name} is missing but {sname} covers it (deleted event)"
-            )));
+            return Err((
+                format!("{ev_name} is missing but {sname} covers it (deleted event)"),
+                false,
+            ));
         };
         let Some((seq, recorded)) = &it.sealed else {
-            return Err(bad(format!(
-                "{ev_name} is inside {sname} but was not sealed (inserted event)"
-            )));
+            return Err((
+                format!("{ev_name} is inside {sname} but was not sealed (inserted event)"),
+                false,
+            ));
         };
         if *seq != seal.payload.seq {
-            return Err(bad(format!(
-                "{ev_name} names seal {seq} but lies in {sname}"
-            )));
+            return Err((
+                format!("{ev_name} names seal {seq} but lies in {sname}"),
+                true,
+            ));
         }
-        let h = chain_hash(&st.running, ev).map_err(|e| bad(format!("{ev_name}: {e}")))?;
+        let h = chain_hash(&st.running, ev).map_err(|e| (format!("{ev_name}: {e}"), false))?;
         if &h != recorded {
-            return Err(bad(format!(
-                "{ev_name} differs from what {sname} sealed (edited, swapped or reordered event)"
-            )));
+            return Err((
+                format!(
+                    "{ev_name} differs from what {sname} sealed (edited, swapped or reordered event)"
+                ),
+                false,
+            ));
         }
         st.running = h;
         st.count += 1;
         self.events_verified += 1;
         Ok(())
+    }
+
+    /// `what`, plus the seal of another tenant that covers the event under the sequence number
+    /// it names, if there is one: an event whose tenant id was edited (in an export file, which
+    /// does not record the sealed tenant separately) no longer matches its own tenant's seals.
+    fn sealed_elsewhere(&self, it: &ChainItem, what: String) -> String {
+        let Some((seq, _)) = &it.sealed else {
+            return what;
+        };
+        let mut names: Vec<&String> = self.tenants.keys().collect();
+        names.sort();
+        let other = names
+            .into_iter()
+            .filter(|t| **t != it.tenant_id)
+            .flat_map(|t| self.tenants[t].seals.iter())
+            .map(|s| &s.payload)
+            .find(|p| p.seq == *seq && p.first_event_id <= it.id && it.id <= p.last_event_id);
+        match other {
+            Some(p) => format!(
+                "{what}; {} covers it under that number, so its tenant id may have been edited",
+                seal_name(p)
+            ),
+            None => what,
+        }
     }
 
     /// Closes every open seal: their counts and head hashes must match what was seen (a
@@ -410,6 +465,23 @@ fn seal_name(p: &SealPayload) -> String {
         "seal {} of tenant {} (events {}..={})",
         p.seq, p.tenant_id, p.first_event_id, p.last_event_id
     )
+}
+
+/// When the sealer recorded the event for another tenant than the event names now: what the
+/// verifier says (the event no longer matches the seal of its tenant, whose chain breaks there).
+fn tenant_edited(it: &ChainItem) -> Option<String> {
+    let ev = it.event.as_ref()?;
+    let sealed_for = it.sealed_tenant.as_ref()?;
+    if ev.tenant_id == *sealed_for {
+        return None;
+    }
+    let seal = it.sealed.as_ref().map_or_else(String::new, |(seq, _)| {
+        format!(" in seal {seq} of tenant {sealed_for}")
+    });
+    Some(format!(
+        "event {} (tenant {}) was sealed as an event of tenant {sealed_for}{seal}: its tenant id was edited, and the chain of tenant {sealed_for} breaks at event {}",
+        it.id, ev.tenant_id, it.id
+    ))
 }
 
 fn close_seal(st: &mut TenantState, at: Location) -> Result<(), Mismatch> {
@@ -531,6 +603,7 @@ mod tests {
                 tenant_id: e.tenant_id.clone(),
                 event: Some(e.clone()),
                 sealed: Some((seq, running.clone())),
+                sealed_tenant: Some(e.tenant_id.clone()),
             });
         }
         let p = SealPayload {
@@ -590,6 +663,7 @@ mod tests {
                 tenant_id: "a".into(),
                 event: Some(ev(3, "a", "z")),
                 sealed: None,
+                sealed_tenant: None,
             },
         );
         assert!(run(&pk, &seals, &t).unwrap_err().what.contains("event 3 "));
@@ -604,5 +678,49 @@ mod tests {
         assert!(e.what.contains("signature"), "{e}");
         // A wrong public key is refused cleanly.
         assert!(Verifier::new("AAAA", true).is_err());
+    }
+
+    /// An event moved to another tenant is named as such: from the database (which records the
+    /// sealed tenant) plainly, from an export file (which does not) by the seal that covers it.
+    #[test]
+    fn names_an_edited_tenant_id() {
+        let (sk, pk) = generate_seal_key().unwrap();
+        let signer = SealSigner::from_pkcs8_b64("sealer-1", &sk).unwrap();
+        let ea: Vec<_> = [1, 3, 5].iter().map(|i| ev(*i, "a", "x")).collect();
+        let eb: Vec<_> = [2, 4].iter().map(|i| ev(*i, "b", "x")).collect();
+        let (ia, sa) = seal_of(&signer, &ea, None);
+        let (ib, sb) = seal_of(&signer, &eb, None);
+        let mut items: Vec<ChainItem> = ia.into_iter().chain(ib).collect();
+        items.sort_by_key(|it| it.id);
+        let seals = vec![sa, sb];
+        run(&pk, &seals, &items).unwrap();
+        let moved = |t: &mut Vec<ChainItem>, to: &str| {
+            let it = &mut t[4];
+            assert_eq!(it.id, 5);
+            it.tenant_id = to.into();
+            it.event.as_mut().unwrap().tenant_id = to.into();
+        };
+        // From the database: the sealed tenant is known.
+        let mut t = items.clone();
+        moved(&mut t, "c");
+        let e = run(&pk, &seals, &t).unwrap_err().what;
+        assert_eq!(
+            e,
+            "event 5 (tenant c) was sealed as an event of tenant a in seal 1 of tenant a: its tenant id was edited, and the chain of tenant a breaks at event 5"
+        );
+        // From a file: a tenant without seals there, and one whose own seal does not hold it.
+        for to in ["c", "b"] {
+            let mut t = items.clone();
+            for it in &mut t {
+                it.sealed_tenant = None;
+            }
+            moved(&mut t, to);
+            let e = run(&pk, &seals, &t).unwrap_err().what;
+            assert!(
+                e.contains("seal 1 of tenant a (events 1..=5) covers it under that number"),
+                "{to}: {e}"
+            );
+            assert!(!e.contains("deleted?"), "{e}");
+        }
     }
 }

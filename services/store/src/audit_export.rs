@@ -206,9 +206,10 @@ pub async fn verify_db(
                 tenant_id: event
                     .as_ref()
                     .map(|e| e.tenant_id.clone())
-                    .or(sealed_tenant)
+                    .or_else(|| sealed_tenant.clone())
                     .unwrap_or_default(),
                 sealed: seq.zip(hash),
+                sealed_tenant,
                 event,
             };
             if let Err(m) = v.item(&it, Location::Db) {

@@ -39,15 +39,19 @@ pub mod tenants;
 pub mod tls;
 pub mod web_sessions;
 
+mod suspect;
+
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;
 
 /// Errors from the store. `Db` carries the Postgres error; callers map it to an opaque 500.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A query failed.
+    /// A query failed. Made with `From`, which remembers a failure that
+    /// [`StoreError::is_unavailable`] recognises so the pool checks connections before it hands
+    /// them out again ([`Db::connect`]).
     #[error("database error: {}", db_detail(.0))]
-    Db(#[from] tokio_postgres::Error),
+    Db(#[source] tokio_postgres::Error),
     /// No connection could be had from the pool.
     #[error("database pool: {}", tls::error_chain(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
@@ -63,6 +67,16 @@ pub enum StoreError {
     /// A request conflicts with the current state (message is safe to show).
     #[error("{0}")]
     Conflict(String),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let e = StoreError::Db(e);
+        if e.is_unavailable() {
+            suspect::connection_lost();
+        }
+        e
+    }
 }
 
 impl StoreError {
@@ -143,6 +157,15 @@ impl Db {
     /// TLS follows libpq's `sslmode`, `sslrootcert`, `sslcert` and `sslkey` (see [`tls`]); the
     /// same connector serves the pool and every dedicated connection.
     /// `max_size` is the pool size per process. Connections are opened lazily.
+    ///
+    /// A connection goes back to the pool when its request ends, even when its last statement
+    /// failed because the backend was terminated or the connection was lost; its socket may
+    /// not show the close yet, so the pool's own check ("is the connection task finished?")
+    /// can pass and the next request would fail on it too. So after such a failure anywhere in
+    /// the process, a pooled connection handed out before it is checked with an empty query
+    /// (one round trip, at most 5 s) before it is handed out again, and
+    /// dropped (a new one is opened) when that fails. Connections handed out after the last
+    /// failure are not checked.
     pub fn connect(url: &str, max_size: usize) -> Result<Self> {
         let (config, params) = tls::parse(url)?;
         let connector = params.connector()?;
@@ -163,6 +186,7 @@ impl Db {
             .wait_timeout(Some(Duration::from_secs(10)))
             .create_timeout(Some(Duration::from_secs(5)))
             .runtime(deadpool_postgres::Runtime::Tokio1)
+            .pre_recycle(suspect::check_hook())
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
         Ok(Self {

@@ -2,6 +2,7 @@
 //! and decide them with the break-glass key, by subject (the CLI sees no ID token).
 
 use super::DbArgs;
+use actiond_core::approval::ApprovalRefusal;
 use actiond_core::grant::GrantSigner;
 use actiond_core::handlers::HandlerKind;
 use actiond_runtime::credentials::CredentialsDir;
@@ -64,8 +65,9 @@ pub struct DecideArgs {
     #[arg(long = "as", value_parser = super::non_empty)]
     pub as_subject: String,
     /// The intent hash printed by `approvals list` and `approvals show` (its first 16 hex
-    /// characters, or more).
-    #[arg(long)]
+    /// characters, or more). Anything but 16 to 64 hex characters is a usage error naming
+    /// `--intent` (exit 2); hex that is not this proposal's intent is refused (exit 1).
+    #[arg(long, value_parser = parse_intent)]
     pub intent: String,
     /// Comment shown to the agent.
     #[arg(long)]
@@ -81,6 +83,18 @@ pub struct DecideArgs {
     pub key: BreakGlassKey,
     #[command(flatten)]
     pub db: DbArgs,
+}
+
+/// `--intent`: 16 to 64 hex characters, case-insensitive (normalized to lower case), the start
+/// of an intent hash as `approvals list|show` print it.
+fn parse_intent(s: &str) -> Result<String, String> {
+    let min = actiond_core::approval::INTENT_PREFIX_LEN;
+    match actiond_core::approval::shown_intent(s) {
+        Ok(h) if h.len() <= 64 => Ok(h),
+        _ => Err(format!(
+            "must be {min} to 64 hex characters: the start of the intent hash that `actiond approvals show` prints"
+        )),
+    }
 }
 
 /// Shows untrusted text with invisible and control characters made visible.
@@ -371,6 +385,13 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
                 (Some(b), Some(t)) => format!(" (decided by {b} at {})", t.to_rfc3339()),
                 _ => String::new(),
             }
+        ),
+        // The web app's wording says "reload"; here the operator looks again with `show`.
+        Decided::Refused(r @ ApprovalRefusal::StaleIntent) => bail!(
+            "refused ({}): --intent {} is not the start of this proposal's intent hash; look at it again with `actiond approvals show {}` and decide with the intent it prints; nothing was decided",
+            r.rule(),
+            a.intent,
+            a.id
         ),
         Decided::Refused(r) => bail!("refused ({}): {r}; nothing was decided", r.rule()),
     }
