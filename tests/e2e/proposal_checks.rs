@@ -266,13 +266,14 @@ async fn a_proposals_times_never_go_backwards() {
     let (_, _, executing_at, _) = times(&s.c, id).await;
     let moved = tx
         .query(
-            FINISH_SQL,
+            FINISH_SQL.as_str(),
             &[
                 &vec![id],
                 &vec!["succeeded"],
                 &vec!["200"],
                 &"e1",
                 &vec!["executing"],
+                &"executor:e1",
             ],
         )
         .await

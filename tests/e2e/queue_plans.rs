@@ -355,11 +355,12 @@ async fn batched_writes_find_their_rows_by_primary_key() {
     let big = plan_rows();
     let (tdb, agent_id) = acme_db("batch-bot").await;
     let mut c = tdb.superuser().await;
+    let finish_sql: &str = &FINISH_SQL;
     c.batch_execute(&format!(
         "SET plan_cache_mode = force_generic_plan;
          PREPARE decide AS {DECIDE_SQL};
          PREPARE spend AS {SPEND_AND_START_SQL};
-         PREPARE finish AS {FINISH_SQL}"
+         PREPARE finish AS {finish_sql}"
     ))
     .await
     .unwrap();
@@ -388,7 +389,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
             thirty("'approved'", "text"),
         );
         let finish = format!(
-            "EXECUTE finish({}, {}, {}, 'x', {})",
+            "EXECUTE finish({}, {}, {}, 'x', {}, 'executor:x')",
             ids_in(&c, "executing", true, 30).await,
             thirty("'succeeded'", "text"),
             thirty("'ok'", "text"),

@@ -75,15 +75,15 @@ pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<u64> {
 }
 
 /// The columns every event insert names, in this order: [`write_batch`] and the statements
-/// that write a change and its event together (the submission,
-/// `proposals::SUBMIT_SQL`) select them from their own rows. `id` and `at` are the database's
+/// that write a change and its event together (the submission, `proposals::SUBMIT_SQL`; the
+/// executor's outcomes, `executor_queue::FINISH_SQL`) select them from their own rows. `id` and `at` are the database's
 /// (V22: no service role may write them).
 pub const EVENT_COLUMNS: &str =
     "tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail";
 
-/// Writes events in one statement. With `proposals::SUBMIT_SQL` (which writes the
-/// submission's event in the same statement as the proposal) it is the only
-/// `INSERT INTO audit_events` of the services.
+/// Writes events in one statement. With `proposals::SUBMIT_SQL` and
+/// `executor_queue::FINISH_SQL` (which write their events in the same statement as the change)
+/// it is the only `INSERT INTO audit_events` of the services.
 ///
 /// An event about a proposal is written only when that proposal is visible to this
 /// transaction, so a caller may pipeline it behind the statement that creates or moves the

@@ -103,18 +103,33 @@ pub const SPEND_AND_START_SQL: &str = "WITH req AS (
                 WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen
  FROM req";
 
-/// Records outcomes (see [`finish_many`]): `$1` proposal ids, `$2` outcome states, `$3`
-/// internal details, `$4` this executor's id, `$5` the state each proposal must still be in
-/// (`executing`). Returns the ids it moved. Found by primary key, like
-/// [`SPEND_AND_START_SQL`] and for the same reason. `finished_at` is never before the move to
-/// `executing` (`greatest(now(), updated_at)`: `now()` is this transaction's start, which may
-/// precede that move's commit; V27 stamps `updated_at` the same way).
-pub const FINISH_SQL: &str =
-    "UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
-        finished_at = greatest(now(), p.updated_at), lease_owner = NULL, lease_until = NULL
- FROM unnest($1::uuid[], $2::text[], $3::text[], $5::text[]) AS f(id, outcome, detail, from_state)
- WHERE p.id = f.id AND p.state = f.from_state AND p.lease_owner = $4
- RETURNING p.id";
+/// Records outcomes (see [`finish_many`]) and their `proposal.executed` events in one
+/// statement: `$1` proposal ids, `$2` outcome states, `$3` internal details, `$4` this
+/// executor's id, `$5` the state each proposal must still be in (`executing`), `$6` the actor
+/// (`executor:<id>`). Returns the ids it moved; each moved row has its event, written from the
+/// row itself. Found by primary key, like [`SPEND_AND_START_SQL`] and for the same reason.
+/// `finished_at` is never before the move to `executing` (`greatest(now(), updated_at)`:
+/// `now()` is this transaction's start, which may precede that move's commit; V27 stamps
+/// `updated_at` the same way).
+pub static FINISH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH moved AS (
+            UPDATE proposals p SET state = f.outcome, outcome = f.outcome, outcome_detail = f.detail,
+                   finished_at = greatest(now(), p.updated_at), lease_owner = NULL, lease_until = NULL
+            FROM unnest($1::uuid[], $2::text[], $3::text[], $5::text[]) AS f(id, outcome, detail, from_state)
+            WHERE p.id = f.id AND p.state = f.from_state AND p.lease_owner = $4
+            RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, f.outcome, f.detail, f.from_state
+         ), ev AS (
+            INSERT INTO audit_events ({cols})
+            SELECT tenant_id, id, '{kind}', $6::text, from_state, outcome, intent_hash, params_sha256,
+                   jsonb_build_object('outcome', outcome, 'detail', detail)
+            FROM moved
+         )
+         SELECT id FROM moved",
+        cols = audit::EVENT_COLUMNS,
+        kind = AuditKind::ProposalExecuted.as_str(),
+    )
+});
 
 /// What [`spend_and_start_many`] found for one proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,10 +323,10 @@ pub struct Finish<'a> {
     pub detail: &'a str,
 }
 
-/// Records outcomes on `executing` proposals this executor holds, in **one transaction**:
-/// one UPDATE for all of them (`WHERE state = 'executing' AND lease_owner = owner`) and a
-/// `proposal_executed` event for each row it moved. Returns, per item in order, whether it was
-/// recorded; false means the lease was lost (the sweeper already marked it `outcome_unknown`).
+/// Records outcomes on `executing` proposals this executor holds, in **one statement**
+/// ([`FINISH_SQL`]): every row still `executing` and leased to `owner` moves to its outcome
+/// with its `proposal.executed` event. Returns, per item in order, whether it was recorded;
+/// false means the lease was lost (the sweeper already marked it `outcome_unknown`).
 pub async fn finish_many(db: &Db, owner: &str, items: &[Finish<'_>]) -> Result<Vec<bool>> {
     if items.is_empty() {
         return Ok(Vec::new());
@@ -319,33 +334,17 @@ pub async fn finish_many(db: &Db, owner: &str, items: &[Finish<'_>]) -> Result<V
     let ids: Vec<Uuid> = items.iter().map(|f| f.row.id).collect();
     let outcomes: Vec<&str> = items.iter().map(|f| f.outcome.as_str()).collect();
     let details: Vec<&str> = items.iter().map(|f| f.detail).collect();
-    let mut c = db.client().await?;
-    let tx = c.transaction().await?;
-    let stmt = tx.prepare_cached(FINISH_SQL).await?;
+    let actor = format!("executor:{owner}");
+    let c = db.client().await?;
+    let stmt = c.prepare_cached(&FINISH_SQL).await?;
     let from = vec![ProposalState::Executing.as_str(); ids.len()];
     let mut moved = HashSet::new();
-    for r in tx
-        .query(&stmt, &[&ids, &outcomes, &details, &owner, &from])
+    for r in c
+        .query(&stmt, &[&ids, &outcomes, &details, &owner, &from, &actor])
         .await?
     {
         moved.insert(r.try_get::<_, Uuid>(0)?);
     }
-    let actor = format!("executor:{owner}");
-    let events: Vec<audit::Event<'_>> = items
-        .iter()
-        .filter(|f| moved.contains(&f.row.id))
-        .map(|f| {
-            f.row
-                .event(
-                    AuditKind::ProposalExecuted,
-                    &actor,
-                    json!({"outcome": f.outcome.as_str(), "detail": f.detail}),
-                )
-                .transition(Some(ProposalState::Executing), f.outcome)
-        })
-        .collect();
-    audit::write_batch(&tx, &events).await?;
-    tx.commit().await?;
     Ok(items.iter().map(|f| moved.contains(&f.row.id)).collect())
 }
 
