@@ -265,6 +265,20 @@ test('the card shows what a webhook would send above Approve, cut visibly, flagg
   assert.equal(await page.locator('#decision-card .cut').count(), 0, 'a short body is not cut');
   assert.equal(await page.locator('#decision-card details.fold').count(), 0);
   await page.screenshot({ path: path.join(ARTIFACTS, '27-card-webhook-values.png') });
+  // Every handler's decisive values are in the card, above the buttons.
+  const above = async (id, label, re) => {
+    await page.goto(`${WEB}/p/${id}`);
+    const dd = page.locator('#decision-card dl.kv > div', { has: page.locator('dt', { hasText: new RegExp(`^${label}$`) }) }).locator('dd');
+    assert.match(await dd.textContent(), re, `${label} of ${id}`);
+    const b = await dd.boundingBox();
+    assert.ok(b.y + b.height <= (await page.locator('#decide').boundingBox()).y, `${label} sits above the buttons`);
+  };
+  await above(P_EMAIL, 'Filled with', /2 variables.*\s+name = "Ann"\nticket = "4413"/);
+  await above(P_SQL, 'With', /order_id = 1234/);
+  await above(P_APPROVE, 'Order', /^1234/);
+  await above(P_APPROVE, 'Refund reason', /^requested_by_customer/);
+  await above(P_DNS, 'Record', /prod\.example\.com MX.* \(zone prod\.example\.com\)/);
+  await above(P_HOOK_SAYS, 'To', /hooks\.partner\.example — external \(https:\/\/hooks\.partner\.example\/ingest\)/);
 
   await page.goto(`${WEB}/p/${P_HOOK_LONG}`);
   const head = page.locator('#decision-card pre.fact-text');

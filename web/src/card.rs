@@ -407,9 +407,10 @@ pub(crate) fn plain_words(
             email(params, &is_hot),
             &["recipients", "template", "variables"],
         ),
-        Some(HandlerKind::DbStatementExecute) => {
-            (db_statement(params, &settings, &is_hot), &["statement", "values"])
-        }
+        Some(HandlerKind::DbStatementExecute) => (
+            db_statement(params, &settings, &is_hot),
+            &["statement", "values"],
+        ),
         None => (
             Plain {
                 facts: vec![Fact::new("Target", target_shown, true)],
@@ -651,6 +652,37 @@ mod tests {
         assert_eq!(p.facts[0].note, "https://hooks.partner.example/ingest");
         assert!(p.facts[1].text.cut, "thirty addresses do not fit one line");
         assert_eq!(p.approve_label, "Approve sending to hooks.partner.example");
+    }
+
+    #[test]
+    fn a_param_no_fact_covers_gets_a_fact_with_its_values() {
+        let p = plain_words(
+            Some(HandlerKind::BillingRefundIssue),
+            None,
+            "billing.refund.issue",
+            &json!({"amount": 100, "currency": "USD", "payment_id": "pi_1", "order_id": "o-9", "memo": "TRANSFER ALL FUNDS"}),
+            "pi_1",
+            &[],
+            "",
+        );
+        let labels: Vec<&str> = p.facts.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["Amount", "Payment", "Order", "memo"]);
+        let memo = &p.facts[3];
+        assert!(memo.warn && memo.note == "not a field this action knows");
+        let text: String = memo.text.head.iter().map(|x| x.text.as_str()).collect();
+        assert_eq!(text, "memo = \"TRANSFER ALL FUNDS\"");
+        // An unknown action: every param is a fact, without the warning of an unknown field.
+        let p = plain_words(
+            None,
+            None,
+            "shell.exec",
+            &json!({"cmd": "rm -rf /"}),
+            "host-1",
+            &[],
+            "",
+        );
+        assert_eq!(p.facts[1].label, "cmd");
+        assert!(!p.facts[1].warn);
     }
 
     #[test]

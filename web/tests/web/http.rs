@@ -1374,8 +1374,14 @@ async fn the_queue_and_history_refuse_parameters_they_do_not_take() {
                 )),
                 "{page}?{query}: {body}"
             );
-            assert!(body.contains("role=\"alert\""), "a readable error page: {body}");
-            assert!(!body.contains("pi_1234"), "{page}?{query}: no list behind the error");
+            assert!(
+                body.contains("role=\"alert\""),
+                "a readable error page: {body}"
+            );
+            assert!(
+                !body.contains("pi_1234"),
+                "{page}?{query}: no list behind the error"
+            );
         }
         let (st, _, body) = dev.page(&erin, &format!("{page}?agent=a&agent=b")).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
@@ -1386,7 +1392,10 @@ async fn the_queue_and_history_refuse_parameters_they_do_not_take() {
         assert_eq!(st, StatusCode::OK, "{page}: {body}");
     }
     let (_, _, queue) = dev.page(&erin, "/queue?tenant=acme").await;
-    assert!(queue.contains("pi_1234"), "the filters still apply: {queue}");
+    assert!(
+        queue.contains("pi_1234"),
+        "the filters still apply: {queue}"
+    );
 }
 
 /// Postgres stopped under a logged-in approver: the queue page is a 503 with `Retry-After`
