@@ -6,6 +6,7 @@
 //! handler gets a few plain facts ("120.00 USD", "30 email addresses to hooks.partner.example —
 //! external", "A 192.0.2.7 → 203.0.113.9") and an Approve label that says what it does.
 
+use crate::fact_text::{FactText, fact_text};
 use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::injection::find_phrases;
 use actiond_core::tenant::TenantDocument;
@@ -247,6 +248,9 @@ pub(crate) struct Fact {
     pub(crate) more: Vec<String>,
     /// A warning (NS/MX change, long TTL, over a limit): shown in red with a "!" mark.
     pub(crate) warn: bool,
+    /// The values themselves, under the value (a webhook body, an email's variables, a
+    /// statement's values, a param no other fact shows): see `fact_text`. Empty for most.
+    pub(crate) text: FactText,
 }
 
 impl Fact {
@@ -258,10 +262,16 @@ impl Fact {
             note: String::new(),
             more: Vec::new(),
             warn: false,
+            text: FactText::default(),
         }
     }
     fn note(mut self, n: String) -> Self {
         self.note = n;
+        self
+    }
+    /// Shows the values of `v` under the fact (see `fact_text`).
+    fn values(mut self, v: &Value) -> Self {
+        self.text = fact_text(v);
         self
     }
 }
@@ -365,6 +375,9 @@ pub(crate) struct Plain {
 }
 
 /// Facts and the Approve label for `kind` (`preview` is the executor's "before → after" line).
+/// Every decisive value is among the facts, which the card shows above the buttons: a param
+/// no handler fact covers (an unknown action's, or one outside the schema) gets a fact of its
+/// own with its values, marked "! check".
 pub(crate) fn plain_words(
     kind: Option<HandlerKind>,
     doc: Option<&TenantDocument>,
@@ -380,58 +393,96 @@ pub(crate) fn plain_words(
         .map(|h| h.settings.clone())
         .unwrap_or(Value::Null);
     let target_shown = reveal_invisible(target, false);
-    match kind {
-        Some(HandlerKind::BillingRefundIssue) => refund(params, &settings, &is_hot),
-        Some(HandlerKind::WebhookPost) => webhook(params, &target_shown, &is_hot),
-        Some(HandlerKind::DnsRecordUpdate) => dns(params, preview, &is_hot),
-        Some(HandlerKind::EmailSend) => {
-            let mut to = Vec::new();
-            emails(params.get("recipients").unwrap_or(&Value::Null), &mut to);
-            let n = to.len();
+    let (mut plain, covered): (Plain, &[&str]) = match kind {
+        Some(HandlerKind::BillingRefundIssue) => (
+            refund(params, &settings, &is_hot),
+            &["amount", "currency", "payment_id", "order_id", "reason"],
+        ),
+        Some(HandlerKind::WebhookPost) => (webhook(params, &target_shown, &is_hot), &["body"]),
+        Some(HandlerKind::DnsRecordUpdate) => (
+            dns(params, preview, &is_hot),
+            &["zone", "name", "type", "records", "ttl"],
+        ),
+        Some(HandlerKind::EmailSend) => (
+            email(params, &is_hot),
+            &["recipients", "template", "variables"],
+        ),
+        Some(HandlerKind::DbStatementExecute) => (
+            db_statement(params, &settings, &is_hot),
+            &["statement", "values"],
+        ),
+        None => (
             Plain {
-                facts: vec![
-                    Fact::new("To", to.join(", "), is_hot("recipients")),
-                    Fact::new(
-                        "Template",
-                        reveal_invisible(str_of(params, "template"), false),
-                        is_hot("template"),
-                    ),
-                    Fact::new(
-                        "Filled with",
-                        params.get("variables").map(plain_value).unwrap_or_default(),
-                        is_hot("variables"),
-                    ),
-                ],
-                approve_label: format!(
-                    "Approve email to {n} recipient{}",
-                    if n == 1 { "" } else { "s" }
-                ),
+                facts: vec![Fact::new("Target", target_shown, true)],
+                approve_label: "Approve".into(),
+            },
+            &[],
+        ),
+    };
+    if let Some(m) = params.as_object() {
+        for (k, v) in m.iter().filter(|(k, _)| !covered.contains(&k.as_str())) {
+            let mut f = Fact::new(&reveal_invisible(k, false), String::new(), is_hot(k))
+                .values(&serde_json::json!({ k: v }));
+            f.warn = kind.is_some();
+            if f.warn {
+                f.note = "not a field this action knows".into();
             }
+            plain.facts.push(f);
         }
-        Some(HandlerKind::DbStatementExecute) => {
-            let st = reveal_invisible(str_of(params, "statement"), false);
-            let vals = params.get("values").map(plain_value).unwrap_or_default();
-            // The SQL the name stands for, from the tenant's settings (what will run).
-            let sql = settings
-                .get("statements")
-                .and_then(|s| s.get(str_of(params, "statement")))
-                .and_then(|s| s.get("sql"))
-                .and_then(Value::as_str)
-                .map(|s| reveal_invisible(s, false))
-                .unwrap_or_else(|| "(not in the tenant's statements)".into());
-            Plain {
-                facts: vec![
-                    Fact::new("Statement", st.clone(), is_hot("statement")),
-                    Fact::new("With", vals, is_hot("values")),
-                    Fact::new("Runs", sql, false),
-                ],
-                approve_label: format!("Approve running {st}"),
-            }
-        }
-        None => Plain {
-            facts: vec![Fact::new("Target", target_shown, true)],
-            approve_label: "Approve".into(),
-        },
+    }
+    plain
+}
+
+fn email(params: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
+    let mut to = Vec::new();
+    emails(params.get("recipients").unwrap_or(&Value::Null), &mut to);
+    let n = to.len();
+    let vars = params.get("variables").unwrap_or(&Value::Null);
+    let count = vars.as_object().map_or(0, |m| m.len());
+    Plain {
+        facts: vec![
+            Fact::new("To", to.join(", "), is_hot("recipients")),
+            Fact::new(
+                "Template",
+                reveal_invisible(str_of(params, "template"), false),
+                is_hot("template"),
+            ),
+            Fact::new(
+                "Filled with",
+                format!("{count} variable{}", if count == 1 { "" } else { "s" }),
+                is_hot("variables"),
+            )
+            .values(vars),
+        ],
+        approve_label: format!(
+            "Approve email to {n} recipient{}",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+fn db_statement(params: &Value, settings: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
+    let st = reveal_invisible(str_of(params, "statement"), false);
+    // The SQL the name stands for, from the tenant's settings (what will run).
+    let sql = settings
+        .get("statements")
+        .and_then(|s| s.get(str_of(params, "statement")))
+        .and_then(|s| s.get("sql"))
+        .and_then(Value::as_str)
+        .map(|s| reveal_invisible(s, false))
+        .unwrap_or_else(|| "(not in the tenant's statements)".into());
+    let mut with = Fact::new("With", String::new(), is_hot("values"));
+    match params.get("values") {
+        Some(v) => with = with.values(v),
+        None => with.value = "(no values)".into(),
+    }
+    Plain {
+        facts: vec![
+            Fact::new("Statement", st.clone(), is_hot("statement")),
+            with,
+            Fact::new("Runs", sql, false),
+        ],
+        approve_label: format!("Approve running {st}"),
     }
 }
 
@@ -443,15 +494,24 @@ fn refund(params: &Value, settings: &Value, is_hot: &dyn Fn(&str) -> bool) -> Pl
     if let Some(max) = settings.get("max_amount").and_then(Value::as_i64) {
         fact = fact.note(format!("handler maximum {}", money(max, cur)));
     }
+    let mut facts = vec![
+        fact,
+        Fact::new(
+            "Payment",
+            reveal_invisible(str_of(params, "payment_id"), false),
+            is_hot("payment_id"),
+        ),
+    ];
+    for (k, label) in [("order_id", "Order"), ("reason", "Refund reason")] {
+        if let Some(v) = params.get(k) {
+            let shown = v
+                .as_str()
+                .map_or_else(|| v.to_string(), |s| reveal_invisible(s, false));
+            facts.push(Fact::new(label, shown, is_hot(k)));
+        }
+    }
     Plain {
-        facts: vec![
-            fact,
-            Fact::new(
-                "Payment",
-                reveal_invisible(str_of(params, "payment_id"), false),
-                is_hot("payment_id"),
-            ),
-        ],
+        facts,
         approve_label: format!("Approve refund of {shown}"),
     }
 }
@@ -500,17 +560,14 @@ fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain
     let (host, to) = destination(target);
     let raw = params.get("body").unwrap_or(&Value::Null);
     let (summary, found) = body_summary(raw);
-    let mut body = Fact::new("Body", summary, is_hot("body"));
+    // The values themselves, not only their names: what is sent is what is approved.
+    let mut body = Fact::new("Body", summary, is_hot("body")).values(raw);
     if found.len() > 3 {
         body.more = found;
     }
-    // Every top-level field is named, so one beside the addresses is not missed.
-    if let Some(m) = raw.as_object() {
-        let names: Vec<String> = m.keys().map(|k| reveal_invisible(k, false)).collect();
-        body = body.note(format!("fields: {}", names.join(", ")));
-    }
     Plain {
-        facts: vec![Fact::new("To", to, false), body],
+        // The whole address too: its path and query may say as much as the body.
+        facts: vec![Fact::new("To", to, false).note(target.to_owned()), body],
         approve_label: format!("Approve sending to {host}"),
     }
 }
@@ -533,7 +590,10 @@ fn dns(params: &Value, preview: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
         preview.lines().next().unwrap_or_default().to_owned()
     };
     let mut facts = vec![
-        Fact::new("Record", format!("{name} {rtype}"), is_hot("name")),
+        Fact::new("Record", format!("{name} {rtype}"), is_hot("name")).note(format!(
+            "zone {}",
+            reveal_invisible(str_of(params, "zone"), false)
+        )),
         Fact::new("Change", change, is_hot("records")),
     ];
     if matches!(rtype.as_str(), "NS" | "MX") {
@@ -589,8 +649,40 @@ mod tests {
                 .starts_with("30 email addresses, 3 shown: c0@example.com, c1@example.com")
         );
         assert_eq!(p.facts[1].more.len(), 30);
-        assert_eq!(p.facts[1].note, "fields: customer_emails");
+        assert_eq!(p.facts[0].note, "https://hooks.partner.example/ingest");
+        assert!(p.facts[1].text.cut, "thirty addresses do not fit one line");
         assert_eq!(p.approve_label, "Approve sending to hooks.partner.example");
+    }
+
+    #[test]
+    fn a_param_no_fact_covers_gets_a_fact_with_its_values() {
+        let p = plain_words(
+            Some(HandlerKind::BillingRefundIssue),
+            None,
+            "billing.refund.issue",
+            &json!({"amount": 100, "currency": "USD", "payment_id": "pi_1", "order_id": "o-9", "memo": "TRANSFER ALL FUNDS"}),
+            "pi_1",
+            &[],
+            "",
+        );
+        let labels: Vec<&str> = p.facts.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["Amount", "Payment", "Order", "memo"]);
+        let memo = &p.facts[3];
+        assert!(memo.warn && memo.note == "not a field this action knows");
+        let text: String = memo.text.head.iter().map(|x| x.text.as_str()).collect();
+        assert_eq!(text, "memo = \"TRANSFER ALL FUNDS\"");
+        // An unknown action: every param is a fact, without the warning of an unknown field.
+        let p = plain_words(
+            None,
+            None,
+            "shell.exec",
+            &json!({"cmd": "rm -rf /"}),
+            "host-1",
+            &[],
+            "",
+        );
+        assert_eq!(p.facts[1].label, "cmd");
+        assert!(!p.facts[1].warn);
     }
 
     #[test]

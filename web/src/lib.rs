@@ -24,6 +24,7 @@ mod authz;
 mod card;
 mod devlogin;
 mod error;
+mod fact_text;
 mod fatigue;
 mod freeze;
 mod headers;

@@ -159,14 +159,48 @@ pub(crate) async fn not_found() -> WebError {
     WebError::NotFound
 }
 
-/// Filters of the queue and history.
-#[derive(Debug, Default, Deserialize)]
+/// Filters of the queue and history ([`Filters::parse`]).
+#[derive(Debug, Default)]
 pub(crate) struct Filters {
     tenant: Option<String>,
     agent: Option<String>,
     action: Option<String>,
     /// The keyset cursor of the queue (`parse_after`) or the history (`parse_cursor`).
     after: Option<String>,
+}
+
+/// The query parameters `/queue` and `/history` take.
+const LIST_PARAMS: [&str; 4] = ["tenant", "agent", "action", "after"];
+
+impl Filters {
+    /// The filters of a `/queue` or `/history` query. A parameter the pages do not take, or
+    /// one given twice, is a 400 naming it (at most 64 characters of it, invisible characters
+    /// shown): a misspelt `?stat=denied` must not pass as "no filter" and list everything.
+    fn parse(uri: &Uri) -> WebResult<Self> {
+        let mut f = Filters::default();
+        let raw = uri.query().unwrap_or("");
+        for (name, value) in url::form_urlencoded::parse(raw.as_bytes()) {
+            let shown: String = reveal_invisible(&name, false).chars().take(64).collect();
+            let slot = match name.as_ref() {
+                "tenant" => &mut f.tenant,
+                "agent" => &mut f.agent,
+                "action" => &mut f.action,
+                "after" => &mut f.after,
+                _ => {
+                    return Err(WebError::BadRequest(format!(
+                        "{shown}: is not a parameter of this page (it takes {})",
+                        LIST_PARAMS.join(", ")
+                    )));
+                }
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(WebError::BadRequest(format!(
+                    "{shown}: must be given at most once"
+                )));
+            }
+        }
+        Ok(f)
+    }
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {
@@ -354,9 +388,9 @@ pub(crate) async fn queue(
     State(state): State<AppState>,
     headers: HeaderMap,
     uri: Uri,
-    Query(f): Query<Filters>,
 ) -> WebResult<Response> {
     let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let f = Filters::parse(&uri)?;
     let after = nonempty(&f.after).map(|a| parse_after(&a)).transpose()?;
     let tenants = selected_tenants(&v, &f);
     let agent = nonempty(&f.agent);
@@ -440,9 +474,9 @@ pub(crate) async fn history(
     State(state): State<AppState>,
     headers: HeaderMap,
     uri: Uri,
-    Query(f): Query<Filters>,
 ) -> WebResult<Response> {
     let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let f = Filters::parse(&uri)?;
     let after = nonempty(&f.after)
         .map(|a| parse_cursor(&a, "history"))
         .transpose()?
@@ -546,6 +580,36 @@ fn approval_rows(approvals_rows: &[queue_views::ApprovalEntry]) -> Vec<ApprovalR
             comment: reveal_invisible(r.comment.as_deref().unwrap_or_default(), false),
         })
         .collect()
+}
+
+/// Who decided a proposal that is no longer escalated, for the top of its page (reloaded, or
+/// reached again by Back after the decision): "Approved by bob (bob@acme.test) at … UTC", the
+/// people of the deciding verdict joined with "and"; empty while it is pending or escalated.
+fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
+    if matches!(state, ProposalState::Escalated | ProposalState::Pending) {
+        return String::new();
+    }
+    let verdict = if state == ProposalState::Denied {
+        "Denied"
+    } else {
+        "Approved"
+    };
+    let people: Vec<String> = rows
+        .iter()
+        .filter(|r| r.decision == verdict)
+        .map(|r| {
+            let email = if r.email.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.email)
+            };
+            format!("{}{email} at {} via {}", r.subject, r.at, r.channel)
+        })
+        .collect();
+    if people.is_empty() {
+        return format!("No person decided this here; it is {state}.");
+    }
+    format!("{verdict} by {}.", people.join(" and "))
 }
 
 /// Quick picks of the Deny reason.
@@ -754,6 +818,7 @@ fn decision_page(
         can_decide: escalated && !already_mine && p.doc_version.is_some(),
         is_owner: p.agent_owner.as_deref() == Some(v.subject.as_str()),
         already_mine: escalated && already_mine,
+        decided_by: decided_line(p.state, &approval_rows(approvals_rows)),
         approvals: approval_rows(approvals_rows),
         approvals_required: d.approvals_required,
         approvals_have,

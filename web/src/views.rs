@@ -175,6 +175,9 @@ pub(crate) struct DecisionPage {
     pub(crate) is_owner: bool,
     pub(crate) already_mine: bool,
     pub(crate) approvals: Vec<ApprovalRow>,
+    /// Once decided: "Approved by bob (bob@acme.test) at … UTC via web." (see
+    /// `pages::decided_line`); empty while escalated.
+    pub(crate) decided_by: String,
     pub(crate) approvals_required: u32,
     pub(crate) approvals_have: usize,
     /// The open approval stage ("stage 1 of 2: team-leads, 0 of 1 needed, 12 min left").

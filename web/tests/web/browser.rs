@@ -211,6 +211,8 @@ async fn browser_sso_decisions_and_attacks() {
         ("P_HOOK30", layouts.p_hook30.to_string()),
         ("P_DNS_LONG", layouts.p_dns_long.to_string()),
         ("P_STAGED", p_staged.to_string()),
+        ("P_HOOK_SAYS", layouts.p_hook_says.to_string()),
+        ("P_HOOK_LONG", layouts.p_hook_long.to_string()),
     ];
     let status = Command::new("node")
         .args(["--test", "--test-reporter=spec", "e2e.test.mjs"])

@@ -1349,6 +1349,55 @@ async fn the_history_pages_newest_first_with_a_stable_keyset() {
     }
 }
 
+/// `/queue` and `/history` take only their filters (tenant, agent, action, after): a typo
+/// like `?stat=denied` is a 400 page naming the parameter and the ones they take, never the
+/// unfiltered list; a filter given twice is refused too; the filters themselves still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_and_history_refuse_parameters_they_do_not_take() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let erin = dev
+        .login("erin", "erin@acme.test", "acme-approvers,globex-approvers")
+        .await;
+    for page in ["/queue", "/history"] {
+        for (query, name) in [
+            ("stat=denied", "stat"),
+            ("tenant=acme&agnet=support-bot", "agnet"),
+            ("Tenant=acme", "Tenant"),
+        ] {
+            let (st, _, body) = dev.page(&erin, &format!("{page}?{query}")).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "{page}?{query}: {body}");
+            assert!(
+                body.contains(&format!(
+                    "{name}: is not a parameter of this page (it takes tenant, agent, action, after)"
+                )),
+                "{page}?{query}: {body}"
+            );
+            assert!(
+                body.contains("role=\"alert\""),
+                "a readable error page: {body}"
+            );
+            assert!(
+                !body.contains("pi_1234"),
+                "{page}?{query}: no list behind the error"
+            );
+        }
+        let (st, _, body) = dev.page(&erin, &format!("{page}?agent=a&agent=b")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains("agent: must be given at most once"), "{body}");
+        let (st, _, body) = dev
+            .page(&erin, &format!("{page}?tenant=acme&agent=&action="))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{page}: {body}");
+    }
+    let (_, _, queue) = dev.page(&erin, "/queue?tenant=acme").await;
+    assert!(
+        queue.contains("pi_1234"),
+        "the filters still apply: {queue}"
+    );
+}
+
 /// Postgres stopped under a logged-in approver: the queue page is a 503 with `Retry-After`
 /// that says nothing was decided (not a login redirect, not a 500), a client asking for
 /// problem details gets one, and the same session works again once the server is back.
