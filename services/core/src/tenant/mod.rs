@@ -123,7 +123,16 @@ impl TenantDocument {
     /// take it. All errors are reported together (the rules' boolean check after the rest).
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         let doc = Self::parse_stored(source)?;
-        let errs = policy::non_boolean_rules(&doc.policy.rules);
+        let mut errs = policy::non_boolean_rules(&doc.policy.rules);
+        for (name, h) in &doc.handlers {
+            if h.kind == crate::handlers::HandlerKind::BillingRefundIssue {
+                crate::handlers::refund::check_currencies(
+                    &format!("handlers[{name:?}]"),
+                    h.settings.get("currencies"),
+                    &mut errs,
+                );
+            }
+        }
         if errs.is_empty() {
             Ok(doc)
         } else {
@@ -133,8 +142,10 @@ impl TenantDocument {
 
     /// Parses a document that was stored by an earlier version: every check of [`Self::parse`]
     /// but the ones added since documents were first stored, so an upgrade never turns a
-    /// stored document into one that no longer loads. Today that is the boolean check of rules
-    /// (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as before).
+    /// stored document into one that no longer loads. Today those are the boolean check of
+    /// rules (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as
+    /// before) and the refund handler's `currencies` list (a stored non-list enables no
+    /// currency).
     pub fn parse_stored(source: &str) -> Result<Self, FieldErrors> {
         if source.len() > MAX_DOCUMENT_BYTES {
             return Err(FieldErrors::one(
