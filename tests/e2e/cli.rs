@@ -716,3 +716,57 @@ async fn audit_purge_decided_after_has_the_documents_bounds() {
         assert!(out.contains("\"purged\":0"), "{d}: {out}");
     }
 }
+
+/// `approvals approve|deny --comment` becomes the proposal's reason, which the agent reads over
+/// REST and MCP. It is one line of at most 500 characters (a rule's `reason` has the same
+/// bound); before, 100,000 characters with a BEL in them were stored and returned as they came.
+/// The refusal is a usage error naming `--comment`, before any database or key is read.
+#[test]
+fn approvals_comment_is_one_bounded_line() {
+    let id = "01a23437-06ff-76e2-af4d-77929422f3c8";
+    let db = "postgres://nobody@127.0.0.1:1/unreachable";
+    let long = "y".repeat(501);
+    for verdict in ["approve", "deny"] {
+        for bad in [long.as_str(), "ok\u{7}bell", "two\nlines", "  ", ""] {
+            let (code, out, err) = run(
+                &[
+                    "approvals",
+                    verdict,
+                    id,
+                    "--as",
+                    "dev-operator",
+                    "--intent",
+                    "0123456789abcdef",
+                    "--database-url",
+                    db,
+                    "--comment",
+                    bad,
+                ],
+                &[],
+            );
+            assert_eq!(code, 2, "{verdict} {bad:?}: {err}");
+            assert!(out.is_empty(), "{verdict} {bad:?}: {out}");
+            assert!(err.contains("--comment"), "{verdict} {bad:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{verdict} {bad:?}: {err}");
+        }
+        // 500 characters pass the flag; what stops this run is the missing key, not the comment.
+        let (code, _, err) = run(
+            &[
+                "approvals",
+                verdict,
+                id,
+                "--as",
+                "dev-operator",
+                "--intent",
+                "0123456789abcdef",
+                "--database-url",
+                db,
+                "--comment",
+                &"y".repeat(500),
+            ],
+            &[],
+        );
+        assert_ne!(code, 0, "{verdict}: {err}");
+        assert!(!err.contains("--comment"), "{verdict}: {err}");
+    }
+}
