@@ -124,6 +124,7 @@ impl TenantDocument {
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         let doc = Self::parse_stored(source)?;
         let mut errs = policy::non_boolean_rules(&doc.policy.rules);
+        errs.extend(policy::reserved_rule_names(&doc.policy.rules));
         for (name, h) in &doc.handlers {
             if h.kind == crate::handlers::HandlerKind::BillingRefundIssue {
                 crate::handlers::refund::check_currencies(
@@ -144,8 +145,8 @@ impl TenantDocument {
     /// but the ones added since documents were first stored, so an upgrade never turns a
     /// stored document into one that no longer loads. Today those are the boolean check of
     /// rules (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as
-    /// before) and the refund handler's `currencies` list (a stored non-list enables no
-    /// currency).
+    /// before), the refund handler's `currencies` list (a stored non-list enables no
+    /// currency) and the reserved rule names.
     pub fn parse_stored(source: &str) -> Result<Self, FieldErrors> {
         if source.len() > MAX_DOCUMENT_BYTES {
             return Err(FieldErrors::one(
@@ -428,6 +429,22 @@ handlers:
         let h = d.handler("billing.refund.issue").unwrap();
         assert_eq!(h.grant_lifetime, DEFAULT_GRANT_LIFETIME);
         assert!(d.handler("constructor").is_none());
+    }
+
+    #[test]
+    fn rules_may_not_take_the_names_policy_records_for_its_own_decisions() {
+        for name in policy::RESERVED_RULE_NAMES {
+            let doc = DOC.replace("- name: shell\n", &format!("- name: {name}\n"));
+            let e = TenantDocument::parse(&doc).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("policy.rules[0].name: {name:?} is reserved")),
+                "{e}"
+            );
+            // A document stored before the check still loads.
+            assert!(TenantDocument::parse_stored(&doc).is_ok());
+        }
+        let doc = DOC.replace("- name: shell\n", "- name: no-handler-attempts\n");
+        assert!(TenantDocument::parse(&doc).is_ok());
     }
 
     #[test]
