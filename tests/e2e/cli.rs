@@ -241,6 +241,33 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             3,
             "tenant \"nobody\" does not exist",
         ),
+        // Creating an agent in a tenant that does not exist is "not found" like listing its
+        // agents (it exited 2, as if a flag did not parse).
+        (
+            &[
+                "agent", "create", "--tenant", "nobody", "--name", "x", "--owner", "o",
+            ],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
+        (
+            &[
+                "agent",
+                "create",
+                "--tenant",
+                "nobody",
+                "--name",
+                "x",
+                "--jwt-issuer",
+                "https://issuer.example",
+                "--jwt-subject",
+                "s",
+            ],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
         // An ACTIOND_URL that is not a URL is invalid input, not an unreachable API (it
         // exited 1 with "cannot reach notaurl: builder error").
         (

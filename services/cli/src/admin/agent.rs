@@ -123,6 +123,9 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
             db,
         } => {
             let db = db.connect()?;
+            // A missing tenant is "not found" (exit 3), as for `agent list`, before a token
+            // file is created.
+            super::tenant_must_exist(&db, &tenant).await?;
             if let (Some(iss), Some(sub)) = (jwt_issuer, jwt_subject) {
                 return create_workload(&db, &tenant, &name, owner.as_deref(), &iss, &sub).await;
             }
