@@ -241,6 +241,24 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             3,
             "tenant \"nobody\" does not exist",
         ),
+        // An empty owner (an unset `$OWNER`) made an agent that nobody owns, so no approver
+        // was kept from approving it.
+        (
+            &[
+                "agent", "create", "--tenant", "acme", "--name", "x", "--owner", "",
+            ],
+            &db,
+            2,
+            "--owner",
+        ),
+        (
+            &[
+                "agent", "create", "--tenant", "acme", "--name", "x", "--owner", "  ",
+            ],
+            &db,
+            2,
+            "--owner",
+        ),
         // Creating an agent in a tenant that does not exist is "not found" like listing its
         // agents (it exited 2, as if a flag did not parse).
         (

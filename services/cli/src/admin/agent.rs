@@ -20,8 +20,9 @@ pub enum AgentCmd {
         /// Agent name (unique in the tenant).
         #[arg(long)]
         name: String,
-        /// Owner subject: this person can never approve the agent's proposals.
-        #[arg(long)]
+        /// Owner subject: this person can never approve the agent's proposals. An empty one
+        /// is a usage error naming `--owner` (exit 2): it made an agent nobody owns.
+        #[arg(long, value_parser = super::non_empty)]
         owner: Option<String>,
         /// Token lifetime, e.g. 90d (no expiry when absent).
         #[arg(long)]
