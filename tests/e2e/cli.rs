@@ -293,6 +293,51 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             3,
             "tenant \"nobody\" does not exist",
         ),
+        // An empty owner (an unset `$OWNER`) made an agent that nobody owns, so no approver
+        // was kept from approving it.
+        (
+            &[
+                "agent", "create", "--tenant", "acme", "--name", "x", "--owner", "",
+            ],
+            &db,
+            2,
+            "--owner",
+        ),
+        (
+            &[
+                "agent", "create", "--tenant", "acme", "--name", "x", "--owner", "  ",
+            ],
+            &db,
+            2,
+            "--owner",
+        ),
+        // Creating an agent in a tenant that does not exist is "not found" like listing its
+        // agents (it exited 2, as if a flag did not parse).
+        (
+            &[
+                "agent", "create", "--tenant", "nobody", "--name", "x", "--owner", "o",
+            ],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
+        (
+            &[
+                "agent",
+                "create",
+                "--tenant",
+                "nobody",
+                "--name",
+                "x",
+                "--jwt-issuer",
+                "https://issuer.example",
+                "--jwt-subject",
+                "s",
+            ],
+            &db,
+            3,
+            "tenant \"nobody\" does not exist",
+        ),
         // An ACTIOND_URL that is not a URL is invalid input, not an unreachable API (it
         // exited 1 with "cannot reach notaurl: builder error").
         (
@@ -766,5 +811,59 @@ async fn audit_purge_decided_after_has_the_documents_bounds() {
         let (code, out, err) = run(&["audit", "purge", "--decided-after", d], &db);
         assert_eq!(code, 0, "{d}: {err}");
         assert!(out.contains("\"purged\":0"), "{d}: {out}");
+    }
+}
+
+/// `approvals approve|deny --comment` becomes the proposal's reason, which the agent reads over
+/// REST and MCP. It is one line of at most 500 characters (a rule's `reason` has the same
+/// bound); before, 100,000 characters with a BEL in them were stored and returned as they came.
+/// The refusal is a usage error naming `--comment`, before any database or key is read.
+#[test]
+fn approvals_comment_is_one_bounded_line() {
+    let id = "01a23437-06ff-76e2-af4d-77929422f3c8";
+    let db = "postgres://nobody@127.0.0.1:1/unreachable";
+    let long = "y".repeat(501);
+    for verdict in ["approve", "deny"] {
+        for bad in [long.as_str(), "ok\u{7}bell", "two\nlines", "  ", ""] {
+            let (code, out, err) = run(
+                &[
+                    "approvals",
+                    verdict,
+                    id,
+                    "--as",
+                    "dev-operator",
+                    "--intent",
+                    "0123456789abcdef",
+                    "--database-url",
+                    db,
+                    "--comment",
+                    bad,
+                ],
+                &[],
+            );
+            assert_eq!(code, 2, "{verdict} {bad:?}: {err}");
+            assert!(out.is_empty(), "{verdict} {bad:?}: {out}");
+            assert!(err.contains("--comment"), "{verdict} {bad:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{verdict} {bad:?}: {err}");
+        }
+        // 500 characters pass the flag; what stops this run is the missing key, not the comment.
+        let (code, _, err) = run(
+            &[
+                "approvals",
+                verdict,
+                id,
+                "--as",
+                "dev-operator",
+                "--intent",
+                "0123456789abcdef",
+                "--database-url",
+                db,
+                "--comment",
+                &"y".repeat(500),
+            ],
+            &[],
+        );
+        assert_ne!(code, 0, "{verdict}: {err}");
+        assert!(!err.contains("--comment"), "{verdict}: {err}");
     }
 }

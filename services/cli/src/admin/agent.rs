@@ -20,8 +20,9 @@ pub enum AgentCmd {
         /// Agent name (unique in the tenant).
         #[arg(long)]
         name: String,
-        /// Owner subject: this person can never approve the agent's proposals.
-        #[arg(long)]
+        /// Owner subject: this person can never approve the agent's proposals. An empty one
+        /// is a usage error naming `--owner` (exit 2): it made an agent nobody owns.
+        #[arg(long, value_parser = super::non_empty)]
         owner: Option<String>,
         /// Token lifetime, e.g. 90d (no expiry when absent).
         #[arg(long)]
@@ -123,6 +124,9 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
             db,
         } => {
             let db = db.connect()?;
+            // A missing tenant is "not found" (exit 3), as for `agent list`, before a token
+            // file is created.
+            super::tenant_must_exist(&db, &tenant).await?;
             if let (Some(iss), Some(sub)) = (jwt_issuer, jwt_subject) {
                 return create_workload(&db, &tenant, &name, owner.as_deref(), &iss, &sub).await;
             }

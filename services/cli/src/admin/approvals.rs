@@ -69,8 +69,9 @@ pub struct DecideArgs {
     /// `--intent` (exit 2); hex that is not this proposal's intent is refused (exit 1).
     #[arg(long, value_parser = parse_intent)]
     pub intent: String,
-    /// Comment shown to the agent.
-    #[arg(long)]
+    /// Comment shown to the agent: one line of at most 500 characters (longer, or with a
+    /// control character, is a usage error naming `--comment`, exit 2).
+    #[arg(long, value_parser = super::comment)]
     pub comment: Option<String>,
     /// The amount typed again, in major units (`1200.50`), when the handler's `confirm` lists
     /// `amount`.

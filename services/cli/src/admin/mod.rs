@@ -67,6 +67,33 @@ fn read_source(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
 }
 
+/// Longest `approvals approve|deny --comment`, in characters: a tenant rule's `reason` has the
+/// same bound (the comment replaces the rule's reason in what the agent reads).
+pub(crate) const MAX_COMMENT_CHARS: usize = 500;
+
+/// `--comment`: 1 to [`MAX_COMMENT_CHARS`] characters, no control characters. It becomes the
+/// proposal's reason, returned to the agent (REST, MCP) and shown to approvers; before, any
+/// length and any byte were stored, where the web app's note keeps 200 characters without
+/// control characters.
+pub(crate) fn comment(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    let n = value.chars().count();
+    if n > MAX_COMMENT_CHARS {
+        return Err(format!(
+            "must be at most {MAX_COMMENT_CHARS} characters (got {n})"
+        ));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "must not contain control characters (U+{:04X}); write one line of text",
+            u32::from(c)
+        ));
+    }
+    Ok(value.to_owned())
+}
+
 /// A clap value parser for a name that must not be empty or only whitespace (`--as`): clap
 /// reports the refusal as a usage error naming the flag (exit 2), before anything runs.
 pub(crate) fn non_empty(value: &str) -> Result<String, String> {

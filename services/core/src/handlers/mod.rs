@@ -14,7 +14,7 @@
 pub mod db_statement;
 mod dns;
 pub mod email;
-mod refund;
+pub(crate) mod refund;
 mod webhook;
 
 pub use dns::{is_canonical_dns_name, is_dns_name};

@@ -66,8 +66,10 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
                 "params.currency",
                 "must be an ISO 4217 code like USD",
             ));
-        } else if let Some(allowed) = settings.get("currencies").and_then(Value::as_array)
-            && !allowed.contains(v)
+        } else if let Some(allowed) = settings.get("currencies")
+            // A stored document whose `currencies` is not a list (apply refuses it now) enables
+            // no currency: it fails closed rather than checking none.
+            && !allowed.as_array().is_some_and(|a| a.contains(v))
         {
             errs.push(FieldError::new(
                 "params.currency",
@@ -105,6 +107,45 @@ fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<Fiel
                 crate::tenant::got(v)
             ),
         )),
+    }
+}
+
+/// `currencies` is optional (absent: any ISO 4217 code), but when present it must be a
+/// non-empty list of distinct upper-case three-letter codes. Anything else used to pass: a
+/// scalar (`currencies: USD`) was not a list, so no currency was checked at all, and `[]` or
+/// `[usd]` matched no submission, so every refund was refused. Checked when a document is
+/// applied ([`crate::tenant::TenantDocument::parse`]), not when a stored one is loaded: a
+/// stored scalar still loads, and [`check_params`] then enables no currency.
+pub(crate) fn check_currencies(path: &str, v: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let Some(v) = v else { return };
+    let field = format!("{path}.currencies");
+    let rule =
+        "must be a non-empty list of ISO 4217 codes like [USD, EUR], or left out to allow any";
+    let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
+        errs.push(FieldError::new(
+            field,
+            format!("{rule} (got {})", crate::tenant::got(v)),
+        ));
+        return;
+    };
+    for (i, c) in list.iter().enumerate() {
+        let ok = c
+            .as_str()
+            .is_some_and(|s| s.len() == 3 && s.chars().all(|ch| ch.is_ascii_uppercase()));
+        if !ok {
+            errs.push(FieldError::new(
+                format!("{field}[{i}]"),
+                format!(
+                    "must be an ISO 4217 code: three upper-case letters like USD (got {})",
+                    crate::tenant::got(c)
+                ),
+            ));
+        } else if list[..i].contains(c) {
+            errs.push(FieldError::new(
+                format!("{field}[{i}]"),
+                format!("repeats {}", crate::tenant::got(c)),
+            ));
+        }
     }
 }
 
@@ -187,6 +228,63 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("max_amount"));
+    }
+
+    #[test]
+    fn currencies_must_be_a_list_of_iso_codes() {
+        let errs = |cur: Value| {
+            let mut errs = Vec::new();
+            check_currencies("h", Some(&cur), &mut errs);
+            errs.into_iter().map(|f| f.to_string()).collect::<Vec<_>>()
+        };
+        assert!(errs(json!(["USD", "EUR"])).is_empty());
+        let list_rule =
+            "must be a non-empty list of ISO 4217 codes like [USD, EUR], or left out to allow any";
+        // A scalar is not a list: it used to pass, and then no currency was checked at all.
+        assert_eq!(
+            errs(json!("USD")),
+            [format!("h.currencies: {list_rule} (got \"USD\")")]
+        );
+        assert_eq!(
+            errs(json!([])),
+            [format!("h.currencies: {list_rule} (got [])")]
+        );
+        assert_eq!(
+            errs(json!({"USD": true})),
+            [format!("h.currencies: {list_rule} (got {{\"USD\":true}})")]
+        );
+        assert_eq!(
+            errs(json!(["usd", 1, "USD", "USD"])),
+            [
+                "h.currencies[0]: must be an ISO 4217 code: three upper-case letters like USD (got \"usd\")",
+                "h.currencies[1]: must be an ISO 4217 code: three upper-case letters like USD (got 1)",
+                "h.currencies[3]: repeats \"USD\"",
+            ]
+        );
+        // Apply refuses it, naming the field; a stored one still loads.
+        let doc = |cur: &str| {
+            format!(
+                "tenant: acme\npolicy:\n  default: escalate\nhandlers:\n  billing.refund.issue:\n    credential: pay\n    max_amount: 100\n    currencies: {cur}\n"
+            )
+        };
+        let e = crate::tenant::TenantDocument::parse(&doc("USD")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("handlers[\"billing.refund.issue\"].currencies: {list_rule} (got \"USD\")")
+        );
+        assert!(crate::tenant::TenantDocument::parse(&doc("[USD]")).is_ok());
+        let stored = crate::tenant::TenantDocument::parse_stored(&doc("USD")).unwrap();
+        // …and enables no currency, rather than every one.
+        let e = HandlerKind::BillingRefundIssue
+            .validate_params(
+                &json!({"payment_id":"pi_1","amount":40,"currency":"KWD"}),
+                &stored.handlers["billing.refund.issue"].settings,
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("is not enabled for this tenant"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -123,7 +123,17 @@ impl TenantDocument {
     /// take it. All errors are reported together (the rules' boolean check after the rest).
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         let doc = Self::parse_stored(source)?;
-        let errs = policy::non_boolean_rules(&doc.policy.rules);
+        let mut errs = policy::non_boolean_rules(&doc.policy.rules);
+        errs.extend(policy::reserved_rule_names(&doc.policy.rules));
+        for (name, h) in &doc.handlers {
+            if h.kind == crate::handlers::HandlerKind::BillingRefundIssue {
+                crate::handlers::refund::check_currencies(
+                    &format!("handlers[{name:?}]"),
+                    h.settings.get("currencies"),
+                    &mut errs,
+                );
+            }
+        }
         if errs.is_empty() {
             Ok(doc)
         } else {
@@ -133,8 +143,10 @@ impl TenantDocument {
 
     /// Parses a document that was stored by an earlier version: every check of [`Self::parse`]
     /// but the ones added since documents were first stored, so an upgrade never turns a
-    /// stored document into one that no longer loads. Today that is the boolean check of rules
-    /// (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as before).
+    /// stored document into one that no longer loads. Today those are the boolean check of
+    /// rules (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as
+    /// before), the refund handler's `currencies` list (a stored non-list enables no
+    /// currency) and the reserved rule names.
     pub fn parse_stored(source: &str) -> Result<Self, FieldErrors> {
         if source.len() > MAX_DOCUMENT_BYTES {
             return Err(FieldErrors::one(
@@ -417,6 +429,22 @@ handlers:
         let h = d.handler("billing.refund.issue").unwrap();
         assert_eq!(h.grant_lifetime, DEFAULT_GRANT_LIFETIME);
         assert!(d.handler("constructor").is_none());
+    }
+
+    #[test]
+    fn rules_may_not_take_the_names_policy_records_for_its_own_decisions() {
+        for name in policy::RESERVED_RULE_NAMES {
+            let doc = DOC.replace("- name: shell\n", &format!("- name: {name}\n"));
+            let e = TenantDocument::parse(&doc).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("policy.rules[0].name: {name:?} is reserved")),
+                "{e}"
+            );
+            // A document stored before the check still loads.
+            assert!(TenantDocument::parse_stored(&doc).is_ok());
+        }
+        let doc = DOC.replace("- name: shell\n", "- name: no-handler-attempts\n");
+        assert!(TenantDocument::parse(&doc).is_ok());
     }
 
     #[test]

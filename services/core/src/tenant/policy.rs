@@ -323,6 +323,39 @@ pub(super) fn non_boolean_rules(rules: &[RuleDef]) -> Vec<FieldError> {
         .collect()
 }
 
+/// Rule names that policy itself records as the deciding rule: a budget's escalation, a frozen
+/// agent's block, an unknown action, a handler's `min_effect`, a tenant without a document.
+pub(super) const RESERVED_RULE_NAMES: [&str; 5] = [
+    "budget",
+    "agent-frozen",
+    "no-handler",
+    "min-effect",
+    "no-document",
+];
+
+/// Rules named like one of policy's own decisions ([`RESERVED_RULE_NAMES`]), as field errors
+/// (`policy.rules[i].name`). A rule named `no-handler` counted every proposal it decided in
+/// `actiond_policy_no_handler_total` and fired the injection alert `ActiondNoHandlerAttempts`;
+/// one named `budget` read as a budget's escalation in every record. Checked on documents being
+/// applied, not on stored ones being loaded (see [`super::TenantDocument::parse_stored`]).
+pub(super) fn reserved_rule_names(rules: &[RuleDef]) -> Vec<FieldError> {
+    rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| RESERVED_RULE_NAMES.contains(&r.name.as_str()))
+        .map(|(i, r)| {
+            FieldError::new(
+                format!("policy.rules[{i}].name"),
+                format!(
+                    "{:?} is reserved: policy records it as the deciding rule of its own decisions ({}); choose another name",
+                    r.name,
+                    RESERVED_RULE_NAMES.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
 /// `reason`: non-empty text of at most 500 characters, shown to agents and approvers.
 fn rule_reason(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
     let reason = rm
