@@ -76,12 +76,14 @@ struct Args {
     /// compare with earlier runs, which had no sealer.
     #[arg(long)]
     seal: bool,
-    /// A SQL file run as the superuser on the fresh bench database after its migrations and
-    /// before any service starts, to compare a schema change within one build (an A/B: for
-    /// instance `bench/schema-ab/v20-row-checks.sql`). It is named on stderr; figures taken with
-    /// it are not those of the migrations as shipped.
+    /// SQL files run in order as the superuser on the fresh bench database after its
+    /// migrations and before any service starts, to compare a schema change within one build
+    /// (an A/B; repeat the flag for several files). For instance
+    /// `--schema-sql sql/migrations/V20__frozen_agents_never_run.sql --schema-sql
+    /// bench/schema-ab/v20-row-checks.sql` puts back the per-row checks V27 replaced. Each file
+    /// is named on stderr; figures taken with them are not those of the migrations as shipped.
     #[arg(long, value_name = "FILE")]
-    schema_sql: Option<std::path::PathBuf>,
+    schema_sql: Vec<std::path::PathBuf>,
 }
 
 const DOC: &str = r#"
@@ -312,7 +314,7 @@ async fn main() {
 async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> report::Run {
     let allow = args.scenario == "allow";
     let tdb = TestDb::new().await;
-    if let Some(path) = &args.schema_sql {
+    for path in &args.schema_sql {
         let sql = std::fs::read_to_string(path)
             .unwrap_or_else(|e| panic!("--schema-sql {}: {e}", path.display()));
         tdb.superuser()

@@ -173,20 +173,7 @@ async fn v27_keeps_rows_and_refuses_a_statement_that_breaks_a_rule_for_one_row()
 
     // A lease change (the executor's claim) passes, is HOT, and stamps nothing.
     let tx = s.c.transaction().await.unwrap();
-    tx.batch_execute(
-        "SET LOCAL ROLE actiond_executor;
-         UPDATE proposals SET lease_owner = 'e1', lease_until = now() + interval '30 seconds' WHERE state = 'approved'",
-    )
-    .await
-    .unwrap();
-    let hot: i64 = tx
-        .query_one(
-            "SELECT pg_stat_get_xact_tuples_hot_updated('proposals'::regclass)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let hot = crate::support::lease_approved_rows(&tx).await;
     assert_eq!(hot, 1, "the claim's lease update is a HOT update");
     tx.commit().await.unwrap();
     let after: Vec<_> = s

@@ -230,20 +230,7 @@ async fn v13_keeps_rows_in_every_state_and_their_rules() {
     let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
     // A lease change of an approved row (the executor's claim) is HOT now.
     let tx = c.transaction().await.unwrap();
-    tx.batch_execute(
-        "SET LOCAL ROLE actiond_executor;
-         UPDATE proposals SET lease_owner = 'e1', lease_until = now() + interval '30 seconds' WHERE state = 'approved'",
-    )
-    .await
-    .unwrap();
-    let hot: i64 = tx
-        .query_one(
-            "SELECT pg_stat_get_xact_tuples_hot_updated('proposals'::regclass)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let hot = crate::support::lease_approved_rows(&tx).await;
     assert_eq!(hot, 1, "the claim's lease update is a HOT update");
     // The executor's own transition still passes, and still stamps updated_at.
     tx.batch_execute("UPDATE proposals SET state = 'executing' WHERE state = 'approved'")

@@ -49,6 +49,24 @@ approvers:
   subjects: [alice, bob]
 "#;
 
+/// As the executor's claim does, leases every `approved` proposal to `e1` in `tx` and returns how
+/// many of those updates were HOT (no index entry written).
+pub async fn lease_approved_rows(tx: &tokio_postgres::Transaction<'_>) -> i64 {
+    tx.batch_execute(
+        "SET LOCAL ROLE actiond_executor;
+         UPDATE proposals SET lease_owner = 'e1', lease_until = now() + interval '30 seconds' WHERE state = 'approved'",
+    )
+    .await
+    .unwrap();
+    tx.query_one(
+        "SELECT pg_stat_get_xact_tuples_hot_updated('proposals'::regclass)",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// A fresh database (no running services) with tenant `acme` configured by [`TENANT`], its
 /// receiver and webhook on a closed port (nothing is ever delivered), and one live agent named
 /// `agent_name`; returns the database and the agent's id. For tests that write and read rows
