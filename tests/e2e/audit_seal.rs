@@ -2,7 +2,7 @@
 //! `verify`, `export` and `purge` as the CLI runs them, each with its own Postgres role, and
 //! tampering done as the database owner.
 
-use actiond_testkit::{Service, TestDb, cli, eventually, log_dir};
+use actiond_testkit::{PgCluster, Service, TestDb, cli, eventually, log_dir};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,11 +10,26 @@ struct Audit {
     tdb: TestDb,
     dir: PathBuf,
     pubkey: String,
+    /// The private server of [`Audit::alone`], kept running for the test.
+    _server: Option<PgCluster>,
 }
 
 impl Audit {
     async fn new() -> Self {
-        let tdb = TestDb::new().await;
+        Self::on(TestDb::new().await, None).await
+    }
+
+    /// On a private Postgres server, for tests that wait for the sealer: it seals an event only
+    /// once every transaction that was running anywhere on the server when the event was
+    /// written has ended, so on the shared test server another test's long transaction (a
+    /// plan test inserting 200,000 rows) holds it back for as long as it runs.
+    async fn alone() -> Self {
+        let server = PgCluster::start();
+        let tdb = TestDb::new_on(&server.admin_url()).await;
+        Self::on(tdb, Some(server)).await
+    }
+
+    async fn on(tdb: TestDb, server: Option<PgCluster>) -> Self {
         let dir = std::env::temp_dir().join(format!("actiond-audit-{}", uuid::Uuid::new_v4()));
         let (ok, _, err) = cli(
             &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
@@ -26,7 +41,12 @@ impl Audit {
         su.batch_execute("INSERT INTO tenants (id) VALUES ('acme'), ('beta')")
             .await
             .unwrap();
-        Self { tdb, dir, pubkey }
+        Self {
+            tdb,
+            dir,
+            pubkey,
+            _server: server,
+        }
     }
 
     /// Inserts `n` events alternating between the two tenants; every third id is skipped (a
@@ -246,7 +266,7 @@ async fn long_open_transaction_is_sealed_later_in_order() {
 /// the other takes over and seals the rest with no gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sealer_kill9_resumes_and_one_sealer_works() {
-    let a = Audit::new().await;
+    let a = Audit::alone().await;
     a.events(40_000).await;
     let logs = log_dir("sealer_kill9");
     let dir = a.dir.to_str().unwrap().to_owned();
@@ -603,7 +623,7 @@ async fn export_follow_streams_newly_sealed_events() {
 /// chain sealed. Before the fix the sealer exited with "database error: connection closed".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sealer_survives_its_connection_being_cut() {
-    let a = Audit::new().await;
+    let a = Audit::alone().await;
     a.events(10).await;
     let logs = log_dir("sealer_connection_cut");
     let dir = a.dir.to_str().unwrap().to_owned();
