@@ -867,3 +867,46 @@ fn approvals_comment_is_one_bounded_line() {
         assert!(!err.contains("--comment"), "{verdict}: {err}");
     }
 }
+
+/// `actiond … 2>&1 | head -1` after head has gone: stdout and stderr both a closed pipe. Every
+/// command ends as it would with the pipe open (same exit code, nothing else), never with a
+/// panic (exit 101): an error line, a usage line, a JSON log line and clap's help all meet EPIPE.
+#[test]
+fn a_closed_stdout_and_stderr_never_panic() {
+    let cases: &[&[&str]] = &[
+        &["version"],
+        &["--help"],
+        &["no-such-command"],
+        &["tenant"],
+        &["status", "00000000-0000-0000-0000-000000000000"],
+        &[
+            "--log-format",
+            "json",
+            "status",
+            "00000000-0000-0000-0000-000000000000",
+        ],
+        &["agent", "list", "--tenant", "demo"],
+    ];
+    let envs = [
+        ("ACTIOND_URL", "http://127.0.0.1:9"),
+        ("ACTIOND_TOKEN", "t"),
+        ("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none"),
+    ];
+    for args in cases {
+        let (open_code, _, _) = run(args, &envs);
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = Command::new(actiond_bin());
+        cmd.args(*args)
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .env_remove("RUST_LOG")
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let done = cmd.output().unwrap();
+        assert_ne!(done.status.code(), Some(101), "{args:?} panicked");
+        assert_eq!(done.status.code(), Some(open_code), "{args:?}");
+    }
+}
