@@ -867,3 +867,93 @@ fn approvals_comment_is_one_bounded_line() {
         assert!(!err.contains("--comment"), "{verdict}: {err}");
     }
 }
+
+/// `actiond … 2>&1 | head -1` after head has gone: stdout and stderr both a closed pipe. Every
+/// command ends as it would with the pipe open (same exit code, nothing else), never with a
+/// panic (exit 101): an error line, a usage line, a JSON log line and clap's help all meet EPIPE.
+#[test]
+fn a_closed_stdout_and_stderr_never_panic() {
+    let cases: &[&[&str]] = &[
+        &["version"],
+        &["--help"],
+        &["no-such-command"],
+        &["tenant"],
+        &["status", "00000000-0000-0000-0000-000000000000"],
+        &[
+            "--log-format",
+            "json",
+            "status",
+            "00000000-0000-0000-0000-000000000000",
+        ],
+        &["agent", "list", "--tenant", "demo"],
+    ];
+    let envs = [
+        ("ACTIOND_URL", "http://127.0.0.1:9"),
+        ("ACTIOND_TOKEN", "t"),
+        ("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none"),
+    ];
+    for args in cases {
+        let (open_code, _, _) = run(args, &envs);
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = Command::new(actiond_bin());
+        cmd.args(*args)
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .env_remove("RUST_LOG")
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let done = cmd.output().unwrap();
+        assert_ne!(done.status.code(), Some(101), "{args:?} panicked");
+        assert_eq!(done.status.code(), Some(open_code), "{args:?}");
+    }
+}
+
+/// `agent create --owner` is the subject kept from approving the agent's proposals: one with a
+/// bidi, control or invisible character, or longer than an OIDC subject (255), would never
+/// match the owner's sign-in. Refused as a usage error naming `--owner` (exit 2) before any
+/// database is reached (this one is unreachable: reaching it would exit 4); 255 passes clap.
+#[test]
+fn agent_create_refuses_an_owner_with_hidden_characters_or_too_long() {
+    let db = [("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")];
+    let long = "o".repeat(256);
+    for (owner, says) in [
+        ("ali\u{202e}ce", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("alice\u{200b}", "U+200B ZERO WIDTH SPACE"),
+        ("alice\nbob", "U+000A"),
+        ("alice\u{7}", "U+0007"),
+        (long.as_str(), "at most 255 characters"),
+    ] {
+        let (code, out, err) = run(
+            &[
+                "agent", "create", "--tenant", "acme", "--name", "x", "--owner", owner,
+            ],
+            &db,
+        );
+        assert_eq!(code, 2, "{owner:?}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains("--owner"), "{owner:?}: {err}");
+        assert!(err.contains(says), "{owner:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(
+            !err.contains('\u{202e}') && !err.contains('\u{7}'),
+            "{err:?}"
+        );
+    }
+    let (code, _, err) = run(
+        &[
+            "agent",
+            "create",
+            "--tenant",
+            "acme",
+            "--name",
+            "x",
+            "--owner",
+            &"o".repeat(255),
+        ],
+        &db,
+    );
+    assert_eq!(code, 4, "255 characters pass to the database: {err}");
+}

@@ -67,10 +67,10 @@ impl DevLogin {
 
     fn announce(&self, why: &str) {
         let code = self.current();
-        eprintln!(
+        actiond_runtime::tell(&format!(
             "actiond web: dev login one-time code{why}: {code}   (sign in at {})",
             self.url
-        );
+        ));
     }
 
     fn rotate(&self, why: &str) {

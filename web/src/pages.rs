@@ -20,11 +20,10 @@ use actiond_store::approvals::{self, Approver, Decided, Shown, Verdict};
 use actiond_store::previews;
 use actiond_store::queue_views::{self, Filter};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -553,9 +552,33 @@ pub(crate) async fn history(
 }
 
 /// Query of the decision page: the outcome of the POST that redirected here.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default)]
 pub(crate) struct DecisionQuery {
     result: Option<String>,
+}
+
+impl DecisionQuery {
+    /// The query of a `/p/{id}` request. It takes only `result`, at most once; any other
+    /// parameter is a 400 naming it (at most 64 characters of it, invisible characters shown),
+    /// as on `/queue` and `/history`.
+    fn parse(uri: &Uri) -> WebResult<Self> {
+        let mut q = DecisionQuery::default();
+        let raw = uri.query().unwrap_or("");
+        for (name, value) in url::form_urlencoded::parse(raw.as_bytes()) {
+            let shown: String = reveal_invisible(&name, false).chars().take(64).collect();
+            if name != "result" {
+                return Err(WebError::BadRequest(format!(
+                    "{shown}: is not a parameter of this page (it takes result)"
+                )));
+            }
+            if q.result.replace(value.into_owned()).is_some() {
+                return Err(WebError::BadRequest(format!(
+                    "{shown}: must be given at most once"
+                )));
+            }
+        }
+        Ok(q)
+    }
 }
 
 /// The proposal id of a `/p/{id}` path: a malformed one is a 400 naming the field and the rule
@@ -638,10 +661,10 @@ pub(crate) async fn decision(
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
-    Query(q): Query<DecisionQuery>,
 ) -> WebResult<Response> {
     let v = require_viewer(&state, &headers, uri.path()).await?;
     let id = parse_id(&id)?;
+    let q = DecisionQuery::parse(&uri)?;
     let p = approvals::get(&state.db, Some(&v.tenants), id)
         .await?
         .ok_or(WebError::NotFound)?;
@@ -911,14 +934,25 @@ fn preview_lines(p: Option<previews::Preview>) -> (String, String) {
 
 /// The comment stored with a Deny: the quick pick and the note, "looks injected: ticket
 /// #4411 asks to ignore instructions"; `None` for an Approve or when both are empty.
-fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> Option<String> {
+/// Errors: a `reason` that is neither empty nor one of [`DENY_REASONS`] (a forged form) is a
+/// 400 naming `reason` and the allowed values, so nothing is decided on a reason nobody chose.
+fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> WebResult<Option<String>> {
     if verdict != Verdict::Deny {
-        return None;
+        return Ok(None);
     }
     let pick = form
         .get("reason")
         .map(|s| s.trim())
-        .filter(|s| DENY_REASONS.contains(s));
+        .filter(|s| !s.is_empty());
+    if let Some(p) = pick
+        && !DENY_REASONS.contains(&p)
+    {
+        let shown: String = reveal_invisible(p, false).chars().take(64).collect();
+        return Err(WebError::BadRequest(format!(
+            "reason: \"{shown}\" is not one of the reasons offered ({}); leave it empty or pick one",
+            DENY_REASONS.join(", ")
+        )));
+    }
     let note: String = form
         .get("note")
         .map(|s| s.trim())
@@ -927,12 +961,12 @@ fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> Option<Stri
         .filter(|c| !c.is_control())
         .take(200)
         .collect();
-    match (pick, note.is_empty()) {
+    Ok(match (pick, note.is_empty()) {
         (Some(p), true) => Some(p.to_owned()),
         (Some(p), false) => Some(format!("{p}: {note}")),
         (None, false) => Some(note),
         (None, true) => None,
-    }
+    })
 }
 
 /// The decision form's required fields: the verdict (`approve` | `deny`), the intent hash and
@@ -995,6 +1029,7 @@ pub(crate) async fn decide(
         .await?
         .ok_or(WebError::NotFound)?;
     let (verdict, intent, doc_version) = decision_fields(&form)?;
+    let comment = deny_comment(&form, verdict)?;
     let submitted = match verdict {
         Verdict::Approve => crate::passkey::submitted(&state, &form)?,
         Verdict::Deny => None,
@@ -1032,7 +1067,6 @@ pub(crate) async fn decide(
         seconds_on_page: seconds,
         passkey: submitted.as_ref(),
     };
-    let comment = deny_comment(&form, verdict);
     let outcome = approvals::decide(
         &state.db,
         &state.signer,

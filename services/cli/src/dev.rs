@@ -300,7 +300,7 @@ async fn start_smtp_sink() -> anyhow::Result<u16> {
                             continue;
                         }
                         let shown = actiond_core::text::reveal_invisible(&d.join("\n"), true);
-                        eprintln!("[dev-sink] SMTP message:\n{shown}");
+                        actiond_runtime::tell(&format!("[dev-sink] SMTP message:\n{shown}"));
                         data = None;
                         "250 queued"
                     } else {
@@ -387,10 +387,10 @@ async fn start_sink() -> anyhow::Result<u16> {
     use axum::http::{Method, Uri};
     let app = axum::Router::new().fallback(|method: Method, uri: Uri, body: Bytes| async move {
         let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-        eprintln!(
+        actiond_runtime::tell(&format!(
             "[dev-sink] {method} {uri} {}",
             actiond_core::text::reveal_invisible(&shown, false)
-        );
+        ));
         axum::Json(sink_answer(&method, uri.path()))
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -800,7 +800,7 @@ async fn supervise(children: &mut [(&'static str, Child)]) {
         name = wait_any(children) => Some(name),
     };
     if let Some(name) = died {
-        eprintln!("actiond dev: {name} exited; stopping everything");
+        actiond_runtime::tell(&format!("actiond dev: {name} exited; stopping everything"));
     }
     for (_, c) in children.iter() {
         if let Some(pid) = c.id() {
@@ -815,7 +815,9 @@ async fn supervise(children: &mut [(&'static str, Child)]) {
             .await
             .is_err()
         {
-            eprintln!("actiond dev: {name} did not stop in time; killing it");
+            actiond_runtime::tell(&format!(
+                "actiond dev: {name} did not stop in time; killing it"
+            ));
             let _ = c.kill().await;
         }
     }

@@ -137,10 +137,10 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
         );
     } else {
         // One line, with the control and bidi characters of any agent text made visible.
-        eprintln!(
+        actiond_runtime::tell(&format!(
             "actiond: error: {}",
             crate::output::text(&msg.replace('\n', " "))
-        );
+        ));
     }
     ExitCode::from(kind.code())
 }
@@ -178,7 +178,10 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
         }
         line.push_str(p);
     }
-    eprintln!("actiond: error: {}{usage}", crate::output::text(&line));
+    actiond_runtime::tell(&format!(
+        "actiond: error: {}{usage}",
+        crate::output::text(&line)
+    ));
     ExitCode::from(Kind::Invalid.code())
 }
 
@@ -198,10 +201,10 @@ fn missing_subcommand(help: &str) -> ExitCode {
         .find_map(|l| l.trim().strip_prefix("Usage: "))
         .map(|u| format!(" (usage: {u}; more with --help)"))
         .unwrap_or_default();
-    eprintln!(
+    actiond_runtime::tell(&format!(
         "actiond: error: a subcommand is required: {}{usage}",
         commands.join(", ")
-    );
+    ));
     ExitCode::from(Kind::Invalid.code())
 }
 

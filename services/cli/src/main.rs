@@ -123,7 +123,7 @@ fn main() -> std::process::ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("actiond: error: cannot start the runtime: {e}");
+            actiond_runtime::tell(&format!("actiond: error: cannot start the runtime: {e}"));
             return std::process::ExitCode::FAILURE;
         }
     };

@@ -65,7 +65,10 @@ pub fn init_tracing_as(format: LogFormat, default_filter: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr a closed pipe) is dropped: reporting that
+        // with `eprintln!` would panic on the same closed pipe.
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -325,6 +328,15 @@ pub fn say(line: &str) {
     {
         std::process::exit(0);
     }
+}
+
+/// Prints a line for a person on stderr (an error that ends a command, a dev notice). Unlike
+/// `eprintln!`, which panics (exit 101) when stderr is a closed pipe (`actiond … 2>&1 | head
+/// -1` after head has gone), a failed write is dropped: nobody is left to read it, and the
+/// exit code still says how the command ended.
+pub fn tell(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Runs CPU-bound work off the async executor with a time budget. `None` when the budget ran

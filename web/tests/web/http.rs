@@ -1451,3 +1451,75 @@ async fn the_queue_is_503_while_postgres_is_down_and_comes_back() {
     assert_eq!(st, StatusCode::OK, "{headers:?} {html}");
     assert!(html.contains("approver for: acme"), "{html}");
 }
+
+/// The decision page takes only `result` (once): any other parameter is a 400 page naming it,
+/// as on the lists. A Deny whose `reason` is not one of the offered picks (a forged form) is a
+/// 400 naming `reason` and the allowed values, and nothing is decided; an offered pick denies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decision_page_refuses_unknown_parameters_and_forged_deny_reasons() {
+    let t = fresh_db().await;
+    let seeded = seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let approver = dev
+        .login("approver-1", "a1@acme.test", "acme-approvers")
+        .await;
+    let page = format!("/p/{}", seeded.p_deny);
+    for (query, says) in [
+        (
+            "reslt=denied",
+            "reslt: is not a parameter of this page (it takes result)",
+        ),
+        (
+            "result=denied&tenant=acme",
+            "tenant: is not a parameter of this page (it takes result)",
+        ),
+        (
+            "result=denied&result=approved",
+            "result: must be given at most once",
+        ),
+    ] {
+        let (st, _, body) = dev.page(&approver, &format!("{page}?{query}")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(body.contains(says), "{query}: {body}");
+        assert!(body.contains("role=\"alert\""), "a readable page: {body}");
+    }
+    let (st, _, _) = dev.page(&approver, &format!("{page}?result=denied")).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _, html) = dev.page(&approver, &page).await;
+    assert_eq!(st, StatusCode::OK);
+    let (csrf, intent, shown) = (
+        hidden(&html, "csrf"),
+        hidden(&html, "intent_hash"),
+        hidden(&html, "shown"),
+    );
+    let decide = format!("{page}/decide");
+    let form = |reason: &'static str| {
+        vec![
+            ("verdict", "deny"),
+            ("intent_hash", intent.clone().leak() as &str),
+            ("doc_version", "1"),
+            ("csrf", csrf.clone().leak() as &str),
+            ("shown", shown.clone().leak() as &str),
+            ("reason", reason),
+        ]
+    };
+    let (st, _, body) = dev
+        .post(&approver, &decide, &form("approved by the CEO"), None)
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("reason: &#34;approved by the CEO&#34; is not one of the reasons offered")
+            || body.contains(
+                "reason: &quot;approved by the CEO&quot; is not one of the reasons offered"
+            ),
+        "{body}"
+    );
+    assert!(body.contains("looks injected, wrong amount"), "{body}");
+    assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "escalated");
+    let (st, loc, body) = dev
+        .post(&approver, &decide, &form("looks injected"), None)
+        .await;
+    assert_eq!(st, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(loc, format!("{page}?result=denied"));
+    assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "denied");
+}

@@ -21,8 +21,9 @@ pub enum AgentCmd {
         #[arg(long)]
         name: String,
         /// Owner subject: this person can never approve the agent's proposals. An empty one
-        /// is a usage error naming `--owner` (exit 2): it made an agent nobody owns.
-        #[arg(long, value_parser = super::non_empty)]
+        /// is a usage error naming `--owner` (exit 2): it made an agent nobody owns; so is
+        /// one longer than 255 characters or with a control, bidi or invisible character.
+        #[arg(long, value_parser = super::owner)]
         owner: Option<String>,
         /// Token lifetime, e.g. 90d (no expiry when absent).
         #[arg(long)]

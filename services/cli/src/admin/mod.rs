@@ -94,6 +94,35 @@ pub(crate) fn comment(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
+/// Longest `agent create --owner`, in characters: OpenID Connect bounds a `sub` at 255 ASCII
+/// characters.
+pub(crate) const MAX_OWNER_CHARS: usize = 255;
+
+/// `--owner`: the owner's subject, 1 to [`MAX_OWNER_CHARS`] characters, without control,
+/// bidi or invisible characters (a subject with a hidden character would never match the
+/// owner's sign-in, so the owner could approve their own agent). Clap reports a refusal as a
+/// usage error naming the flag (exit 2).
+pub(crate) fn owner(value: &str) -> Result<String, String> {
+    let value = non_empty(value)?;
+    let n = value.chars().count();
+    if n > MAX_OWNER_CHARS {
+        return Err(format!(
+            "must be at most {MAX_OWNER_CHARS} characters, an OIDC subject (got {n})"
+        ));
+    }
+    if let Some(c) = value
+        .chars()
+        .find(|c| actiond_core::text::is_suspicious(*c))
+    {
+        return Err(format!(
+            "must not contain control, bidi or invisible characters (U+{:04X} {}); give the owner's subject exactly",
+            u32::from(c),
+            actiond_core::text::char_name(c)
+        ));
+    }
+    Ok(value)
+}
+
 /// A clap value parser for a name that must not be empty or only whitespace (`--as`): clap
 /// reports the refusal as a usage error naming the flag (exit 2), before anything runs.
 pub(crate) fn non_empty(value: &str) -> Result<String, String> {

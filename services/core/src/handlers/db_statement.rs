@@ -254,11 +254,24 @@ fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
             "unknown setting; expected sql, params, max_rows",
         ));
     }
+    let mut repeated = false;
     let n_params = match s.get("params") {
         None => 0,
         Some(Value::Array(a)) => {
             for (i, prm) in a.iter().enumerate() {
-                let ok_name = prm.get("name").and_then(Value::as_str).is_some_and(|n| {
+                let name = prm.get("name").and_then(Value::as_str);
+                if let Some(n) = name
+                    && let Some(j) = a[..i]
+                        .iter()
+                        .position(|q| q.get("name").and_then(Value::as_str) == Some(n))
+                {
+                    repeated = true;
+                    errs.push(FieldError::new(
+                        format!("{p}.params[{i}].name"),
+                        format!("{n:?} is already params[{j}]: each param binds its own $n, so names must differ"),
+                    ));
+                }
+                let ok_name = name.is_some_and(|n| {
                     !n.is_empty()
                         && n.len() <= 64
                         && n.chars()
@@ -289,7 +302,7 @@ fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
     match s.get("sql").and_then(Value::as_str) {
         Some(sql) if !sql.trim().is_empty() && sql.len() <= 4000 => {
             let max = highest_placeholder(sql);
-            if max != n_params {
+            if max != n_params && !repeated {
                 errs.push(FieldError::new(
                     format!("{p}.sql"),
                     format!("uses ${max} as its highest parameter but params lists {n_params}: $1…$n bind params in order"),
@@ -465,5 +478,28 @@ mod tests {
             ]
         );
         assert_eq!(highest_placeholder("SELECT $1, '$$', $12"), 12);
+    }
+
+    /// A params list naming one param twice is refused naming the repeated name and where it
+    /// first was, not with a count of placeholders that does not tell what is wrong.
+    #[test]
+    fn a_param_listed_twice_is_named() {
+        let settings = json!({"statements": {"cancel": {
+            "sql": "UPDATE orders SET status = 'cancelled' WHERE id = $1",
+            "params": [{"name": "order_id", "type": "bigint"}, {"name": "order_id", "type": "bigint"}],
+            "max_rows": 1}}});
+        let mut errs = Vec::new();
+        check_settings("handlers.db", settings.as_object().unwrap(), &mut errs);
+        let all: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.rule))
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                "handlers.db.statements.cancel.params[1].name: \"order_id\" is already params[0]: each param binds its own $n, so names must differ"
+            ],
+            "{all:?}"
+        );
     }
 }

@@ -124,3 +124,24 @@ pub(super) fn parse_approvers(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
         max_claims_age,
     }
 }
+
+/// `approvers.issuer` must be an `https://` URL (OIDC Discovery requires it), except on a
+/// loopback host (`localhost`, `127.0.0.0/8`, `::1`), which tests and `actiond dev` use over
+/// `http://`. Checked when a document is applied ([`super::TenantDocument::parse`]), not when
+/// a stored one is loaded. Returns the error naming the field, if any.
+pub(crate) fn non_https_issuer(a: &Approvers) -> Option<FieldError> {
+    let url = url::Url::parse(a.issuer.as_deref()?).ok()?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let ok = url.scheme() == "https" || (url.scheme() == "http" && loopback);
+    (!ok).then(|| {
+        FieldError::new(
+            "approvers.issuer",
+            "must be an https:// URL (http:// only on a loopback host such as 127.0.0.1 or localhost)",
+        )
+    })
+}

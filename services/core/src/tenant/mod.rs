@@ -125,6 +125,7 @@ impl TenantDocument {
         let doc = Self::parse_stored(source)?;
         let mut errs = policy::non_boolean_rules(&doc.policy.rules);
         errs.extend(policy::reserved_rule_names(&doc.policy.rules));
+        errs.extend(approvers::non_https_issuer(&doc.approvers));
         for (name, h) in &doc.handlers {
             if h.kind == crate::handlers::HandlerKind::BillingRefundIssue {
                 crate::handlers::refund::check_currencies(
@@ -146,7 +147,8 @@ impl TenantDocument {
     /// stored document into one that no longer loads. Today those are the boolean check of
     /// rules (a stored `when: '1 + 1'` keeps failing closed at evaluation, escalating, as
     /// before), the refund handler's `currencies` list (a stored non-list enables no
-    /// currency) and the reserved rule names.
+    /// currency), the reserved rule names and the `https://` rule of `approvers.issuer` (a
+    /// stored `http://` issuer still matches only its own sign-ins, as before).
     pub fn parse_stored(source: &str) -> Result<Self, FieldErrors> {
         if source.len() > MAX_DOCUMENT_BYTES {
             return Err(FieldErrors::one(
@@ -429,6 +431,38 @@ handlers:
         let h = d.handler("billing.refund.issue").unwrap();
         assert_eq!(h.grant_lifetime, DEFAULT_GRANT_LIFETIME);
         assert!(d.handler("constructor").is_none());
+    }
+
+    /// OIDC Discovery needs `https://`: an `http://` (or any other) issuer is refused when a
+    /// document is applied, naming `approvers.issuer`, except on a loopback host; a stored
+    /// document with one still loads.
+    #[test]
+    fn an_approvers_issuer_must_be_https_outside_loopback() {
+        let with = |issuer: &str| {
+            format!("{DOC}approvers:\n  issuer: {issuer}\n  values: [acme-approvers]\n")
+        };
+        for bad in [
+            "http://sso.example",
+            "http://10.0.0.5:8080",
+            "ftp://sso.example",
+            "http://127.0.0.1.sso.example",
+        ] {
+            let e = TenantDocument::parse(&with(bad)).unwrap_err().to_string();
+            assert!(
+                e.starts_with("approvers.issuer: must be an https:// URL"),
+                "{bad}: {e}"
+            );
+            assert!(TenantDocument::parse_stored(&with(bad)).is_ok(), "{bad}");
+        }
+        for good in [
+            "https://sso.example",
+            "http://127.0.0.1:5556/dex",
+            "http://127.8.9.1",
+            "http://localhost:8080",
+            "http://[::1]:9000",
+        ] {
+            assert!(TenantDocument::parse(&with(good)).is_ok(), "{good}");
+        }
     }
 
     #[test]
