@@ -78,9 +78,8 @@ struct Args {
     seal: bool,
     /// SQL files run in order as the superuser on the fresh bench database after its
     /// migrations and before any service starts, to compare a schema change within one build
-    /// (an A/B; repeat the flag for several files). For instance
-    /// `--schema-sql sql/migrations/V20__frozen_agents_never_run.sql --schema-sql
-    /// bench/schema-ab/v20-row-checks.sql` puts back the per-row checks V27 replaced. Each file
+    /// (an A/B; repeat the flag for several files), for instance one that puts back an
+    /// earlier migration's trigger function and the trigger that ran it. Each file
     /// is named on stderr; figures taken with them are not those of the migrations as shipped.
     #[arg(long, value_name = "FILE")]
     schema_sql: Vec<std::path::PathBuf>,
