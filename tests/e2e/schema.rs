@@ -182,50 +182,14 @@ async fn role_transitions_are_legal_transitions() {
 /// immutable identity), and a lease change of an `approved` row is now a HOT update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v13_keeps_rows_in_every_state_and_their_rules() {
-    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let admin_url = actiond_testkit::server_url();
-    let admin = actiond_store::tls::connect(&admin_url).await.unwrap();
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    let url = format!("{base}/{name}");
-    let db = actiond_store::Db::connect(&url, 2).unwrap();
-    assert_eq!(db.migrate_to(12).await.unwrap().last(), Some(&12));
-    let mut c = actiond_store::tls::connect(&url).await.unwrap();
-    let agent = uuid::Uuid::new_v4();
-    c.batch_execute(&format!(
-        "INSERT INTO tenants (id) VALUES ('acme');
-         INSERT INTO agents (id, tenant_id, name, token_sha256) VALUES ('{agent}', 'acme', 'bot', repeat('a', 64));
-         SET session_replication_role = replica;
-         INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
-                                request_sha256, state, lease_owner, lease_until)
-         SELECT gen_random_uuid(), 'acme', '{agent}', 'webhook.post', '', '{{}}', md5(s) || md5(s), md5(s) || md5(s),
-                md5(s) || md5(s), s, CASE WHEN s = 'executing' THEN 'x' END,
-                CASE WHEN s = 'executing' THEN now() + interval '1 hour' END
-         FROM unnest(ARRAY['pending','escalated','approved','blocked','denied','expired',
-                           'executing','succeeded','failed','outcome_unknown']) s;
-         SET session_replication_role = origin;"
-    ))
-    .await
-    .unwrap();
-    let before: Vec<(String, String)> = c
-        .query("SELECT id::text, state FROM proposals ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let mut s = crate::support::Scratch::at(12).await;
+    s.every_state().await;
+    let before = s.rows().await;
     assert_eq!(before.len(), 10);
-    assert_eq!(db.migrate_to(13).await.unwrap(), vec![13]);
-    let after: Vec<(String, String)> = c
-        .query("SELECT id::text, state FROM proposals ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    assert_eq!(s.db.migrate_to(13).await.unwrap(), vec![13]);
+    let after = s.rows().await;
+    let agent = s.agent;
+    let c = &mut s.c;
     assert_eq!(before, after, "V13 moves no row");
     let code = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_owned());
     // A lease change of an approved row (the executor's claim) is HOT now.
@@ -289,9 +253,5 @@ async fn v13_keeps_rows_in_every_state_and_their_rules() {
         Some("23514"),
         "a proposal starts as pending"
     );
-    drop(c);
-    drop(db);
-    let _ = admin
-        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .await;
+    s.drop_now().await;
 }

@@ -49,6 +49,104 @@ approvers:
   subjects: [alice, bob]
 "#;
 
+/// A scratch database migrated to `version`, with tenant `acme` and agent `bot`; dropped by
+/// the returned guard's [`Scratch::drop_now`].
+pub struct Scratch {
+    pub name: String,
+    admin: tokio_postgres::Client,
+    pub db: actiond_store::Db,
+    pub c: tokio_postgres::Client,
+    pub agent: uuid::Uuid,
+}
+
+impl Scratch {
+    pub async fn at(version: i32) -> Self {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let admin_url = actiond_testkit::server_url();
+        let admin = actiond_store::tls::connect(&admin_url).await.unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let (base, _) = admin_url.rsplit_once('/').unwrap();
+        let url = format!("{base}/{name}");
+        let db = actiond_store::Db::connect(&url, 2).unwrap();
+        assert_eq!(db.migrate_to(version).await.unwrap().last(), Some(&version));
+        let c = actiond_store::tls::connect(&url).await.unwrap();
+        let agent = uuid::Uuid::new_v4();
+        c.batch_execute(&format!(
+            "INSERT INTO tenants (id) VALUES ('acme');
+             INSERT INTO agents (id, tenant_id, name, token_sha256) VALUES ('{agent}', 'acme', 'bot', repeat('a', 64));"
+        ))
+        .await
+        .unwrap();
+        Self {
+            name,
+            admin,
+            db,
+            c,
+            agent,
+        }
+    }
+
+    /// One row in every state (written without triggers, as a deployed database holds them).
+    pub async fn every_state(&self) {
+        self.c
+            .batch_execute(&format!(
+                "SET session_replication_role = replica;
+                 INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
+                                        request_sha256, state, lease_owner, lease_until)
+                 SELECT gen_random_uuid(), 'acme', '{}', 'webhook.post', '', '{{}}', md5(s) || md5(s), md5(s) || md5(s),
+                        md5(s) || md5(s), s, CASE WHEN s = 'executing' THEN 'x' END,
+                        CASE WHEN s = 'executing' THEN now() + interval '1 hour' END
+                 FROM unnest(ARRAY['pending','escalated','approved','blocked','denied','expired',
+                                   'executing','succeeded','failed','outcome_unknown']) s;
+                 SET session_replication_role = origin;",
+                self.agent
+            ))
+            .await
+            .unwrap();
+    }
+
+    pub async fn rows(&self) -> Vec<(String, String, std::time::SystemTime)> {
+        self.c
+            .query(
+                "SELECT id::text, state, updated_at FROM proposals ORDER BY id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    }
+
+    /// A new pending proposal, committed; returns its id.
+    pub async fn submit(&self) -> uuid::Uuid {
+        let id = uuid::Uuid::new_v4();
+        let hex = format!("{:064x}", id.as_u128());
+        self.c
+            .execute(
+                "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                                        intent_hash, request_sha256)
+                 VALUES ($1, 'acme', $2, 'webhook.post', '', '{}', $3, $3, $3)",
+                &[&id, &self.agent, &hex],
+            )
+            .await
+            .unwrap();
+        id
+    }
+
+    pub async fn drop_now(self) {
+        drop(self.c);
+        drop(self.db);
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .await;
+    }
+}
+
 /// As the executor's claim does, leases every `approved` proposal to `e1` in `tx` and returns how
 /// many of those updates were HOT (no index entry written).
 pub async fn lease_approved_rows(tx: &tokio_postgres::Transaction<'_>) -> i64 {
