@@ -238,16 +238,12 @@ impl HandlerKind {
             return target.to_owned();
         }
         if key == "body_keys" {
-            let keys: Vec<String> = params
+            let keys: Vec<&String> = params
                 .get("body")
                 .and_then(Value::as_object)
-                .map(|m| m.keys().cloned().collect())
+                .map(|m| m.keys().collect())
                 .unwrap_or_default();
-            return if keys.is_empty() {
-                "an empty body".into()
-            } else {
-                format!("fields {}", keys.join(", "))
-            };
+            return body_fields(&keys);
         }
         if let Some(s) = (self.spec().placeholder)(key, params) {
             return s;
@@ -333,6 +329,39 @@ fn check_token(errs: &mut Vec<FieldError>, name: &str, v: &Value, max: usize) {
     }
 }
 
+/// Field names a headline lists before it says how many more there are.
+const HEADLINE_FIELDS: usize = 8;
+/// Characters of one field name in a headline before it is cut with `…`.
+const HEADLINE_FIELD_CHARS: usize = 40;
+
+/// `{body_keys}` of a headline: "an empty body", or "fields a, b, c" with at most
+/// [`HEADLINE_FIELDS`] names of at most [`HEADLINE_FIELD_CHARS`] characters each and "and N
+/// more" after them, so a body of forty fields (or one field named with a paragraph) still
+/// makes a one-line headline. The decision card lists every field with its value.
+fn body_fields(keys: &[&String]) -> String {
+    if keys.is_empty() {
+        return "an empty body".into();
+    }
+    let shown: Vec<String> = keys
+        .iter()
+        .take(HEADLINE_FIELDS)
+        .map(|k| {
+            if k.chars().count() > HEADLINE_FIELD_CHARS {
+                format!(
+                    "{}…",
+                    k.chars().take(HEADLINE_FIELD_CHARS).collect::<String>()
+                )
+            } else {
+                (*k).clone()
+            }
+        })
+        .collect();
+    match keys.len().saturating_sub(HEADLINE_FIELDS) {
+        0 => format!("fields {}", shown.join(", ")),
+        more => format!("fields {} and {more} more", shown.join(", ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +384,32 @@ mod tests {
         for h in HandlerKind::ALL {
             assert_eq!(HandlerKind::lookup(h.action()), Some(h));
         }
+    }
+
+    #[test]
+    fn a_webhook_headline_lists_at_most_eight_fields_each_cut_at_forty_characters() {
+        let hook = HandlerKind::lookup("webhook.post").unwrap();
+        let few = json!({"body": {"note": 1, "customer_emails": 2}});
+        assert_eq!(
+            hook.summary(None, &few, "https://h.example/x"),
+            "Send a webhook with fields customer_emails, note to https://h.example/x"
+        );
+        let body: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("f{i:02}"), json!(i))).collect();
+        let many = json!({ "body": body });
+        assert_eq!(
+            hook.summary(None, &many, "t"),
+            "Send a webhook with fields f00, f01, f02, f03, f04, f05, f06, f07 and 32 more to t"
+        );
+        let long = json!({"body": {"x".repeat(500): 1}});
+        assert_eq!(
+            hook.summary(None, &long, "t"),
+            format!("Send a webhook with fields {}… to t", "x".repeat(40))
+        );
+        assert_eq!(
+            hook.summary(None, &json!({"body": {}}), "t"),
+            "Send a webhook with an empty body to t"
+        );
     }
 
     #[test]
