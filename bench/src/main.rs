@@ -400,7 +400,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
     let cpu = meter.stop();
     let statements = match statements_on {
         Some(Ok(())) => Some(
-            pgss::top(&su, TOP_STATEMENTS)
+            pgss::profile(&su, TOP_STATEMENTS)
                 .await
                 .map_err(|e| format!("{e:#}")),
         ),

@@ -30,6 +30,19 @@ impl Statement {
     }
 }
 
+/// The services' statements over the run: every statement of the measured database except the
+/// bench's own (its superuser's polling and reads).
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The statements with the largest total execution time, largest first (every role's).
+    pub top: Vec<Statement>,
+    /// Executions of the services' statements (`BEGIN` and `COMMIT` included: each is a
+    /// statement the server parses and answers).
+    pub calls: i64,
+    /// Their total execution time in milliseconds.
+    pub total_ms: f64,
+}
+
 /// Creates the extension in the current database if needed and resets its counters for this
 /// database only. Fails (with the server's reason) when the server does not preload it.
 pub async fn reset(c: &tokio_postgres::Client) -> Result<()> {
@@ -44,8 +57,28 @@ pub async fn reset(c: &tokio_postgres::Client) -> Result<()> {
     Ok(())
 }
 
+/// The `n` statements of the current database with the largest total execution time, and the
+/// totals of the services' statements (every role but the current one).
+pub async fn profile(c: &tokio_postgres::Client, n: i64) -> Result<Profile> {
+    let totals = c
+        .query_one(
+            "SELECT COALESCE(sum(calls), 0)::int8, COALESCE(sum(total_exec_time), 0)::float8
+             FROM pg_stat_statements
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND userid <> (SELECT oid FROM pg_roles WHERE rolname = current_user)",
+            &[],
+        )
+        .await
+        .context("reading pg_stat_statements")?;
+    Ok(Profile {
+        top: top(c, n).await?,
+        calls: totals.get(0),
+        total_ms: totals.get(1),
+    })
+}
+
 /// The `n` statements of the current database with the largest total execution time.
-pub async fn top(c: &tokio_postgres::Client, n: i64) -> Result<Vec<Statement>> {
+async fn top(c: &tokio_postgres::Client, n: i64) -> Result<Vec<Statement>> {
     let rows = c
         .query(
             "SELECT calls, mean_exec_time, total_exec_time / nullif(sum(total_exec_time) OVER (), 0), query

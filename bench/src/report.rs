@@ -2,7 +2,7 @@
 
 use crate::floor::Floor;
 use crate::load::Submitted;
-use crate::pgss::Statement;
+use crate::pgss::{Profile, Statement};
 use crate::stages::{Dist, Stages, round};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ pub struct Run {
     /// The floor, or why it was not measured; `None` when skipped (`--floor-seconds 0`).
     pub floor: Option<Result<Floor, String>>,
     /// The statement profile, or why there is none; `None` when not asked for.
-    pub statements: Option<Result<Vec<Statement>, String>>,
+    pub statements: Option<Result<Profile, String>>,
     /// Updates of `proposals` over the run and how many of them were HOT (no index touched),
     /// from `pg_stat_user_tables`; `None` when not readable.
     pub updates: Option<(i64, i64)>,
@@ -164,7 +164,14 @@ impl Run {
         match &self.statements {
             None => {}
             Some(Err(e)) => line(format!("  statements      not available: {e}")),
-            Some(Ok(st)) => {
+            Some(Ok(p)) => {
+                let n = self.proposals.max(1) as f64;
+                line(format!(
+                    "  statements      {:.2} per proposal, {:.3} ms of statement time per proposal (the services' own, BEGIN and COMMIT included)",
+                    p.calls as f64 / n,
+                    p.total_ms / n
+                ));
+                let st = &p.top;
                 line("  statements (pg_stat_statements, by total time):".into());
                 line(format!(
                     "    {:>6} {:>8} {:>9}  statement",
@@ -201,8 +208,13 @@ impl Run {
             .iter()
             .map(|(n, d)| ((*n).to_owned(), d.json()))
             .collect();
+        let n = self.proposals.max(1) as f64;
         let statements = match &self.statements {
-            Some(Ok(st)) => Value::Array(st.iter().map(Statement::json).collect()),
+            Some(Ok(p)) => json!({
+                "per_proposal": round(p.calls as f64 / n, 2),
+                "ms_per_proposal": round(p.total_ms / n, 3),
+                "top": p.top.iter().map(Statement::json).collect::<Vec<_>>(),
+            }),
             Some(Err(e)) => json!({"error": e}),
             None => Value::Null,
         };
