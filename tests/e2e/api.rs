@@ -947,3 +947,63 @@ async fn agent_cache_forgets_a_revoked_or_frozen_agent_at_once_in_every_api() {
         "only the accepted submissions were stored"
     );
 }
+
+/// The api validates a submission against the tenant document it saw last, without reading the
+/// latest version first; the insert checks in its own statement that it is still the latest.
+/// So a document applied between two submissions governs the second one at once: a lower
+/// `max_amount` refuses it (400 naming the param, nothing stored), a raised one accepts what
+/// the old one refused, and a removed handler stores the action as one without a handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_applied_between_two_submissions_governs_the_second_at_once() {
+    let s = Stack::with("doc_applied_between", no_workers()).await;
+    let doc = |max: &str| {
+        crate::support::TENANT
+            .replace("RECEIVER", &s.recv.url)
+            .replace("WEBHOOK_PATH", "hook")
+            .replace("max_amount: 100000", max)
+    };
+    let stored = || async {
+        let c = s.tdb.superuser().await;
+        c.query_one("SELECT count(*) FROM proposals", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    // The api has now seen version 1 (max_amount 100000).
+    s.propose(&refund("pi_v1", 90000)).await;
+    assert_eq!(stored().await, 1);
+    actiond_store::tenants::apply(&s.tdb.db, &doc("max_amount: 1000"), "test")
+        .await
+        .unwrap();
+    let (st, v) = s.post(&refund("pi_v2", 90000), None).await;
+    assert_eq!(st, 400, "validated against version 2 at once: {v}");
+    assert!(v.to_string().contains("params.amount"), "{v}");
+    assert_eq!(stored().await, 1, "nothing stored");
+    let id = s.propose(&refund("pi_v2_small", 900)).await;
+    // Raised again: what version 2 refused is accepted, and no earlier copy answers.
+    actiond_store::tenants::apply(&s.tdb.db, &doc("max_amount: 200000"), "test")
+        .await
+        .unwrap();
+    s.propose(&refund("pi_v3", 150000)).await;
+    // The refund handler removed: the action is stored as one without a handler (policy
+    // blocks it), not validated against the removed handler's settings.
+    let without = doc("max_amount: 1").replace(
+        "  billing.refund.issue:\n    credential: payments\n    max_amount: 1\n",
+        "",
+    );
+    assert!(!without.contains("billing.refund.issue:"), "{without}");
+    actiond_store::tenants::apply(&s.tdb.db, &without, "test")
+        .await
+        .unwrap();
+    s.propose(&refund("pi_v4", 150000)).await;
+    assert_eq!(stored().await, 4);
+    let c = s.tdb.superuser().await;
+    let targets: Vec<String> = c
+        .query("SELECT target FROM proposals ORDER BY created_at", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(targets, ["pi_v1", "pi_v2_small", "pi_v3", ""], "{id}");
+}

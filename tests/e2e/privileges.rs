@@ -41,9 +41,11 @@ async fn seed(t: &TestDb) -> (uuid::Uuid, uuid::Uuid) {
             request_sha256: "c".repeat(64),
             on_behalf_of: None,
         };
-        actiond_store::proposals::submit(&t.db, &p, 20)
+        // Version 1: the document applied above.
+        let stored = actiond_store::proposals::submit(&t.db, &p, 20, 1)
             .await
             .unwrap();
+        assert_eq!(stored, actiond_store::proposals::Submitted::Created(id));
         ids.push(id);
     }
     (ids[0], ids[1])

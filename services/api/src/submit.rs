@@ -178,7 +178,6 @@ pub struct SubmitResponse {
 /// Errors: [`SubmitError::Invalid`] naming the param and its rule; a `target` field error when
 /// the sent target differs from the derived one.
 fn checked_target(
-    state: &AppState,
     doc: &actiond_core::tenant::TenantDocument,
     req: &SubmitRequest,
 ) -> Result<String, SubmitError> {
@@ -186,23 +185,11 @@ fn checked_target(
         Some(entry) => {
             let kind: HandlerKind = entry.kind;
             kind.validate_params(&req.params, &entry.settings)
-                .map_err(|e| {
-                    state
-                        .metrics
-                        .submissions
-                        .with_label_values(&["invalid"])
-                        .inc();
-                    SubmitError::Invalid(e.0)
-                })?;
+                .map_err(|e| SubmitError::Invalid(e.0))?;
             let derived = kind.derive_target(&req.params, &entry.settings);
             if let Some(t) = &req.target
                 && *t != derived
             {
-                state
-                    .metrics
-                    .submissions
-                    .with_label_values(&["invalid"])
-                    .inc();
                 return Err(SubmitError::field(
                     "target",
                     format!(
@@ -220,6 +207,13 @@ fn checked_target(
 }
 
 /// Validates a request against the tenant's handler registry and stores it.
+///
+/// The document validated against is the latest this process has seen, so a valid request
+/// needs no read before its insert; the insert checks in its own statement that the version
+/// is still the latest, and when it is not, the request is validated again against the latest
+/// it names (at most three times). A request that a remembered version refuses is refused
+/// only once a read of the latest version confirms it. Either way a newly applied document
+/// takes effect at once.
 pub async fn submit(
     state: &AppState,
     agent: &Agent,
@@ -228,43 +222,88 @@ pub async fn submit(
 ) -> Result<SubmitResponse, SubmitError> {
     // `agent` may come from the api's agent cache: whether it is still live and not frozen is
     // decided by the insert itself (see `proposals::submit`), never from this copy.
-    let latest = {
-        let c = state.db.client().await?;
-        state.docs.latest_of(&c, &agent.tenant_id).await?
-    };
-    let Some(doc) = latest else {
-        return Err(SubmitError::TenantNotConfigured);
-    };
-    let target = checked_target(state, &doc, &req)?;
-    let params_json =
-        canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
-    let params_sha256 = sha256_hex(&params_json);
-    let intent_hash = Intent {
-        tenant_id: &agent.tenant_id,
-        agent_id: &agent.id.to_string(),
-        action: &req.action,
-        target: &target,
-        params_json: &params_json,
-    }
-    .hash();
-    let new = NewProposal {
+    let tenant = &agent.tenant_id;
+    let (mut policy, mut remembered) = state.docs.latest_seen(&state.db, tenant).await?;
+    let mut new = NewProposal {
         id: uuid::Uuid::now_v7(),
-        tenant_id: agent.tenant_id.clone(),
+        tenant_id: tenant.clone(),
         agent_id: agent.id,
-        action: req.action,
-        target,
-        params_json,
-        params_sha256,
-        intent_hash,
-        agent_reason: req.reason,
-        source_text: req.source_text,
-        session_id: req.session,
+        action: req.action.clone(),
+        target: String::new(),
+        params_json: String::new(),
+        params_sha256: String::new(),
+        intent_hash: String::new(),
+        agent_reason: req.reason.clone(),
+        source_text: req.source_text.clone(),
+        session_id: req.session.clone(),
         idempotency_key,
-        request_sha256: req.request_sha256,
+        request_sha256: req.request_sha256.clone(),
         on_behalf_of: agent.on_behalf_of.clone(),
     };
-    let cap = i64::from(doc.policy.max_open_escalations_per_agent);
-    match actiond_store::proposals::submit(&state.db, &new, cap).await? {
+    for _attempt in 0..3 {
+        let Some(p) = policy else {
+            return Err(SubmitError::TenantNotConfigured);
+        };
+        new.target = match checked_target(&p.doc, &req) {
+            Ok(t) => t,
+            Err(e) if remembered => {
+                // Refused by a version remembered from an earlier request: refuse only what
+                // the latest version refuses too.
+                let c = state.db.client().await?;
+                let latest = state.docs.latest_now(&c, tenant).await?;
+                remembered = false;
+                if latest.as_ref().map(|l| l.version) != Some(p.version) {
+                    policy = latest;
+                    continue;
+                }
+                return Err(invalid(state, e));
+            }
+            Err(e) => return Err(invalid(state, e)),
+        };
+        new.params_json =
+            canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
+        new.params_sha256 = sha256_hex(&new.params_json);
+        new.intent_hash = Intent {
+            tenant_id: tenant,
+            agent_id: &agent.id.to_string(),
+            action: &new.action,
+            target: &new.target,
+            params_json: &new.params_json,
+        }
+        .hash();
+        let cap = i64::from(p.doc.policy.max_open_escalations_per_agent);
+        match actiond_store::proposals::submit(&state.db, &new, cap, p.version).await? {
+            Submitted::StaleDocument { latest } => {
+                let c = state.db.client().await?;
+                policy = state.docs.seen_version(&c, tenant, latest).await?;
+                remembered = false;
+            }
+            done => return answer(state, agent, done),
+        }
+    }
+    Err(SubmitError::Store(actiond_store::StoreError::Conflict(
+        "the tenant's document changed three times during this submission; try again".into(),
+    )))
+}
+
+/// Counts a refused request (`actiond_api_submissions_total{result="invalid"}`) and returns
+/// its error.
+fn invalid(state: &AppState, e: SubmitError) -> SubmitError {
+    state
+        .metrics
+        .submissions
+        .with_label_values(&["invalid"])
+        .inc();
+    e
+}
+
+/// The answer to a submission that did not meet a stale document.
+fn answer(
+    state: &AppState,
+    agent: &Agent,
+    submitted: Submitted,
+) -> Result<SubmitResponse, SubmitError> {
+    match submitted {
         Submitted::Created(id) => {
             state
                 .metrics
@@ -302,6 +341,9 @@ pub async fn submit(
             Err(state.auth_failure("invalid", "the token is unknown, expired or revoked"))
         }
         Submitted::AgentFrozen => Err(SubmitError::AgentFrozen),
+        Submitted::StaleDocument { .. } => Err(SubmitError::Store(
+            actiond_store::StoreError::Conflict("the tenant's document changed; try again".into()),
+        )),
         Submitted::TooManyEscalations { cap } => {
             state
                 .metrics

@@ -204,6 +204,13 @@ pub enum Submitted {
     AgentNotLive,
     /// The agent is frozen (read in the submission's own transaction).
     AgentFrozen,
+    /// Nothing was stored: the params were validated against a document version that is no
+    /// longer the tenant's latest. Validate against `latest` and submit again (`None`: the
+    /// tenant has no document now).
+    StaleDocument {
+        /// The tenant's latest document version, read in the submission's statement.
+        latest: Option<i32>,
+    },
 }
 
 /// Why a submission inserted nothing, when it is not the escalation cap: the agent may not
@@ -269,37 +276,30 @@ async fn agent_refusal<C: deadpool_postgres::GenericClient>(
     )
 }
 
-/// Records whom the agent acts for (a delegated workload JWT's `sub`, RFC 8693 `act`) beside
-/// the proposal, in the submission's transaction. Nothing when it acts for nobody.
-async fn record_delegation<C: deadpool_postgres::GenericClient>(
-    tx: &C,
-    p: &NewProposal,
-) -> Result<()> {
-    if let Some(user) = &p.on_behalf_of {
-        tx.execute(
-            "INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of) VALUES ($1, $2, $3)",
-            &[&p.id, &p.tenant_id, user],
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// The submission: inserts the proposal as `pending` and its `proposal.submitted` event in one
-/// statement (the event is written from the inserted row, so it exists exactly when the
-/// proposal does). `$1`–`$13` the proposal's columns (id, tenant, agent, action, target,
-/// canonical params, params SHA-256, intent hash, agent reason, source text, session,
-/// Idempotency-Key, request SHA-256), `$14` the tenant's per-agent cap on open escalations,
-/// `$15` the actor (`agent:<id>`), `$16` the event's detail. Inserts nothing when the agent is
-/// revoked, expired or frozen, when the cap is reached, or on a conflict (Idempotency-Key, open
-/// intent). Returns one row `(id, events written)` when it inserted, none otherwise.
+/// The submission: inserts the proposal as `pending`, its `proposal.submitted` event and, when
+/// the agent acts for a user, its `proposal_delegations` row, in one statement (the event and
+/// the delegation are written from the inserted row, so they exist exactly when the proposal
+/// does). `$1`–`$13` the proposal's columns (id, tenant, agent, action, target, canonical
+/// params, params SHA-256, intent hash, agent reason, source text, session, Idempotency-Key,
+/// request SHA-256), `$14` the tenant's per-agent cap on open escalations, `$15` the actor
+/// (`agent:<id>`), `$16` the event's detail, `$17` the version of the tenant document the
+/// params were validated against, `$18` the user the agent acts for (or null).
+///
+/// Inserts nothing when `$17` is not the tenant's latest document version (read in this
+/// statement, so a document applied a moment ago is never bypassed by a cached copy), when the
+/// agent is revoked, expired or frozen, when the cap is reached, or on a conflict
+/// (Idempotency-Key, open intent). Always returns one row: the inserted id (or null), the
+/// events written, and the tenant's latest document version (null when it has none).
 pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "WITH ins AS (
+        "WITH latest AS (
+            SELECT max(version) AS version FROM tenant_documents WHERE tenant_id = $2
+         ), ins AS (
             INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash,
                 agent_reason, source_text, session_id, idempotency_key, request_sha256)
-            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
-            WHERE (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM latest
+            WHERE latest.version = $17::int4
+              AND (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
               AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
                           AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
             ON CONFLICT DO NOTHING
@@ -308,30 +308,43 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
             INSERT INTO audit_events ({cols})
             SELECT tenant_id, id, '{kind}', $15::text, NULL, state, intent_hash, params_sha256, $16::jsonb FROM ins
             RETURNING proposal_id
+         ), del AS (
+            INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of)
+            SELECT id, tenant_id, $18::text FROM ins WHERE $18::text IS NOT NULL
          )
-         SELECT ins.id, (SELECT count(*) FROM ev) FROM ins",
+         SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest)",
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::ProposalSubmitted.as_str(),
     )
 });
 
+/// Sets the transaction's tenant for row-level security (as [`set_tenant`] does).
+const SET_TENANT_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true)";
+
 /// Stores a proposal as `pending`, honouring `Idempotency-Key` (unique per tenant, agent, key)
 /// and returning the open proposal when the same agent proposes the same intent again.
-/// `max_open_escalations` is the tenant's per-agent cap.
-pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Result<Submitted> {
+/// `max_open_escalations` is the tenant's per-agent cap; `doc_version` the version of the
+/// tenant document `p` was validated against: when it is no longer the latest, nothing is
+/// stored and [`Submitted::StaleDocument`] names the latest, to validate against and submit
+/// again.
+///
+/// A new proposal costs one round trip: `BEGIN`, the tenant setting, [`SUBMIT_SQL`] and
+/// `COMMIT` are pipelined. Only when nothing was inserted does a second transaction read why.
+pub async fn submit(
+    db: &Db,
+    p: &NewProposal,
+    max_open_escalations: i64,
+    doc_version: i32,
+) -> Result<Submitted> {
     let mut client = db.client().await?;
+    let set = client.prepare_cached(SET_TENANT_SQL).await?;
+    let ins = client.prepare_cached(&SUBMIT_SQL).await?;
+    let actor = format!("agent:{}", p.agent_id);
+    let detail =
+        json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
     for _attempt in 0..3 {
-        let tx = client.transaction().await?;
-        let set = tx
-            .prepare_cached("SELECT set_config('actiond.tenant_ids', $1, true)")
-            .await?;
-        let ins = tx.prepare_cached(&SUBMIT_SQL).await?;
-        let actor = format!("agent:{}", p.agent_id);
-        let detail =
-            json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
-        // The two statements are pipelined: one round trip.
         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&p.tenant_id];
-        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 18] = [
             &p.id,
             &p.tenant_id,
             &p.agent_id,
@@ -348,29 +361,47 @@ pub async fn submit(db: &Db, p: &NewProposal, max_open_escalations: i64) -> Resu
             &max_open_escalations,
             &actor,
             &detail,
+            &doc_version,
+            &p.on_behalf_of,
         ];
-        let (r_set, inserted) = tokio::join!(
-            tx.execute(&set, &set_params),
-            tx.query_opt(&ins, &ins_params),
-        );
+        // Pipelined, in this order: tokio-postgres sends a request when its future is first
+        // polled, both statements are prepared above (no prepare round trip can reorder them),
+        // and `join4` polls its futures in argument order, so the server receives BEGIN, the
+        // tenant, the insert and COMMIT in that order. A failed statement aborts the
+        // transaction and the COMMIT then rolls it back: nothing is half-written. Once polled,
+        // all four run even if this future is dropped, so no transaction is left open.
+        let (r_begin, r_set, inserted, r_commit) = futures_util::future::join4(
+            client.batch_execute("BEGIN"),
+            client.execute(&set, &set_params),
+            client.query_one(&ins, &ins_params),
+            client.batch_execute("COMMIT"),
+        )
+        .await;
+        r_begin?;
         let inserted = match inserted {
             Ok(r) => r,
             Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => continue,
             Err(e) => return Err(e.into()),
         };
         r_set?;
-        if let Some(row) = inserted {
-            if row.try_get::<_, i64>(1)? != 1 {
-                return Err(crate::StoreError::Conflict(
-                    "submission audit event was not written".into(),
-                ));
-            }
-            record_delegation(&tx, p).await?;
-            tx.commit().await?;
-            return Ok(Submitted::Created(p.id));
+        match r_commit {
+            Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => continue,
+            r => r?,
+        }
+        let id: Option<Uuid> = inserted.try_get(0)?;
+        let latest: Option<i32> = inserted.try_get(2)?;
+        if latest != Some(doc_version) {
+            return Ok(Submitted::StaleDocument { latest });
+        }
+        if let Some(id) = id {
+            // The event is written from the inserted row in the same statement: one per row.
+            debug_assert_eq!(inserted.try_get::<_, i64>(1)?, 1);
+            return Ok(Submitted::Created(id));
         }
         // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
         // open intent conflicts, or the cap is reached.
+        let tx = client.transaction().await?;
+        set_tenant(&tx, &p.tenant_id).await?;
         if let Some(answer) = answer_without_insert(&tx, p).await? {
             tx.commit().await?;
             return Ok(answer);

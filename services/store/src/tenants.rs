@@ -154,8 +154,12 @@ pub async fn latest_version<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
 ) -> Result<Option<(i32, String)>> {
-    Ok(c
-        .query_opt("SELECT version, sha256 FROM tenant_documents WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1", &[&tenant])
+    let stmt = c
+        .prepare_cached(
+            "SELECT version, sha256 FROM tenant_documents WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1",
+        )
+        .await?;
+    Ok(c.query_opt(&stmt, &[&tenant])
         .await?
         .map(|r| (r.get(0), r.get(1))))
 }

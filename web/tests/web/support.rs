@@ -180,12 +180,22 @@ pub async fn escalated(
         request_sha256: sha256_hex(id.to_string()),
         on_behalf_of: None,
     };
-    let r = actiond_store::proposals::submit(db, &p, 100).await.unwrap();
+    let c = db.client().await.unwrap();
+    let latest: i32 = c
+        .query_one(
+            "SELECT max(version) FROM tenant_documents WHERE tenant_id = $1",
+            &[&tenant],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let r = actiond_store::proposals::submit(db, &p, 100, latest)
+        .await
+        .unwrap();
     assert_eq!(r, Submitted::Created(id));
     if rule.0 == PENDING {
         return id;
     }
-    let c = db.client().await.unwrap();
     c.execute(
         "UPDATE proposals SET state = 'escalated', effect = 'escalate', doc_version = 1,
             doc_sha256 = (SELECT sha256 FROM tenant_documents WHERE tenant_id = $2 AND version = 1),
