@@ -95,9 +95,10 @@ async fn a_proposals_times_never_go_backwards() {
     let started: std::time::SystemTime = tx.query_one("SELECT now()", &[]).await.unwrap().get(0);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let id = s.submit().await;
-    let n = tx
-        .execute(
-            DECIDE_SQL,
+    let none: Vec<String> = Vec::new();
+    let n: i64 = tx
+        .query_one(
+            DECIDE_SQL.as_str(),
             &[
                 &vec![id],
                 &vec!["approved"],
@@ -107,10 +108,22 @@ async fn a_proposals_times_never_go_backwards() {
                 &vec![1i32],
                 &vec!["d".repeat(64)],
                 &vec!["pending"],
+                &vec![serde_json::json!({})],
+                &"policy",
+                &Vec::<uuid::Uuid>::new(),
+                &Vec::<uuid::Uuid>::new(),
+                &none,
+                &none,
+                &Vec::<i32>::new(),
+                &Vec::<i64>::new(),
+                &none,
+                &Vec::<Vec<u8>>::new(),
+                &"policy",
             ],
         )
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
     assert_eq!(n, 1);
     tx.commit().await.unwrap();
     let (created, decided, updated, _) = times(&s.c, id).await;

@@ -355,11 +355,12 @@ async fn batched_writes_find_their_rows_by_primary_key() {
     let big = plan_rows();
     let (tdb, agent_id) = acme_db("batch-bot").await;
     let mut c = tdb.superuser().await;
-    let finish_sql: &str = &FINISH_SQL;
+    let (decide_sql, spend_sql, finish_sql): (&str, &str, &str) =
+        (&DECIDE_SQL, &SPEND_AND_START_SQL, &FINISH_SQL);
     c.batch_execute(&format!(
         "SET plan_cache_mode = force_generic_plan;
-         PREPARE decide AS {DECIDE_SQL};
-         PREPARE spend AS {SPEND_AND_START_SQL};
+         PREPARE decide AS {decide_sql};
+         PREPARE spend AS {spend_sql};
          PREPARE finish AS {finish_sql}"
     ))
     .await
@@ -371,7 +372,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
         start_some(&c, n / 20).await;
         stale_statistics(&c).await;
         let decide = format!(
-            "EXECUTE decide({}, {}, {}, {}, {}, {}, {}, {})",
+            "EXECUTE decide({}, {}, {}, {}, {}, {}, {}, {}",
             ids_in(&c, "pending", false, 30).await,
             thirty("'approved'", "text"),
             thirty("'allow'", "text"),
@@ -380,13 +381,14 @@ async fn batched_writes_find_their_rows_by_primary_key() {
             thirty("1", "int4"),
             thirty("repeat('a', 64)", "text"),
             thirty("'pending'", "text"),
-        );
+        ) + ", array_fill('{}'::jsonb, ARRAY[30]), 'policy', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', 'policy')";
         let spend = format!(
-            "EXECUTE spend({}, {}, {}, 'x', {})",
+            "EXECUTE spend({}, {}, {}, 'x', {}, {}, 'executor:x')",
             ids_in(&c, "approved", true, 30).await,
             thirty("gen_random_uuid()", "uuid"),
             thirty("60", "float8"),
             thirty("'approved'", "text"),
+            thirty("'policy-1'", "text"),
         );
         let finish = format!(
             "EXECUTE finish({}, {}, {}, 'x', {}, 'executor:x')",

@@ -7,11 +7,12 @@
 //!    this proposal");
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
-//! 4. in one transaction for the whole claim batch, for each proposal that passed 1–3: spend
-//!    the grant, move the proposal to `executing`, write the audit event (per proposal all or
-//!    nothing); not spent → read the grant: `used_at` set = replay, null = expired;
+//! 4. in one statement (its own transaction) for the whole claim batch, for each proposal that
+//!    passed 1–3: spend the grant, move the proposal to `executing`, write the audit event (per
+//!    proposal all or nothing); not spent → read the grant: `used_at` set = replay, null =
+//!    expired;
 //! 5. run the handler with a timeout, using the handler settings of the document version the
-//!    grant names; record the outcome (outcomes that are ready together share one transaction,
+//!    grant names; record the outcome (outcomes that are ready together share one statement,
 //!    [`finisher`]).
 //!
 //! A sweeper turns `executing` rows whose lease ran out into `outcome_unknown` (never a re-run)
@@ -295,7 +296,7 @@ impl Worker {
     }
 
     /// Processes one claim batch to its end (see the crate doc): verify → re-check → settings
-    /// for each row, then **one** transaction spends the grants of every row that passed and
+    /// for each row, then **one** statement spends the grants of every row that passed and
     /// starts them, then each handler runs on its own task (holding its row's `permit`) and its
     /// outcome joins the next group commit. A stage that refuses ends its row with that
     /// [`Refusal`]; a failure (database, pool) leaves its lease to expire.

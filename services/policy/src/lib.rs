@@ -192,21 +192,23 @@ impl Worker {
     pub async fn run_once(&self) -> anyhow::Result<usize> {
         let mut client = self.db.client().await?;
         let tx = client.transaction().await?;
-        let rows = policy_queue::claim(&tx, self.batch).await?;
+        let claimed = policy_queue::claim(&tx, self.batch).await?;
+        let rows = &claimed.rows;
         if rows.is_empty() {
             tx.commit().await?;
             return Ok(0);
         }
-        // One document lookup per tenant per batch.
+        // Each tenant's latest version came with the claim; compiled documents are cached.
         let mut policies: HashMap<String, Option<CompiledPolicy>> = HashMap::new();
-        for row in &rows {
-            if !policies.contains_key(&row.tenant_id) {
-                let p = self.cache.latest(&tx, &row.tenant_id).await?;
-                policies.insert(row.tenant_id.clone(), p);
-            }
+        for (tenant, latest) in &claimed.latest {
+            let p = match latest {
+                Some(v) => self.cache.version(&tx, tenant, *v).await?,
+                None => None,
+            };
+            policies.insert(tenant.clone(), p);
         }
         let mut prepared = Vec::with_capacity(rows.len());
-        for row in &rows {
+        for row in rows {
             let policy = policies.get(&row.tenant_id).cloned().flatten();
             // A frozen agent's proposal is blocked without rules: no history read for it.
             let input = match &policy {
@@ -296,7 +298,8 @@ impl Worker {
                 .with_label_values(&[tenant, d.decision.effect.as_str()])
                 .inc();
         }
-        let issued = policy_queue::record_batch(&tx, &decisions, &self.signer).await?;
+        let issued =
+            policy_queue::record_batch(&tx, &decisions, &self.signer, claimed.now_us).await?;
         open_stages(&tx, &decisions, &policies).await?;
         tx.commit().await?;
         if issued > 0 {

@@ -67,41 +67,55 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
         .collect()
 }
 
-/// Spends grants and starts their proposals (see [`spend_and_start_many`]): `$1` proposal ids,
-/// `$2` their grant ids, `$3` run leases in seconds, `$4` this executor's id, `$5` the state
-/// each proposal must still be in (`approved`). Returns per request `(proposal_id, held,
-/// started, frozen)`.
+/// Spends grants, starts their proposals and writes their `grant_spent` events, in one
+/// statement (see [`spend_and_start_many`]): `$1` proposal ids, `$2` their grant ids, `$3` run
+/// leases in seconds, `$4` this executor's id, `$5` the state each proposal must still be in
+/// (`approved`), `$6` the grants' key ids (recorded in the events), `$7` the actor
+/// (`executor:<id>`). Returns per request `(proposal_id, held, started, frozen)`.
 ///
 /// Proposals are found by primary key, one probe per request: the expected state is a column
 /// of the batch, not a constant, so no plan reads the `approved` queue through its partial
 /// index and filters it by id (a plan that reads the whole backlog for every batch), and the
 /// frozen-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
 /// subplan that joins every proposal with every frozen agent). `tests/e2e/queue_plans.rs`
-/// checks the plan.
-pub const SPEND_AND_START_SQL: &str = "WITH req AS (
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $5::text[]) AS r(proposal_id, grant_id, lease_secs, from_state)
- ), held AS (
-    SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
-    WHERE p.state = req.from_state AND p.lease_owner = $4
-      AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
-    FOR UPDATE OF p
- ), spent AS (
-    UPDATE grants g SET used_at = now(), used_by = $4
-    FROM req JOIN held ON held.id = req.proposal_id
-    WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
-      AND g.used_at IS NULL AND g.expires_at > now()
-    RETURNING g.proposal_id, req.lease_secs
- ), started AS (
-    UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
-    FROM spent WHERE p.id = spent.proposal_id
-    RETURNING p.id
- )
- SELECT req.proposal_id,
-        EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
-        EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
-        EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen
- FROM req";
+/// checks the plan. Each started row's event is written from the row the statement moved, so
+/// a proposal is `executing` exactly when its grant is spent and its event exists.
+pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH req AS (
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $5::text[], $6::text[])
+                AS r(proposal_id, grant_id, lease_secs, from_state, key_id)
+         ), held AS (
+            SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
+            WHERE p.state = req.from_state AND p.lease_owner = $4
+              AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
+            FOR UPDATE OF p
+         ), spent AS (
+            UPDATE grants g SET used_at = now(), used_by = $4
+            FROM req JOIN held ON held.id = req.proposal_id
+            WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
+              AND g.used_at IS NULL AND g.expires_at > now()
+            RETURNING g.proposal_id, g.id AS grant_id, req.lease_secs, req.from_state, req.key_id
+         ), started AS (
+            UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
+            FROM spent WHERE p.id = spent.proposal_id
+            RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, spent.grant_id, spent.from_state, spent.key_id
+         ), ev AS (
+            INSERT INTO audit_events ({cols})
+            SELECT tenant_id, id, '{kind}', $7::text, from_state, 'executing', intent_hash, params_sha256,
+                   jsonb_build_object('grant_id', grant_id, 'key_id', key_id)
+            FROM started
+         )
+         SELECT req.proposal_id,
+                EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
+                EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
+                EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                        WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen
+         FROM req",
+        cols = audit::EVENT_COLUMNS,
+        kind = AuditKind::GrantSpent.as_str(),
+    )
+});
 
 /// Records outcomes (see [`finish_many`]) and their `proposal.executed` events in one
 /// statement: `$1` proposal ids, `$2` outcome states, `$3` internal details, `$4` this
@@ -164,15 +178,16 @@ pub struct StartRequest<'a> {
     pub run_lease: Duration,
 }
 
-/// Spends grants and starts their proposals, all in **one transaction** (a claim batch
-/// shares one commit). For each request it is all or nothing: the proposal is locked
-/// (`FOR UPDATE`) only if it is still `approved` and leased to `owner`; its grant is spent by
-/// the single-spend statement (`used_at IS NULL AND expires_at > now()`); only a proposal whose
-/// grant this statement spent moves `approved → executing`, and exactly those get a
-/// `grant_spent` event, written in the same transaction. A proposal whose agent is frozen is
-/// not held: its grant stays unspent ([`Spend::AgentFrozen`]; V20 refuses the move anyway). Returns one [`Spend`] per request, in
-/// order. For a held proposal whose grant was not spent, the grant is read after the commit:
-/// `used_at` set = replay, null = expired.
+/// Spends grants and starts their proposals, all in **one statement** ([`SPEND_AND_START_SQL`],
+/// its own transaction: a claim batch shares one commit and one round trip). For each request
+/// it is all or nothing: the proposal is locked (`FOR UPDATE`) only if it is still `approved`
+/// and leased to `owner`; its grant is spent by the single-spend update (`used_at IS NULL AND
+/// expires_at > now()`); only a proposal whose grant this statement spent moves `approved →
+/// executing`, and exactly those get a `grant_spent` event, written by the same statement. A
+/// proposal whose agent is frozen is not held: its grant stays unspent ([`Spend::AgentFrozen`];
+/// V20 refuses the move anyway). Returns one [`Spend`] per request, in order. For a held
+/// proposal whose grant was not spent, the grant is read after the commit: `used_at` set =
+/// replay, null = expired.
 pub async fn spend_and_start_many(
     db: &Db,
     owner: &str,
@@ -184,12 +199,16 @@ pub async fn spend_and_start_many(
     let ids: Vec<Uuid> = reqs.iter().map(|r| r.row.id).collect();
     let grants: Vec<Uuid> = reqs.iter().map(|r| r.grant_id).collect();
     let leases: Vec<f64> = reqs.iter().map(|r| r.run_lease.as_secs_f64()).collect();
-    let mut c = db.client().await?;
-    let tx = c.transaction().await?;
-    let stmt = tx.prepare_cached(SPEND_AND_START_SQL).await?;
+    let key_ids: Vec<&str> = reqs.iter().map(|r| r.key_id).collect();
+    let actor = format!("executor:{owner}");
+    let c = db.client().await?;
+    let stmt = c.prepare_cached(&SPEND_AND_START_SQL).await?;
     let from = vec![ProposalState::Approved.as_str(); ids.len()];
-    let rows = tx
-        .query(&stmt, &[&ids, &grants, &leases, &owner, &from])
+    let rows = c
+        .query(
+            &stmt,
+            &[&ids, &grants, &leases, &owner, &from, &key_ids, &actor],
+        )
         .await?;
     let mut status = HashMap::with_capacity(rows.len());
     for r in &rows {
@@ -203,31 +222,6 @@ pub async fn spend_and_start_many(
             ),
         );
     }
-    let actor = format!("executor:{owner}");
-    let events: Vec<audit::Event<'_>> = reqs
-        .iter()
-        .filter(|r| status.get(&r.row.id).is_some_and(|s| s.1))
-        .map(|r| {
-            r.row
-                .event(
-                    AuditKind::GrantSpent,
-                    &actor,
-                    json!({"grant_id": r.grant_id, "key_id": r.key_id}),
-                )
-                .transition(Some(ProposalState::Approved), ProposalState::Executing)
-        })
-        .collect();
-    let written = audit::write_batch(&tx, &events).await?;
-    if written != events.len() as u64 {
-        // Every started proposal exists in this transaction, so this cannot happen; if it
-        // did, start nothing rather than run a handler without its event.
-        tx.rollback().await?;
-        return Err(crate::StoreError::Config(format!(
-            "{written} of {} grant_spent events written; nothing started",
-            events.len()
-        )));
-    }
-    tx.commit().await?;
     let unspent: Vec<Uuid> = reqs
         .iter()
         .filter(|r| status.get(&r.row.id).is_some_and(|s| s.0 && !s.1))

@@ -57,6 +57,93 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
     Ok(SignedGrant { claims, sig })
 }
 
+/// The one `INSERT INTO grants` of every issuer, with its nine parameters numbered from
+/// `first`: ids, proposal ids, tenant ids, intent hashes, document versions, expiries in
+/// microseconds since the epoch, key ids, signatures (arrays, one element per grant, as
+/// [`GrantColumns`] holds them), then `issued_by`. [`issue_many`] runs it alone (`first` = 1);
+/// the policy worker's decision statement (`policy_queue::DECIDE_SQL`) runs it as one of its
+/// parts. The stored expiry is the signed value itself.
+pub fn insert_sql(first: usize) -> String {
+    let n = |i: usize| first + i;
+    format!(
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
+         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp,
+                'epoch'::timestamptz + (g.exp::text || ' microseconds')::interval, g.key_id, g.sig, ${}::text
+         FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[])
+              AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig)",
+        n(8),
+        n(0),
+        n(1),
+        n(2),
+        n(3),
+        n(4),
+        n(5),
+        n(6),
+        n(7),
+    )
+}
+
+/// Signed grants as the columns of [`insert_sql`] (its first eight parameters).
+#[derive(Debug, Default)]
+pub struct GrantColumns {
+    ids: Vec<Uuid>,
+    proposals: Vec<Uuid>,
+    tenants: Vec<String>,
+    intents: Vec<String>,
+    versions: Vec<i32>,
+    expiries: Vec<i64>,
+    keys: Vec<String>,
+    sigs: Vec<Vec<u8>>,
+}
+
+impl GrantColumns {
+    /// The columns of `signed`, in order.
+    pub fn of(signed: &[SignedGrant]) -> Self {
+        let mut c = Self::default();
+        for g in signed {
+            c.ids.push(g.claims.id);
+            c.proposals.push(g.claims.proposal_id);
+            c.tenants.push(g.claims.tenant_id.clone());
+            c.intents.push(g.claims.intent_hash.clone());
+            c.versions.push(g.claims.doc_version);
+            c.expiries.push(g.claims.expires_at);
+            c.keys.push(g.claims.key_id.clone());
+            c.sigs.push(g.sig.clone());
+        }
+        c
+    }
+
+    /// The eight array parameters, in [`insert_sql`]'s order.
+    pub fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 8] {
+        [
+            &self.ids,
+            &self.proposals,
+            &self.tenants,
+            &self.intents,
+            &self.versions,
+            &self.expiries,
+            &self.keys,
+            &self.sigs,
+        ]
+    }
+}
+
+/// Signs one grant per request, all expiring relative to `now_us` (the issuing transaction's
+/// `now()` in microseconds since the epoch, read from the database).
+///
+/// Errors: [`crate::StoreError::Config`] when the signer cannot sign.
+pub fn sign_many(
+    signer: &GrantSigner,
+    reqs: &[GrantRequest<'_>],
+    now_us: i64,
+) -> Result<Vec<SignedGrant>> {
+    reqs.iter().map(|r| sign(signer, r, now_us)).collect()
+}
+
+/// The issuing transaction's `now()` in microseconds since the epoch: what grant expiries are
+/// computed from, so the database clock alone decides whether a grant has expired.
+pub const NOW_US_SQL: &str = "(extract(epoch FROM now()) * 1000000)::bigint";
+
 /// Issues grants inside the caller's transaction, one statement for all. The expiry comes
 /// from the database clock (the transaction's `now()`, read once), is signed, then stored as
 /// that value, so an application clock that is off neither refuses a fresh grant nor accepts
@@ -70,42 +157,14 @@ pub async fn issue_many(
     if reqs.is_empty() {
         return Ok(Vec::new());
     }
-    let now = tx
-        .prepare_cached("SELECT (extract(epoch FROM now()) * 1000000)::bigint")
-        .await?;
+    let now = tx.prepare_cached(&format!("SELECT {NOW_US_SQL}")).await?;
     let now_us: i64 = tx.query_one(&now, &[]).await?.get(0);
-    let signed = reqs
-        .iter()
-        .map(|r| sign(signer, r, now_us))
-        .collect::<Result<Vec<_>>>()?;
-    let col =
-        |f: fn(&GrantClaims) -> String| signed.iter().map(|g| f(&g.claims)).collect::<Vec<_>>();
-    let ids: Vec<Uuid> = signed.iter().map(|g| g.claims.id).collect();
-    let props: Vec<Uuid> = signed.iter().map(|g| g.claims.proposal_id).collect();
-    let versions: Vec<i32> = signed.iter().map(|g| g.claims.doc_version).collect();
-    let exp: Vec<i64> = signed.iter().map(|g| g.claims.expires_at).collect();
-    let sigs: Vec<&[u8]> = signed.iter().map(|g| g.sig.as_slice()).collect();
-    let (tenants, intents, keys) = (
-        col(|c| c.tenant_id.clone()),
-        col(|c| c.intent_hash.clone()),
-        col(|c| c.key_id.clone()),
-    );
-    let ins = tx
-        .prepare_cached(
-            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp,
-                    'epoch'::timestamptz + (g.exp::text || ' microseconds')::interval, g.key_id, g.sig, $9
-             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::bytea[])
-                  AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig)",
-        )
-        .await?;
-    tx.execute(
-        &ins,
-        &[
-            &ids, &props, &tenants, &intents, &versions, &exp, &keys, &sigs, &issued_by,
-        ],
-    )
-    .await?;
+    let signed = sign_many(signer, reqs, now_us)?;
+    let cols = GrantColumns::of(&signed);
+    let ins = tx.prepare_cached(&insert_sql(1)).await?;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = cols.params().to_vec();
+    params.push(&issued_by);
+    tx.execute(&ins, &params).await?;
     Ok(signed.into_iter().map(|g| g.claims).collect())
 }
 

@@ -12,9 +12,13 @@ use serde_json::json;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Records a batch of decisions: `$1` ids, `$2` new states, `$3` effects, `$4` rule names,
-/// `$5` reasons, `$6` document versions, `$7` document SHA-256s, `$8` the state each row must
-/// still be in (`pending`; the rows are locked by this transaction's claim).
+/// Records a batch of decisions in one statement: the grants of the `allow`ed rows, the
+/// decisions and one `proposal.decided` event per decided row. `$1` ids, `$2` new states, `$3`
+/// effects, `$4` rule names, `$5` reasons, `$6` document versions, `$7` document SHA-256s, `$8`
+/// the state each row must still be in (`pending`; the rows are locked by this transaction's
+/// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$19` the grants
+/// ([`grants::insert_sql`]: eight arrays, then `issued_by`; empty arrays for none). Returns
+/// the number of rows it moved; each moved row's event is written from the row itself.
 ///
 /// Each row is found by primary key. The expected state is a column of the batch rather than a
 /// constant so that no plan can read the `pending` queue through its partial index
@@ -25,23 +29,71 @@ use uuid::Uuid;
 /// `decided_at` is never before `created_at`: `now()` is the start of this transaction, which
 /// may begin before the submission it decides commits (`greatest(now(), created_at)`; V27
 /// stamps `updated_at` the same way).
-pub const DECIDE_SQL: &str = "UPDATE proposals p SET state = u.state, effect = u.effect, rule_name = u.rule, decision_reason = u.reason,
-        doc_version = u.version, doc_sha256 = u.sha, decided_at = greatest(now(), p.created_at)
- FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[])
-      AS u(id, state, effect, rule, reason, version, sha, from_state)
- WHERE p.id = u.id AND p.state = u.from_state";
+pub static DECIDE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH g AS (
+            {grants}
+         ), d AS (
+            UPDATE proposals p SET state = u.state, effect = u.effect, rule_name = u.rule, decision_reason = u.reason,
+                   doc_version = u.version, doc_sha256 = u.sha, decided_at = greatest(now(), p.created_at)
+            FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], $9::jsonb[])
+                 AS u(id, state, effect, rule, reason, version, sha, from_state, detail)
+            WHERE p.id = u.id AND p.state = u.from_state
+            RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, u.from_state, u.state, u.detail
+         ), ev AS (
+            INSERT INTO audit_events ({cols})
+            SELECT tenant_id, id, '{kind}', $10::text, from_state, state, intent_hash, params_sha256, detail FROM d
+         )
+         SELECT count(*) FROM d",
+        grants = grants::insert_sql(11),
+        cols = audit::EVENT_COLUMNS,
+        kind = AuditKind::ProposalDecided.as_str(),
+    )
+});
+
+/// A claimed batch of `pending` proposals, locked by the claiming transaction.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The proposals, oldest first.
+    pub rows: Vec<ProposalRow>,
+    /// Each claimed row's tenant's latest document version, read by the claim (`None`: the
+    /// tenant has none).
+    pub latest: std::collections::HashMap<String, Option<i32>>,
+    /// The claiming transaction's `now()` in microseconds since the epoch (what grant expiries
+    /// are computed from; see [`grants::NOW_US_SQL`]).
+    pub now_us: i64,
+}
 
 /// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
-/// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice.
-pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Vec<ProposalRow>> {
+/// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice. The
+/// same statement reads each tenant's latest document version and the transaction's clock, so
+/// a batch needs no other read before its decision.
+pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Claimed> {
     let stmt = tx
         .prepare_cached(&format!(
-            "SELECT {PROPOSAL_COLUMNS}
+            "SELECT {PROPOSAL_COLUMNS},
+                    (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version,
+                    {now_us} AS now_us
              FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+            now_us = grants::NOW_US_SQL,
         ))
         .await?;
-    ProposalRow::from_rows(&tx.query(&stmt, &[&limit]).await?)
+    let found = tx.query(&stmt, &[&limit]).await?;
+    let mut latest = std::collections::HashMap::new();
+    let mut now_us = 0;
+    for r in &found {
+        latest.insert(
+            r.try_get::<_, String>("tenant_id")?,
+            r.try_get::<_, Option<i32>>("latest_doc_version")?,
+        );
+        now_us = r.try_get("now_us")?;
+    }
+    Ok(Claimed {
+        rows: ProposalRow::from_rows(&found)?,
+        latest,
+        now_us,
+    })
 }
 
 /// What `policy`'s rules see for `row`: its [`EvalInput`], with the agent's history over the
@@ -239,14 +291,19 @@ fn state_of(effect: Effect) -> ProposalState {
     }
 }
 
-/// Records a whole batch of decisions in three statements (proposals, grants, audit events)
-/// using `unnest`, instead of several round trips per row: state/effect/rule/reason/version,
-/// a grant on `allow` (issued by [`grants::issue_many`]), one audit event per row. CEL errors
-/// go to the audit event only. Returns the number of grants issued.
+/// Records a whole batch of decisions in one statement ([`DECIDE_SQL`]) using `unnest`,
+/// instead of several round trips per row: state/effect/rule/reason/version, a grant on
+/// `allow` (signed by [`grants::sign_many`], expiring from `now_us`, the claiming
+/// transaction's clock), one audit event per row. CEL errors go to the audit event only.
+/// Returns the number of grants issued.
+///
+/// Errors: [`crate::StoreError::Conflict`] when a row was not moved (each is locked by this
+/// transaction's claim, so this means a bug; the caller's transaction must then be dropped).
 pub async fn record_batch(
     tx: &Transaction<'_>,
     rows: &[DecidedRow<'_>],
     signer: &GrantSigner,
+    now_us: i64,
 ) -> Result<usize> {
     if rows.is_empty() {
         return Ok(0);
@@ -264,9 +321,11 @@ pub async fn record_batch(
             })
         })
         .collect();
-    let issued = grants::issue_many(tx, signer, &requests, "policy").await?;
-    let grant_of: std::collections::HashMap<Uuid, Uuid> =
-        issued.iter().map(|c| (c.proposal_id, c.id)).collect();
+    let signed = grants::sign_many(signer, &requests, now_us)?;
+    let grant_of: std::collections::HashMap<Uuid, Uuid> = signed
+        .iter()
+        .map(|g| (g.claims.proposal_id, g.claims.id))
+        .collect();
     let (mut ids, mut states, mut effects, mut rules, mut reasons, mut versions, mut shas) = (
         Vec::new(),
         Vec::new(),
@@ -276,7 +335,7 @@ pub async fn record_batch(
         Vec::new(),
         Vec::new(),
     );
-    let mut events = Vec::with_capacity(rows.len());
+    let mut details = Vec::with_capacity(rows.len());
     for d in rows {
         let state = state_of(d.decision.effect);
         let grant_id = grant_of.get(&d.row.id).copied();
@@ -287,38 +346,36 @@ pub async fn record_batch(
         reasons.push(d.decision.reason.clone());
         versions.push(d.doc_version);
         shas.push(d.doc_sha256.clone());
-        events.push(
-            d.row
-                .event(
-                    AuditKind::ProposalDecided,
-                    "policy",
-                    json!({
-                        "effect": d.decision.effect.as_str(),
-                        "rule": d.decision.rule,
-                        "reason": d.decision.reason,
-                        "errors": d.decision.errors,
-                        "doc_version": d.doc_version,
-                        "doc_sha256": d.doc_sha256,
-                        "grant_id": grant_id,
-                        "key_id": grant_id.map(|_| signer.key_id()),
-                        "classifier": d.classifier,
-                        // True (else null) like the freeze's denials and the executor's refusal,
-                        // so `detail->>'agent_frozen' = 'true'` finds all a freeze stopped.
-                        "agent_frozen": d.row.agent_frozen.then_some(true),
-                    }),
-                )
-                .transition(Some(ProposalState::Pending), state),
-        );
+        details.push(json!({
+            "effect": d.decision.effect.as_str(),
+            "rule": d.decision.rule,
+            "reason": d.decision.reason,
+            "errors": d.decision.errors,
+            "doc_version": d.doc_version,
+            "doc_sha256": d.doc_sha256,
+            "grant_id": grant_id,
+            "key_id": grant_id.map(|_| signer.key_id()),
+            "classifier": d.classifier,
+            // True (else null) like the freeze's denials and the executor's refusal,
+            // so `detail->>'agent_frozen' = 'true'` finds all a freeze stopped.
+            "agent_frozen": d.row.agent_frozen.then_some(true),
+        }));
     }
-    let upd = tx.prepare_cached(DECIDE_SQL).await?;
+    let stmt = tx.prepare_cached(&DECIDE_SQL).await?;
     let from = vec![ProposalState::Pending.as_str(); ids.len()];
-    tx.execute(
-        &upd,
-        &[
-            &ids, &states, &effects, &rules, &reasons, &versions, &shas, &from,
-        ],
-    )
-    .await?;
-    audit::write_batch(tx, &events).await?;
-    Ok(issued.len())
+    let cols = grants::GrantColumns::of(&signed);
+    let actor = "policy";
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &ids, &states, &effects, &rules, &reasons, &versions, &shas, &from, &details, &actor,
+    ];
+    params.extend(cols.params());
+    params.push(&actor);
+    let moved: i64 = tx.query_one(&stmt, &params).await?.try_get(0)?;
+    if moved != ids.len() as i64 {
+        return Err(crate::StoreError::Conflict(format!(
+            "{moved} of {} claimed proposals were decided; the batch is not recorded",
+            ids.len()
+        )));
+    }
+    Ok(signed.len())
 }
