@@ -31,9 +31,7 @@ mod pgss;
 mod report;
 mod stages;
 
-use actiond_testkit::{
-    Keys, Receiver, Service, TestDb, agent, eventually, free_port, log_dir, server_url,
-};
+use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, log_dir, server_url};
 use clap::Parser;
 use std::time::Duration;
 
@@ -103,30 +101,33 @@ handlers:
 /// Statements shown by `--pg-stat-statements`.
 const TOP_STATEMENTS: i64 = 12;
 
-/// Spawns the api and, for the allow scenario, the policy and executor processes.
+/// Spawns the api (on a port of its choosing) and, for the allow scenario, the policy and
+/// executor processes; returns them and the api's URL.
 async fn spawn_services(
     args: &Args,
     tdb: &TestDb,
     keys: &Keys,
     recv: &Receiver,
-    port: u16,
-) -> Vec<Service> {
+) -> (Vec<Service>, String) {
     let logs = log_dir("bench");
-    let mut services = vec![Service::spawn(
+    let mut api = Service::spawn(
         "api",
         "api",
         &[],
         &[
             ("DATABASE_URL", tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
             ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
             ("ACTIOND_API_POOL_SIZE", "32".into()),
-            ("RUST_LOG", "warn".into()),
+            // The bound-listener line is how the port is learnt (Service::bound).
+            ("RUST_LOG", "warn,actiond::listen=info".into()),
         ],
         &logs,
-    )];
+    );
+    let api_url = api.url("http").await;
+    let mut services = vec![api];
     if args.scenario != "allow" {
-        return services;
+        return (services, api_url);
     }
     for i in 0..args.policies {
         services.push(Service::spawn(
@@ -170,7 +171,7 @@ async fn spawn_services(
     if args.seal {
         services.push(spawn_sealer(tdb, keys, &logs).await);
     }
-    services
+    (services, api_url)
 }
 
 /// The audit sealer with a key of its own (`actiond audit keygen`), chaining and signing
@@ -329,13 +330,11 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         .await
         .unwrap();
     let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
-    let port = free_port();
-    let services = spawn_services(args, &tdb, &keys, &recv, port).await;
+    let (services, api) = spawn_services(args, &tdb, &keys, &recv).await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(256))
         .build()
         .unwrap();
-    let api = format!("http://127.0.0.1:{port}");
     eventually(Duration::from_secs(30), "api up", || {
         let (h, u) = (http.clone(), format!("{api}/healthz"));
         async move {

@@ -769,22 +769,21 @@ struct Api {
 }
 
 async fn start_api(s: &Stack, name: &str, cache_ms: u64) -> Api {
-    let (port, admin) = (actiond_testkit::free_port(), actiond_testkit::free_port());
-    let svc = actiond_testkit::Service::spawn(
+    let mut svc = actiond_testkit::Service::spawn(
         "api",
         name,
         &[],
         &[
             ("DATABASE_URL", s.tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
-            ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
+            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
             ("ACTIOND_API_AGENT_CACHE_MS", cache_ms.to_string()),
         ],
         &s.logs,
     );
     let api = Api {
-        url: format!("http://127.0.0.1:{port}"),
-        metrics: format!("http://127.0.0.1:{admin}/metrics"),
+        url: svc.url("http").await,
+        metrics: format!("{}/metrics", svc.url("admin").await),
         _svc: svc,
     };
     let (h, u) = (s.http.clone(), format!("{}/healthz", api.url));

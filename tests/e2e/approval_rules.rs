@@ -6,7 +6,7 @@
 //! re-typed values must match the stored params. Every refusal is an `approval.refused` event.
 
 use crate::support::{Options, Stack, TENANT, refund};
-use actiond_testkit::{Service, cli, eventually, free_port};
+use actiond_testkit::{Service, cli, eventually};
 use reqwest::StatusCode;
 use std::time::Duration;
 
@@ -30,14 +30,13 @@ fn hidden(html: &str, name: &str) -> String {
 
 impl Web {
     async fn start(s: &mut Stack) -> Self {
-        let port = free_port();
-        let web = Service::spawn(
+        let mut web = Service::spawn(
             "web",
             "web",
             &[],
             &[
                 ("DATABASE_URL", s.tdb.role_url("web").await),
-                ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
+                ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
                 (
                     "ACTIOND_WEB_CREDENTIALS_DIR",
                     s.keys.web_dir.display().to_string(),
@@ -47,9 +46,10 @@ impl Web {
             ],
             &s.logs,
         );
+        let url = web.url("http").await;
         s.services.push(web);
         let w = Self {
-            url: format!("http://127.0.0.1:{port}"),
+            url,
             svc_index: s.services.len() - 1,
         };
         w.code(s).await;

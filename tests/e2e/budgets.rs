@@ -4,7 +4,7 @@
 //! escalate with the budget's reason; the budget gauge shows the use.
 
 use crate::support::{Options, Stack, TENANT, refund};
-use actiond_testkit::{Service, cli, eventually, free_port};
+use actiond_testkit::{Service, cli, eventually};
 use std::time::Duration;
 
 /// The test tenant with a daily refund budget of 100.00 shared by the whole tenant, and room
@@ -29,10 +29,10 @@ const DAILY_TENANT_BUDGET: &str = "budgets:
     reason: over the daily refund budget
 ";
 
-fn policy_env(url: String, creds: String, admin: u16) -> Vec<(&'static str, String)> {
+fn policy_env(url: String, creds: String) -> Vec<(&'static str, String)> {
     vec![
         ("DATABASE_URL", url),
-        ("ACTIOND_POLICY_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+        ("ACTIOND_POLICY_ADMIN_LISTEN", "127.0.0.1:0".into()),
         ("ACTIOND_POLICY_CREDENTIALS_DIR", creds),
         ("ACTIOND_POLICY_POLL_MS", "50".into()),
         ("ACTIOND_POLICY_BATCH", "3".into()),
@@ -56,29 +56,29 @@ async fn count_by_state(s: &Stack) -> Vec<(String, String, Option<String>, i64, 
 }
 
 /// Two policy processes, three claim loops each, three proposals per batch: up to six
-/// transactions reserve against the same budget at once. Returns the first one's admin port.
-async fn start_two_policies(s: &mut Stack) -> u16 {
-    let admin = free_port();
+/// transactions reserve against the same budget at once. Returns the first one's admin URL.
+async fn start_two_policies(s: &mut Stack) -> String {
     let (url, creds) = (
         s.tdb.role_url("policy").await,
         s.keys.policy_dir.display().to_string(),
     );
-    for (name, port) in [("policy-a", admin), ("policy-b", free_port())] {
+    let first = s.services.len();
+    for name in ["policy-a", "policy-b"] {
         let svc = Service::spawn(
             "policy",
             name,
             &[],
-            &policy_env(url.clone(), creds.clone(), port),
+            &policy_env(url.clone(), creds.clone()),
             &s.logs,
         );
         s.services.push(svc);
     }
-    admin
+    s.services[first].url("admin").await
 }
 
 /// The gauge (use ÷ max of the tenant's refund budget: exactly 1) and the escalation counter.
-async fn assert_budget_metrics(s: &Stack, admin: u16) {
-    let metrics_url = format!("http://127.0.0.1:{admin}/metrics");
+async fn assert_budget_metrics(s: &Stack, admin: &str) {
+    let metrics_url = format!("{admin}/metrics");
     let http = s.http.clone();
     let ours = |l: &str, name: &str| {
         l.starts_with(&format!("{name}{{"))
@@ -199,7 +199,7 @@ async fn fifty_parallel_submits_cannot_jointly_overrun_a_budget() {
         .unwrap();
     assert_eq!(decided.1["rule"], "budget");
     assert_eq!(decided.1["reason"], "over the daily refund budget");
-    assert_budget_metrics(&s, admin).await;
+    assert_budget_metrics(&s, &admin).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

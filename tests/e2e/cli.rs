@@ -583,8 +583,8 @@ async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
     std::fs::create_dir_all(dir.join("credentials")).unwrap();
     let kept = dir.join("credentials").join("earlier-key");
     std::fs::write(&kept, "the earlier run's key").unwrap();
-    let api = format!("127.0.0.1:{}", actiond_testkit::free_port());
-    let web = format!("127.0.0.1:{}", actiond_testkit::free_port());
+    // Never bound: the refusal comes before any service starts.
+    let (api, web) = ("127.0.0.1:0", "127.0.0.1:0");
     let state = dir.display().to_string();
     let (code, _, err) = run(
         &[
@@ -592,9 +592,9 @@ async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
             "--state-dir",
             &state,
             "--api-listen",
-            &api,
+            api,
             "--web-listen",
-            &web,
+            web,
         ],
         &[("DATABASE_URL", tdb.url.as_str())],
     );
@@ -666,39 +666,9 @@ fn agent_env(s: &crate::support::Stack) -> [(&'static str, &str); 2] {
 /// over 50.00) escalated the 25.00 refund the next line promised "runs".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_banner_commands_work_in_the_order_printed() {
-    use tokio::io::AsyncBufReadExt as _;
-    let tdb = TestDb::new().await;
-    let dir = std::env::temp_dir().join(format!("actiond-dev-banner-{}", uuid::Uuid::new_v4()));
-    let api = format!("127.0.0.1:{}", actiond_testkit::free_port());
-    let web = format!("127.0.0.1:{}", actiond_testkit::free_port());
-    let mut dev = tokio::process::Command::new(actiond_bin())
-        .args(["dev", "--state-dir", &dir.display().to_string()])
-        .args(["--api-listen", &api, "--web-listen", &web])
-        .env("DATABASE_URL", &tdb.url)
-        .env_remove("CREDENTIALS_DIRECTORY")
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(dev.stdout.take().unwrap()).lines();
-    let mut script = vec!["set -eu".to_owned()];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(120), async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            if l.starts_with("Try it from another terminal") {
-                script.clear();
-                script.push("set -eu".to_owned());
-            } else if l.trim_start().starts_with("# operators") {
-                return true;
-            } else if script.len() > 1 || l.trim_start().starts_with("export ") {
-                script.push(l);
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(read, Ok(true), "the banner never listed the commands");
+    let (tdb, dir, mut dev, script) =
+        actiond_testkit::with_free_ports_async(2, async |ports: &[u16]| start_dev(ports).await)
+            .await;
     let out = tokio::process::Command::new("bash")
         .args(["-c", &script.join("\n")])
         .output()
@@ -743,6 +713,97 @@ async fn dev_banner_commands_work_in_the_order_printed() {
     assert_eq!(small.as_deref(), Some("succeeded"), "{stdout}");
     assert!(stdout.contains("no handler for shell.exec"), "{stdout}");
     assert_eq!(large.as_deref(), Some("escalated"), "{stdout}");
+}
+
+/// Starts `actiond dev` on a database of its own with its api and web on `ports` (it prints
+/// them, so they are chosen before it starts), and reads the banner up to the operators'
+/// commands; returns the database, the state directory, the running process and the banner's
+/// commands as a script. Once the api and the web app have both logged their listener bound,
+/// `dev` is up; when either lost its port (or `dev` stopped), the error carries `dev`'s log.
+async fn start_dev(
+    ports: &[u16],
+) -> Result<
+    (
+        TestDb,
+        std::path::PathBuf,
+        tokio::process::Child,
+        Vec<String>,
+    ),
+    String,
+> {
+    use tokio::io::AsyncBufReadExt as _;
+    let tdb = TestDb::new().await;
+    let id = uuid::Uuid::new_v4();
+    let dir = std::env::temp_dir().join(format!("actiond-dev-banner-{id}"));
+    // Outside the state directory, which `dev` empties first.
+    let log = std::env::temp_dir().join(format!("actiond-dev-banner-{id}.log"));
+    let (api, web) = (
+        format!("127.0.0.1:{}", ports[0]),
+        format!("127.0.0.1:{}", ports[1]),
+    );
+    let mut dev = tokio::process::Command::new(actiond_bin())
+        .args(["dev", "--state-dir", &dir.display().to_string()])
+        .args(["--api-listen", &api, "--web-listen", &web])
+        .env("DATABASE_URL", &tdb.url)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut script = vec!["set -eu".to_owned()];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l.starts_with("Try it from another terminal") {
+                script.clear();
+                script.push("set -eu".to_owned());
+            } else if l.trim_start().starts_with("# operators") {
+                return true;
+            } else if script.len() > 1 || l.trim_start().starts_with("export ") {
+                script.push(l);
+            }
+        }
+        false
+    })
+    .await;
+    // Keep reading what `dev` prints later, so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let bound = |text: &str, addr: &str| {
+        let token = format!("addr={addr}");
+        text.lines()
+            .any(|l| l.contains("actiond::listen") && l.split_whitespace().any(|t| t == token))
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let failure = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if read == Ok(true) && bound(&text, &api) && bound(&text, &web) {
+            let _ = std::fs::remove_file(&log);
+            return Ok((tdb, dir, dev, script));
+        }
+        let stopped = dev.try_wait().ok().flatten();
+        if read != Ok(true)
+            || stopped.is_some()
+            || actiond_testkit::ports::says_port_taken(&text)
+            || tokio::time::Instant::now() > deadline
+        {
+            break format!(
+                "actiond dev did not come up ({stopped:?}, banner read: {read:?}):\n{text}"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // SIGTERM: `dev` stops the services it started (a SIGKILL would leave them running).
+    if let Some(pid) = dev.id() {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), dev.wait()).await;
+    let _ = dev.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&log);
+    Err(failure)
 }
 
 /// `audit export --since` takes RFC 3339 with an offset and nothing else. Before, the text went

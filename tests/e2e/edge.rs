@@ -2,7 +2,7 @@
 //! client may hold, media types, and SIGTERM (readiness, long-polls, drain, a second signal).
 
 use crate::support::{Options, Stack, refund};
-use actiond_testkit::{Service, free_port};
+use actiond_testkit::Service;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -290,7 +290,7 @@ async fn edge_limits_are_flags() {
     }
 }
 
-/// Starts `actiond api` with a known admin port; returns (service, api url, readyz url).
+/// Starts `actiond api` and learns its admin port; returns (service, api url, readyz url).
 async fn api_with_admin(s: &Stack, name: &str) -> (Service, String, String) {
     api_with_admin_env(s, name, &[]).await
 }
@@ -301,15 +301,15 @@ async fn api_with_admin_env(
     name: &str,
     extra: &[(&'static str, String)],
 ) -> (Service, String, String) {
-    let (port, admin) = (free_port(), free_port());
     let mut env = vec![
         ("DATABASE_URL", s.tdb.role_url("api").await),
-        ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
-        ("ACTIOND_API_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
+        ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
+        ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
     ];
     env.extend(extra.iter().cloned());
-    let svc = Service::spawn("api", name, &[], &env, &s.logs);
-    let readyz = format!("http://127.0.0.1:{admin}/readyz");
+    let mut svc = Service::spawn("api", name, &[], &env, &s.logs);
+    let url = svc.url("http").await;
+    let readyz = format!("{}/readyz", svc.url("admin").await);
     actiond_testkit::eventually(Duration::from_secs(20), "api ready", || {
         let (h, u) = (s.http.clone(), readyz.clone());
         async move {
@@ -318,7 +318,7 @@ async fn api_with_admin_env(
         }
     })
     .await;
-    (svc, format!("http://127.0.0.1:{port}"), readyz)
+    (svc, url, readyz)
 }
 
 fn signal(svc: &Service, sig: nix::sys::signal::Signal) {
@@ -472,14 +472,9 @@ async fn executor_readyz_is_503_while_a_handler_drains() {
         },
     )
     .await;
-    let admin = free_port();
-    let mut env = s.executor_env("drainer").await;
-    env.retain(|(k, _)| *k != "ACTIOND_EXECUTOR_ADMIN_LISTEN");
-    env.push((
-        "ACTIOND_EXECUTOR_ADMIN_LISTEN",
-        format!("127.0.0.1:{admin}"),
-    ));
+    let env = s.executor_env("drainer").await;
     let mut ex = Service::spawn("executor", "drainer", &[], &env, &s.logs);
+    let readyz = format!("{}/readyz", ex.url("admin").await);
     let id = s
         .propose(r#"{"action":"webhook.post","params":{"body":{"kind":"ping"}}}"#)
         .await;
@@ -489,7 +484,6 @@ async fn executor_readyz_is_503_while_a_handler_drains() {
         async move { (c == 1).then_some(()) }
     })
     .await;
-    let readyz = format!("http://127.0.0.1:{admin}/readyz");
     signal(&ex, nix::sys::signal::Signal::SIGTERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = s.http.get(&readyz).send().await;
@@ -501,4 +495,94 @@ async fn executor_readyz_is_503_while_a_handler_drains() {
     let (code, _) = exited(&mut ex, Duration::from_secs(15)).await;
     assert_eq!(code, Some(0));
     s.wait_state(id, "succeeded", Duration::from_secs(5)).await;
+}
+
+/// Every listener asked for port 0 gets a free port of its own and logs which
+/// (`actiond_runtime::http::bind`), which is how the harness learns it (`Service::bound`): two
+/// api processes (listener and admin listener each), a policy and an executor come up on six
+/// distinct ports, each answering its own routes. A port the harness picked before the start
+/// could have been taken by another process in between (`Address already in use`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_on_port_0_report_the_ports_they_bound() {
+    let mut s = Stack::with(
+        "edge_port_0",
+        Options {
+            api: false,
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (_a, a_url, a_readyz) = api_with_admin(&s, "api-a").await;
+    let (_b, b_url, b_readyz) = api_with_admin(&s, "api-b").await;
+    s.start_policy().await;
+    let policy = s.services[0].url("admin").await;
+    let ex = s.start_executor("exec-port-0").await;
+    let executor = s.services[ex].url("admin").await;
+    let mut ports: Vec<u16> = [&a_url, &a_readyz, &b_url, &b_readyz, &policy, &executor]
+        .iter()
+        .map(|u| {
+            let authority = u.trim_start_matches("http://").split('/').next().unwrap();
+            authority.parse::<std::net::SocketAddr>().unwrap().port()
+        })
+        .collect();
+    assert!(ports.iter().all(|p| *p != 0), "{ports:?}");
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 6, "{ports:?}");
+    for url in [&a_url, &b_url] {
+        let r = s.http.get(format!("{url}/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+    }
+    for readyz in [a_readyz, b_readyz] {
+        let r = s.http.get(&readyz).send().await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "ready\n", "{readyz}");
+    }
+    for admin in [&policy, &executor] {
+        let metrics = s.http.get(format!("{admin}/metrics")).send().await.unwrap();
+        assert!(
+            metrics.text().await.unwrap().contains("actiond_build_info"),
+            "{admin}"
+        );
+    }
+}
+
+/// A listen address another process holds stops the api at once, naming the listener, the
+/// address and the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_stops_the_api_naming_the_listener() {
+    let s = Stack::with(
+        "edge_port_taken",
+        Options {
+            api: false,
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap();
+    let mut api = Service::spawn(
+        "api",
+        "api-port-taken",
+        &[],
+        &[
+            ("DATABASE_URL", s.tdb.role_url("api").await),
+            ("ACTIOND_API_LISTEN", taken.to_string()),
+            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
+        ],
+        &s.logs,
+    );
+    let (code, _) = exited(&mut api, Duration::from_secs(20)).await;
+    assert_ne!(code, Some(0));
+    let log = api.log_text();
+    assert!(
+        log.contains(&format!(
+            "cannot bind the http listener on {taken}: Address already in use"
+        )),
+        "{log}"
+    );
+    assert!(actiond_testkit::ports::says_port_taken(&log), "{log}");
 }

@@ -4,7 +4,7 @@
 //! tenant promote` applies it through the versioned, audited apply path.
 
 use crate::support::{Options, Stack, TENANT, refund};
-use actiond_testkit::{Service, cli, eventually, free_port};
+use actiond_testkit::{Service, cli, eventually};
 use std::time::Duration;
 
 fn live_doc(s: &Stack) -> String {
@@ -83,15 +83,13 @@ async fn sign_in(
 /// The tenant-admin page: carol (listed under admins) sees the report; alice (an approver,
 /// not an admin) is refused; another tenant's report is a 404.
 async fn check_admin_page(s: &mut Stack, flipped: uuid::Uuid) {
-    let port = free_port();
-    let web_url = format!("http://127.0.0.1:{port}");
-    let web = Service::spawn(
+    let mut web = Service::spawn(
         "web",
         "web",
         &[],
         &[
             ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
+            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
             (
                 "ACTIOND_WEB_CREDENTIALS_DIR",
                 s.keys.web_dir.display().to_string(),
@@ -100,6 +98,7 @@ async fn check_admin_page(s: &mut Stack, flipped: uuid::Uuid) {
         ],
         &s.logs,
     );
+    let web_url = web.url("http").await;
     let (carol, used) = sign_in(&web, &web_url, "carol", None).await;
     let r = carol
         .get(format!("{web_url}/admin/shadow"))

@@ -1,9 +1,7 @@
 //! A whole gateway per test: a fresh database, keys, a counting receiver, and `actiond api`,
 //! `actiond policy` and `actiond executor` as real processes.
 
-use actiond_testkit::{
-    Keys, Receiver, Seen, Service, TestDb, agent, eventually, free_port, log_dir,
-};
+use actiond_testkit::{Keys, Receiver, Seen, Service, TestDb, agent, eventually, log_dir};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -196,6 +194,7 @@ pub struct Stack {
     pub tdb: TestDb,
     pub keys: Keys,
     pub recv: Receiver,
+    /// `http://127.0.0.1:<port>` of the api ([`Stack::start_api`]); empty while none runs.
     pub api_url: String,
     pub token: String,
     pub agent_id: uuid::Uuid,
@@ -250,12 +249,11 @@ impl Stack {
             .await
             .unwrap();
         let (agent_id, token) = agent(&tdb.db, "acme", "support-bot", Some("owner-olivia")).await;
-        let port = free_port();
         let mut s = Self {
             tdb,
             keys,
             recv,
-            api_url: format!("http://127.0.0.1:{port}"),
+            api_url: String::new(),
             token,
             agent_id,
             logs: log_dir(name),
@@ -263,7 +261,7 @@ impl Stack {
             http: reqwest::Client::new(),
         };
         if o.api {
-            s.start_api(port).await;
+            s.start_api().await;
         }
         if o.policy {
             s.start_policy().await;
@@ -274,19 +272,21 @@ impl Stack {
         s
     }
 
-    pub async fn start_api(&mut self, port: u16) {
+    /// Starts `actiond api` on a port of its choosing and points [`Stack::api_url`] at it.
+    pub async fn start_api(&mut self) {
         let url = self.tdb.role_url("api").await;
-        let svc = Service::spawn(
+        let mut svc = Service::spawn(
             "api",
             "api",
             &[],
             &[
                 ("DATABASE_URL", url),
-                ("ACTIOND_API_LISTEN", format!("127.0.0.1:{port}")),
+                ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
                 ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
             ],
             &self.logs,
         );
+        self.api_url = svc.url("http").await;
         self.services.push(svc);
         let url = format!("{}/healthz", self.api_url);
         let http = self.http.clone();

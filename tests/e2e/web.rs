@@ -3,7 +3,7 @@
 //! executor runs exactly the approved one with the web service's grant.
 
 use crate::support::{Options, Stack, refund};
-use actiond_testkit::{Service, eventually, free_port};
+use actiond_testkit::{Service, eventually};
 use std::time::Duration;
 
 pub(crate) fn hidden(html: &str, name: &str) -> String {
@@ -29,15 +29,13 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
     s.wait_state(deny_id, "escalated", Duration::from_secs(20))
         .await;
 
-    let port = free_port();
-    let web_url = format!("http://127.0.0.1:{port}");
-    let web = Service::spawn(
+    let mut web = Service::spawn(
         "web",
         "web",
         &[],
         &[
             ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
+            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
             (
                 "ACTIOND_WEB_CREDENTIALS_DIR",
                 s.keys.web_dir.display().to_string(),
@@ -47,6 +45,7 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
         ],
         &s.logs,
     );
+    let web_url = web.url("http").await;
     let code = eventually(Duration::from_secs(20), "dev login code on stderr", || {
         let log = web.log_text();
         async move {

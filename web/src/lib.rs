@@ -405,11 +405,14 @@ pub fn router(state: AppState) -> Router {
 
 /// Runs the web service on `listener` until `shutdown` resolves: the HTTP routes, the
 /// escalation notifier, the session sweeper and, when configured, the admin listener.
+/// `args.listen` is taken to be the listener's bound address, so the default public URL
+/// (`http://<listen>`) names the port actually bound when `--listen` asked for port 0.
 pub async fn serve(
-    args: WebArgs,
+    mut args: WebArgs,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    args.listen = listener.local_addr()?;
     let state = AppState::build(&args).await?;
     if let Some(admin) = args.admin_listen {
         let db = state.db.clone();
@@ -475,8 +478,6 @@ pub async fn serve_state_with(
 /// `actiond web`: binds `--listen` and serves until SIGINT/SIGTERM.
 pub async fn run(args: WebArgs) -> anyhow::Result<()> {
     actiond_runtime::init_tracing();
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("bind {}", args.listen))?;
+    let listener = actiond_runtime::http::bind("http", args.listen).await?;
     serve(args, listener, actiond_runtime::shutdown_signal()).await
 }

@@ -708,7 +708,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         std::future::pending(),
     )
     .await?;
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let listener = actiond_runtime::http::bind("http", args.listen).await?;
     tracing::info!(listen = %listener.local_addr()?, admin = %admin, "actiond api listening");
     let started = tokio::time::Instant::now();
     actiond_runtime::http::serve(

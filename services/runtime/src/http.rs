@@ -217,6 +217,27 @@ impl From<&EdgeArgs> for Edge {
     }
 }
 
+/// Log target of the line each listener writes once it is bound ([`bind`]).
+pub const LISTEN_LOG_TARGET: &str = "actiond::listen";
+
+/// Binds the listener named `listener` (`http` for a service's `--listen`, `admin` for its
+/// `--admin-listen`) on `addr` and logs the address it got, at `INFO` under
+/// [`LISTEN_LOG_TARGET`] with the fields `listener` and `addr`: with port 0 the system picks a
+/// free port, and this line is the only place that says which (the test harness reads it).
+/// The error names the listener and the address (`Address already in use`, a permission).
+pub async fn bind(
+    listener: &'static str,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<TcpListener> {
+    use anyhow::Context as _;
+    let bound = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind the {listener} listener on {addr}"))?;
+    let local = bound.local_addr()?;
+    tracing::info!(target: LISTEN_LOG_TARGET, listener, addr = %local, "listening");
+    Ok(bound)
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then drains: stops accepting,
 /// lets each connection finish its in-flight request (closing idle keep-alive connections at
 /// once), and returns when all are closed or `edge.drain_timeout` has passed. Unlike

@@ -272,7 +272,8 @@ struct AdminState {
 }
 
 /// Serves `/metrics`, `/healthz` (process alive) and `/readyz` (the ready check passes) on
-/// `addr` until `shutdown` resolves. Returns the bound address (port 0 picks a free port).
+/// `addr` until `shutdown` resolves. Returns the bound address (port 0 picks a free port),
+/// which is also logged as the `admin` listener ([`http::bind`]).
 pub async fn serve_admin(
     addr: SocketAddr,
     metrics: Metrics,
@@ -291,7 +292,7 @@ pub async fn serve_admin(
         .route("/readyz", get(ready_handler))
         .with_state(state);
     let app = http::observe(app);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = http::bind("admin", addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(http::serve(listener, app, http::Edge::default(), shutdown));
     Ok(bound)

@@ -196,11 +196,6 @@ fn as_postgres(bin: &Path) -> Command {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 impl Cluster {
     /// Starts a cluster with `pki`'s server certificate for 127.0.0.1 (IP only, no DNS name).
     /// `None` when initdb is not installed.
@@ -249,47 +244,65 @@ impl Cluster {
                 .unwrap();
             assert!(ok.success());
         }
-        let port = free_port();
-        let child = as_postgres(&bin.join("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(&dir.0)
-            .args([
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "ssl=on",
-                "-c",
-                "ssl_ca_file=root.crt",
-                "-c",
-                "fsync=off",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let cluster = Self { child, port, dir };
-        cluster.wait_ready().await;
-        Some(cluster)
+        let log = dir.0.join("postgres.log");
+        // Started again on a fresh port when another process took the first one.
+        let (child, port) = actiond_testkit::with_free_ports_async(1, async |ports: &[u16]| {
+            let port = ports[0];
+            let mut child = as_postgres(&bin.join("postgres"))
+                .arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-k"])
+                .arg(&dir.0)
+                .args([
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    "ssl=on",
+                    "-c",
+                    "ssl_ca_file=root.crt",
+                    "-c",
+                    "fsync=off",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+                .spawn()
+                .unwrap();
+            match wait_ready(&mut child, port).await {
+                Ok(()) => Ok((child, port)),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+                    Err(format!("{e}\n--- server log ---\n{logged}"))
+                }
+            }
+        })
+        .await;
+        Some(Self { child, port, dir })
     }
 
     fn url(&self, host: &str, params: &str) -> String {
         format!("postgres://postgres@{host}:{}/postgres?{params}", self.port)
     }
+}
 
-    async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let url = self.url("127.0.0.1", "sslmode=require");
-        loop {
-            match tls::connect(&url).await {
-                Ok(_) => return,
-                Err(e) if Instant::now() > deadline => {
-                    panic!("throwaway cluster not ready in 60 s: {e}")
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+/// Waits until the server `child` started on `port` accepts a TLS session; the reason when it
+/// exits first (its log says why) or is not ready in 60 s.
+async fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode=require");
+    loop {
+        match tls::connect(&url).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("throwaway cluster not ready in 60 s: {e}"));
             }
+            Err(_) => {}
         }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("throwaway cluster exited ({status})"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -1,6 +1,7 @@
-//! A private PostgreSQL server for one test: `initdb` and `pg_ctl` on a free loopback port,
-//! its socket and data in a temporary directory, so the test may restart or stop it under
-//! running services without disturbing any other test.
+//! A private PostgreSQL server for one test: `initdb` and `pg_ctl` on a free loopback port
+//! (started again on another one when some other process took it first:
+//! [`crate::with_free_ports`]), its socket and data in a temporary directory, so the test may
+//! restart or stop it under running services without disturbing any other test.
 //!
 //! The binaries come from `ACTIOND_TEST_PG_BIN` (a directory holding `initdb` and `pg_ctl`),
 //! else the newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else the directory
@@ -42,9 +43,15 @@ pub struct PgCluster {
 
 impl PgCluster {
     /// Creates the cluster (`initdb`) and starts it; waits until it accepts connections.
-    /// Panics with the command's output when a step fails, or when no PostgreSQL server
-    /// binaries are installed.
+    /// A start that finds its port taken is made again on a fresh one. Panics with the
+    /// command's output when a step fails, or when no PostgreSQL server binaries are
+    /// installed.
     pub fn start() -> Self {
+        Self::start_on(crate::free_ports)
+    }
+
+    /// [`PgCluster::start`] on ports drawn from `pick` (a test hands out a taken one first).
+    fn start_on(pick: impl FnMut(usize) -> Vec<u16>) -> Self {
         let bin = pg_bin();
         let dir =
             std::env::temp_dir().join(format!("actiond-pg-{}", uuid::Uuid::new_v4().simple()));
@@ -59,10 +66,10 @@ impl PgCluster {
                 });
             nix::unistd::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
         }
-        let c = Self {
+        let mut c = Self {
             dir,
             bin,
-            port: crate::free_port(),
+            port: 0,
             as_postgres,
         };
         let data = c.data();
@@ -80,7 +87,10 @@ impl PgCluster {
                 "--no-sync",
             ],
         );
-        c.start_again();
+        crate::ports::with_ports_from(pick, 1, |p| {
+            c.port = p[0];
+            c.try_start()
+        });
         c
     }
 
@@ -107,15 +117,30 @@ impl PgCluster {
     }
 
     /// `pg_ctl start` (again after [`PgCluster::stop`]: same port and socket directory);
-    /// waits until it accepts connections.
+    /// waits until it accepts connections. The port cannot change under the services that
+    /// use the server, so a port another process took meanwhile fails the test.
     pub fn start_again(&self) {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// `pg_ctl start` on [`PgCluster::port`]; the failure's output and what the server
+    /// logged during this start.
+    fn try_start(&self) -> Result<(), String> {
         // Only `restart` reuses the last options (postmaster.opts); `start` needs them again.
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
             self.port,
             self.dir.display()
         );
-        self.pg_ctl(&["start", "-o", &opts]);
+        // Only this start's part of the log: an earlier lost port is no reason to try again.
+        let logged = self.log_text().len();
+        self.try_pg_ctl(&["start", "-o", &opts]).map_err(|e| {
+            let log = self.log_text();
+            format!(
+                "{e}\n--- server log of this start ---\n{}",
+                log.get(logged..).unwrap_or(&log)
+            )
+        })
     }
 
     /// The server log so far.
@@ -129,30 +154,43 @@ impl PgCluster {
 
     /// `pg_ctl <args> -D <data> -l <log> -w -t 60`.
     fn pg_ctl(&self, args: &[&str]) {
+        self.try_pg_ctl(args)
+            .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.log_text()));
+    }
+
+    /// [`PgCluster::pg_ctl`]; its output when it fails.
+    fn try_pg_ctl(&self, args: &[&str]) -> Result<(), String> {
         let (data, log) = (self.data(), self.dir.join("log").display().to_string());
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["-D", &data, "-l", &log, "-w", "-t", "60"]);
-        self.run("pg_ctl", &all);
+        self.try_run("pg_ctl", &all)
     }
 
     /// Runs one of the server binaries to completion; panics with its output (and the server
     /// log) when it fails.
     fn run(&self, tool: &str, args: &[&str]) {
+        self.try_run(tool, args)
+            .unwrap_or_else(|e| panic!("{e}\n--- server log ---\n{}", self.log_text()));
+    }
+
+    /// [`PgCluster::run`]; the command line, its exit status and output when it fails.
+    fn try_run(&self, tool: &str, args: &[&str]) -> Result<(), String> {
         let exe = self.bin.join(tool);
         let out = self
             .command(tool)
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
-        assert!(
-            out.status.success(),
-            "{tool} {} failed ({}):\n{}{}\n--- server log ---\n{}",
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{tool} {} failed ({}):\n{}{}",
             args.join(" "),
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
-            self.log_text()
-        );
+        ))
     }
 
     /// A command running the server binary `tool`, as `postgres` when we are root, in the
@@ -223,4 +261,31 @@ fn pg_bin() -> PathBuf {
              install the PostgreSQL server (Debian: apt-get install postgresql) or set ACTIOND_TEST_PG_BIN"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The port handed out first is held by a listener of this test, as another process
+    /// would hold it: Postgres cannot bind it, and the cluster comes up on the next one.
+    #[tokio::test]
+    async fn a_cluster_whose_port_was_taken_starts_on_another() {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        let mut picks = 0;
+        let c = PgCluster::start_on(|n| {
+            picks += 1;
+            if picks == 1 {
+                vec![taken; n]
+            } else {
+                crate::free_ports(n)
+            }
+        });
+        assert_eq!(picks, 2, "one start lost its port, the next came up");
+        assert_ne!(c.port(), taken);
+        let client = actiond_store::tls::connect(&c.admin_url()).await.unwrap();
+        let one: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    }
 }

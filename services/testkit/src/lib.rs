@@ -9,7 +9,10 @@
 //! - [`Keys`]: generated grant keys laid out like `actiond dev` does (one credentials
 //!   directory per signer, the executor's `trusted_keys/`).
 //! - [`Receiver`]: a local HTTP server that counts and records requests, optionally slow.
-//! - [`Service`]: an `actiond <role>` child process with its log in a file, killed on drop.
+//! - [`Service`]: an `actiond <role>` child process with its log in a file, killed on drop;
+//!   started on port 0, it says which port it got ([`Service::bound`]).
+//! - [`ports`]: ports for servers that must be told theirs, started again on fresh ones when
+//!   another process took one first.
 //! - [`providers`]: real PowerDNS, SMTP and target-Postgres servers for handler tests.
 
 #![allow(
@@ -20,9 +23,11 @@
 )]
 
 pub mod cluster;
+pub mod ports;
 pub mod providers;
 
 pub use cluster::{PgCluster, StopMode};
+pub use ports::{free_port, free_ports, with_free_ports, with_free_ports_async};
 
 use actiond_core::grant::{GrantSigner, generate_key};
 use actiond_store::Db;
@@ -507,6 +512,83 @@ impl Service {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The address the process's listener `listener` is bound to (`http`: the `--listen` of
+    /// `actiond api` or `web`; `admin`: any role's `--admin-listen`), read from the line it
+    /// logs once bound (`actiond_runtime::http::bind`, target `actiond::listen`, text or JSON
+    /// format). Start the listener on port 0 (`127.0.0.1:0`) and ask here: a port picked
+    /// before the start may be taken by another process by then. Waits up to 30 s; panics
+    /// with the log when the process exits first (a failed bind says why) or the line does
+    /// not come (a `RUST_LOG` must let `actiond::listen=info` through; [`Service::spawn`]'s
+    /// default `info` does).
+    pub async fn bound(&mut self, listener: &str) -> std::net::SocketAddr {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            // Read before asking whether the process is gone: a line written just before it
+            // exited is still seen.
+            let log = self.log_text();
+            if let Some(addr) = log
+                .lines()
+                .filter_map(listen_line)
+                .filter(|(name, _)| name == listener)
+                .map(|(_, addr)| addr)
+                .next_back()
+            {
+                return addr;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "actiond {} ({}) exited ({status}) before its {listener} listener was bound:\n{log}",
+                    self.role,
+                    self.log.display()
+                );
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "actiond {} ({}) logged no bound {listener} listener in 30 s:\n{log}",
+                    self.role,
+                    self.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `http://<address>` of the listener `listener` ([`Service::bound`]).
+    pub async fn url(&mut self, listener: &str) -> String {
+        format!("http://{}", self.bound(listener).await)
+    }
+}
+
+/// (listener, address) of a log line that says a listener is bound (target `actiond::listen`,
+/// fields `listener` and `addr`), in the text or the JSON log format.
+fn listen_line(line: &str) -> Option<(String, std::net::SocketAddr)> {
+    const TARGET: &str = "actiond::listen";
+    if line.trim_start().starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        if v["target"] != TARGET {
+            return None;
+        }
+        let fields = if v["fields"].is_object() {
+            &v["fields"]
+        } else {
+            &v
+        };
+        let name = fields["listener"].as_str()?;
+        let addr = fields["addr"].as_str()?.parse().ok()?;
+        return Some((name.to_owned(), addr));
+    }
+    let (_, rest) = line.split_once(&format!("{TARGET}:"))?;
+    let mut name = None;
+    let mut addr = None;
+    for token in rest.split_whitespace() {
+        if let Some(v) = token.strip_prefix("listener=") {
+            name = Some(v.trim_matches('"').to_owned());
+        } else if let Some(v) = token.strip_prefix("addr=") {
+            addr = v.trim_matches('"').parse().ok();
+        }
+    }
+    Some((name?, addr?))
 }
 
 impl Drop for Service {
@@ -514,15 +596,6 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A free loopback port (bind, read, release).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Runs the `actiond` CLI to completion; returns (success, stdout, stderr).
@@ -573,4 +646,30 @@ pub async fn agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>) -> (u
         .await
         .unwrap();
     (a.id, token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listen_line;
+
+    /// The line `actiond_runtime::http::bind` writes, as the text and the JSON formats print
+    /// it (tracing-subscriber 0.3, no ANSI colour), inside a span too.
+    #[test]
+    fn listen_lines_are_read_in_both_log_formats() {
+        let addr: std::net::SocketAddr = "127.0.0.1:40123".parse().unwrap();
+        for line in [
+            "2026-01-02T03:04:05.678901Z  INFO actiond::listen: listening listener=\"http\" addr=127.0.0.1:40123",
+            "2026-01-02T03:04:05.678901Z  INFO run: actiond::listen: listening listener=\"http\" addr=127.0.0.1:40123",
+            r#"{"timestamp":"2026-01-02T03:04:05.678901Z","level":"INFO","fields":{"message":"listening","listener":"http","addr":"127.0.0.1:40123"},"target":"actiond::listen"}"#,
+        ] {
+            assert_eq!(listen_line(line), Some(("http".to_owned(), addr)), "{line}");
+        }
+        for other in [
+            "2026-01-02T03:04:05.678901Z  INFO actiond_api: actiond api listening listen=127.0.0.1:40123 admin=127.0.0.1:40124",
+            r#"{"level":"INFO","fields":{"message":"listening","listener":"http","addr":"127.0.0.1:1"},"target":"actiond::access"}"#,
+            "not a log line",
+        ] {
+            assert_eq!(listen_line(other), None, "{other}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! Real provider servers for handler tests, each a child process on loopback ports, killed on
-//! drop:
+//! Real provider servers for handler tests, each a child process on loopback ports (started
+//! again on fresh ones when another process took one first: [`crate::with_free_ports`]),
+//! killed on drop:
 //! - [`PowerDns`]: Debian's `pdns_server` with the sqlite3 backend (schema from the package) and
 //!   its HTTP API;
 //! - [`SmtpSink`]: aiosmtpd (Debian `python3-aiosmtpd`) storing every message it receives in a
@@ -7,7 +8,7 @@
 //! - [`TargetDb`]: a second database on the test Postgres server with its own login role, as the
 //!   target of `db.statement.execute`.
 
-use crate::{admin_client, free_port, server_url, with_db};
+use crate::{admin_client, server_url, with_db};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -29,18 +30,50 @@ impl Drop for Scratch {
     }
 }
 
-/// Waits until something accepts TCP connections on `127.0.0.1:port`, or panics with `log`.
-fn wait_port(port: u16, what: &str, log: &Path) {
-    for _ in 0..800 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
+/// Waits until `up` says the child `what` serves (given its log so far). Something else
+/// accepting on the port proves nothing (it may be whoever took the port), so `up` must
+/// recognize this child. When the child exits, its log says a port was taken (PowerDNS keeps
+/// running without its web server then) or 20 s pass, the child is killed and the error
+/// carries its log, for [`crate::with_free_ports`] to judge.
+fn wait_up(
+    child: &mut Child,
+    what: &str,
+    log: &Path,
+    mut up: impl FnMut(&str) -> bool,
+) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if up(&text) {
+            return Ok(());
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some()
+            || crate::ports::says_port_taken(&text)
+            || std::time::Instant::now() > deadline
+        {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(format!("{what} did not start ({status}):\n{text}"));
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    panic!(
-        "{what} did not start on port {port}:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
+}
+
+/// True when `127.0.0.1:port` answers `GET path` with status 200 when sent `header`.
+fn http_ok(port: u16, path: &str, header: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{header}\r\n\r\n");
+    if c.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }
 
 /// The PowerDNS schema for the sqlite3 backend, as the Debian package ships it.
@@ -71,6 +104,11 @@ pub struct PowerDns {
 impl PowerDns {
     /// Starts `pdns_server` with a fresh sqlite3 database and creates `zones` (Native, one NS).
     pub async fn start(zones: &[&str]) -> Self {
+        Self::start_on(crate::free_ports, zones).await
+    }
+
+    /// [`PowerDns::start`] on ports drawn from `pick` (a test hands out taken ones first).
+    async fn start_on(pick: impl FnMut(usize) -> Vec<u16>, zones: &[&str]) -> Self {
         let dir = Scratch::new("actiond-pdns");
         let db = dir.0.join("pdns.sqlite3");
         let st = Command::new("sqlite3")
@@ -79,25 +117,33 @@ impl PowerDns {
             .status()
             .expect("sqlite3 (Debian package sqlite3)");
         assert!(st.success(), "loading the PowerDNS schema failed");
-        let (api_port, dns_port) = (free_port(), free_port());
         let api_key = format!("k{}", uuid::Uuid::new_v4().simple());
-        let conf = format!(
-            "launch=gsqlite3\ngsqlite3-database={}\napi=yes\napi-key={api_key}\nwebserver=yes\n\
-             webserver-address=127.0.0.1\nwebserver-port={api_port}\nwebserver-allow-from=127.0.0.0/8\n\
-             local-address=127.0.0.1\nlocal-port={dns_port}\nsocket-dir={}\nguardian=no\ndaemon=no\n\
-             disable-syslog=yes\nloglevel=4\n",
-            db.display(),
-            dir.0.display()
-        );
-        std::fs::write(dir.0.join("pdns.conf"), conf).unwrap();
-        let log = dir.0.join("pdns.log");
-        let child = Command::new("pdns_server")
-            .arg(format!("--config-dir={}", dir.0.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .expect("pdns_server (Debian package pdns-server)");
-        wait_port(api_port, "pdns_server", &log);
+        // The DNS port is bound for UDP as well as TCP; either may be taken.
+        let (child, api_port) = crate::ports::with_ports_from(pick, 2, |ports| {
+            let (api_port, dns_port) = (ports[0], ports[1]);
+            let conf = format!(
+                "launch=gsqlite3\ngsqlite3-database={}\napi=yes\napi-key={api_key}\nwebserver=yes\n\
+                 webserver-address=127.0.0.1\nwebserver-port={api_port}\nwebserver-allow-from=127.0.0.0/8\n\
+                 local-address=127.0.0.1\nlocal-port={dns_port}\nsocket-dir={}\nguardian=no\ndaemon=no\n\
+                 disable-syslog=yes\nloglevel=4\n",
+                db.display(),
+                dir.0.display()
+            );
+            std::fs::write(dir.0.join("pdns.conf"), conf).unwrap();
+            let log = dir.0.join("pdns.log");
+            let mut child = Command::new("pdns_server")
+                .arg(format!("--config-dir={}", dir.0.display()))
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+                .spawn()
+                .expect("pdns_server (Debian package pdns-server)");
+            // Only this server knows the key.
+            let key = format!("X-API-Key: {api_key}");
+            wait_up(&mut child, "pdns_server", &log, |_| {
+                http_ok(api_port, "/api/v1/servers/localhost", &key)
+            })?;
+            Ok((child, api_port))
+        });
         let s = Self {
             child,
             base_url: format!("http://127.0.0.1:{api_port}/"),
@@ -228,7 +274,7 @@ pub struct SmtpSink {
 impl SmtpSink {
     /// Starts `python3 -m aiosmtpd` (Debian's `/usr/bin/python3` with `python3-aiosmtpd`).
     pub fn start() -> Self {
-        Self::start_with("aiosmtpd.handlers.Mailbox", None)
+        Self::start_with("aiosmtpd.handlers.Mailbox", None, crate::free_ports)
     }
 
     /// A relay that stores the message and then dies before it answers the end of DATA: the
@@ -242,12 +288,21 @@ class DropAfterData(Mailbox):
         self.handle_message(self.prepare_message(session, envelope))
         os._exit(0)
 "#;
-        Self::start_with("actiond_drop.DropAfterData", Some(HANDLER))
+        Self::start_with(
+            "actiond_drop.DropAfterData",
+            Some(HANDLER),
+            crate::free_ports,
+        )
     }
 
-    fn start_with(handler: &str, module: Option<&str>) -> Self {
+    /// Starts aiosmtpd with `handler` (defined by the Python source `module`, when given) on
+    /// a port drawn from `pick`.
+    fn start_with(
+        handler: &str,
+        module: Option<&str>,
+        pick: impl FnMut(usize) -> Vec<u16>,
+    ) -> Self {
         let dir = Scratch::new("actiond-smtp");
-        let port = free_port();
         let log = dir.0.join("smtp.log");
         let py = if Path::new("/usr/bin/python3").exists() {
             "/usr/bin/python3"
@@ -257,17 +312,25 @@ class DropAfterData(Mailbox):
         if let Some(src) = module {
             std::fs::write(dir.0.join("actiond_drop.py"), src).unwrap();
         }
-        let child = Command::new(py)
-            .env("PYTHONPATH", &dir.0)
-            .args(["-m", "aiosmtpd", "-n", "-l"])
-            .arg(format!("127.0.0.1:{port}"))
-            .args(["-c", handler])
-            .arg(dir.0.join("maildir"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .expect("python3 -m aiosmtpd (Debian package python3-aiosmtpd)");
-        wait_port(port, "aiosmtpd", &log);
+        let (child, port) = crate::ports::with_ports_from(pick, 1, |ports| {
+            let port = ports[0];
+            // `-d`: it logs "Server is listening on HOST:PORT" once bound.
+            let mut child = Command::new(py)
+                .env("PYTHONPATH", &dir.0)
+                .args(["-m", "aiosmtpd", "-n", "-d", "-l"])
+                .arg(format!("127.0.0.1:{port}"))
+                .args(["-c", handler])
+                .arg(dir.0.join("maildir"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+                .spawn()
+                .expect("python3 -m aiosmtpd (Debian package python3-aiosmtpd)");
+            let listening = format!("Server is listening on 127.0.0.1:{port}");
+            wait_up(&mut child, "aiosmtpd", &log, |text| {
+                text.contains(&listening)
+            })?;
+            Ok((child, port))
+        });
         Self {
             child,
             host_port: format!("127.0.0.1:{port}"),
@@ -383,5 +446,60 @@ impl Drop for TargetDb {
             });
         })
         .join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hands out `taken` as the first port of the first pick (the others free), then free
+    /// ports only.
+    fn taken_first(taken: u16) -> impl FnMut(usize) -> Vec<u16> {
+        let mut picks = 0;
+        move |n| {
+            picks += 1;
+            let mut ports = crate::free_ports(n);
+            if picks == 1 {
+                ports[0] = taken;
+            }
+            ports
+        }
+    }
+
+    /// aiosmtpd exits when its port is held by another process; the sink starts again on a
+    /// fresh one and receives mail there.
+    #[test]
+    fn an_smtp_sink_whose_port_was_taken_starts_on_another() {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        let sink = SmtpSink::start_with("aiosmtpd.handlers.Mailbox", None, taken_first(taken));
+        assert_ne!(sink.host_port, format!("127.0.0.1:{taken}"));
+        let mut c = std::net::TcpStream::connect(&sink.host_port).unwrap();
+        let mut greeting = [0u8; 4];
+        std::io::Read::read_exact(&mut c, &mut greeting).unwrap();
+        assert_eq!(&greeting, b"220 ");
+    }
+
+    /// PowerDNS keeps running without its web server when the API port is held by another
+    /// process (only its log says so): the harness sees that line, stops it and starts it
+    /// again on fresh ports, and the API answers there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_powerdns_whose_api_port_was_taken_starts_on_another() {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        // The first start's API port is taken, its DNS port free.
+        let pdns = PowerDns::start_on(taken_first(taken), &["example.org"]).await;
+        assert!(
+            !pdns.base_url.contains(&format!(":{taken}/")),
+            "{}",
+            pdns.base_url
+        );
+        pdns.set("example.org", "www.example.org", "A", 60, &["192.0.2.1"])
+            .await;
+        assert_eq!(
+            pdns.rrset("example.org", "www.example.org", "A").await,
+            Some((60, vec!["192.0.2.1".to_owned()]))
+        );
     }
 }
