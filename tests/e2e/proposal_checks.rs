@@ -191,3 +191,97 @@ async fn times(c: &Client, id: uuid::Uuid) -> (Stamp, Option<Stamp>, Stamp, Opti
         .unwrap();
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
+
+/// V28 replaces the regular expressions of the hash checks (`proposals.params_sha256`,
+/// `proposals.intent_hash`, `grants.intent_hash`) with a cheaper test of the same rule: on a
+/// database holding a proposal in every state it moves no row, and afterwards each column
+/// refuses, on INSERT and on UPDATE, exactly the values V1's `~ '^[0-9a-f]{64}$'` refuses
+/// (upper case, one character short or long, a trailing newline, a letter past `f`, a digit of
+/// another script, a space, the empty string) and accepts the values it accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v28_refuses_what_v1_refused() {
+    let mut s = Scratch::at(27).await;
+    s.every_state().await;
+    let before = s.rows().await;
+    s.db.migrate_to(28).await.unwrap();
+    assert_eq!(before, s.rows().await, "V28 moves no row");
+    let good = "0123456789abcdef".repeat(4);
+    let bad = [
+        good.to_uppercase(),
+        good[..63].to_owned(),
+        format!("{good}0"),
+        format!("{}\n", &good[..63]),
+        format!("{}g", &good[..63]),
+        format!("{}\u{0663}", &good[..63]),
+        format!("{} ", &good[..63]),
+        String::new(),
+    ];
+    let (agent, tenant) = (s.agent, "acme");
+    let cases: Vec<(String, bool)> = bad
+        .into_iter()
+        .map(|b| (b, false))
+        .chain([(good.clone(), true), ("f".repeat(64), true)])
+        .collect();
+    for (value, want_ok) in &cases {
+        let (value, want_ok) = (value.as_str(), *want_ok);
+        let v1: bool = s
+            .c
+            .query_one("SELECT $1::text ~ '^[0-9a-f]{64}$'", &[&value])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(v1, want_ok, "V1's rule for {value:?}");
+        for column in ["params_sha256", "intent_hash"] {
+            let (params, intent) = if column == "params_sha256" {
+                (value, good.as_str())
+            } else {
+                (good.as_str(), value)
+            };
+            // Each in a transaction rolled back: two accepted inserts would share one open intent.
+            let tx = s.c.transaction().await.unwrap();
+            let r = tx
+                .execute(
+                    "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                                            intent_hash, request_sha256)
+                     VALUES (gen_random_uuid(), $1, $2, 'webhook.post', '', '{}', $3, $4, $4)",
+                    &[&tenant, &agent, &params, &intent],
+                )
+                .await;
+            drop(tx);
+            assert_eq!(r.is_ok(), want_ok, "INSERT {column} = {value:?}: {r:?}");
+            if let Err(e) = r {
+                let (code, text) = refusal(e);
+                assert_eq!(code, "23514", "{text}");
+                assert!(text.contains(&format!("proposals_{column}_check")), "{text}");
+            }
+        }
+        // An update re-checks params_sha256 (no trigger guards that column).
+        let tx = s.c.transaction().await.unwrap();
+        let r = tx
+            .execute(
+                "UPDATE proposals SET params_sha256 = $1 WHERE state = 'succeeded'",
+                &[&value],
+            )
+            .await;
+        assert_eq!(r.is_ok(), want_ok, "UPDATE params_sha256 = {value:?}: {r:?}");
+        drop(tx);
+        let tx = s.c.transaction().await.unwrap();
+        let r = tx
+            .execute(
+                "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at,
+                                     key_id, sig, issued_by)
+                 SELECT gen_random_uuid(), id, tenant_id, $1, 1, 0, now(), 'policy-1', '\\x00', 'policy'
+                 FROM proposals WHERE state = 'approved'",
+                &[&value],
+            )
+            .await;
+        assert_eq!(r.is_ok(), want_ok, "INSERT grants.intent_hash = {value:?}: {r:?}");
+        if let Err(e) = r {
+            let (code, text) = refusal(e);
+            assert_eq!(code, "23514", "{text}");
+            assert!(text.contains("grants_intent_hash_check"), "{text}");
+        }
+        drop(tx);
+    }
+    s.drop_now().await;
+}
