@@ -224,12 +224,11 @@ async fn v28_refuses_what_v1_refused() {
         .collect();
     for (value, want_ok) in &cases {
         let (value, want_ok) = (value.as_str(), *want_ok);
-        let v1: bool = s
-            .c
-            .query_one("SELECT $1::text ~ '^[0-9a-f]{64}$'", &[&value])
-            .await
-            .unwrap()
-            .get(0);
+        let v1: bool =
+            s.c.query_one("SELECT $1::text ~ '^[0-9a-f]{64}$'", &[&value])
+                .await
+                .unwrap()
+                .get(0);
         assert_eq!(v1, want_ok, "V1's rule for {value:?}");
         for column in ["params_sha256", "intent_hash"] {
             let (params, intent) = if column == "params_sha256" {
@@ -252,7 +251,10 @@ async fn v28_refuses_what_v1_refused() {
             if let Err(e) = r {
                 let (code, text) = refusal(e);
                 assert_eq!(code, "23514", "{text}");
-                assert!(text.contains(&format!("proposals_{column}_check")), "{text}");
+                assert!(
+                    text.contains(&format!("proposals_{column}_check")),
+                    "{text}"
+                );
             }
         }
         // An update re-checks params_sha256 (no trigger guards that column).
@@ -263,7 +265,11 @@ async fn v28_refuses_what_v1_refused() {
                 &[&value],
             )
             .await;
-        assert_eq!(r.is_ok(), want_ok, "UPDATE params_sha256 = {value:?}: {r:?}");
+        assert_eq!(
+            r.is_ok(),
+            want_ok,
+            "UPDATE params_sha256 = {value:?}: {r:?}"
+        );
         drop(tx);
         let tx = s.c.transaction().await.unwrap();
         let r = tx
@@ -275,7 +281,11 @@ async fn v28_refuses_what_v1_refused() {
                 &[&value],
             )
             .await;
-        assert_eq!(r.is_ok(), want_ok, "INSERT grants.intent_hash = {value:?}: {r:?}");
+        assert_eq!(
+            r.is_ok(),
+            want_ok,
+            "INSERT grants.intent_hash = {value:?}: {r:?}"
+        );
         if let Err(e) = r {
             let (code, text) = refusal(e);
             assert_eq!(code, "23514", "{text}");

@@ -216,7 +216,8 @@ async fn queue_gauges_read_a_bounded_number_of_rows() {
     assert_eq!(*count, actiond_store::metrics::QUEUE_GAUGE_ROWS);
 }
 
-/// The three queue reads at 10k and at `ACTIOND_TEST_PLAN_ROWS` live rows, then with an open
+/// The queue reads at 10k and at `ACTIOND_TEST_PLAN_ROWS` live rows (the two claims also as
+/// the workers prepare them, generic plans with the limit a parameter), then with an open
 /// snapshot holding dead entries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_reads_stay_index_driven_as_rows_grow() {
@@ -225,9 +226,29 @@ async fn queue_reads_stay_index_driven_as_rows_grow() {
     let mut c = tdb.superuser().await;
     c.batch_execute(ESCALATION_CAP).await.unwrap();
     let cap = format!("EXECUTE escalation_cap('acme', '{agent_id}')");
+    // The claims as the workers run them: prepared, the limit a parameter, planned generically
+    // (`Db::connect_generic`), so the plan cannot know how few rows are wanted.
+    c.batch_execute(&format!(
+        "PREPARE executor_claim(int8) AS {};
+         PREPARE policy_claim(int8) AS {}",
+        EXECUTOR_CLAIM.replace("LIMIT 16", "LIMIT $1"),
+        POLICY_CLAIM.replace("LIMIT 64", "LIMIT $1"),
+    ))
+    .await
+    .unwrap();
     let queries = [
         ("executor claim", EXECUTOR_CLAIM, "proposals_approved"),
         ("policy claim", POLICY_CLAIM, "proposals_pending"),
+        (
+            "executor claim, generic plan",
+            "EXECUTE executor_claim(16)",
+            "proposals_approved",
+        ),
+        (
+            "policy claim, generic plan",
+            "EXECUTE policy_claim(64)",
+            "proposals_pending",
+        ),
         ("oldest pending", OLDEST_PENDING, "proposals_pending"),
         // Every row is this agent's: walking its history would read them all.
         (

@@ -683,7 +683,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?,
         ),
     };
-    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let db = Db::connect_generic(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("api");
     let mut state = AppState::new(db.clone(), &metrics)
         .with_public_origin(resource::public_origin(&args.public_origins))

@@ -625,7 +625,7 @@ impl Worker {
 
 /// Runs `actiond executor` until SIGINT/SIGTERM; running handlers finish first.
 pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
-    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let db = Db::connect_generic(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("executor");
     let worker = Arc::new(Worker::from_args(
         db.clone(),

@@ -591,7 +591,7 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
     }
     let signer = load_signer(args.credentials_dir.as_deref(), &args.key_id)?;
     let classifiers = Classifiers::parse(&args.classifiers)?;
-    let db = Db::connect(&args.database_url, args.pool_size)?;
+    let db = Db::connect_generic(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("policy");
     let worker = Arc::new(Worker::new(
         db.clone(),

@@ -137,6 +137,29 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// A pooled client.
 pub type Client = deadpool_postgres::Object;
 
+/// How a pool's connections choose plans for prepared statements (see
+/// [`Db::connect_generic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plans {
+    /// Postgres' default (`plan_cache_mode = auto`).
+    Auto,
+    /// `plan_cache_mode = force_generic_plan` for every connection.
+    Generic,
+}
+
+/// The pool's `post_create` hook of [`Db::connect_generic`]: one statement when a connection
+/// is opened.
+fn generic_plans_hook() -> deadpool_postgres::Hook {
+    deadpool_postgres::Hook::async_fn(|client: &mut deadpool_postgres::ClientWrapper, _| {
+        Box::pin(async move {
+            client
+                .batch_execute("SET plan_cache_mode = force_generic_plan")
+                .await
+                .map_err(deadpool_postgres::HookError::Backend)
+        })
+    })
+}
+
 /// Connection pool plus the config it was built from (for dedicated connections).
 #[derive(Clone)]
 pub struct Db {
@@ -167,6 +190,29 @@ impl Db {
     /// dropped (a new one is opened) when that fails. Connections handed out after the last
     /// failure are not checked.
     pub fn connect(url: &str, max_size: usize) -> Result<Self> {
+        Self::connect_with(url, max_size, Plans::Auto)
+    }
+
+    /// [`Db::connect`] for the services on the allow path (api, policy, executor): every
+    /// connection of the pool plans its prepared statements generically (`SET
+    /// plan_cache_mode = force_generic_plan` once, when it is opened).
+    ///
+    /// Why: Postgres plans a prepared statement afresh for each of its first five executions
+    /// on a connection, and afterwards whenever it estimates the generic plan to cost more,
+    /// which it always does for a claim whose `LIMIT` is a parameter. A worker's batched
+    /// statements run a few hundred times per connection, and planning one costs 0.5–2.5 ms:
+    /// measured in the release bench (`pg_stat_statements.track_planning`), about half of the
+    /// executor's claims and a fifth to a quarter of its spends and outcomes were planned
+    /// anew, 4% of Postgres CPU per proposal; each new api connection planned the submission
+    /// five times, 2.5 ms each. The statements these services run on the allow path are
+    /// written to find their rows by primary key or through a queue's partial index whatever
+    /// their parameters; `tests/e2e/queue_plans.rs` checks their generic plans at 10k and 200k
+    /// rows. The web app keeps Postgres' default: its list pages' filters are optional.
+    pub fn connect_generic(url: &str, max_size: usize) -> Result<Self> {
+        Self::connect_with(url, max_size, Plans::Generic)
+    }
+
+    fn connect_with(url: &str, max_size: usize, plans: Plans) -> Result<Self> {
         let (config, params) = tls::parse(url)?;
         let connector = params.connector()?;
         let mut cfg = config.clone();
@@ -186,7 +232,12 @@ impl Db {
             .wait_timeout(Some(Duration::from_secs(10)))
             .create_timeout(Some(Duration::from_secs(5)))
             .runtime(deadpool_postgres::Runtime::Tokio1)
-            .pre_recycle(suspect::check_hook())
+            .pre_recycle(suspect::check_hook());
+        let pool = match plans {
+            Plans::Auto => pool,
+            Plans::Generic => pool.post_create(generic_plans_hook()),
+        };
+        let pool = pool
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
         Ok(Self {
