@@ -932,3 +932,76 @@ async fn delegated_submissions_write_exactly_one_delegation_each() {
     assert_eq!(total, 33, "no delegation without its proposal");
     one_submitted_event_per_proposal(&s).await;
 }
+
+/// Postgres ending the api's backend while its pipelined submission waits inside the
+/// transaction (the insert blocked on a lock) stores nothing: the answer is a 503, no row or
+/// event of the request exists, and the api's only pool slot serves the next request on a new
+/// connection; the same key then files the proposal once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_terminated_mid_pipeline_stores_nothing_and_the_pool_recovers() {
+    let s = Stack::with("submit_terminated", no_workers()).await;
+    let api = start_api(&s, "api-1", &[("ACTIOND_API_POOL_SIZE", "1".into())]).await;
+    let (st, v) = post(&s.http, &api.url, &s.token, &refund("pi_before", 100), None).await;
+    assert_eq!(st, 202, "{v}");
+    let mut su = s.tdb.superuser().await;
+    let tx = su.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM agents WHERE id = $1 FOR UPDATE",
+        &[&s.agent_id],
+    )
+    .await
+    .unwrap();
+    let (http, url, token) = (s.http.clone(), api.url.clone(), s.token.clone());
+    let request = tokio::spawn(async move {
+        post(
+            &http,
+            &url,
+            &token,
+            &refund("pi_killed", 100),
+            Some("killed"),
+        )
+        .await
+    });
+    let watcher = s.tdb.superuser().await;
+    let watcher = &watcher;
+    let pid: i32 = eventually(
+        Duration::from_secs(10),
+        "the insert waiting on the lock",
+        || async move {
+            watcher
+                .query_opt(
+                    "SELECT pid FROM pg_stat_activity
+                     WHERE datname = current_database() AND usename = 'actiond_test_api'
+                       AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .ok()?
+                .map(|r| r.get(0))
+        },
+    )
+    .await;
+    watcher
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    let (st, v) = request.await.unwrap();
+    assert_eq!(st, 503, "{v}");
+    tx.commit().await.unwrap();
+    assert_eq!(stored_for(&s, "pi_killed").await, (0, 0));
+    no_transaction_left_open(&s).await;
+    let (st, v) = post(&s.http, &api.url, &s.token, &refund("pi_after", 100), None).await;
+    assert_eq!(st, 202, "{v}");
+    let (st, v) = post(
+        &s.http,
+        &api.url,
+        &s.token,
+        &refund("pi_killed", 100),
+        Some("killed"),
+    )
+    .await;
+    assert_eq!(st, 202, "{v}");
+    assert_ne!(v["replayed"], true, "{v}");
+    assert_eq!(stored_for(&s, "pi_killed").await, (1, 1));
+    one_submitted_event_per_proposal(&s).await;
+}
