@@ -1005,3 +1005,43 @@ async fn a_backend_terminated_mid_pipeline_stores_nothing_and_the_pool_recovers(
     assert_eq!(stored_for(&s, "pi_killed").await, (1, 1));
     one_submitted_event_per_proposal(&s).await;
 }
+
+/// A retry with the same `Idempotency-Key` and body answers the stored proposal even when a
+/// document applied in between makes that body invalid: a client that lost the first answer
+/// (a 503 while committing) learns that its proposal exists and is pending, not a 400 saying
+/// it was refused. Another body under that key is still a 422; the same body under a new key,
+/// or under none, is refused by the new document and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_stricter_document_answers_the_stored_proposal() {
+    let s = Stack::with("submit_retry_stricter", no_workers()).await;
+    let api = start_api(&s, "api-1", &[]).await;
+    let body = refund("pi_retry", 50000);
+    let (st, v) = post(&s.http, &api.url, &s.token, &body, Some("retry-1")).await;
+    assert_eq!(st, 202, "{v}");
+    let id = v["proposal_id"].as_str().unwrap().to_owned();
+    actiond_store::tenants::apply(&s.tdb.db, &doc_with_max(&s, 1000), "test")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let (st, v) = post(&s.http, &api.url, &s.token, &body, Some("retry-1")).await;
+        assert_eq!(st, 202, "the retry must find its proposal: {v}");
+        assert_eq!(v["proposal_id"], id.as_str(), "{v}");
+        assert_eq!(v["replayed"], true, "{v}");
+        assert_eq!(v["state"], "pending", "{v}");
+    }
+    let (st, v) = post(
+        &s.http,
+        &api.url,
+        &s.token,
+        &refund("pi_retry", 50001),
+        Some("retry-1"),
+    )
+    .await;
+    assert_eq!(st, 422, "{v}");
+    let (st, v) = post(&s.http, &api.url, &s.token, &body, Some("retry-2")).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("params.amount"), "{v}");
+    let (st, v) = post(&s.http, &api.url, &s.token, &body, None).await;
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(stored_for(&s, "pi_retry").await, (1, 1));
+}
