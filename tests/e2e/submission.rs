@@ -1045,3 +1045,88 @@ async fn a_retry_after_a_stricter_document_answers_the_stored_proposal() {
     assert_eq!(st, 400, "{v}");
     assert_eq!(stored_for(&s, "pi_retry").await, (1, 1));
 }
+
+/// An event that does not get written (here a trigger that silently drops it, as a database
+/// owner could install) stops the change it belongs to: no event, no change. The submission
+/// whose `proposal.submitted` is dropped stores no proposal, and the spend whose `grant.spent`
+/// is dropped spends no grant and runs no handler; once the events can be written again, the
+/// proposal runs with all four of its events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_event_is_not_written_does_not_happen() {
+    let s = Stack::new("submit_event_dropped").await;
+    let (doomed, doomed_token) =
+        actiond_testkit::agent(&s.tdb.db, "acme", "doomed-bot", None).await;
+    let su = s.tdb.superuser().await;
+    su.batch_execute(&format!(
+        "CREATE FUNCTION test_drop_event() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RETURN NULL; END $$;
+         CREATE TRIGGER test_drop_submitted BEFORE INSERT ON audit_events FOR EACH ROW
+           WHEN (NEW.kind = 'proposal.submitted' AND NEW.actor = 'agent:{doomed}')
+           EXECUTE FUNCTION test_drop_event();
+         CREATE TRIGGER test_drop_spent BEFORE INSERT ON audit_events FOR EACH ROW
+           WHEN (NEW.kind = 'grant.spent') EXECUTE FUNCTION test_drop_event();"
+    ))
+    .await
+    .unwrap();
+    let answer = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .bearer_auth(&doomed_token)
+        .header("content-type", "application/json")
+        .body(refund("pi_no_event", 100))
+        .send()
+        .await;
+    if let Ok(r) = answer {
+        assert_ne!(r.status().as_u16(), 202, "accepted without its event");
+    }
+    let stored: i64 = su
+        .query_one(
+            "SELECT count(*) FROM proposals WHERE agent_id = $1",
+            &[&doomed],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "a proposal was stored without its event");
+    // An allowed refund whose spend cannot write its event.
+    let id = s.propose(&refund("pi_spend_no_event", 100)).await;
+    let su = &su;
+    eventually(
+        Duration::from_secs(20),
+        "the refund decided",
+        || async move {
+            let n: i64 = su
+                .query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
+                .await
+                .ok()?
+                .get(0);
+            (n == 1).then_some(())
+        },
+    )
+    .await;
+    // The executor polls every 200 ms: it has tried to spend it many times by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let r = su
+        .query_one(
+            "SELECT p.state, g.used_at IS NULL FROM proposals p JOIN grants g ON g.proposal_id = p.id
+             WHERE p.id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.get::<_, String>(0), r.get::<_, bool>(1)),
+        ("approved".to_owned(), true),
+        "spent and started without its grant.spent event"
+    );
+    assert!(
+        s.calls().is_empty(),
+        "a handler ran without its grant.spent event"
+    );
+    su.batch_execute("DROP TRIGGER test_drop_spent ON audit_events")
+        .await
+        .unwrap();
+    s.wait_state(id, "succeeded", Duration::from_secs(60)).await;
+    assert_eq!(s.audit_kind_names(id).await, ALLOW_PATH_KINDS);
+    assert_eq!(s.calls().len(), 1);
+}

@@ -320,6 +320,9 @@ async fn agent_refusal<C: deadpool_postgres::GenericClient>(
 /// (`agent:<id>`), `$16` the event's detail, `$17` the version of the tenant document the
 /// params were validated against, `$18` the user the agent acts for (or null).
 ///
+/// A `proposal.submitted` event that is not written (a trigger dropping it) fails the whole
+/// statement ([`audit::events_match`]): no proposal without its event.
+///
 /// Inserts nothing when `$17` is not the tenant's latest document version (read in this
 /// statement, so a document applied a moment ago is never bypassed by a cached copy), when the
 /// agent is revoked, expired or frozen, when the cap is reached, or on a conflict
@@ -347,9 +350,10 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
             INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of)
             SELECT id, tenant_id, $18::text FROM ins WHERE $18::text IS NOT NULL
          )
-         SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest)",
+         SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest), {check}",
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::ProposalSubmitted.as_str(),
+        check = audit::events_match(AuditKind::ProposalSubmitted, "ev", "ins"),
     )
 });
 
@@ -429,8 +433,8 @@ pub async fn submit(
             return Ok(Submitted::StaleDocument { latest });
         }
         if let Some(id) = id {
-            // The event is written from the inserted row in the same statement: one per row.
-            debug_assert_eq!(inserted.try_get::<_, i64>(1)?, 1);
+            // The event is written from the inserted row in the same statement, which fails
+            // when it was not ([`audit::events_match`]).
             return Ok(Submitted::Created(id));
         }
         // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
