@@ -348,6 +348,27 @@ async fn four_executors_race_over_500_proposals() {
         .collect();
     assert!(by.len() >= 2, "work was shared between executors: {by:?}");
     assert_eq!(ids.len(), 500);
+    // Whichever executor won a row, its events are exactly the allow path's, once each, and
+    // its `grant.spent` (written by the spending statement) names the grant, its key and the
+    // executor that spent it.
+    let kinds: Vec<&str> = ALLOW_PATH_KINDS.to_vec();
+    let wrong: Vec<uuid::Uuid> = c
+        .query(
+            "SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
+             WHERE (SELECT array_agg(e.kind ORDER BY e.id) FROM audit_events e WHERE e.proposal_id = p.id)
+                   IS DISTINCT FROM $1::text[]
+                OR NOT EXISTS (SELECT 1 FROM audit_events e
+                               WHERE e.proposal_id = p.id AND e.kind = 'grant.spent'
+                                 AND e.detail->>'grant_id' = g.id::text AND e.detail->>'key_id' = g.key_id
+                                 AND e.actor = 'executor:' || g.used_by)",
+            &[&kinds],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(wrong.is_empty(), "proposals with wrong events: {wrong:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

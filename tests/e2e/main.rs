@@ -22,5 +22,6 @@ mod restarts;
 mod schema;
 mod shadow;
 mod staged;
+mod submission;
 mod support;
 mod web;

@@ -4,6 +4,9 @@
 //! Order of checks: strict JSON (duplicate keys, unsafe integers) → known body fields →
 //! handler params schema and tenant settings → derived target (a different submitted target is
 //! a 400) → RFC 8785 canonical params → intent hash → store (idempotency, open intent, cap).
+//! A request refused by its params or target whose `Idempotency-Key` already holds a proposal
+//! is answered by that proposal instead (the same body; another body is a 422): a document
+//! applied between a request and its retry never hides what the first one stored.
 
 use crate::AppState;
 use crate::error::SubmitError;
@@ -256,9 +259,9 @@ pub async fn submit(
                     policy = latest;
                     continue;
                 }
-                return Err(invalid(state, e));
+                return refused(state, agent, &new, e).await;
             }
-            Err(e) => return Err(invalid(state, e)),
+            Err(e) => return refused(state, agent, &new, e).await,
         };
         new.params_json =
             canonicalize(&req.params).map_err(|e| SubmitError::field("params", e.rule))?;
@@ -284,6 +287,22 @@ pub async fn submit(
     Err(SubmitError::Store(actiond_store::StoreError::Conflict(
         "the tenant's document changed three times during this submission; try again".into(),
     )))
+}
+
+/// The answer to a request the tenant's latest document refuses: the proposal already filed
+/// under its `Idempotency-Key` when there is one (`proposals::answer_by_key`: a retry whose
+/// first answer was lost finds it even when a stricter document came in between; another body
+/// under the key is a 422), else the refusal `e`, counted.
+async fn refused(
+    state: &AppState,
+    agent: &Agent,
+    new: &NewProposal,
+    e: SubmitError,
+) -> Result<SubmitResponse, SubmitError> {
+    match actiond_store::proposals::answer_by_key(&state.db, new).await? {
+        Some(stored) => answer(state, agent, stored),
+        None => Err(invalid(state, e)),
+    }
 }
 
 /// Counts a refused request (`actiond_api_submissions_total{result="invalid"}`) and returns

@@ -81,6 +81,22 @@ pub async fn write<C: GenericClient>(c: &C, e: &Event<'_>) -> Result<u64> {
 pub const EVENT_COLUMNS: &str =
     "tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail";
 
+/// A column for the final `SELECT` of a statement that writes changes (the rows of its CTE
+/// `rows`) and their events (the rows its CTE `events` returns) together: 0 when there are as
+/// many events as changes, otherwise a run-time error that aborts the whole statement (a text
+/// that is not an integer, cast to one: SQLSTATE 22P02, naming `kind` and both counts), so
+/// nothing of it is written. No event, no change, even when something in the database (a
+/// trigger, a rule) keeps an event from being inserted; and when the statement's transaction
+/// is committed by a pipelined COMMIT, the failed statement makes that COMMIT a rollback.
+pub fn events_match(kind: AuditKind, events: &str, rows: &str) -> String {
+    format!(
+        "CASE WHEN (SELECT count(*) FROM {events}) = (SELECT count(*) FROM {rows}) THEN 0
+              ELSE ('{kind} events not written: ' || (SELECT count(*) FROM {events}) || ' for '
+                    || (SELECT count(*) FROM {rows}) || ' changes; nothing is stored')::int END",
+        kind = kind.as_str()
+    )
+}
+
 /// Writes events in one statement. With `proposals::SUBMIT_SQL` and
 /// `executor_queue::FINISH_SQL` (which write their events in the same statement as the change)
 /// it is the only `INSERT INTO audit_events` of the services.

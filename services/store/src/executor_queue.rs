@@ -79,7 +79,9 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
 /// frozen-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
 /// subplan that joins every proposal with every frozen agent). `tests/e2e/queue_plans.rs`
 /// checks the plan. Each started row's event is written from the row the statement moved, so
-/// a proposal is `executing` exactly when its grant is spent and its event exists.
+/// a proposal is `executing` exactly when its grant is spent and its event exists; an event
+/// that is not written fails the whole statement ([`audit::events_match`]): nothing is spent
+/// or started, and no handler runs without its event.
 pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH req AS (
@@ -105,15 +107,18 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
             SELECT tenant_id, id, '{kind}', $7::text, from_state, 'executing', intent_hash, params_sha256,
                    jsonb_build_object('grant_id', grant_id, 'key_id', key_id)
             FROM started
+            RETURNING proposal_id
          )
          SELECT req.proposal_id,
                 EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
                 EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
                 EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                        WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen
+                        WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen,
+                {check} AS events_ok
          FROM req",
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::GrantSpent.as_str(),
+        check = audit::events_match(AuditKind::GrantSpent, "ev", "started"),
     )
 });
 

@@ -18,7 +18,8 @@ use uuid::Uuid;
 /// the state each row must still be in (`pending`; the rows are locked by this transaction's
 /// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$19` the grants
 /// ([`grants::insert_sql`]: eight arrays, then `issued_by`; empty arrays for none). Returns
-/// the number of rows it moved; each moved row's event is written from the row itself.
+/// the number of rows it moved; each moved row's event is written from the row itself, and an
+/// event that is not written fails the whole statement ([`audit::events_match`]).
 ///
 /// Each row is found by primary key. The expected state is a column of the batch rather than a
 /// constant so that no plan can read the `pending` queue through its partial index
@@ -43,11 +44,13 @@ pub static DECIDE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
          ), ev AS (
             INSERT INTO audit_events ({cols})
             SELECT tenant_id, id, '{kind}', $10::text, from_state, state, intent_hash, params_sha256, detail FROM d
+            RETURNING proposal_id
          )
-         SELECT count(*) FROM d",
+         SELECT (SELECT count(*) FROM d), {check}",
         grants = grants::insert_sql(11),
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::ProposalDecided.as_str(),
+        check = audit::events_match(AuditKind::ProposalDecided, "ev", "d"),
     )
 });
 

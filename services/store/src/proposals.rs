@@ -223,23 +223,8 @@ async fn answer_without_insert<C: deadpool_postgres::GenericClient>(
     if let Some(refused) = agent_refusal(tx, p).await? {
         return Ok(Some(refused));
     }
-    if let Some(key) = &p.idempotency_key
-        && let Some(r) = tx
-            .query_opt(
-                "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
-                &[&p.tenant_id, &p.agent_id, key],
-            )
-            .await?
-    {
-        let sha: String = r.get(2);
-        return Ok(Some(if sha == p.request_sha256 {
-            Submitted::Existing {
-                id: r.get(0),
-                state: r.get(1),
-            }
-        } else {
-            Submitted::KeyReused
-        }));
+    if let Some(answer) = key_answer(tx, p).await? {
+        return Ok(Some(answer));
     }
     let open = tx
         .query_opt(
@@ -252,6 +237,56 @@ async fn answer_without_insert<C: deadpool_postgres::GenericClient>(
         id: r.get(0),
         state: r.get(1),
     }))
+}
+
+/// What the proposal already filed under `p`'s `Idempotency-Key` answers: the same request
+/// body gets that proposal ([`Submitted::Existing`]), another body [`Submitted::KeyReused`];
+/// `None` when `p` has no key or no proposal holds it.
+async fn key_answer<C: deadpool_postgres::GenericClient>(
+    tx: &C,
+    p: &NewProposal,
+) -> Result<Option<Submitted>> {
+    let Some(key) = &p.idempotency_key else {
+        return Ok(None);
+    };
+    let r = tx
+        .query_opt(
+            "SELECT id, state, request_sha256 FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3",
+            &[&p.tenant_id, &p.agent_id, key],
+        )
+        .await?;
+    Ok(r.map(|r| {
+        if r.get::<_, String>(2) == p.request_sha256 {
+            Submitted::Existing {
+                id: r.get(0),
+                state: r.get(1),
+            }
+        } else {
+            Submitted::KeyReused
+        }
+    }))
+}
+
+/// For a request the tenant's latest document refuses (its params or target) that carries an
+/// `Idempotency-Key`: what the proposal already filed under that key answers instead
+/// ([`Submitted::Existing`] for the same body, [`Submitted::KeyReused`] for another), so a
+/// client retrying a request whose first answer it lost learns that it was stored even when a
+/// stricter document was applied in between. A revoked, expired or frozen agent gets its
+/// refusal first, as in [`submit`]. `None`: no key, or nothing filed under it (the refusal
+/// stands). Only `p`'s tenant, agent, key and request hash are read.
+pub async fn answer_by_key(db: &Db, p: &NewProposal) -> Result<Option<Submitted>> {
+    if p.idempotency_key.is_none() {
+        return Ok(None);
+    }
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    set_tenant(&tx, &p.tenant_id).await?;
+    let answer = match agent_refusal(&tx, p).await? {
+        Some(refused) => Some(refused),
+        None => key_answer(&tx, p).await?,
+    };
+    tx.commit().await?;
+    Ok(answer)
 }
 
 /// Why the agent of `p` may not submit now, read in the submission's transaction: revoked or
@@ -285,6 +320,9 @@ async fn agent_refusal<C: deadpool_postgres::GenericClient>(
 /// (`agent:<id>`), `$16` the event's detail, `$17` the version of the tenant document the
 /// params were validated against, `$18` the user the agent acts for (or null).
 ///
+/// A `proposal.submitted` event that is not written (a trigger dropping it) fails the whole
+/// statement ([`audit::events_match`]): no proposal without its event.
+///
 /// Inserts nothing when `$17` is not the tenant's latest document version (read in this
 /// statement, so a document applied a moment ago is never bypassed by a cached copy), when the
 /// agent is revoked, expired or frozen, when the cap is reached, or on a conflict
@@ -312,9 +350,10 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
             INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of)
             SELECT id, tenant_id, $18::text FROM ins WHERE $18::text IS NOT NULL
          )
-         SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest)",
+         SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest), {check}",
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::ProposalSubmitted.as_str(),
+        check = audit::events_match(AuditKind::ProposalSubmitted, "ev", "ins"),
     )
 });
 
@@ -394,8 +433,8 @@ pub async fn submit(
             return Ok(Submitted::StaleDocument { latest });
         }
         if let Some(id) = id {
-            // The event is written from the inserted row in the same statement: one per row.
-            debug_assert_eq!(inserted.try_get::<_, i64>(1)?, 1);
+            // The event is written from the inserted row in the same statement, which fails
+            // when it was not ([`audit::events_match`]).
             return Ok(Submitted::Created(id));
         }
         // Nothing inserted: the agent is no longer live or is frozen, an idempotency key or
