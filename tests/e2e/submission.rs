@@ -1048,9 +1048,10 @@ async fn a_retry_after_a_stricter_document_answers_the_stored_proposal() {
 
 /// An event that does not get written (here a trigger that silently drops it, as a database
 /// owner could install) stops the change it belongs to: no event, no change. The submission
-/// whose `proposal.submitted` is dropped stores no proposal, and the spend whose `grant.spent`
-/// is dropped spends no grant and runs no handler; once the events can be written again, the
-/// proposal runs with all four of its events.
+/// whose `proposal.submitted` is dropped stores no proposal, the spend whose `grant.spent` is
+/// dropped spends no grant and runs no handler, and the outcome whose `proposal.executed` is
+/// dropped is not recorded (the executor retries it); once the events can be written again,
+/// the proposal ends `succeeded` with all four of its events and one handler call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_whose_event_is_not_written_does_not_happen() {
     let s = Stack::new("submit_event_dropped").await;
@@ -1123,7 +1124,26 @@ async fn a_change_whose_event_is_not_written_does_not_happen() {
         s.calls().is_empty(),
         "a handler ran without its grant.spent event"
     );
-    su.batch_execute("DROP TRIGGER test_drop_spent ON audit_events")
+    // The spend may write its event now; the outcome may not.
+    su.batch_execute(
+        "CREATE TRIGGER test_drop_executed BEFORE INSERT ON audit_events FOR EACH ROW
+           WHEN (NEW.kind = 'proposal.executed') EXECUTE FUNCTION test_drop_event();
+         DROP TRIGGER test_drop_spent ON audit_events",
+    )
+    .await
+    .unwrap();
+    let calls = || async { (s.calls().len() == 1).then_some(()) };
+    // A failed spend is tried again once its claim lease has run out.
+    eventually(Duration::from_secs(60), "the handler ran", calls).await;
+    // The executor retries recording its outcome (100 ms, doubling to 1 s) within its lease
+    // (the handler's timeout plus a 5 s margin): each try fails whole.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        s.state(id).await,
+        "executing",
+        "an outcome was recorded without its proposal.executed event"
+    );
+    su.batch_execute("DROP TRIGGER test_drop_executed ON audit_events")
         .await
         .unwrap();
     s.wait_state(id, "succeeded", Duration::from_secs(60)).await;

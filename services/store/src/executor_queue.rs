@@ -126,7 +126,8 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
 /// statement: `$1` proposal ids, `$2` outcome states, `$3` internal details, `$4` this
 /// executor's id, `$5` the state each proposal must still be in (`executing`), `$6` the actor
 /// (`executor:<id>`). Returns the ids it moved; each moved row has its event, written from the
-/// row itself. Found by primary key, like [`SPEND_AND_START_SQL`] and for the same reason.
+/// row itself, and an event that is not written fails the whole statement
+/// ([`audit::events_match`]): no outcome without its event. Found by primary key, like [`SPEND_AND_START_SQL`] and for the same reason.
 /// `finished_at` is never before the move to `executing` (`greatest(now(), updated_at)`:
 /// `now()` is this transaction's start, which may precede that move's commit; V27 stamps
 /// `updated_at` the same way).
@@ -143,10 +144,12 @@ pub static FINISH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
             SELECT tenant_id, id, '{kind}', $6::text, from_state, outcome, intent_hash, params_sha256,
                    jsonb_build_object('outcome', outcome, 'detail', detail)
             FROM moved
+            RETURNING proposal_id
          )
-         SELECT id FROM moved",
+         SELECT id, {check} AS events_ok FROM moved",
         cols = audit::EVENT_COLUMNS,
         kind = AuditKind::ProposalExecuted.as_str(),
+        check = audit::events_match(AuditKind::ProposalExecuted, "ev", "moved"),
     )
 });
 
