@@ -1,6 +1,6 @@
 //! The agent-facing API: validation errors name the field, idempotency, limits, isolation.
 
-use crate::support::{Options, Stack, refund};
+use crate::support::{Api, Options, Stack, refund};
 use std::time::Duration;
 
 fn no_workers() -> Options {
@@ -761,44 +761,13 @@ async fn a_503_quotes_the_request_id_the_client_sent() {
     assert_eq!(body["type"], "urn:actiond:problem:unavailable", "{body}");
 }
 
-/// One api process with its own admin listener (for its metrics).
-struct Api {
-    url: String,
-    metrics: String,
-    _svc: actiond_testkit::Service,
-}
-
+/// One api process with an agent cache of `cache_ms` ms.
 async fn start_api(s: &Stack, name: &str, cache_ms: u64) -> Api {
-    let mut svc = actiond_testkit::Service::spawn(
-        "api",
+    s.spawn_api(
         name,
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_AGENT_CACHE_MS", cache_ms.to_string()),
-        ],
-        &s.logs,
-    );
-    let api = Api {
-        url: svc.url("http").await,
-        metrics: format!("{}/metrics", svc.url("admin").await),
-        _svc: svc,
-    };
-    let (h, u) = (s.http.clone(), format!("{}/healthz", api.url));
-    actiond_testkit::eventually(Duration::from_secs(20), "api /healthz", || {
-        let (h, u) = (h.clone(), u.clone());
-        async move {
-            h.get(&u)
-                .send()
-                .await
-                .ok()
-                .filter(|r| r.status().is_success())
-        }
-    })
-    .await;
-    api
+        &[("ACTIOND_API_AGENT_CACHE_MS", cache_ms.to_string())],
+    )
+    .await
 }
 
 /// Status of a submission (202 while the agent is live and not frozen).

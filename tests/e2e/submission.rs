@@ -4,8 +4,8 @@
 //! processes, idempotency across processes, an insert that fails inside the pipeline, a client
 //! that gives up mid-request, and the audit events of every path.
 
-use crate::support::{ALLOW_PATH_KINDS, Options, Stack, TENANT, refund};
-use actiond_testkit::{Service, eventually};
+use crate::support::{ALLOW_PATH_KINDS, Api, Options, Stack, TENANT, refund};
+use actiond_testkit::eventually;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -19,36 +19,8 @@ fn no_workers() -> Options {
 }
 
 /// One api process of the test's stack, with `extra` environment.
-struct Api {
-    url: String,
-    _svc: Service,
-}
-
 async fn start_api(s: &Stack, name: &str, extra: &[(&'static str, String)]) -> Api {
-    let mut env = vec![
-        ("DATABASE_URL", s.tdb.role_url("api").await),
-        ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
-        ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-    ];
-    env.extend(extra.iter().cloned());
-    let mut svc = Service::spawn("api", name, &[], &env, &s.logs);
-    let api = Api {
-        url: svc.url("http").await,
-        _svc: svc,
-    };
-    let (h, u) = (s.http.clone(), format!("{}/healthz", api.url));
-    eventually(Duration::from_secs(20), "api /healthz", || {
-        let (h, u) = (h.clone(), u.clone());
-        async move {
-            h.get(&u)
-                .send()
-                .await
-                .ok()
-                .filter(|r| r.status().is_success())
-        }
-    })
-    .await;
-    api
+    s.spawn_api(name, extra).await
 }
 
 /// `POST /v1/proposals` to `api` as `token`; (status, body).

@@ -190,6 +190,15 @@ pub const ALLOW_PATH_KINDS: [&str; 4] = [
 /// Payment id prefix of [`Stack::sentinel`]'s refunds.
 const SENTINEL: &str = "pi_sentinel_";
 
+/// An api process started by [`Stack::spawn_api`]: its base URL and its metrics URL.
+pub struct Api {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// Its admin listener's `/metrics`.
+    pub metrics: String,
+    svc: Service,
+}
+
 pub struct Stack {
     pub tdb: TestDb,
     pub keys: Keys,
@@ -274,24 +283,28 @@ impl Stack {
 
     /// Starts `actiond api` on a port of its choosing and points [`Stack::api_url`] at it.
     pub async fn start_api(&mut self) {
-        let url = self.tdb.role_url("api").await;
-        let mut svc = Service::spawn(
-            "api",
-            "api",
-            &[],
-            &[
-                ("DATABASE_URL", url),
-                ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
-                ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-            ],
-            &self.logs,
-        );
-        self.api_url = svc.url("http").await;
-        self.services.push(svc);
-        let url = format!("{}/healthz", self.api_url);
+        let api = self.spawn_api("api", &[]).await;
+        self.api_url = api.url;
+        self.services.push(api.svc);
+    }
+
+    /// Spawns one more `actiond api` process on this stack's database (its `actiond_api`
+    /// login), on ports of its choosing, with `extra` environment on top, and waits until its
+    /// `/healthz` answers. The process ends when the returned [`Api`] is dropped.
+    pub async fn spawn_api(&self, name: &str, extra: &[(&'static str, String)]) -> Api {
+        let mut env = vec![
+            ("DATABASE_URL", self.tdb.role_url("api").await),
+            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
+            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
+        ];
+        env.extend(extra.iter().cloned());
+        let mut svc = Service::spawn("api", name, &[], &env, &self.logs);
+        let url = svc.url("http").await;
+        let metrics = format!("{}/metrics", svc.url("admin").await);
+        let health = format!("{url}/healthz");
         let http = self.http.clone();
         eventually(Duration::from_secs(20), "api /healthz", || {
-            let (h, u) = (http.clone(), url.clone());
+            let (h, u) = (http.clone(), health.clone());
             async move {
                 h.get(&u)
                     .send()
@@ -301,6 +314,7 @@ impl Stack {
             }
         })
         .await;
+        Api { url, metrics, svc }
     }
 
     pub async fn start_policy(&mut self) {

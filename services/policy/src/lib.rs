@@ -198,15 +198,7 @@ impl Worker {
             tx.commit().await?;
             return Ok(0);
         }
-        // Each tenant's latest version came with the claim; compiled documents are cached.
-        let mut policies: HashMap<String, Option<CompiledPolicy>> = HashMap::new();
-        for (tenant, latest) in &claimed.latest {
-            let p = match latest {
-                Some(v) => self.cache.version(&tx, tenant, *v).await?,
-                None => None,
-            };
-            policies.insert(tenant.clone(), p);
-        }
+        let policies = self.policies_of(&tx, &claimed).await?;
         let mut prepared = Vec::with_capacity(rows.len());
         for row in rows {
             let policy = policies.get(&row.tenant_id).cloned().flatten();
@@ -310,6 +302,24 @@ impl Worker {
             self.approved.hint();
         }
         Ok(rows.len())
+    }
+
+    /// The compiled latest document of each tenant of a claimed batch (`None`: it has none).
+    /// The versions came with the claim; compiled documents come from the cache.
+    async fn policies_of(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        claimed: &policy_queue::Claimed,
+    ) -> actiond_store::Result<HashMap<String, Option<CompiledPolicy>>> {
+        let mut policies = HashMap::with_capacity(claimed.latest.len());
+        for (tenant, latest) in &claimed.latest {
+            let p = match latest {
+                Some(v) => self.cache.version(tx, tenant, *v).await?,
+                None => None,
+            };
+            policies.insert(tenant.clone(), p);
+        }
+        Ok(policies)
     }
 
     /// Asks each tenant's classifier (when its document names one) about every decision it

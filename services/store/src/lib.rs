@@ -328,6 +328,10 @@ impl Db {
     }
 }
 
+/// Sets the current transaction's tenants for row-level security: `$1` a comma-separated
+/// list of tenant ids (see [`set_tenants`]), local to the transaction.
+pub(crate) const SET_TENANTS_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true)";
+
 /// Sets the tenant for row-level security for the rest of the current transaction only
 /// (`SET LOCAL` semantics via `set_config(…, true)`), so a pooled connection never carries a
 /// tenant into the next request. The policies read `actiond.tenant_ids` (V4 migration).
@@ -343,11 +347,7 @@ pub async fn set_tenants(tx: &tokio_postgres::Transaction<'_>, tenants: &[String
         .map(String::as_str)
         .filter(|t| actiond_core::ids::TenantId::parse(t).is_ok())
         .collect();
-    tx.execute(
-        "SELECT set_config('actiond.tenant_ids', $1, true)",
-        &[&list.join(",")],
-    )
-    .await?;
+    tx.execute(SET_TENANTS_SQL, &[&list.join(",")]).await?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Submission, the proposing agent's read, and [`ProposalRow`]: the one shape every other
 //! reader (policy, executor, approvers) gets a proposal in.
 
-use crate::{Db, Result, audit, set_tenant};
+use crate::{Db, Result, SET_TENANTS_SQL, audit, set_tenant};
 use actiond_core::audit::AuditKind;
 use actiond_core::policy::{AgentFacts, Effect, EvalInput, History};
 use actiond_core::state::ProposalState;
@@ -357,9 +357,6 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
     )
 });
 
-/// Sets the transaction's tenant for row-level security (as [`set_tenant`] does).
-const SET_TENANT_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true)";
-
 /// Stores a proposal as `pending`, honouring `Idempotency-Key` (unique per tenant, agent, key)
 /// and returning the open proposal when the same agent proposes the same intent again.
 /// `max_open_escalations` is the tenant's per-agent cap; `doc_version` the version of the
@@ -376,7 +373,7 @@ pub async fn submit(
     doc_version: i32,
 ) -> Result<Submitted> {
     let mut client = db.client().await?;
-    let set = client.prepare_cached(SET_TENANT_SQL).await?;
+    let set = client.prepare_cached(SET_TENANTS_SQL).await?;
     let ins = client.prepare_cached(&SUBMIT_SQL).await?;
     let actor = format!("agent:{}", p.agent_id);
     let detail =
