@@ -133,6 +133,62 @@ async fn transition_trigger_enforces_exactly_the_core_table() {
     );
 }
 
+/// The legal transitions are written once, as rows of `proposal_transitions`: the trigger's
+/// test (`proposal_transition_legal`, V29) is generated from them and follows every change of
+/// the table, in the same transaction (and back with its rollback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_transition_table_changes_the_trigger() {
+    let (tdb, agent_id) = acme_db("schema-table-bot").await;
+    let id = one_proposal(&tdb, agent_id).await;
+    let mut c = tdb.superuser().await;
+    async fn legal(c: &tokio_postgres::Transaction<'_>, from: &str, to: &str) -> bool {
+        c.query_one("SELECT proposal_transition_legal($1, $2)", &[&from, &to])
+            .await
+            .unwrap()
+            .get(0)
+    }
+    let tx = c.transaction().await.unwrap();
+    assert!(legal(&tx, "pending", "approved").await);
+    assert!(!legal(&tx, "failed", "succeeded").await);
+    tx.batch_execute(
+        "DELETE FROM proposal_transitions WHERE from_state = 'pending' AND to_state = 'approved';
+         INSERT INTO proposal_transitions (from_state, to_state) VALUES ('pending', 'failed')",
+    )
+    .await
+    .unwrap();
+    assert!(!legal(&tx, "pending", "approved").await);
+    assert!(legal(&tx, "pending", "failed").await);
+    // The trigger follows: the removed transition is refused, the added one passes (the
+    // superuser passes the role check, so only the legal-transition rule decides).
+    tx.batch_execute("UPDATE agents SET frozen_at = NULL").await.unwrap();
+    tx.batch_execute("SAVEPOINT s").await.unwrap();
+    let err = tx
+        .execute(
+            "UPDATE proposals SET state = 'approved' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("illegal proposal state transition pending -> approved"),
+        "{err:?}"
+    );
+    tx.batch_execute("ROLLBACK TO SAVEPOINT s").await.unwrap();
+    let moved = tx
+        .execute("UPDATE proposals SET state = 'failed' WHERE id = $1", &[&id])
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    tx.batch_execute("TRUNCATE proposal_transitions").await.unwrap();
+    assert!(!legal(&tx, "executing", "succeeded").await, "an empty table allows nothing");
+    tx.rollback().await.unwrap();
+    // The rollback took the generated function back with the table.
+    let tx = c.transaction().await.unwrap();
+    assert!(legal(&tx, "pending", "approved").await);
+    assert!(!legal(&tx, "pending", "failed").await);
+    tx.rollback().await.unwrap();
+}
+
 /// What each service role may do (`actiond_role_may`) is a subset of what is legal, and every
 /// legal transition is some role's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
