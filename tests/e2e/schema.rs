@@ -160,7 +160,9 @@ async fn a_changed_transition_table_changes_the_trigger() {
     assert!(legal(&tx, "pending", "failed").await);
     // The trigger follows: the removed transition is refused, the added one passes (the
     // superuser passes the role check, so only the legal-transition rule decides).
-    tx.batch_execute("UPDATE agents SET frozen_at = NULL").await.unwrap();
+    tx.batch_execute("UPDATE agents SET frozen_at = NULL")
+        .await
+        .unwrap();
     tx.batch_execute("SAVEPOINT s").await.unwrap();
     let err = tx
         .execute(
@@ -175,12 +177,20 @@ async fn a_changed_transition_table_changes_the_trigger() {
     );
     tx.batch_execute("ROLLBACK TO SAVEPOINT s").await.unwrap();
     let moved = tx
-        .execute("UPDATE proposals SET state = 'failed' WHERE id = $1", &[&id])
+        .execute(
+            "UPDATE proposals SET state = 'failed' WHERE id = $1",
+            &[&id],
+        )
         .await
         .unwrap();
     assert_eq!(moved, 1);
-    tx.batch_execute("TRUNCATE proposal_transitions").await.unwrap();
-    assert!(!legal(&tx, "executing", "succeeded").await, "an empty table allows nothing");
+    tx.batch_execute("TRUNCATE proposal_transitions")
+        .await
+        .unwrap();
+    assert!(
+        !legal(&tx, "executing", "succeeded").await,
+        "an empty table allows nothing"
+    );
     tx.rollback().await.unwrap();
     // The rollback took the generated function back with the table.
     let tx = c.transaction().await.unwrap();
