@@ -348,13 +348,85 @@ async fn break_glass_supplies_at_most_one_of_n_approvals() {
     assert_eq!(grants, 0);
 }
 
-/// One claim batch spent in one transaction holds each row to the single-spend rules on its
-/// own: of four claimed proposals, the one still leased to this executor with a live unspent
-/// grant starts; a lost lease, a spent grant (replay) and an expired grant start nothing, spend
-/// nothing and write no event. Outcomes recorded together likewise move only the rows this
-/// executor runs.
+/// The executor's claim locks its rows for its transaction and writes nothing: two executors
+/// claiming at once get disjoint rows, the rows keep their row version (no lease UPDATE), and
+/// an executor whose transaction ends without a spend (it died, or its checks failed) leaves
+/// its rows to the next claim at once, still `approved` with their grants unspent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
+async fn claims_lock_rows_without_writing_and_a_dead_claim_frees_them_at_once() {
+    use actiond_store::executor_queue;
+    let s = Stack::with(
+        "claim_locks",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let id = s.propose(&refund(&format!("pi_claim_{i}"), 100)).await;
+        s.wait_state(id, "approved", T).await;
+        ids.push(id);
+    }
+    let su = s.tdb.superuser().await;
+    let versions = || async {
+        su.query(
+            "SELECT id, xmin::text FROM proposals WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, uuid::Uuid>(0), r.get::<_, String>(1)))
+        .collect::<Vec<_>>()
+    };
+    let before = versions().await;
+    let db = actiond_store::Db::connect(&s.tdb.role_url("executor").await, 4).unwrap();
+    let (mut c1, mut c2) = (db.client().await.unwrap(), db.client().await.unwrap());
+    let t1 = c1.transaction().await.unwrap();
+    let t2 = c2.transaction().await.unwrap();
+    let a = executor_queue::claim(&t1, 3).await.unwrap();
+    let b = executor_queue::claim(&t2, 10).await.unwrap();
+    assert_eq!(a.len(), 3);
+    assert_eq!(
+        b.len(),
+        1,
+        "the second claim skips the rows the first one holds"
+    );
+    assert!(a.iter().all(|r| r.id != b[0].id));
+    // The first executor's transaction ends without a spend (as when it dies: Postgres
+    // ends the transaction of a lost connection).
+    t1.rollback().await.unwrap();
+    let again = executor_queue::claim(&t2, 10).await.unwrap();
+    let mut got: Vec<_> = again.iter().map(|r| r.id).collect();
+    got.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "rows of an ended claim are claimable at once (with the one this claim already holds)"
+    );
+    t2.rollback().await.unwrap();
+    assert_eq!(versions().await, before, "a claim writes no row version");
+    let unspent: i64 = su
+        .query_one(
+            "SELECT count(*) FROM grants WHERE proposal_id = ANY($1) AND used_at IS NULL",
+            &[&ids],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unspent, 4);
+}
+
+/// One claim batch spent in one statement holds each row to the single-spend rules on its
+/// own: of four proposals, the one still `approved` with a live unspent grant starts; one that
+/// left `approved` after an earlier claim saw it, a spent grant (replay) and an expired grant
+/// start nothing, spend nothing and write no event. Outcomes recorded together likewise move
+/// only the rows this executor runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
     use actiond_core::state::ProposalState;
     use actiond_store::executor_queue::{self, Finish, Spend, StartRequest};
     let s = Stack::with(
@@ -372,16 +444,21 @@ async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
         ids.push(id);
     }
     let db = actiond_store::Db::connect(&s.tdb.role_url("executor").await, 2).unwrap();
-    let mut rows = executor_queue::claim(&db, "exec-t", Duration::from_secs(30), 10)
-        .await
-        .unwrap();
+    // An earlier claim sees all four and ends (its locks go with its transaction).
+    let mut rows = {
+        let mut c = db.client().await.unwrap();
+        let tx = c.transaction().await.unwrap();
+        let rows = executor_queue::claim(&tx, 10).await.unwrap();
+        tx.commit().await.unwrap();
+        rows
+    };
     rows.sort_by_key(|r| ids.iter().position(|id| *id == r.id));
     assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
     let su = s.tdb.superuser().await;
-    let (lost, replayed, expired) = (ids[1], ids[2], ids[3]);
+    let (gone, replayed, expired) = (ids[1], ids[2], ids[3]);
     su.execute(
-        "UPDATE proposals SET lease_owner = 'exec-other' WHERE id = $1",
-        &[&lost],
+        "UPDATE proposals SET state = 'expired' WHERE id = $1",
+        &[&gone],
     )
     .await
     .unwrap();
@@ -409,14 +486,20 @@ async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
             }
         })
         .collect();
-    let spends = executor_queue::spend_and_start_many(&db, "exec-t", &reqs)
+    // This claim locks the three still approved; the spend names all four.
+    let mut c = db.client().await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    let locked = executor_queue::claim(&tx, 10).await.unwrap();
+    assert_eq!(locked.len(), 3);
+    let spends = executor_queue::spend_and_start_many(&tx, "exec-t", &reqs)
         .await
         .unwrap();
+    tx.commit().await.unwrap();
     assert_eq!(
         spends,
         vec![
             Spend::Started,
-            Spend::LostLease,
+            Spend::NoLongerApproved,
             Spend::Replayed {
                 used_by: Some("exec-old".into())
             },
@@ -452,7 +535,7 @@ async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
         s1,
         vec![
             want("executing", Some("exec-t"), 1),
-            want("approved", None, 0),
+            want("expired", None, 0),
             want("approved", Some("exec-old"), 0),
             want("approved", None, 0),
         ]
@@ -481,5 +564,5 @@ async fn a_batched_spend_refuses_replay_expiry_and_lost_leases_row_by_row() {
         "only the row this executor runs is recorded"
     );
     assert_eq!(s.state(ids[0]).await, "succeeded");
-    assert_eq!(s.state(ids[1]).await, "approved");
+    assert_eq!(s.state(ids[1]).await, "expired");
 }

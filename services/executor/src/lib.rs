@@ -1,22 +1,25 @@
 //! actiond-executor: the only holder of provider credentials (`actiond executor`).
 //!
-//! For each claimed `approved` proposal (SKIP LOCKED + lease):
+//! A claim batch is one short transaction: claim `approved` proposals with `FOR UPDATE SKIP
+//! LOCKED` (other executors skip them; nothing is written to claim them), then for each:
 //! 1. load its grant; verify the Ed25519 signature against the public keys in this executor's
 //!    own configuration (`--trusted-keys-dir`, files `<key_id>.pub`);
 //! 2. recompute the intent hash from the stored row; on mismatch refuse ("grant does not match
 //!    this proposal");
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
-//! 4. in one statement (its own transaction) for the whole claim batch, for each proposal that
-//!    passed 1–3: spend the grant, move the proposal to `executing`, write the audit event (per
+//! 4. in one statement for the whole batch, for each proposal that passed 1–3: spend the
+//!    grant, move the proposal to `executing` with a run lease, write the audit event (per
 //!    proposal all or nothing); not spent → read the grant: `used_at` set = replay, null =
-//!    expired;
-//! 5. run the handler with a timeout, using the handler settings of the document version the
-//!    grant names; record the outcome (outcomes that are ready together share one statement,
-//!    [`finisher`]).
+//!    expired; refusals are recorded in the same transaction, which then commits. Stages 1–3
+//!    are CPU work and reads: no network call runs inside the transaction, and an executor
+//!    that dies in it leaves its rows free at once (Postgres ends the transaction);
+//! 5. after the commit, run the handler with a timeout, using the handler settings of the
+//!    document version the grant names; record the outcome (outcomes that are ready together
+//!    share one statement, [`finisher`]).
 //!
-//! A sweeper turns `executing` rows whose lease ran out into `outcome_unknown` (never a re-run)
-//! and `approved` rows whose grant expired unspent into `expired`.
+//! A sweeper turns `executing` rows whose run lease ran out into `outcome_unknown` (never a
+//! re-run) and `approved` rows whose grant expired unspent into `expired`.
 
 pub mod destinations;
 pub mod finisher;
@@ -35,7 +38,7 @@ use actiond_store::grants::StoredGrant;
 use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::proposals::ProposalRow;
-use actiond_store::{Client, Db, policy_queue};
+use actiond_store::{Db, policy_queue};
 use handlers::{Destinations, Execution, Outcome};
 use prometheus::{HistogramVec, IntCounterVec};
 use refusal::Refusal;
@@ -43,7 +46,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 
 /// Command-line / environment configuration of `actiond executor`.
 #[derive(Debug, Clone, clap::Args)]
@@ -75,7 +78,9 @@ pub struct ExecutorArgs {
     /// Handlers running at once.
     #[arg(long, env = "ACTIOND_EXECUTOR_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
-    /// Lease taken at claim (before the spend), seconds.
+    /// Seconds a claimed proposal whose checks failed for a passing reason (a database or pool
+    /// error) is leased to this executor before any claim takes it again. A claim itself
+    /// takes no lease: it locks its rows for its transaction.
     #[arg(long, env = "ACTIOND_EXECUTOR_CLAIM_LEASE_SECS", default_value_t = 30)]
     pub claim_lease_secs: u64,
     /// Margin added to the handler timeout for the execution lease, milliseconds.
@@ -271,50 +276,103 @@ impl Worker {
         self.trusted.key_ids()
     }
 
-    /// Claims up to `limit` approved proposals.
-    pub async fn claim(&self, limit: i64) -> anyhow::Result<Vec<ClaimedRow>> {
-        Ok(executor_queue::claim(&self.db, &self.id, self.claim_lease, limit).await?)
-    }
-
-    /// Records `refusal` on `row` (state, agent text, audit event) and counts it.
-    async fn refuse(&self, row: &ProposalRow, refusal: Refusal) -> anyhow::Result<()> {
-        self.metrics
-            .grants_rejected
-            .with_label_values(&[refusal.metric_label()])
-            .inc();
-        executor_queue::refuse(
-            &self.db,
-            row,
-            &self.id,
-            refusal.state(),
-            &refusal.agent_text(),
-            refusal.audit_kind(),
-            refusal.audit_detail(),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Processes one claim batch to its end (see the crate doc): verify → re-check → settings
-    /// for each row, then **one** statement spends the grants of every row that passed and
-    /// starts them, then each handler runs on its own task (holding its row's `permit`) and its
-    /// outcome joins the next group commit. A stage that refuses ends its row with that
-    /// [`Refusal`]; a failure (database, pool) leaves its lease to expire.
-    pub async fn process_batch(self: Arc<Self>, rows: Vec<(ClaimedRow, OwnedSemaphorePermit)>) {
-        let checked = futures_util::future::join_all(rows.into_iter().map(|(row, permit)| {
-            let w = self.clone();
-            async move {
-                match w.prepare(&row).await {
-                    Ok(ready) => Some((row, ready, permit)),
-                    Err(stop) => {
-                        w.stopped(&row, stop).await;
-                        None
+    /// One claim batch, from the claim to the commit (see the crate doc): in **one
+    /// transaction** on one connection, claim up to `limit` approved proposals
+    /// ([`executor_queue::claim`], `FOR UPDATE SKIP LOCKED`), run stages 1–3 for each
+    /// (verify → re-check → settings; CPU and reads only, no network call), record the
+    /// refusals, back off from rows whose checks failed for a passing reason, then **one**
+    /// statement spends the grants of every row that passed and starts them, and commit. Only
+    /// after the commit does each handler run, on its own task holding a slot of `slots`, and
+    /// its outcome joins the next group commit.
+    ///
+    /// `claimed` receives the number of rows claimed as soon as the claim returns, with their
+    /// slots already taken, so the caller may claim the next batch while this one is checked.
+    /// A failure (database, pool) rolls the transaction back: nothing is spent and the rows
+    /// are free again, and each is then leased to this executor for the claim lease (best
+    /// effort) so that the next claim does not retry it at once.
+    pub async fn run_batch(
+        self: Arc<Self>,
+        limit: i64,
+        slots: Arc<Semaphore>,
+        claimed: tokio::sync::oneshot::Sender<anyhow::Result<usize>>,
+    ) {
+        let mut claimed = Some(claimed);
+        let mut ids = Vec::new();
+        let result = self
+            .clone()
+            .claim_check_spend(limit, &slots, &mut claimed, &mut ids)
+            .await;
+        if let Err(e) = result {
+            match claimed.take() {
+                // The claim itself failed: the caller backs off.
+                Some(tx) => {
+                    let _ = tx.send(Err(e));
+                }
+                None => {
+                    tracing::warn!(count = ids.len(), error = %e, "claim batch failed; nothing was spent, the rows back off for the claim lease");
+                    if let Err(e) = self.back_off_alone(&ids).await {
+                        tracing::warn!(error = %e, "backing off failed; the rows may be claimed again at once");
                     }
                 }
             }
-        }))
-        .await;
-        let ready: Vec<_> = checked.into_iter().flatten().collect();
+        }
+    }
+
+    /// [`executor_queue::back_off`] on its own connection, after the claiming transaction failed.
+    async fn back_off_alone(&self, ids: &[uuid::Uuid]) -> anyhow::Result<()> {
+        let c = self.db.client().await?;
+        executor_queue::back_off(&c, ids, &self.id, self.claim_lease).await?;
+        Ok(())
+    }
+
+    /// The body of [`Worker::run_batch`]; `ids` collects the claimed proposals' ids.
+    async fn claim_check_spend(
+        self: Arc<Self>,
+        limit: i64,
+        slots: &Arc<Semaphore>,
+        claimed: &mut Option<tokio::sync::oneshot::Sender<anyhow::Result<usize>>>,
+        ids: &mut Vec<uuid::Uuid>,
+    ) -> anyhow::Result<()> {
+        let mut client = self.db.client().await?;
+        let tx = client.transaction().await?;
+        let rows = executor_queue::claim(&tx, limit).await?;
+        let mut batch = Vec::with_capacity(rows.len());
+        for row in rows {
+            // The caller claims no more than the free slots, and claims one batch at a time.
+            let permit = slots.clone().acquire_owned().await?;
+            ids.push(row.id);
+            batch.push((row, permit));
+        }
+        if let Some(c) = claimed.take() {
+            let _ = c.send(Ok(batch.len()));
+        }
+        if batch.is_empty() {
+            tx.commit().await?;
+            return Ok(());
+        }
+        // Stages 1–3, every row of the batch at once on the claiming transaction's connection.
+        let checked =
+            futures_util::future::join_all(batch.iter().map(|(row, _)| self.prepare(&tx, row)))
+                .await;
+        let mut ready = Vec::new();
+        let mut refused = Vec::new();
+        let mut failed = Vec::new();
+        for ((row, permit), check) in batch.into_iter().zip(checked) {
+            match check {
+                Ok(r) => ready.push((row, r, permit)),
+                Err(Stop::Refuse(r)) => refused.push((row, r)),
+                Err(Stop::Fail(e)) => {
+                    tracing::warn!(proposal = %row.id, error = %e, "checking failed; the proposal backs off for the claim lease");
+                    failed.push(row.id);
+                }
+            }
+        }
+        let mut labels = Vec::new();
+        for (row, refusal) in &refused {
+            self.refuse(&tx, row, refusal).await?;
+            labels.push(refusal.metric_label());
+        }
+        executor_queue::back_off(&tx, &failed, &self.id, self.claim_lease).await?;
         let reqs: Vec<StartRequest<'_>> = ready
             .iter()
             .map(|(row, r, _)| StartRequest {
@@ -327,54 +385,83 @@ impl Worker {
         // The run leases start at the spend's `now()` in Postgres, after this instant: a lease
         // measured from here ends no later than the one the database holds.
         let spending = tokio::time::Instant::now();
-        let spends = match executor_queue::spend_and_start_many(&self.db, &self.id, &reqs).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(count = reqs.len(), error = %e, "spending failed; the leases will expire and the claim retries");
-                return;
-            }
-        };
+        let spends = executor_queue::spend_and_start_many(&tx, &self.id, &reqs).await?;
         drop(reqs);
+        let mut run = Vec::new();
+        let mut late = Vec::new();
         for ((row, r, permit), spend) in ready.into_iter().zip(spends) {
             match self.spent(&row, &r, spend) {
-                Ok(true) => {
-                    let w = self.clone();
-                    let lease_end = spending + r.entry.timeout + self.lease_margin;
-                    tokio::spawn(async move {
-                        let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
-                        if let Err(e) = w.record(&row, &outcome, lease_end).await {
-                            tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
-                        }
-                        drop(permit);
-                    });
-                }
+                Ok(true) => run.push((row, r, permit)),
                 Ok(false) => {}
-                Err(stop) => self.stopped(&row, stop).await,
+                Err(Stop::Refuse(refusal)) => late.push((row, refusal)),
+                Err(Stop::Fail(e)) => {
+                    tracing::warn!(proposal = %row.id, error = %e, "spending failed");
+                }
             }
         }
+        for (row, refusal) in &late {
+            self.refuse(&tx, row, refusal).await?;
+            labels.push(refusal.metric_label());
+        }
+        tx.commit().await?;
+        for label in labels {
+            self.metrics
+                .grants_rejected
+                .with_label_values(&[label])
+                .inc();
+        }
+        for (_, r, _) in &run {
+            self.metrics
+                .grants_spent
+                .with_label_values(&[r.kind.as_str()])
+                .inc();
+        }
+        // Committed: the grants are spent and the proposals `executing`. Now, and only now, the
+        // handlers run.
+        for (row, r, permit) in run {
+            let w = self.clone();
+            let lease_end = spending + r.entry.timeout + self.lease_margin;
+            tokio::spawn(async move {
+                let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
+                if let Err(e) = w.record(&row, &outcome, lease_end).await {
+                    tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
+                }
+                drop(permit);
+            });
+        }
+        Ok(())
     }
 
-    /// Ends a row that stopped before its handler ran: records a refusal, or logs a failure.
-    async fn stopped(&self, row: &ClaimedRow, stop: Stop) {
-        let result = match stop {
-            Stop::Refuse(r) => self.refuse(row, r).await,
-            Stop::Fail(e) => Err(e),
-        };
-        if let Err(e) = result {
-            tracing::warn!(proposal = %row.id, error = %e, "processing failed; the lease will expire and the sweeper decides");
-        }
+    /// Records `refusal` on `row` (state, agent text, audit event) in the claiming transaction.
+    async fn refuse(
+        &self,
+        tx: &actiond_store::Tx<'_>,
+        row: &ProposalRow,
+        refusal: &Refusal,
+    ) -> anyhow::Result<()> {
+        executor_queue::refuse(
+            tx,
+            row,
+            &self.id,
+            refusal.state(),
+            &refusal.agent_text(),
+            refusal.audit_kind(),
+            refusal.audit_detail(),
+        )
+        .await?;
+        Ok(())
     }
 
     /// Stages 1–3 for one row: the grant verifies, current policy still allows it, and the
-    /// handler settings of the approved document version.
-    async fn prepare(&self, row: &ClaimedRow) -> Result<Ready, Stop> {
+    /// handler settings of the approved document version. Reads go through `c`, the claiming
+    /// transaction.
+    async fn prepare(&self, c: &actiond_store::Tx<'_>, row: &ClaimedRow) -> Result<Ready, Stop> {
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
         let (grant, kind) = self.verify(row)?;
-        let client = self.db.client().await.map_err(anyhow::Error::from)?;
-        self.recheck(&client, row, kind).await?;
-        let entry = self.settings(&client, row, &grant).await?;
+        self.recheck(c, row, kind).await?;
+        let entry = self.settings(c, row, &grant).await?;
         Ok(Ready { grant, kind, entry })
     }
 
@@ -418,7 +505,12 @@ impl Worker {
 
     /// Stage 2: the tenant's current policy, once more, with the same rules input the policy
     /// worker builds ([`policy_queue::rules_input`]).
-    async fn recheck(&self, client: &Client, row: &ClaimedRow, kind: KeyKind) -> Result<(), Stop> {
+    async fn recheck(
+        &self,
+        client: &actiond_store::Tx<'_>,
+        row: &ClaimedRow,
+        kind: KeyKind,
+    ) -> Result<(), Stop> {
         let current = match row.latest_doc_version {
             Some(v) => self
                 .cache
@@ -458,7 +550,7 @@ impl Worker {
     /// redirect an approved action.
     async fn settings(
         &self,
-        client: &Client,
+        client: &actiond_store::Tx<'_>,
         row: &ClaimedRow,
         grant: &StoredGrant,
     ) -> Result<HandlerEntry, Stop> {
@@ -488,13 +580,7 @@ impl Worker {
     fn spent(&self, row: &ClaimedRow, ready: &Ready, spend: Spend) -> Result<bool, Stop> {
         let grant = &ready.grant;
         match spend {
-            Spend::Started => {
-                self.metrics
-                    .grants_spent
-                    .with_label_values(&[ready.kind.as_str()])
-                    .inc();
-                Ok(true)
-            }
+            Spend::Started => Ok(true),
             Spend::Replayed { used_by } => {
                 tracing::error!(proposal = %row.id, grant = %grant.claims.id, used_by = ?used_by, "ALERT: replayed grant refused");
                 Err(Refusal::Replayed {
@@ -507,8 +593,8 @@ impl Worker {
                 grant_id: grant.claims.id,
             }
             .into()),
-            Spend::LostLease => {
-                tracing::warn!(proposal = %row.id, "lease lost before the spend; another executor has it");
+            Spend::NoLongerApproved => {
+                tracing::warn!(proposal = %row.id, "no longer approved at the spend; another executor or the sweeper moved it");
                 Ok(false)
             }
             Spend::AgentFrozen => Err(Refusal::AgentFrozen.into()),
@@ -683,26 +769,31 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
             }
             continue;
         }
-        match worker.claim(free.min(args.batch.max(1))).await {
-            Ok(rows) if !rows.is_empty() => {
+        // One batch at a time is claimed; its checks, spend and commit go on in its own task
+        // while the next batch is claimed (the count comes back once the claim returned and the
+        // batch holds its slots).
+        let (claimed_tx, claimed_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(worker.clone().run_batch(
+            free.min(args.batch.max(1)),
+            slots.clone(),
+            claimed_tx,
+        ));
+        match claimed_rx.await {
+            Ok(Ok(n)) if n > 0 => {
                 backoff = Duration::from_millis(100);
-                let mut batch = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let Ok(permit) = slots.clone().acquire_owned().await else {
-                        break;
-                    };
-                    batch.push((row, permit));
-                }
-                tokio::spawn(worker.clone().process_batch(batch));
             }
-            Ok(_) => {
+            Ok(Ok(_)) => {
                 tokio::select! {
                     () = wake.notified() => {},
                     () = tokio::time::sleep(poll) => {},
                     _ = stop_rx.changed() => {},
                 }
             }
-            Err(e) => {
+            failed => {
+                let e = match failed {
+                    Ok(Err(e)) => e,
+                    _ => anyhow::anyhow!("the claiming task ended without an answer"),
+                };
                 tracing::warn!(error = %e, "claim failed; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {},

@@ -1,6 +1,6 @@
-//! The executor's queue: claim `approved` rows with `SKIP LOCKED` and a lease (a short
-//! transaction), spend the grant and start execution in one transaction, record outcomes, and
-//! sweep expired leases and grants.
+//! The executor's queue: claim `approved` rows with `FOR UPDATE SKIP LOCKED` in a transaction
+//! that stays open only while the executor verifies them (no network call), spend their grants
+//! and start them in that transaction, record outcomes, and sweep expired leases and grants.
 //!
 //! Spend rule (the guide's "grant already spent or expired"): one UPDATE
 //! `… WHERE used_at IS NULL AND expires_at > now()`; on zero rows read the row afterwards:
@@ -8,7 +8,7 @@
 
 use crate::grants::{GRANT_COLUMNS, StoredGrant};
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
-use crate::{Db, Result, audit};
+use crate::{Db, Result, Tx, audit};
 use actiond_core::audit::AuditKind;
 use actiond_core::state::ProposalState;
 use serde_json::{Value, json};
@@ -35,27 +35,33 @@ impl std::ops::Deref for ClaimedRow {
     }
 }
 
-/// Claims up to `limit` approved proposals whose lease is free, setting `lease_owner = owner`
-/// and `lease_until = now() + lease`. One short statement; no transaction stays open.
-pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<Vec<ClaimedRow>> {
-    let c = db.client().await?;
-    let stmt = c
-        .prepare_cached(&format!(
-            "WITH c AS (
-                SELECT id FROM proposals
-                WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
-                ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED
-             )
-             UPDATE proposals p SET lease_owner = $1, lease_until = now() + make_interval(secs => $2)
-             FROM c JOIN agents a ON true LEFT JOIN grants g ON g.proposal_id = c.id
-             WHERE p.id = c.id AND a.id = p.agent_id
-             RETURNING {PROPOSAL_COLUMNS}, {GRANT_COLUMNS},
-                       (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version"
-        ))
-        .await?;
-    let rows = c
-        .query(&stmt, &[&owner, &lease.as_secs_f64(), &limit])
-        .await?;
+/// The executor's claim: up to `$1` `approved` proposals that no lease holds (a run lease, or
+/// the back-off lease of [`back_off`]), oldest first, locked for the claiming transaction
+/// (`FOR UPDATE SKIP LOCKED`: other executors skip them), with their agents, grants and each
+/// tenant's latest document version. The row selection reads the partial index
+/// `proposals_approved` (`tests/e2e/queue_plans.rs`).
+pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS},
+                (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version
+         FROM proposals p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id
+         WHERE p.id IN (SELECT id FROM proposals
+                        WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
+                        ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+         ORDER BY p.updated_at"
+    )
+});
+
+/// Claims up to `limit` approved proposals whose lease is free, locking them for `tx`
+/// ([`CLAIM_SQL`]). The executor verifies them, then spends and starts them
+/// ([`spend_and_start_many`]), refuses them ([`refuse`]) or backs off from them
+/// ([`back_off`]) in the same transaction, and commits: a claim writes nothing of its own
+/// (before, each claim set a lease with an UPDATE and the spend locked the rows again). Keep
+/// the transaction to that work: no handler and no other network call runs inside it. If the
+/// executor dies meanwhile, Postgres ends the transaction and the rows are free at once.
+pub async fn claim(tx: &Tx<'_>, limit: i64) -> Result<Vec<ClaimedRow>> {
+    let stmt = tx.prepare_cached(&CLAIM_SQL).await?;
+    let rows = tx.query(&stmt, &[&limit]).await?;
     rows.iter()
         .map(|r| {
             Ok(ClaimedRow {
@@ -67,11 +73,36 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration, limit: i64) -> Result<
         .collect()
 }
 
+/// Leases claimed `approved` proposals to `owner` for `lease` without running them, so that no
+/// claim takes them again before it runs out: what the executor does with a row whose checks
+/// failed for a passing reason (a database or pool error), instead of retrying it at once.
+/// In the claiming transaction `tx`, or on its own after that transaction failed. Returns how
+/// many rows it leased (rows no longer `approved` are left alone).
+pub async fn back_off<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    ids: &[Uuid],
+    owner: &str,
+    lease: Duration,
+) -> Result<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    Ok(c.execute(
+        "UPDATE proposals SET lease_owner = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE id = ANY($1) AND state = 'approved'",
+        &[&ids, &owner, &lease.as_secs_f64()],
+    )
+    .await?)
+}
+
 /// Spends grants, starts their proposals and writes their `grant_spent` events, in one
 /// statement (see [`spend_and_start_many`]): `$1` proposal ids, `$2` their grant ids, `$3` run
-/// leases in seconds, `$4` this executor's id, `$5` the state each proposal must still be in
-/// (`approved`), `$6` the grants' key ids (recorded in the events), `$7` the actor
-/// (`executor:<id>`). Returns per request `(proposal_id, held, started, frozen)`.
+/// leases in seconds, `$4` this executor's id (the run lease's owner and the grant's
+/// `used_by`), `$5` the state each proposal must still be in (`approved`), `$6` the grants'
+/// key ids (recorded in the events), `$7` the actor (`executor:<id>`). Returns per request
+/// `(proposal_id, held, started, frozen)`. The proposals are locked by the claim of the same
+/// transaction ([`claim`]); `held` locks them again, which costs nothing then, and makes a
+/// caller that did not claim them wait for whoever did.
 ///
 /// Proposals are found by primary key, one probe per request: the expected state is a column
 /// of the batch, not a constant, so no plan reads the `approved` queue through its partial
@@ -89,7 +120,7 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
                 AS r(proposal_id, grant_id, lease_secs, from_state, key_id)
          ), held AS (
             SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
-            WHERE p.state = req.from_state AND p.lease_owner = $4
+            WHERE p.state = req.from_state
               AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
             FOR UPDATE OF p
          ), spent AS (
@@ -99,7 +130,8 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
               AND g.used_at IS NULL AND g.expires_at > now()
             RETURNING g.proposal_id, g.id AS grant_id, req.lease_secs, req.from_state, req.key_id
          ), started AS (
-            UPDATE proposals p SET state = 'executing', lease_until = now() + make_interval(secs => spent.lease_secs)
+            UPDATE proposals p SET state = 'executing', lease_owner = $4,
+                   lease_until = now() + make_interval(secs => spent.lease_secs)
             FROM spent WHERE p.id = spent.proposal_id
             RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256, spent.grant_id, spent.from_state, spent.key_id
          ), ev AS (
@@ -165,8 +197,9 @@ pub enum Spend {
     },
     /// The grant expired unspent: nothing ran.
     Expired,
-    /// This executor no longer holds the lease (or the proposal left `approved`): nothing ran.
-    LostLease,
+    /// The proposal is no longer `approved` (it was not claimed by this transaction, and
+    /// another executor or the sweeper moved it): nothing ran.
+    NoLongerApproved,
     /// The proposal's agent is frozen (read in the spend's own statement): nothing was spent
     /// and nothing ran; the caller blocks it.
     AgentFrozen,
@@ -186,18 +219,18 @@ pub struct StartRequest<'a> {
     pub run_lease: Duration,
 }
 
-/// Spends grants and starts their proposals, all in **one statement** ([`SPEND_AND_START_SQL`],
-/// its own transaction: a claim batch shares one commit and one round trip). For each request
-/// it is all or nothing: the proposal is locked (`FOR UPDATE`) only if it is still `approved`
-/// and leased to `owner`; its grant is spent by the single-spend update (`used_at IS NULL AND
+/// Spends grants and starts their proposals, all in **one statement** ([`SPEND_AND_START_SQL`])
+/// in the claiming transaction `tx` ([`claim`]), which the caller commits: a claim batch shares
+/// one commit, and nothing runs before that commit. For each request it is all or nothing: the
+/// proposal is held (`FOR UPDATE`) only if it is still `approved`; its grant is spent by the single-spend update (`used_at IS NULL AND
 /// expires_at > now()`); only a proposal whose grant this statement spent moves `approved →
 /// executing`, and exactly those get a `grant_spent` event, written by the same statement. A
 /// proposal whose agent is frozen is not held: its grant stays unspent ([`Spend::AgentFrozen`];
 /// V20 refuses the move anyway). Returns one [`Spend`] per request, in order. For a held
-/// proposal whose grant was not spent, the grant is read after the commit: `used_at` set =
-/// replay, null = expired.
+/// proposal whose grant was not spent, the grant is read afterwards: `used_at` set = replay,
+/// null = expired.
 pub async fn spend_and_start_many(
-    db: &Db,
+    tx: &Tx<'_>,
     owner: &str,
     reqs: &[StartRequest<'_>],
 ) -> Result<Vec<Spend>> {
@@ -209,10 +242,9 @@ pub async fn spend_and_start_many(
     let leases: Vec<f64> = reqs.iter().map(|r| r.run_lease.as_secs_f64()).collect();
     let key_ids: Vec<&str> = reqs.iter().map(|r| r.key_id).collect();
     let actor = format!("executor:{owner}");
-    let c = db.client().await?;
-    let stmt = c.prepare_cached(&SPEND_AND_START_SQL).await?;
+    let stmt = tx.prepare_cached(&SPEND_AND_START_SQL).await?;
     let from = vec![ProposalState::Approved.as_str(); ids.len()];
-    let rows = c
+    let rows = tx
         .query(
             &stmt,
             &[&ids, &grants, &leases, &owner, &from, &key_ids, &actor],
@@ -235,7 +267,7 @@ pub async fn spend_and_start_many(
         .filter(|r| status.get(&r.row.id).is_some_and(|s| s.0 && !s.1))
         .map(|r| r.grant_id)
         .collect();
-    let used = spent_by(&c, &unspent).await?;
+    let used = spent_by(tx, &unspent).await?;
     Ok(reqs
         .iter()
         .map(|r| match status.get(&r.row.id) {
@@ -247,15 +279,15 @@ pub async fn spend_and_start_many(
                 },
                 _ => Spend::Expired,
             },
-            _ => Spend::LostLease,
+            _ => Spend::NoLongerApproved,
         })
         .collect())
 }
 
 /// For each of `grant_ids` that has been spent, who spent it (`Some(used_by)`); `None` for
 /// one that has not been spent.
-async fn spent_by(
-    c: &crate::Client,
+async fn spent_by<C: deadpool_postgres::GenericClient>(
+    c: &C,
     grant_ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Option<Option<String>>>> {
     if grant_ids.is_empty() {
@@ -276,11 +308,12 @@ async fn spent_by(
         .collect()
 }
 
-/// Refuses a claimed `approved` proposal without running it: moves it to `to_state`
-/// (`blocked` or `expired`) with `reason` (shown to the agent) and an audit event of `kind`
-/// whose `detail` holds the internal cause. Returns false when the lease was lost.
+/// Refuses a claimed `approved` proposal without running it, in the claiming transaction `tx`
+/// ([`claim`]): moves it to `to_state` (`blocked` or `expired`) with `reason` (shown to the
+/// agent) and an audit event of `kind` whose `detail` holds the internal cause, by `owner`.
+/// Returns false when the proposal was no longer `approved`.
 pub async fn refuse(
-    db: &Db,
+    tx: &Tx<'_>,
     row: &ProposalRow,
     owner: &str,
     to_state: ProposalState,
@@ -288,27 +321,23 @@ pub async fn refuse(
     kind: AuditKind,
     detail: Value,
 ) -> Result<bool> {
-    let mut c = db.client().await?;
-    let tx = c.transaction().await?;
     let n = tx
         .execute(
-            "UPDATE proposals SET state = $3, decision_reason = $4, lease_owner = NULL, lease_until = NULL
-             WHERE id = $1 AND state = 'approved' AND lease_owner = $2",
-            &[&row.id, &owner, &to_state.as_str(), &reason],
+            "UPDATE proposals SET state = $2, decision_reason = $3, lease_owner = NULL, lease_until = NULL
+             WHERE id = $1 AND state = 'approved'",
+            &[&row.id, &to_state.as_str(), &reason],
         )
         .await?;
     if n == 0 {
-        tx.rollback().await?;
         return Ok(false);
     }
     let actor = format!("executor:{owner}");
     audit::write(
-        &tx,
+        tx,
         &row.event(kind, &actor, detail)
             .transition(Some(ProposalState::Approved), to_state),
     )
     .await?;
-    tx.commit().await?;
     Ok(true)
 }
 
