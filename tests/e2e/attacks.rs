@@ -348,15 +348,11 @@ async fn break_glass_supplies_at_most_one_of_n_approvals() {
     assert_eq!(grants, 0);
 }
 
-/// The executor's claim locks its rows for its transaction and writes nothing: two executors
-/// claiming at once get disjoint rows, the rows keep their row version (no lease UPDATE), and
-/// an executor whose transaction ends without a spend (it died, or its checks failed) leaves
-/// its rows to the next claim at once, still `approved` with their grants unspent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_lock_rows_without_writing_and_a_dead_claim_frees_them_at_once() {
-    use actiond_store::executor_queue;
+/// A stack without an executor and four refunds that policy approved, in submission order:
+/// rows for a test to claim and spend itself.
+async fn four_approved_refunds(name: &str, payment_prefix: &str) -> (Stack, Vec<uuid::Uuid>) {
     let s = Stack::with(
-        "claim_locks",
+        name,
         Options {
             executor: false,
             ..Options::default()
@@ -365,10 +361,23 @@ async fn claims_lock_rows_without_writing_and_a_dead_claim_frees_them_at_once() 
     .await;
     let mut ids = Vec::new();
     for i in 0..4 {
-        let id = s.propose(&refund(&format!("pi_claim_{i}"), 100)).await;
+        let id = s
+            .propose(&refund(&format!("{payment_prefix}_{i}"), 100))
+            .await;
         s.wait_state(id, "approved", T).await;
         ids.push(id);
     }
+    (s, ids)
+}
+
+/// The executor's claim locks its rows for its transaction and writes nothing: two executors
+/// claiming at once get disjoint rows, the rows keep their row version (no lease UPDATE), and
+/// an executor whose transaction ends without a spend (it died, or its checks failed) leaves
+/// its rows to the next claim at once, still `approved` with their grants unspent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_lock_rows_without_writing_and_a_dead_claim_frees_them_at_once() {
+    use actiond_store::executor_queue;
+    let (s, ids) = four_approved_refunds("claim_locks", "pi_claim").await;
     let su = s.tdb.superuser().await;
     let versions = || async {
         su.query(
@@ -429,20 +438,7 @@ async fn claims_lock_rows_without_writing_and_a_dead_claim_frees_them_at_once() 
 async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
     use actiond_core::state::ProposalState;
     use actiond_store::executor_queue::{self, Finish, Spend, StartRequest};
-    let s = Stack::with(
-        "batched_spend",
-        Options {
-            executor: false,
-            ..Options::default()
-        },
-    )
-    .await;
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        let id = s.propose(&refund(&format!("pi_batch_{i}"), 100)).await;
-        s.wait_state(id, "approved", T).await;
-        ids.push(id);
-    }
+    let (s, ids) = four_approved_refunds("batched_spend", "pi_batch").await;
     let db = actiond_store::Db::connect(&s.tdb.role_url("executor").await, 2).unwrap();
     // An earlier claim sees all four and ends (its locks go with its transaction).
     let mut rows = {

@@ -367,11 +367,6 @@ impl Worker {
                 }
             }
         }
-        let mut labels = Vec::new();
-        for (row, refusal) in &refused {
-            self.refuse(&tx, row, refusal).await?;
-            labels.push(refusal.metric_label());
-        }
         executor_queue::back_off(&tx, &failed, &self.id, self.claim_lease).await?;
         let reqs: Vec<StartRequest<'_>> = ready
             .iter()
@@ -388,26 +383,25 @@ impl Worker {
         let spends = executor_queue::spend_and_start_many(&tx, &self.id, &reqs).await?;
         drop(reqs);
         let mut run = Vec::new();
-        let mut late = Vec::new();
         for ((row, r, permit), spend) in ready.into_iter().zip(spends) {
             match self.spent(&row, &r, spend) {
                 Ok(true) => run.push((row, r, permit)),
                 Ok(false) => {}
-                Err(Stop::Refuse(refusal)) => late.push((row, refusal)),
+                Err(Stop::Refuse(refusal)) => refused.push((row, refusal)),
                 Err(Stop::Fail(e)) => {
                     tracing::warn!(proposal = %row.id, error = %e, "spending failed");
                 }
             }
         }
-        for (row, refusal) in &late {
+        // Refusals from the checks and from the spend (replayed, expired), in this transaction.
+        for (row, refusal) in &refused {
             self.refuse(&tx, row, refusal).await?;
-            labels.push(refusal.metric_label());
         }
         tx.commit().await?;
-        for label in labels {
+        for (_, refusal) in &refused {
             self.metrics
                 .grants_rejected
-                .with_label_values(&[label])
+                .with_label_values(&[refusal.metric_label()])
                 .inc();
         }
         for (_, r, _) in &run {
@@ -575,8 +569,9 @@ impl Worker {
     }
 
     /// Stage 4, after the batch's spend ([`executor_queue::spend_and_start_many`]): `true`
-    /// when the handler may run, `false` when another executor has the lease (nothing to
-    /// record), a refusal when the grant was replayed or expired.
+    /// when the handler may run, `false` when the proposal is no longer `approved` (another
+    /// executor or the sweeper moved it: nothing to record), a refusal when the grant was
+    /// replayed or expired.
     fn spent(&self, row: &ClaimedRow, ready: &Ready, spend: Spend) -> Result<bool, Stop> {
         let grant = &ready.grant;
         match spend {
