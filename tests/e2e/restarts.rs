@@ -3,7 +3,7 @@
 //! (on a private [`PgCluster`]) while proposals flow.
 
 use crate::support::{ALLOW_PATH_KINDS, Options, Stack, refund};
-use actiond_testkit::{PgCluster, StopMode};
+use actiond_testkit::{PgCluster, Service, StopMode};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -404,4 +404,61 @@ async fn postgres_restart_under_load_loses_nothing() {
         })
         .await;
     }
+}
+
+/// Small pools as an attack on the executor's one-transaction claim batch: a batch holds its
+/// pooled connection from the claim to the commit, while the next batch, the outcome writer,
+/// the preview worker and the sweeper wait for one. With a pool of one connection, then of
+/// two, and a small batch so that many batches queue for the connection, each proposal of a
+/// burst still runs exactly once and none is left behind: no deadlock, and no pool timeout
+/// turned into a lost or repeated run. Each executor logs no claim or recording failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_with_pools_of_one_and_two_connections_run_each_proposal_once() {
+    let mut s = Stack::with(
+        "small_pools",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    for (round, pool) in ["1", "2"].into_iter().enumerate() {
+        // The burst waits in `approved` before the executor starts, so its first claims are
+        // full batches back to back.
+        for i in round * 30..(round + 1) * 30 {
+            let id = s
+                .propose(&refund(&format!("pi_sp{i}"), 100 + i as i64))
+                .await;
+            ids.push((refund_marker("sp", i), id));
+        }
+        for (_, id) in &ids[round * 30..] {
+            s.wait_state(*id, "approved", T).await;
+        }
+        let name = format!("exec-pool{pool}");
+        let mut env = s.executor_env(&name).await;
+        env.push(("ACTIOND_EXECUTOR_POOL_SIZE", pool.into()));
+        env.push(("ACTIOND_EXECUTOR_BATCH", "3".into()));
+        env.push(("ACTIOND_EXECUTOR_CONCURRENCY", "12".into()));
+        let mut exec = Service::spawn("executor", &name, &[], &env, &s.logs);
+        for (_, id) in &ids[round * 30..] {
+            s.wait_state(*id, "succeeded", T).await;
+        }
+        exec.terminate();
+        let log = exec.log_text();
+        for failure in [
+            "claim failed",
+            "claim batch failed",
+            "checking failed",
+            "spending failed",
+            "recording failed",
+        ] {
+            assert!(
+                !log.contains(failure),
+                "pool of {pool}: the executor logged {failure:?}:\n{log}"
+            );
+        }
+    }
+    s.start_executor("exec-sentinel").await;
+    assert_each_ran_once(&s, &ids).await;
 }
