@@ -427,15 +427,39 @@ pub async fn seed_layouts(db: &Db) -> Layouts {
     }
 }
 
-/// A scratch directory.
-pub fn scratch(tag: &str) -> PathBuf {
+/// A scratch directory under the system's temporary directory, removed with everything in it
+/// when dropped (at the end of the test that holds it, pass or fail): the credentials
+/// directories hold freshly generated private keys, which must not pile up in `/tmp`.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A new, empty [`Scratch`] directory named `actiond-web-<tag>-<uuid>`.
+pub fn scratch(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("actiond-web-{tag}-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 /// A credentials directory with a web grant key, an OIDC client secret and acme's webhook.
-pub fn credentials(webhook_url: &str) -> (PathBuf, String) {
+pub fn credentials(webhook_url: &str) -> (Scratch, String) {
     let dir = scratch("creds");
     let key = actiond_core::grant::generate_key().unwrap();
     std::fs::write(dir.join("grant_signing_key"), &key.private_pkcs8_b64).unwrap();
