@@ -76,12 +76,14 @@ async fn v27_keeps_rows_and_refuses_a_statement_that_breaks_a_rule_for_one_row()
 
 /// A decision written by a transaction that began before the submission committed (policy's
 /// claim sees rows committed after its transaction started) is stamped no earlier than the
-/// proposal's `created_at`; the outcome no earlier than the move to `executing`.
+/// proposal's `created_at`; the outcome no earlier than the move to `executing`. The audit
+/// events those writes record (V30) carry the time they were written: each at or after
+/// `created_at`, in the order of their ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proposals_times_never_go_backwards() {
     use actiond_store::executor_queue::FINISH_SQL;
     use actiond_store::policy_queue::DECIDE_SQL;
-    let s = Scratch::at(27).await;
+    let s = Scratch::at(30).await;
     let url = {
         let server = actiond_testkit::server_url();
         let (base, _) = server.rsplit_once('/').unwrap();
@@ -174,6 +176,27 @@ async fn a_proposals_times_never_go_backwards() {
         "finished_at {finished:?} < the move to executing {executing_at:?}"
     );
     assert!(updated >= executing_at);
+    let events: Vec<(String, Stamp)> =
+        s.c.query(
+            "SELECT kind, at FROM audit_events WHERE proposal_id = $1 ORDER BY id",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["proposal.decided", "proposal.executed"]);
+    let (created, ..) = times(&s.c, id).await;
+    let mut previous = created;
+    for (kind, at) in &events {
+        assert!(
+            *at >= previous,
+            "{kind} at {at:?} is before {previous:?} (created_at or the event before it)"
+        );
+        previous = *at;
+    }
     drop(early);
     s.drop_now().await;
 }

@@ -1,0 +1,13 @@
+-- V30: an audit event's `at` is the moment the event was written, not the start of the
+-- transaction that wrote it. No rule, privilege or row changes.
+--
+-- `at` defaulted to now(), the start of the writing transaction. Policy's batch transaction
+-- claims rows committed after it began (each statement of a READ COMMITTED transaction takes a
+-- new snapshot), so a `proposal.decided` event could carry a time before its own proposal's
+-- `proposal.submitted` event and `created_at`: an audit trail whose times contradict its
+-- order. V27 fixed the same for the proposal row's own times. clock_timestamp() is read when
+-- the row is formed, which for every event comes after the change it records became visible
+-- to its writer; a proposal's events are therefore in time order, each at or after
+-- `created_at`. It also keeps `at` closer to insertion order across transactions, which is what
+-- the BRIN index `audit_events_at` (V25) relies on.
+ALTER TABLE audit_events ALTER COLUMN at SET DEFAULT clock_timestamp();
