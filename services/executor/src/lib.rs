@@ -29,7 +29,7 @@ pub mod refusal;
 
 use actiond_core::grant::{KeyKind, TrustedKeys};
 use actiond_core::intent::Intent;
-use actiond_core::policy::{Decision, Effect, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, decide};
 use actiond_core::tenant::HandlerEntry;
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
@@ -173,6 +173,18 @@ struct Ready {
     grant: StoredGrant,
     kind: KeyKind,
     entry: HandlerEntry,
+}
+
+/// What [`Worker::gather`] read for one row, before its rules run again.
+struct Gathered {
+    grant: StoredGrant,
+    kind: KeyKind,
+    /// The tenant's current policy document.
+    current: CompiledPolicy,
+    /// The rules' input for this row under `current`.
+    input: EvalInput,
+    /// Stage 3, applied only when the rules still allow the row.
+    entry: Result<HandlerEntry, Stop>,
 }
 
 /// Why the pipeline of [`Worker::process_batch`] stopped early: a refusal to record, or a failure
@@ -350,10 +362,12 @@ impl Worker {
             tx.commit().await?;
             return Ok(());
         }
-        // Stages 1–3, every row of the batch at once on the claiming transaction's connection.
-        let checked =
-            futures_util::future::join_all(batch.iter().map(|(row, _)| self.prepare(&tx, row)))
+        // Stages 1–3, every row of the batch at once on the claiming transaction's connection;
+        // stage 2's rule evaluations in one handoff to the blocking pool.
+        let gathered =
+            futures_util::future::join_all(batch.iter().map(|(row, _)| self.gather(&tx, row)))
                 .await;
+        let checked = self.evaluate(gathered).await;
         let mut ready = Vec::new();
         let mut refused = Vec::new();
         let mut failed = Vec::new();
@@ -446,17 +460,93 @@ impl Worker {
         Ok(())
     }
 
-    /// Stages 1–3 for one row: the grant verifies, current policy still allows it, and the
-    /// handler settings of the approved document version. Reads go through `c`, the claiming
-    /// transaction.
-    async fn prepare(&self, c: &actiond_store::Tx<'_>, row: &ClaimedRow) -> Result<Ready, Stop> {
+    /// Stages 1–3 for one row, all but stage 2's rule evaluation ([`Worker::evaluate`] runs
+    /// those for the batch): the grant verifies, the tenant's current policy and the rules'
+    /// input for this row, and the handler settings of the approved document version. Reads
+    /// go through `c`, the claiming transaction.
+    async fn gather(&self, c: &actiond_store::Tx<'_>, row: &ClaimedRow) -> Result<Gathered, Stop> {
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
         let (grant, kind) = self.verify(row)?;
-        self.recheck(c, row, kind).await?;
-        let entry = self.settings(c, row, &grant).await?;
-        Ok(Ready { grant, kind, entry })
+        let current = match row.latest_doc_version {
+            Some(v) => self
+                .cache
+                .version(c, &row.tenant_id, v)
+                .await
+                .map_err(anyhow::Error::from)?,
+            None => None,
+        };
+        let Some(current) = current else {
+            return Err(Refusal::NoDocument.into());
+        };
+        let input = policy_queue::rules_input(c, &current, &row.proposal)
+            .await
+            .map_err(anyhow::Error::from)?;
+        // Kept, not returned: a policy that no longer allows the row is the refusal to report
+        // even when the settings are missing too.
+        let entry = self.settings(c, row, &grant).await;
+        Ok(Gathered {
+            grant,
+            kind,
+            current,
+            input,
+            entry,
+        })
+    }
+
+    /// Stage 2's evaluations for a batch: the current policy of every row that got this far,
+    /// once more, with the same rules input the policy worker builds
+    /// ([`policy_queue::rules_input`]), each within its 200 ms budget
+    /// ([`actiond_runtime::with_budget_each`]: one handoff to the blocking pool for the batch).
+    /// A row whose policy no longer allows what its grant's issuer could is refused; the others
+    /// get their handler settings (stage 3). Answers are in the order of `gathered`.
+    async fn evaluate(&self, gathered: Vec<Result<Gathered, Stop>>) -> Vec<Result<Ready, Stop>> {
+        let mut jobs = Vec::new();
+        let mut rest = Vec::with_capacity(gathered.len());
+        for g in gathered {
+            match g {
+                Ok(g) => {
+                    jobs.push((g.current.clone(), g.input));
+                    rest.push(Ok((g.grant, g.kind, g.current, g.entry)));
+                }
+                Err(stop) => rest.push(Err(stop)),
+            }
+        }
+        let mut decisions = actiond_runtime::with_budget_each(
+            Duration::from_millis(200),
+            jobs,
+            |(policy, input): (CompiledPolicy, EvalInput)| decide(&policy, &input),
+        )
+        .await
+        .into_iter();
+        rest.into_iter()
+            .map(|r| {
+                let (grant, kind, current, entry) = r?;
+                let now = decisions
+                    .next()
+                    .flatten()
+                    .unwrap_or_else(Decision::budget_exceeded);
+                let still_ok = match kind {
+                    KeyKind::Policy => now.effect == Effect::Allow,
+                    KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,
+                };
+                if !still_ok {
+                    return Err(Refusal::PolicyChanged {
+                        effect_now: now.effect.as_str(),
+                        rule: now.rule,
+                        doc_version: current.version,
+                        grant_kind: kind.as_str(),
+                    }
+                    .into());
+                }
+                Ok(Ready {
+                    grant,
+                    kind,
+                    entry: entry?,
+                })
+            })
+            .collect()
     }
 
     /// Stage 1: the grant exists, its signature verifies against a trusted key, and it is bound
@@ -495,49 +585,6 @@ impl Worker {
             .into());
         }
         Ok((grant, kind))
-    }
-
-    /// Stage 2: the tenant's current policy, once more, with the same rules input the policy
-    /// worker builds ([`policy_queue::rules_input`]).
-    async fn recheck(
-        &self,
-        client: &actiond_store::Tx<'_>,
-        row: &ClaimedRow,
-        kind: KeyKind,
-    ) -> Result<(), Stop> {
-        let current = match row.latest_doc_version {
-            Some(v) => self
-                .cache
-                .version(client, &row.tenant_id, v)
-                .await
-                .map_err(anyhow::Error::from)?,
-            None => None,
-        };
-        let Some(current) = current else {
-            return Err(Refusal::NoDocument.into());
-        };
-        let input = policy_queue::rules_input(client, &current, &row.proposal)
-            .await
-            .map_err(anyhow::Error::from)?;
-        let p = current.clone();
-        let now =
-            actiond_runtime::with_budget(Duration::from_millis(200), move || decide(&p, &input))
-                .await
-                .unwrap_or_else(Decision::budget_exceeded);
-        let still_ok = match kind {
-            KeyKind::Policy => now.effect == Effect::Allow,
-            KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,
-        };
-        if !still_ok {
-            return Err(Refusal::PolicyChanged {
-                effect_now: now.effect.as_str(),
-                rule: now.rule,
-                doc_version: current.version,
-                grant_kind: kind.as_str(),
-            }
-            .into());
-        }
-        Ok(())
     }
 
     /// Stage 3: the handler settings of the version the grant names, so a later apply cannot

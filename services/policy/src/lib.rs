@@ -21,7 +21,7 @@ mod shadow;
 pub use classifier::Classifiers;
 
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{CompiledPolicy, Decision, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, EvalInput, decide};
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
@@ -209,62 +209,76 @@ impl Worker {
             };
             prepared.push((row, policy, input));
         }
-        // Evaluate concurrently off the async executor, each with its own budget.
+        // Evaluate off the async executor, each with its own budget, in one handoff to the
+        // blocking pool for the batch (`with_budget_each`).
         let timer = self
             .metrics
             .eval_seconds
             .with_label_values::<&str>(&[])
             .start_timer();
-        let mut decisions = futures_util::future::join_all(prepared.into_iter().map(
-            |(row, policy, input)| async move {
-                match (policy, input) {
-                    // A frozen agent's proposal is blocked before any rule runs (V20 refuses to
-                    // allow or escalate it; the freeze denies the ones it saw).
-                    _ if row.agent_frozen => DecidedRow {
+        let mut jobs = Vec::new();
+        for (row, policy, input) in prepared.iter_mut() {
+            if row.agent_frozen {
+                continue;
+            }
+            if let (Some(p), Some(input)) = (policy.as_ref(), input.take()) {
+                jobs.push((p.clone(), input));
+            }
+        }
+        let mut evaluated = actiond_runtime::with_budget_each(
+            self.budget,
+            jobs,
+            |(p, input): (CompiledPolicy, EvalInput)| decide(&p, &input),
+        )
+        .await
+        .into_iter();
+        let mut decisions: Vec<DecidedRow> = prepared
+            .into_iter()
+            .map(|(row, policy, _)| match policy {
+                // A frozen agent's proposal is blocked before any rule runs (V20 refuses to
+                // allow or escalate it; the freeze denies the ones it saw).
+                _ if row.agent_frozen => DecidedRow {
+                    row,
+                    decision: Decision::agent_frozen(),
+                    doc_version: None,
+                    doc_sha256: None,
+                    grant_lifetime: Duration::ZERO,
+                    classifier: None,
+                },
+                Some(p) => {
+                    let lifetime = p
+                        .doc
+                        .handler(&row.action)
+                        .map(|h| h.grant_lifetime)
+                        .unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
+                    let d = evaluated
+                        .next()
+                        .flatten()
+                        .unwrap_or_else(Decision::budget_exceeded);
+                    DecidedRow {
                         row,
-                        decision: Decision::agent_frozen(),
-                        doc_version: None,
-                        doc_sha256: None,
-                        grant_lifetime: Duration::ZERO,
+                        decision: d,
+                        doc_version: Some(p.version),
+                        doc_sha256: Some(p.sha256.clone()),
+                        grant_lifetime: lifetime,
                         classifier: None,
-                    },
-                    (Some(p), Some(input)) => {
-                        let lifetime = p
-                            .doc
-                            .handler(&row.action)
-                            .map(|h| h.grant_lifetime)
-                            .unwrap_or(actiond_core::tenant::DEFAULT_GRANT_LIFETIME);
-                        let (version, sha) = (p.version, p.sha256.clone());
-                        let d =
-                            actiond_runtime::with_budget(self.budget, move || decide(&p, &input))
-                                .await
-                                .unwrap_or_else(Decision::budget_exceeded);
-                        DecidedRow {
-                            row,
-                            decision: d,
-                            doc_version: Some(version),
-                            doc_sha256: Some(sha),
-                            grant_lifetime: lifetime,
-                            classifier: None,
-                        }
                     }
-                    _ => DecidedRow {
-                        row,
-                        decision: Decision {
-                            effect: actiond_core::policy::Effect::Block,
-                            rule: Some("no-document".into()),
-                            reason: "this tenant has no policy document".into(),
-                            errors: Vec::new(),
-                        },
-                        doc_version: None,
-                        doc_sha256: None,
-                        grant_lifetime: Duration::ZERO,
-                        classifier: None,
-                    },
                 }
-            },
-        ))
-        .await;
+                None => DecidedRow {
+                    row,
+                    decision: Decision {
+                        effect: actiond_core::policy::Effect::Block,
+                        rule: Some("no-document".into()),
+                        reason: "this tenant has no policy document".into(),
+                        errors: Vec::new(),
+                    },
+                    doc_version: None,
+                    doc_sha256: None,
+                    grant_lifetime: Duration::ZERO,
+                    classifier: None,
+                },
+            })
+            .collect();
         timer.observe_duration();
         self.classify(&mut decisions, &policies).await;
         self.after_rules(&tx, &mut decisions, &policies).await?;
