@@ -562,3 +562,59 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
     assert_eq!(s.state(ids[0]).await, "succeeded");
     assert_eq!(s.state(ids[1]).await, "expired");
 }
+
+/// An agent's params that make a rule slow (a quadratic comprehension over a list the agent
+/// sends) cannot buy an `allow` by running the rules out of time, nor hold up the proposals
+/// decided beside it: policy evaluates a batch on one blocking thread, each proposal within
+/// its budget; the slow one is escalated (fail closed) with the budget as its reason, and the
+/// refunds claimed in the same batch before and after it are decided by their rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_made_slow_by_params_escalates_only_its_own_proposal() {
+    let mut s = Stack::with(
+        "slow_rule_escalates",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace(
+            "    - name: ping-webhook",
+            "    - name: pairs-webhook
+      when: 'action == \"webhook.post\" && has(params.body.items) && params.body.items.all(x, params.body.items.all(y, x + y >= 0))'
+      effect: allow
+      reason: Non-negative pairs are harmless.
+    - name: ping-webhook",
+        );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    // About four million evaluations of `x + y >= 0`: far past the 100 ms budget.
+    let items: Vec<u32> = (0..2000).collect();
+    let slow_body =
+        serde_json::json!({"action": "webhook.post", "params": {"body": {"items": items}}});
+    let mut refunds = Vec::new();
+    for i in 0..3 {
+        refunds.push(s.propose(&refund(&format!("pi_sr{i}"), 100)).await);
+    }
+    let slow = s.propose(&slow_body.to_string()).await;
+    for i in 3..6 {
+        refunds.push(s.propose(&refund(&format!("pi_sr{i}"), 100)).await);
+    }
+    // All seven wait in `pending`, so one claim takes them as one batch.
+    s.start_policy_with(vec![("ACTIOND_POLICY_EVAL_BUDGET_MS", "100".into())])
+        .await;
+    s.wait_state(slow, "escalated", T).await;
+    let (_, v) = s.get(&s.token, &slow.to_string(), "").await;
+    assert_eq!(
+        v["reason"], "policy could not be evaluated in time; a person must review this",
+        "{v}"
+    );
+    for id in refunds {
+        s.wait_state(id, "approved", T).await;
+    }
+}
