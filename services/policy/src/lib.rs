@@ -63,7 +63,8 @@ pub struct PolicyArgs {
     /// Poll interval when no NOTIFY arrives (the fallback for lost notifications).
     #[arg(long, env = "ACTIOND_POLICY_POLL_MS", default_value_t = 1000)]
     pub poll_ms: u64,
-    /// Evaluation budget per proposal; an overrun escalates (fail closed).
+    /// Evaluation budget per proposal, milliseconds; an overrun escalates (fail closed). A
+    /// batch is evaluated in turn on one blocking thread, each proposal within this budget.
     #[arg(long, env = "ACTIOND_POLICY_EVAL_BUDGET_MS", default_value_t = 100)]
     pub eval_budget_ms: u64,
     /// How often stale `pending`/`escalated` rows are expired.
