@@ -120,16 +120,32 @@ impl OidcIssuer {
             .env("AUDIENCE", AUDIENCE)
             .env("DELEGATED_USER", JANE)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("node is required (apt-get install nodejs)");
+        // What the issuer says on stderr, kept for the failure message (read all along, so a
+        // full pipe never stalls it).
+        let said = Arc::new(Mutex::new(String::new()));
+        let mut errors = BufReader::new(child.stderr.take().unwrap()).lines();
+        let keep = said.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = errors.next_line().await {
+                let mut k = keep.lock().unwrap();
+                k.push_str(&l);
+                k.push('\n');
+            }
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("issuer.mjs did not start within 60 s")
-            .unwrap()
-            .expect("issuer.mjs ended before it was ready");
+        let started = std::time::Instant::now();
+        let line = match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => panic!(
+                "issuer.mjs did not start ({other:?} after {:?}); its stderr:\n{}",
+                started.elapsed(),
+                said.lock().unwrap()
+            ),
+        };
         let ready: Value = serde_json::from_str(&line).unwrap();
         Self {
             _child: child,
