@@ -421,9 +421,16 @@ where
         stop.store(true, Ordering::Release);
         q.drain(..).collect()
     };
+    let taken = n - rest.len();
+    // The item given up on may never have been taken: its budget ran out while the thread
+    // waited for the blocking pool or the CPU, or the runtime is shutting down and never ran
+    // it. It is still in `rest` and runs there; its `None` goes, so that every answer stays at
+    // its item's position. (`out` holds an answer for each item the thread took, but the last.)
+    if taken < out.len() {
+        out.truncate(taken);
+    }
     // The thread may have answered the item given up on and taken the next one just before
     // `stop` was set: that answer is dropped, the next one still gets its own budget.
-    let taken = n - rest.len();
     if taken > out.len() {
         let _late = rx.recv().await;
         while out.len() < taken {
@@ -438,6 +445,7 @@ where
         with_budget(budget, move || f(item))
     });
     out.extend(futures_util::future::join_all(alone).await);
+    debug_assert_eq!(out.len(), n, "one answer per item");
     out
 }
 
@@ -464,6 +472,35 @@ mod tests {
                 .await
                 .is_empty()
         );
+    }
+
+    /// When the blocking pool is busy, the first item's budget runs out before the batch's
+    /// thread has taken it: the item was never evaluated, so it runs on its own, and every
+    /// answer stays at its item's position (one answer per item, none shifted).
+    #[test]
+    fn with_budget_each_keeps_positions_when_the_pool_is_busy() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let out = rt.block_on(async {
+            // The pool's only blocking thread is busy for 300 ms; the budget is 200 ms.
+            let busy = tokio::task::spawn_blocking(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300))
+            });
+            tokio::task::yield_now().await;
+            let out = with_budget_each(
+                std::time::Duration::from_millis(200),
+                (0..5).collect(),
+                |i: u32| i,
+            )
+            .await;
+            busy.await.unwrap();
+            out
+        });
+        assert_eq!(out, (0..5).map(Some).collect::<Vec<_>>());
     }
 
     /// An item over budget gets `None`, a panicking one too; every other item is answered, in
