@@ -564,12 +564,13 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
 }
 
 /// An agent's params that make a rule slow (a quadratic comprehension over a list the agent
-/// sends) cannot buy an `allow` by running the rules out of time, nor hold up the proposals
-/// decided beside it: policy evaluates a batch on one blocking thread, each proposal within
-/// its budget; the slow one is escalated (fail closed) with the budget as its reason, and the
-/// refunds claimed in the same batch before and after it are decided by their rules.
+/// sends) cannot buy an `allow` by running the rules out of time, nor turn a `block` into an
+/// `escalate` a person could approve, nor hold up the proposals decided beside it: policy
+/// evaluates a batch on one blocking thread, each proposal within its budget; the slow one is
+/// blocked (the tenant has a `block` rule, which the overrun cannot rule out: fail closed), and
+/// the refunds claimed in the same batch before and after it are decided by their rules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rule_made_slow_by_params_escalates_only_its_own_proposal() {
+async fn a_rule_made_slow_by_params_blocks_only_its_own_proposal() {
     let mut s = Stack::with(
         "slow_rule_escalates",
         Options {
@@ -608,11 +609,16 @@ async fn a_rule_made_slow_by_params_escalates_only_its_own_proposal() {
     // All seven wait in `pending`, so one claim takes them as one batch.
     s.start_policy_with(vec![("ACTIOND_POLICY_EVAL_BUDGET_MS", "100".into())])
         .await;
-    s.wait_state(slow, "escalated", T).await;
+    s.wait_state(slow, "blocked", T).await;
     let (_, v) = s.get(&s.token, &slow.to_string(), "").await;
     assert_eq!(
-        v["reason"], "policy could not be evaluated in time; a person must review this",
+        v["reason"],
+        "policy could not be evaluated in time, and a rule that blocks could not be ruled out",
         "{v}"
+    );
+    assert_eq!(
+        s.row(slow).await.get::<_, Option<String>>(6).as_deref(),
+        Some("evaluation-budget")
     );
     for id in refunds {
         s.wait_state(id, "approved", T).await;

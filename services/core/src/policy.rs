@@ -238,12 +238,35 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// The fail-closed decision when evaluation ran over its time budget.
-    pub fn budget_exceeded() -> Self {
+    /// The fail-closed decision when evaluating `policy` ran over its time budget. Which rule
+    /// was still running is unknown, so every rule counts as failed, and a failed rule fails
+    /// closed as in [`decide`]: at least `escalate`, `block` if that was its effect. A
+    /// document with any `block` rule therefore blocks (rule `evaluation-budget`); otherwise
+    /// the proposal escalates. Otherwise an agent whose params make a rule slow would turn a
+    /// rule's `block` into an `escalate` that a person could approve, and the executor's
+    /// re-check, timing out alike, would let the approval run.
+    pub fn budget_exceeded(policy: &CompiledPolicy) -> Self {
+        let effect = policy
+            .rules
+            .iter()
+            .map(|r| r.effect.max(Effect::Escalate))
+            .max()
+            .unwrap_or(Effect::Escalate);
+        let (rule, reason) = if effect == Effect::Block {
+            (
+                Some("evaluation-budget".to_owned()),
+                "policy could not be evaluated in time, and a rule that blocks could not be ruled out",
+            )
+        } else {
+            (
+                None,
+                "policy could not be evaluated in time; a person must review this",
+            )
+        };
         Self {
-            effect: Effect::Escalate,
-            rule: None,
-            reason: "policy could not be evaluated in time; a person must review this".into(),
+            effect,
+            rule,
+            reason: reason.into(),
             errors: vec!["evaluation exceeded its time budget".into()],
         }
     }
@@ -441,6 +464,23 @@ handlers:
             on_behalf_of: String::new(),
             history: History::default(),
         }
+    }
+
+    /// An overrun counts every rule as failed: a document with a `block` rule blocks, one
+    /// without escalates; never `allow`, even when the document's default is `allow`.
+    #[test]
+    fn an_overrun_blocks_when_any_rule_blocks_and_escalates_otherwise() {
+        let escalating = Decision::budget_exceeded(&policy("", "allow"));
+        assert_eq!(escalating.effect, Effect::Escalate);
+        assert_eq!(escalating.rule, None);
+        let blocking = policy(
+            "    - name: shell-never\n      when: 'action.startsWith(\"shell.\")'\n      effect: block\n      reason: No shell.\n",
+            "allow",
+        );
+        let d = Decision::budget_exceeded(&blocking);
+        assert_eq!(d.effect, Effect::Block);
+        assert_eq!(d.rule.as_deref(), Some("evaluation-budget"));
+        assert_eq!(d.errors, ["evaluation exceeded its time budget"]);
     }
 
     #[test]

@@ -526,7 +526,7 @@ impl Worker {
                 let now = decisions
                     .next()
                     .flatten()
-                    .unwrap_or_else(Decision::budget_exceeded);
+                    .unwrap_or_else(|| Decision::budget_exceeded(&current));
                 let still_ok = match kind {
                     KeyKind::Policy => now.effect == Effect::Allow,
                     KeyKind::Approver | KeyKind::BreakGlass => now.effect != Effect::Block,

@@ -63,7 +63,8 @@ pub struct PolicyArgs {
     /// Poll interval when no NOTIFY arrives (the fallback for lost notifications).
     #[arg(long, env = "ACTIOND_POLICY_POLL_MS", default_value_t = 1000)]
     pub poll_ms: u64,
-    /// Evaluation budget per proposal, milliseconds; an overrun escalates (fail closed). A
+    /// Evaluation budget per proposal, milliseconds; an overrun fails closed (see
+    /// `Decision::budget_exceeded`: block when the document has a block rule, else escalate). A
     /// batch is evaluated in turn on one blocking thread, each proposal within this budget.
     #[arg(long, env = "ACTIOND_POLICY_EVAL_BUDGET_MS", default_value_t = 100)]
     pub eval_budget_ms: u64,
@@ -255,7 +256,7 @@ impl Worker {
                     let d = evaluated
                         .next()
                         .flatten()
-                        .unwrap_or_else(Decision::budget_exceeded);
+                        .unwrap_or_else(|| Decision::budget_exceeded(&p));
                     DecidedRow {
                         row,
                         decision: d,

@@ -85,7 +85,7 @@ async fn evaluate(
     let p = candidate.clone();
     let mut decision = actiond_runtime::with_budget(budget, move || decide(&p, &input))
         .await
-        .unwrap_or_else(Decision::budget_exceeded);
+        .unwrap_or_else(|| Decision::budget_exceeded(candidate));
     if decision.effect != actiond_core::policy::Effect::Block {
         let params: serde_json::Value =
             serde_json::from_str(&d.row.params_json).unwrap_or_default();
