@@ -27,6 +27,7 @@ use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::policy_queue::{self, DecidedRow};
+use actiond_store::proposals::ProposalRow;
 use actiond_store::shadow::ShadowCache;
 use actiond_store::{Db, budgets, tenants};
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
@@ -211,8 +212,54 @@ impl Worker {
             };
             prepared.push((row, policy, input));
         }
-        // Evaluate off the async executor, each with its own budget, in one handoff to the
-        // blocking pool for the batch (`with_budget_each`).
+        let mut decisions = self.evaluate(prepared).await;
+        self.classify(&mut decisions, &policies).await;
+        self.after_rules(&tx, &mut decisions, &policies).await?;
+        for d in &decisions {
+            let tenant = d.row.tenant_id.as_str();
+            if d.decision.rule.as_deref() == Some("no-handler") {
+                self.metrics.no_handler.with_label_values(&[tenant]).inc();
+            }
+            if !d.decision.errors.is_empty() {
+                let cause = if d.decision.errors.iter().any(|e| e.contains("time budget")) {
+                    "budget"
+                } else {
+                    "error"
+                };
+                self.metrics
+                    .eval_failures
+                    .with_label_values(&[tenant, cause])
+                    .inc();
+                tracing::warn!(proposal = %d.row.id, tenant, errors = ?d.decision.errors, "rule evaluation failed closed");
+            }
+            self.metrics
+                .decisions
+                .with_label_values(&[tenant, d.decision.effect.as_str()])
+                .inc();
+        }
+        let issued =
+            policy_queue::record_batch(&tx, &decisions, &self.signer, claimed.now_us).await?;
+        open_stages(&tx, &decisions, &policies).await?;
+        tx.commit().await?;
+        if issued > 0 {
+            self.metrics
+                .grants_issued
+                .with_label_values(&["policy"])
+                .inc_by(issued as u64);
+            self.approved.hint();
+        }
+        Ok(rows.len())
+    }
+
+    /// The rules' decision for each claimed row, in order: a frozen agent's proposal is blocked
+    /// without rules, a tenant without a document blocks, the others are evaluated off the
+    /// async executor, each within its budget, in one handoff to the blocking pool for the
+    /// batch ([`actiond_runtime::with_budget_each`]); an overrun fails closed
+    /// ([`Decision::budget_exceeded`]).
+    async fn evaluate<'a>(
+        &self,
+        mut prepared: Vec<(&'a ProposalRow, Option<CompiledPolicy>, Option<EvalInput>)>,
+    ) -> Vec<DecidedRow<'a>> {
         let timer = self
             .metrics
             .eval_seconds
@@ -234,7 +281,7 @@ impl Worker {
         )
         .await
         .into_iter();
-        let mut decisions: Vec<DecidedRow> = prepared
+        let decisions: Vec<DecidedRow<'a>> = prepared
             .into_iter()
             .map(|(row, policy, _)| match policy {
                 // A frozen agent's proposal is blocked before any rule runs (V20 refuses to
@@ -282,42 +329,7 @@ impl Worker {
             })
             .collect();
         timer.observe_duration();
-        self.classify(&mut decisions, &policies).await;
-        self.after_rules(&tx, &mut decisions, &policies).await?;
-        for d in &decisions {
-            let tenant = d.row.tenant_id.as_str();
-            if d.decision.rule.as_deref() == Some("no-handler") {
-                self.metrics.no_handler.with_label_values(&[tenant]).inc();
-            }
-            if !d.decision.errors.is_empty() {
-                let cause = if d.decision.errors.iter().any(|e| e.contains("time budget")) {
-                    "budget"
-                } else {
-                    "error"
-                };
-                self.metrics
-                    .eval_failures
-                    .with_label_values(&[tenant, cause])
-                    .inc();
-                tracing::warn!(proposal = %d.row.id, tenant, errors = ?d.decision.errors, "rule evaluation failed closed");
-            }
-            self.metrics
-                .decisions
-                .with_label_values(&[tenant, d.decision.effect.as_str()])
-                .inc();
-        }
-        let issued =
-            policy_queue::record_batch(&tx, &decisions, &self.signer, claimed.now_us).await?;
-        open_stages(&tx, &decisions, &policies).await?;
-        tx.commit().await?;
-        if issued > 0 {
-            self.metrics
-                .grants_issued
-                .with_label_values(&["policy"])
-                .inc_by(issued as u64);
-            self.approved.hint();
-        }
-        Ok(rows.len())
+        decisions
     }
 
     /// The compiled latest document of each tenant of a claimed batch (`None`: it has none).
