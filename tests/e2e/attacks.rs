@@ -624,3 +624,62 @@ async fn a_rule_made_slow_by_params_blocks_only_its_own_proposal() {
         s.wait_state(id, "approved", T).await;
     }
 }
+
+/// The executor's re-check fails closed the same way: a person approved a webhook, then the
+/// tenant applied a rule that this proposal's own params make slow. The re-check runs over its
+/// 200 ms budget; the document has a `block` rule, so the overrun counts as `block` and the
+/// person's grant is refused ("policy changed since approval"): nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_whose_recheck_overruns_is_refused_and_nothing_runs() {
+    let mut s = Stack::with(
+        "recheck_overrun",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    // No rule matches this webhook: the tenant's default escalates it.
+    let items: Vec<u32> = (0..3000).collect();
+    let body = serde_json::json!({"action": "webhook.post", "params": {"body": {"items": items}}});
+    let id = s.propose(&body.to_string()).await;
+    s.wait_state(id, "escalated", T).await;
+    let intent: String = s.row(id).await.get(3);
+    let (ok, _, err) = cli(
+        &[
+            "approvals",
+            "approve",
+            &id.to_string(),
+            "--as",
+            "alice",
+            "--intent",
+            &intent[..16],
+        ],
+        &s.cli_env().await,
+    );
+    assert!(ok, "{err}");
+    s.wait_state(id, "approved", T).await;
+    // About nine million evaluations for this proposal: far past the re-check's budget.
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace(
+            "    - name: ping-webhook",
+            "    - name: pairs-webhook
+      when: 'action == \"webhook.post\" && has(params.body.items) && params.body.items.all(x, params.body.items.all(y, x + y >= 0))'
+      effect: allow
+      reason: Non-negative pairs are harmless.
+    - name: ping-webhook",
+        );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    s.start_executor("exec-ro").await;
+    s.wait_state(id, "blocked", T).await;
+    assert_eq!(
+        s.row(id).await.get::<_, Option<String>>(1).as_deref(),
+        Some("policy changed since approval")
+    );
+    s.sentinel().await;
+    assert!(s.calls().is_empty(), "nothing was sent");
+}
