@@ -29,6 +29,40 @@ pub mod providers;
 pub use cluster::{PgCluster, StopMode};
 pub use ports::{free_port, free_ports, with_free_ports, with_free_ports_async};
 
+/// A scratch directory `<prefix>-<uuid>` under the system's temporary directory, removed with
+/// everything in it when dropped (at the end of the test that holds it, pass or fail): test
+/// credentials directories hold freshly generated private keys, which must not pile up in
+/// `/tmp`. Derefs to its [`Path`](std::path::Path).
+pub struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    /// Creates the directory (panics when it cannot).
+    pub fn new(prefix: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 use actiond_core::grant::{GrantSigner, generate_key};
 use actiond_store::Db;
 use std::collections::HashMap;

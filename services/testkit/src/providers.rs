@@ -8,27 +8,10 @@
 //! - [`TargetDb`]: a second database on the test Postgres server with its own login role, as the
 //!   target of `db.statement.execute`.
 
-use crate::{admin_client, server_url, with_db};
+use crate::{Scratch, admin_client, server_url, with_db};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(prefix: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Waits until `up` says the child `what` serves (given its log so far). Something else
 /// accepting on the port proves nothing (it may be whoever took the port), so `up` must

@@ -5,9 +5,9 @@ use actiond_core::canonical::{canonicalize, sha256_hex};
 use actiond_core::intent::Intent;
 use actiond_store::Db;
 use actiond_store::proposals::{NewProposal, Submitted};
+use actiond_testkit::Scratch;
 use clap::Parser;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use uuid::Uuid;
@@ -427,35 +427,9 @@ pub async fn seed_layouts(db: &Db) -> Layouts {
     }
 }
 
-/// A scratch directory under the system's temporary directory, removed with everything in it
-/// when dropped (at the end of the test that holds it, pass or fail): the credentials
-/// directories hold freshly generated private keys, which must not pile up in `/tmp`.
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::ffi::OsStr> for Scratch {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.0.as_os_str()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A new, empty [`Scratch`] directory named `actiond-web-<tag>-<uuid>`.
+/// A new, empty scratch directory named `actiond-web-<tag>-<uuid>`, removed when dropped.
 pub fn scratch(tag: &str) -> Scratch {
-    let d = std::env::temp_dir().join(format!("actiond-web-{tag}-{}", Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&d).unwrap();
-    Scratch(d)
+    Scratch::new(&format!("actiond-web-{tag}"))
 }
 
 /// A credentials directory with a web grant key, an OIDC client secret and acme's webhook.
