@@ -623,6 +623,18 @@ async fn a_rule_made_slow_by_params_blocks_only_its_own_proposal() {
     for id in refunds {
         s.wait_state(id, "approved", T).await;
     }
+    // And the slow evaluation stopped at its deadline instead of running on, on a thread of
+    // its own, for the seconds the whole list takes: an agent sending such params at a rate
+    // would otherwise fill policy's cores with evaluations nobody waits for.
+    let policy = s.services.iter().find(|p| p.role == "policy").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = policy.cpu_time();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let used = policy.cpu_time() - before;
+    assert!(
+        used < Duration::from_millis(300),
+        "policy used {used:?} of CPU in the second after deciding"
+    );
 }
 
 /// The executor's re-check fails closed the same way: a person approved a webhook, then the

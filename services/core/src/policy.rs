@@ -7,15 +7,20 @@
 //! - A rule that fails to evaluate (missing field, type mismatch, non-boolean result) fails
 //!   closed: it counts as matched with at least `escalate` (or `block` if that is its effect).
 //!   The error goes to the audit log only; the agent sees a generic reason.
-//! - CEL has no evaluation budget; callers run [`decide`] off the async executor with a timeout
-//!   and treat an overrun as a failed evaluation ([`Decision::budget_exceeded`]).
+//! - CEL has no evaluation budget of its own. [`decide_within`] gives an evaluation a deadline
+//!   that every iteration of a comprehension (`all`, `exists`, `exists_one`, `map`, `filter`)
+//!   checks ([`CompiledRule`] holds each rule rewritten so): an evaluation past it stops at
+//!   its next iteration and fails closed as [`Decision::budget_exceeded`]. Callers still run it
+//!   off the async executor with a timeout, for what the deadline cannot interrupt.
 
 use crate::tenant::TenantDocument;
 use cel::{Context, Env, Program, Value as Cel};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A policy outcome, ordered by severity (`Allow < Escalate < Block`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -146,7 +151,168 @@ pub struct CompiledRule {
     pub effect: Effect,
     /// Tenant-written reason.
     pub reason: String,
-    program: Arc<Program>,
+    /// The rule's expression with every comprehension's iterations checking the evaluation's
+    /// deadline ([`with_deadline_checks`]).
+    expression: Arc<cel::IdedExpr>,
+}
+
+/// The function every comprehension iteration calls in a rule rewritten by
+/// [`with_deadline_checks`]. A name that starts with `@` cannot be written in CEL source, so
+/// no rule can call or shadow it.
+const DEADLINE_CHECK: &str = "@actiond_deadline";
+
+thread_local! {
+    /// The deadline of the evaluation running on this thread ([`decide_within`]), if any.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// `@actiond_deadline(x)`: `x` unchanged, or an error once this thread's evaluation is past
+/// its deadline.
+fn deadline_check<'b, 'v>(
+    args: Vec<cel::common::value::CowVal<'b, 'v>>,
+) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+    if DEADLINE
+        .get()
+        .is_some_and(|deadline| Instant::now() >= deadline)
+    {
+        return Err(cel::ExecutionError::function_error(
+            DEADLINE_CHECK,
+            "the evaluation ran past its time budget",
+        ));
+    }
+    args.into_iter()
+        .next()
+        .ok_or_else(|| cel::ExecutionError::invalid_argument_count(1, 0))
+}
+
+/// `expr` with a deadline check in every iteration of every comprehension, so that an
+/// evaluation past its deadline stops within one iteration instead of running to the end:
+/// an agent's params can make a rule such as `params.items.all(x, params.items.all(y, …))`
+/// take minutes, and a thread cannot be stopped from outside.
+///
+/// Where the check goes keeps the cel crate's own shortcuts (pinned at 0.15.0, whose
+/// evaluator this follows):
+/// - `all`, `exists`: the loop condition, checked before each iteration (an error in the
+///   step of these two is held back in case a later element decides the result, so it would
+///   not stop the loop);
+/// - `map`, `filter`, `exists_one`: the condition of a conditional step, or each element of
+///   an appended `[expr]`, so that `@result + [expr]` keeps its shape and is still appended
+///   in place (the generic path copies the list on every iteration);
+/// - any other comprehension: its whole step.
+pub fn with_deadline_checks(expr: &cel::IdedExpr) -> cel::IdedExpr {
+    let mut expr = expr.clone();
+    add_deadline_checks(&mut expr);
+    expr
+}
+
+fn add_deadline_checks(e: &mut cel::IdedExpr) {
+    use cel::common::ast::{EntryExpr, Expr};
+    match &mut e.expr {
+        Expr::Call(call) => {
+            if let Some(target) = call.target.as_deref_mut() {
+                add_deadline_checks(target);
+            }
+            call.args.iter_mut().for_each(add_deadline_checks);
+        }
+        Expr::Select(select) => add_deadline_checks(&mut select.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(add_deadline_checks),
+        Expr::Map(map) => map
+            .entries
+            .iter_mut()
+            .for_each(|entry| match &mut entry.expr {
+                EntryExpr::MapEntry(entry) => {
+                    add_deadline_checks(&mut entry.key);
+                    add_deadline_checks(&mut entry.value);
+                }
+                EntryExpr::StructField(field) => add_deadline_checks(&mut field.value),
+            }),
+        Expr::Struct(strct) => strct
+            .entries
+            .iter_mut()
+            .for_each(|entry| match &mut entry.expr {
+                EntryExpr::MapEntry(entry) => {
+                    add_deadline_checks(&mut entry.key);
+                    add_deadline_checks(&mut entry.value);
+                }
+                EntryExpr::StructField(field) => add_deadline_checks(&mut field.value),
+            }),
+        Expr::Comprehension(c) => {
+            for part in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                add_deadline_checks(part);
+            }
+            if !matches!(c.loop_cond.expr, Expr::Literal(_)) {
+                wrap_in_deadline_check(&mut c.loop_cond);
+            } else {
+                add_step_deadline_check(&mut c.loop_step, &c.accu_var);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// Puts the deadline check into a comprehension step whose loop condition is a literal.
+fn add_step_deadline_check(step: &mut cel::IdedExpr, accu: &str) {
+    use cel::common::ast::{Expr, operators};
+    let is_accu = |e: &cel::IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+    match &mut step.expr {
+        // `cond ? … : @result` (filter, exists_one, map with a filter)
+        Expr::Call(call)
+            if call.func_name == operators::CONDITIONAL
+                && call.target.is_none()
+                && call.args.len() == 3 =>
+        {
+            wrap_in_deadline_check(&mut call.args[0]);
+        }
+        // `@result + [expr]` (map)
+        Expr::Call(call)
+            if call.func_name == operators::ADD
+                && call.target.is_none()
+                && call.args.len() == 2
+                && is_accu(&call.args[0])
+                && matches!(call.args[1].expr, Expr::List(_)) =>
+        {
+            if let Expr::List(list) = &mut call.args[1].expr {
+                list.elements.iter_mut().for_each(wrap_in_deadline_check);
+            }
+        }
+        _ => wrap_in_deadline_check(step),
+    }
+}
+
+fn wrap_in_deadline_check(e: &mut cel::IdedExpr) {
+    use cel::common::ast::{CallExpr, Expr};
+    let inner = std::mem::take(e);
+    *e = cel::IdedExpr {
+        id: inner.id,
+        expr: Expr::Call(CallExpr {
+            func_name: DEADLINE_CHECK.to_owned(),
+            target: None,
+            args: vec![inner],
+        }),
+    };
+}
+
+/// Sets this thread's evaluation deadline for as long as it lives, and clears it on drop
+/// (also when the evaluation panics).
+struct DeadlineGuard;
+
+impl DeadlineGuard {
+    fn set(deadline: Instant) -> Self {
+        DEADLINE.set(Some(deadline));
+        Self
+    }
+}
+
+impl Drop for DeadlineGuard {
+    fn drop(&mut self) {
+        DEADLINE.set(None);
+    }
 }
 
 /// A tenant document with its rules compiled, ready to evaluate. Cheap to clone.
@@ -171,7 +337,7 @@ impl CompiledPolicy {
                 name: r.name.clone(),
                 effect: r.effect,
                 reason: r.reason.clone(),
-                program: Arc::new(program),
+                expression: Arc::new(with_deadline_checks(program.expression())),
             });
         }
         Ok(Self {
@@ -331,16 +497,44 @@ pub fn no_handler_reason(action: &str) -> String {
     }
 }
 
-/// CEL's standard environment (its functions, macros and types), built once per process.
-/// `Context::default()` builds it afresh for every context: measured in the executor's
-/// re-check, a fifth of its CPU per proposal went to that (`perf record`, issue #10). Every
-/// rule is compiled with `Program::compile`, which is the standard environment's compiler,
-/// so evaluating with this `Env` is what `Context::default()` did.
-static STDLIB: std::sync::LazyLock<Arc<Env>> = std::sync::LazyLock::new(|| Arc::new(Env::stdlib()));
+/// CEL's standard environment (its functions, macros and types) plus the deadline check
+/// ([`with_deadline_checks`]), built once per process. `Context::default()` builds the
+/// standard one afresh for every context: measured in the executor's re-check, a fifth of its
+/// CPU per proposal went to that (`perf record`, issue #10). Every rule is compiled with
+/// `Program::compile`, which is the standard environment's compiler, so evaluating with this
+/// `Env` is what `Context::default()` did.
+static STDLIB: std::sync::LazyLock<Arc<Env>> = std::sync::LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    // Fails only if the name were declared already; it starts with `@`, which the standard
+    // library does not use for functions it lets a program call.
+    let _ = env.add_overload(
+        DEADLINE_CHECK,
+        "actiond_deadline_dyn",
+        vec![cel::common::types::DYN_TYPE],
+        deadline_check,
+    );
+    Arc::new(env)
+});
 
-/// Evaluates the tenant's policy. Pure and deterministic; may be slow on hostile rules, so run
-/// it off the async executor with a timeout.
+/// Evaluates the tenant's policy without a deadline: for tools that evaluate a tenant's own
+/// rules on inputs it chose (`actiond dev`, tests). Anything that evaluates an agent's params
+/// uses [`decide_within`].
 pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
+    decide_until(policy, input, None)
+}
+
+/// Evaluates the tenant's policy, giving up `budget` from now. Pure and deterministic within
+/// the budget. An evaluation past it stops at its next comprehension iteration or next rule
+/// and gives [`Decision::budget_exceeded`], whichever rule was running. Between two such
+/// checks one CEL operation still runs to its end (such as `in` over a list of 64 KiB of
+/// params), so callers also run it off the async executor with a timeout
+/// (`actiond_runtime::with_budget_each`).
+pub fn decide_within(policy: &CompiledPolicy, input: &EvalInput, budget: Duration) -> Decision {
+    decide_until(policy, input, Instant::now().checked_add(budget))
+}
+
+fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Instant>) -> Decision {
+    let past_deadline = || deadline.is_some_and(|d| Instant::now() >= d);
     let Some(handler) = policy.doc.handler(&input.action) else {
         return Decision {
             effect: Effect::Block,
@@ -363,10 +557,15 @@ pub fn decide(policy: &CompiledPolicy, input: &EvalInput) -> Decision {
     let history = serde_json::to_value(input.history).unwrap_or(Value::Null);
     ctx.add_variable_from_value("history", to_cel(&history));
 
+    let _deadline = deadline.map(DeadlineGuard::set);
     let mut best: Option<(Effect, &CompiledRule, bool)> = None;
     let mut errors = Vec::new();
     for rule in policy.rules.iter() {
-        let (matched_effect, failed) = match rule.program.execute(&ctx) {
+        let result = Cel::resolve(&rule.expression, &ctx);
+        if past_deadline() {
+            return Decision::budget_exceeded(policy);
+        }
+        let (matched_effect, failed) = match result {
             Ok(Cel::Bool(true)) => (Some(rule.effect), false),
             Ok(Cel::Bool(false)) => (None, false),
             Ok(other) => {
@@ -481,6 +680,88 @@ handlers:
         assert_eq!(d.effect, Effect::Block);
         assert_eq!(d.rule.as_deref(), Some("evaluation-budget"));
         assert_eq!(d.errors, ["evaluation exceeded its time budget"]);
+    }
+
+    /// A rule that params make quadratic (every pair of a 3,000-item list: nine million
+    /// comparisons, many seconds) stops at its deadline instead of running on: the thread
+    /// is back within a few iterations, and the decision is the overrun's fail-closed one.
+    #[test]
+    fn an_evaluation_stops_at_its_deadline() {
+        let p = policy(
+            "    - name: impossible-pair\n      when: 'params.items.exists(x, params.items.exists(y, x < y && y < x))'\n      effect: block\n      reason: No pair.\n",
+            "allow",
+        );
+        let mut i = input("billing.refund.issue", 100);
+        i.params["items"] = json!((0..3000).collect::<Vec<_>>());
+        let started = Instant::now();
+        let d = decide_within(&p, &i, Duration::from_millis(50));
+        let took = started.elapsed();
+        assert_eq!(d, Decision::budget_exceeded(&p));
+        assert!(
+            took < Duration::from_millis(1000),
+            "the evaluation took {took:?} with a 50 ms budget"
+        );
+        // Without a deadline the same rule runs to its end and does not match.
+        i.params["items"] = json!((0..30).collect::<Vec<_>>());
+        assert_eq!(decide(&p, &i).effect, Effect::Allow);
+        // The deadline is this evaluation's only: the thread's next one has none.
+        assert!(DEADLINE.get().is_none());
+    }
+
+    /// The deadline checks change no result: every macro, the errors that `all` and `exists`
+    /// absorb (`error && false` is `false`), the ones they keep, and nested comprehensions,
+    /// give what the cel crate gives for the rule as written.
+    #[test]
+    fn deadline_checks_keep_every_result() {
+        let mut ctx = Context::with_env(STDLIB.clone());
+        ctx.add_variable_from_value("l", to_cel(&json!([3, 1, 2])));
+        ctx.add_variable_from_value("m", to_cel(&json!({"a": 1, "b": "x"})));
+        ctx.add_variable_from_value("mixed", to_cel(&json!([0, "a"])));
+        ctx.add_variable_from_value("mixed_true", to_cel(&json!([1, "a"])));
+        for src in [
+            "l.all(x, x > 0)",
+            "l.all(x, x > 1)",
+            "l.exists(x, x == 2)",
+            "l.exists(x, x == 9)",
+            "l.exists_one(x, x > 2)",
+            "l.exists_one(x, x > 1)",
+            "l.map(x, x * 2)",
+            "l.map(x, x > 1, x * 10)",
+            "l.filter(x, x != 1)",
+            "l.map(x, l.filter(y, y < x))",
+            "l.all(x, l.exists(y, y > x) || x == 3)",
+            "m.all(k, k in ['a', 'b'])",
+            "m.map(k, k + '!')",
+            "[l.map(x, x)[0], {'k': l.filter(x, x > 2)}]",
+            "mixed.all(x, x > 0)",
+            "mixed.exists(x, x == 0)",
+            "mixed_true.all(x, x > 0)",
+            "mixed_true.exists(x, x == 2)",
+            "mixed.map(x, x + 1)",
+            "mixed.exists_one(x, x == 0)",
+        ] {
+            let program = compile_rule(src).unwrap();
+            let guarded = with_deadline_checks(program.expression());
+            assert_ne!(&guarded, program.expression(), "{src}: no check was added");
+            let _deadline = DeadlineGuard::set(Instant::now() + Duration::from_secs(60));
+            assert_eq!(Cel::resolve(&guarded, &ctx), program.execute(&ctx), "{src}");
+        }
+    }
+
+    /// `map` and `filter` still append in place with the checks in: building a 200,000-item
+    /// list stays linear. Copying the list on every iteration, as the cel crate does for a
+    /// step of any other shape, would take twenty billion copies.
+    #[test]
+    fn deadline_checks_keep_map_and_filter_linear() {
+        let rule = "    - name: many\n      when: 'params.items.map(x, x + 1).filter(x, x > 0).size() > 100000'\n      effect: escalate\n      reason: Many items.\n";
+        let p = policy(rule, "allow");
+        let mut i = input("billing.refund.issue", 100);
+        i.params["items"] = json!((0..200_000).collect::<Vec<_>>());
+        let d = decide_within(&p, &i, Duration::from_secs(30));
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("many"))
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub mod refusal;
 
 use actiond_core::grant::{KeyKind, TrustedKeys};
 use actiond_core::intent::Intent;
-use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, decide_within};
 use actiond_core::tenant::HandlerEntry;
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
@@ -513,10 +513,13 @@ impl Worker {
                 Err(stop) => rest.push(Err(stop)),
             }
         }
+        let budget = Duration::from_millis(200);
         let mut decisions = actiond_runtime::with_budget_each(
-            Duration::from_millis(200),
+            budget,
             jobs,
-            |(policy, input): (CompiledPolicy, EvalInput)| decide(&policy, &input),
+            move |(policy, input): (CompiledPolicy, EvalInput)| {
+                decide_within(&policy, &input, budget)
+            },
         )
         .await
         .into_iter();

@@ -21,7 +21,7 @@ mod shadow;
 pub use classifier::Classifiers;
 
 use actiond_core::grant::GrantSigner;
-use actiond_core::policy::{CompiledPolicy, Decision, EvalInput, decide};
+use actiond_core::policy::{CompiledPolicy, Decision, EvalInput, decide_within};
 use actiond_runtime::Metrics;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::listen::{CHANNEL_APPROVED, CHANNEL_PENDING, Notifier, spawn_listener};
@@ -66,7 +66,9 @@ pub struct PolicyArgs {
     pub poll_ms: u64,
     /// Evaluation budget per proposal, milliseconds; an overrun fails closed (see
     /// `Decision::budget_exceeded`: block when the document has a block rule, else escalate). A
-    /// batch is evaluated in turn on one blocking thread, each proposal within this budget.
+    /// batch is evaluated in turn on one blocking thread, each proposal within this budget. An
+    /// evaluation past it stops at its next comprehension iteration or rule
+    /// (`actiond_core::policy::decide_within`).
     #[arg(long, env = "ACTIOND_POLICY_EVAL_BUDGET_MS", default_value_t = 100)]
     pub eval_budget_ms: u64,
     /// How often stale `pending`/`escalated` rows are expired.
@@ -274,10 +276,11 @@ impl Worker {
                 jobs.push((p.clone(), input));
             }
         }
+        let budget = self.budget;
         let mut evaluated = actiond_runtime::with_budget_each(
-            self.budget,
+            budget,
             jobs,
-            |(p, input): (CompiledPolicy, EvalInput)| decide(&p, &input),
+            move |(p, input): (CompiledPolicy, EvalInput)| decide_within(&p, &input, budget),
         )
         .await
         .into_iter();

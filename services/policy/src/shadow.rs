@@ -3,7 +3,7 @@
 //! "no handler" and its budgets (read-only: a candidate reserves nothing) — and both results are
 //! recorded in the batch's transaction. Nothing the candidate says changes the proposal.
 
-use actiond_core::policy::{CompiledPolicy, Decision, decide, raise_for_budget};
+use actiond_core::policy::{CompiledPolicy, Decision, decide_within, raise_for_budget};
 use actiond_core::tenant::TenantDocument;
 use actiond_store::policy_queue::{self, DecidedRow};
 use actiond_store::shadow::{ShadowCache, ShadowResult};
@@ -83,9 +83,10 @@ async fn evaluate(
 ) -> actiond_store::Result<Decision> {
     let input = policy_queue::rules_input(tx, candidate, d.row).await?;
     let p = candidate.clone();
-    let mut decision = actiond_runtime::with_budget(budget, move || decide(&p, &input))
-        .await
-        .unwrap_or_else(|| Decision::budget_exceeded(candidate));
+    let mut decision =
+        actiond_runtime::with_budget(budget, move || decide_within(&p, &input, budget))
+            .await
+            .unwrap_or_else(|| Decision::budget_exceeded(candidate));
     if decision.effect != actiond_core::policy::Effect::Block {
         let params: serde_json::Value =
             serde_json::from_str(&d.row.params_json).unwrap_or_default();

@@ -542,6 +542,27 @@ impl Service {
         let _ = self.child.wait();
     }
 
+    /// CPU time the process has used so far, all its threads, user and system
+    /// (`/proc/<pid>/stat` fields `utime` + `stime`, proc(5), in ticks of 10 ms); zero once
+    /// it has exited.
+    pub fn cpu_time(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name in parentheses: utime is field 14, stime 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

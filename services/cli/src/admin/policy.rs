@@ -2,10 +2,17 @@
 //! `actiond policy shadow-report`: what a shadow document decided differently on live traffic.
 
 use super::{DbArgs, read_source};
-use actiond_core::policy::{CompiledPolicy, History, decide};
+use actiond_core::policy::{CompiledPolicy, History, decide_within};
 use actiond_runtime::say;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// How long `policy test` lets one replayed decision run. Recorded params come from agents, so
+/// a candidate rule they make slow gives the overrun's fail-closed decision
+/// (`Decision::budget_exceeded`) rather than holding the command; it is counted as changed
+/// like any other decision. Longer than the services' default budget (200 ms), because a
+/// command run by hand need not keep up with a queue.
+const REPLAY_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `actiond policy test`.
 #[derive(Debug, clap::Subcommand)]
@@ -152,7 +159,7 @@ async fn what_if(
             None => History::default(),
         };
         let input = r.eval_input(history);
-        let d = decide(&candidate, &input);
+        let d = decide_within(&candidate, &input, REPLAY_BUDGET);
         let was = r.effect.map(|e| e.as_str()).unwrap_or_default();
         if d.effect.as_str() == was {
             unchanged += 1;
