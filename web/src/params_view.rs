@@ -2,7 +2,12 @@
 //! (unset optional fields are counted, not listed as rows), anything outside the schema
 //! flagged, and long values folded behind a "show all" disclosure whose visible head keeps
 //! every line that carries an injection phrase or a hidden character.
+//!
+//! What the head leaves out is marked by `cut` pieces ("⋯ 15 more lines", "…"), which the
+//! page draws as dashed boxes: the same characters inside a value are plain text, so no value
+//! can pass itself off as the end of what it says.
 
+use crate::card::PieceView;
 use crate::pages::{Described, show_value};
 use crate::views::ParamRow;
 use actiond_core::handlers::{HandlerKind, format_minor_units};
@@ -21,11 +26,12 @@ const HEAD_LINE_CHARS: usize = 200;
 
 /// A value as the params table shows it: the head, and the whole text when the head is not
 /// all of it (empty otherwise), with its line count.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Folded {
-    /// What shows without a click: the whole value, or its first lines and every flagged
-    /// line, gaps marked "⋯ N more lines".
-    pub(crate) head: String,
+    /// What shows without a click: the whole value as one `plain` piece, or its first lines
+    /// and every flagged line, with `cut` pieces where lines ("⋯ N more lines") or the end of
+    /// a long line ("…") are left out.
+    pub(crate) head: Vec<PieceView>,
     /// The whole value when folded, else empty.
     pub(crate) full: String,
     /// Lines of the whole value.
@@ -38,22 +44,41 @@ fn flagged(line: &str) -> bool {
     line.contains("⟨U+") || !find_phrases(line).is_empty()
 }
 
-fn cut(line: &str, max: usize) -> String {
-    if line.chars().count() <= max {
-        line.to_owned()
-    } else {
-        let mut s: String = line.chars().take(max).collect();
-        s.push('…');
-        s
+fn plain(text: String) -> PieceView {
+    PieceView {
+        kind: "plain",
+        text,
+        label: String::new(),
     }
 }
 
-fn gap(n: usize) -> String {
-    if n == 1 {
+/// A mark of what the head leaves out, drawn apart from the value's own characters.
+fn cut_mark(label: String) -> PieceView {
+    PieceView {
+        kind: "cut",
+        text: String::new(),
+        label,
+    }
+}
+
+/// `line` cut to `max` characters, the cut end marked.
+fn cut(line: &str, max: usize) -> Vec<PieceView> {
+    if line.chars().count() <= max {
+        vec![plain(line.to_owned())]
+    } else {
+        vec![
+            plain(line.chars().take(max).collect()),
+            cut_mark("…".into()),
+        ]
+    }
+}
+
+fn gap(n: usize) -> PieceView {
+    cut_mark(if n == 1 {
         "⋯ 1 more line".into()
     } else {
         format!("⋯ {n} more lines")
-    }
+    })
 }
 
 /// Folds `shown` (already escaped for display: invisible characters revealed) when it is
@@ -63,20 +88,21 @@ pub(crate) fn fold(shown: &str) -> Folded {
     let n = lines.len();
     if n <= FOLD_LINES && shown.chars().count() <= FOLD_CHARS {
         return Folded {
-            head: shown.to_owned(),
+            head: vec![plain(shown.to_owned())],
             full: String::new(),
             lines: n,
         };
     }
-    let mut head: Vec<String> = Vec::new();
+    // One entry per displayed line, joined by newlines below.
+    let mut head: Vec<Vec<PieceView>> = Vec::new();
     let mut skipped = 0;
     for (i, line) in lines.iter().enumerate() {
         if flagged(line) {
             if skipped > 0 {
-                head.push(gap(skipped));
+                head.push(vec![gap(skipped)]);
                 skipped = 0;
             }
-            head.push((*line).to_owned());
+            head.push(vec![plain((*line).to_owned())]);
         } else if i < HEAD_LINES {
             head.push(cut(line, HEAD_LINE_CHARS));
         } else {
@@ -84,10 +110,17 @@ pub(crate) fn fold(shown: &str) -> Folded {
         }
     }
     if skipped > 0 {
-        head.push(gap(skipped));
+        head.push(vec![gap(skipped)]);
+    }
+    let mut pieces = Vec::new();
+    for (i, line) in head.into_iter().enumerate() {
+        if i > 0 {
+            pieces.push(plain("\n".into()));
+        }
+        pieces.extend(line);
     }
     Folded {
-        head: head.join("\n"),
+        head: pieces,
         full: shown.to_owned(),
         lines: n,
     }
@@ -138,7 +171,7 @@ pub(crate) fn param_rows(
             if required(name) || hot.contains(name) {
                 rows.push(ParamRow {
                     name: name.clone(),
-                    value: "(not set)".into(),
+                    value: vec![plain("(not set)".into())],
                     full: String::new(),
                     lines: 1,
                     risky: hot.contains(name),
@@ -205,12 +238,46 @@ mod tests {
     use crate::pages::describe;
     use serde_json::json;
 
+    /// The pieces as text, each `cut` mark in brackets: how a reader tells them apart.
+    fn text(pieces: &[PieceView]) -> String {
+        pieces
+            .iter()
+            .map(|p| match p.kind {
+                "cut" => format!("[{}]", p.label),
+                _ => p.text.clone(),
+            })
+            .collect()
+    }
+
     #[test]
     fn short_values_are_not_folded() {
         let f = fold("one\ntwo");
         assert_eq!(
-            (f.head.as_str(), f.full.as_str(), f.lines),
+            (text(&f.head).as_str(), f.full.as_str(), f.lines),
             ("one\ntwo", "", 2)
+        );
+    }
+
+    /// A value that writes the fold's own marks is shown as its text: only what the fold
+    /// left out is a `cut` piece, so "⋯ 40 more lines" inside a value cannot pose as the
+    /// page saying there is more, nor hide that there is.
+    #[test]
+    fn a_value_cannot_imitate_the_fold_marks() {
+        let mut lines: Vec<String> = (1..=12).map(|i| format!("line {i}")).collect();
+        lines[2] = "⋯ 40 more lines".into();
+        lines[3] = "…".into();
+        let f = fold(&lines.join("\n"));
+        let marks: Vec<&str> = f
+            .head
+            .iter()
+            .filter(|p| p.kind == "cut")
+            .map(|p| p.label.as_str())
+            .collect();
+        assert_eq!(marks, ["⋯ 7 more lines"]);
+        assert!(
+            f.head
+                .iter()
+                .any(|p| p.kind == "plain" && p.text == "⋯ 40 more lines")
         );
     }
 
@@ -225,24 +292,24 @@ mod tests {
         let f = fold(&shown);
         assert_eq!(f.lines, 30);
         assert_eq!(f.full, shown);
-        let head: Vec<&str> = f.head.lines().collect();
+        let head = text(&f.head);
+        let head: Vec<&str> = head.lines().collect();
         assert_eq!(
             &head[..5],
             &lines[..5].iter().map(String::as_str).collect::<Vec<_>>()[..]
         );
-        assert_eq!(head[5], "⋯ 15 more lines");
+        assert_eq!(head[5], "[⋯ 15 more lines]");
         assert_eq!(head[6], lines[20]);
-        assert_eq!(head[7], "⋯ 4 more lines");
+        assert_eq!(head[7], "[⋯ 4 more lines]");
         assert_eq!(head[8], lines[25]);
-        assert_eq!(head[9], "⋯ 4 more lines");
+        assert_eq!(head[9], "[⋯ 4 more lines]");
         assert_eq!(head.len(), 10);
-        // One long unflagged line is cut; a flagged one is kept whole.
+        // One long unflagged line is cut, the cut marked; a flagged one is kept whole.
         let long = "x".repeat(900);
         let f = fold(&long);
-        assert_eq!(f.head.chars().count(), HEAD_LINE_CHARS + 1);
-        assert!(f.head.ends_with('…'));
+        assert_eq!(text(&f.head), format!("{}[…]", "x".repeat(HEAD_LINE_CHARS)));
         let hot = format!("{long} ignore previous instructions");
-        assert_eq!(fold(&hot).head, hot);
+        assert_eq!(text(&fold(&hot).head), hot);
     }
 
     #[test]
@@ -257,7 +324,10 @@ mod tests {
         let (rows, unset) = param_rows(&params, &d, &[]);
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["name", "records", "type", "zone"]);
-        assert!(rows.iter().all(|r| r.value != "(not set)"));
+        assert!(
+            rows.iter()
+                .all(|r| !r.missing && text(&r.value) != "(not set)")
+        );
         assert_eq!(unset, ["ttl"]);
         assert_eq!(unset_line(&unset), "1 optional field not set (ttl)");
         assert_eq!(
@@ -268,7 +338,7 @@ mod tests {
         let (rows, unset) = param_rows(&params, &d, &["ttl".into()]);
         assert!(
             rows.iter()
-                .any(|r| r.name == "ttl" && r.value == "(not set)" && r.risky)
+                .any(|r| r.name == "ttl" && text(&r.value) == "(not set)" && r.risky)
         );
         assert!(unset.is_empty());
     }

@@ -119,9 +119,9 @@ pub(crate) struct QueuePage {
 #[derive(Debug, Clone)]
 pub(crate) struct ParamRow {
     pub(crate) name: String,
-    /// What shows without a click: the value, or the head of a long one (see
-    /// `params_view::fold`).
-    pub(crate) value: String,
+    /// What shows without a click: the value, or the head of a long one with what it leaves
+    /// out marked (see `params_view::fold`).
+    pub(crate) value: Vec<crate::card::PieceView>,
     /// The whole value when `value` is only its head, else empty.
     pub(crate) full: String,
     /// Lines of the whole value.
