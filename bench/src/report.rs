@@ -44,9 +44,35 @@ pub struct Run {
     pub floor: Option<Result<Floor, String>>,
     /// The statement profile, or why there is none; `None` when not asked for.
     pub statements: Option<Result<Profile, String>>,
-    /// Updates of `proposals` over the run and how many of them were HOT (no index touched),
-    /// from `pg_stat_user_tables`; `None` when not readable.
-    pub updates: Option<(i64, i64)>,
+    /// What the run did to `proposals`, from `pg_stat_user_tables`; `None` when not readable.
+    pub activity: Option<TableActivity>,
+    /// Finished proposals stored before the run (`--history`).
+    pub history: u32,
+}
+
+/// A table's activity over the run (`pg_stat_user_tables`, differences of its counters).
+#[derive(Debug, Clone, Copy)]
+pub struct TableActivity {
+    /// Rows updated.
+    pub updates: i64,
+    /// Of them, HOT updates (no index touched).
+    pub hot_updates: i64,
+    /// Sequential scans started.
+    pub seq_scans: i64,
+    /// Rows those scans read.
+    pub seq_rows_read: i64,
+}
+
+impl TableActivity {
+    /// The counters from `before` to `self`.
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            updates: self.updates - before.updates,
+            hot_updates: self.hot_updates - before.hot_updates,
+            seq_scans: self.seq_scans - before.seq_scans,
+            seq_rows_read: self.seq_rows_read - before.seq_rows_read,
+        }
+    }
 }
 
 /// CPU milliseconds per proposal for each component present, in [`COMPONENTS`] order.
@@ -150,10 +176,15 @@ impl Run {
                 line(format!("    {name:<18} {}", dist_text(d)));
             }
         }
-        if let Some((all, hot)) = self.updates {
+        if let Some(a) = self.activity {
             line(format!(
-                "  proposals rows  {all} updates, {hot} of them HOT ({:.0}%; pg_stat_user_tables)",
-                hot as f64 * 100.0 / (all.max(1) as f64)
+                "  proposals rows  {} updates, {} of them HOT ({:.0}%); {} sequential scans reading {} rows (pg_stat_user_tables; {} finished proposals stored before the run)",
+                a.updates,
+                a.hot_updates,
+                a.hot_updates as f64 * 100.0 / (a.updates.max(1) as f64),
+                a.seq_scans,
+                a.seq_rows_read,
+                self.history,
             ));
         }
         self.statements_text(&mut line);
@@ -233,7 +264,9 @@ impl Run {
             "cpu_ms_per_proposal": cpu_json(&cpu_per_proposal(&self.cpu, self.proposals as f64)),
             "stages": stages,
             "statements": statements,
-            "proposal_updates": self.updates.map(|(all, hot)| json!({"all": all, "hot": hot})),
+            "proposal_updates": self.activity.map(|a| json!({"all": a.updates, "hot": a.hot_updates})),
+            "proposal_seq_scans": self.activity.map(|a| json!({"scans": a.seq_scans, "rows_read": a.seq_rows_read})),
+            "history": self.history,
         })
     }
 }
