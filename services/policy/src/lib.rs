@@ -67,7 +67,7 @@ pub struct PolicyArgs {
     /// Evaluation budget per proposal, milliseconds; an overrun fails closed (see
     /// `Decision::budget_exceeded`: block when the document has a block rule, else escalate). A
     /// batch is evaluated in turn on one blocking thread, each proposal within this budget. An
-    /// evaluation past it stops at its next comprehension iteration or rule
+    /// evaluation past it stops at its next operation
     /// (`actiond_core::policy::decide_within`).
     #[arg(long, env = "ACTIOND_POLICY_EVAL_BUDGET_MS", default_value_t = 100)]
     pub eval_budget_ms: u64,

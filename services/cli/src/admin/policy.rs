@@ -10,8 +10,8 @@ use std::path::PathBuf;
 /// How long `policy test` lets one replayed decision run. Recorded params come from agents, so
 /// a candidate rule they make slow gives the overrun's fail-closed decision
 /// (`Decision::budget_exceeded`) rather than holding the command; it is counted as changed
-/// like any other decision. Longer than the services' default budget (200 ms), because a
-/// command run by hand need not keep up with a queue.
+/// like any other decision. Longer than the services' budgets (policy's default is 100 ms, the
+/// executor's re-check 200 ms), because a command run by hand need not keep up with a queue.
 const REPLAY_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `actiond policy test`.

@@ -124,6 +124,7 @@ impl TenantDocument {
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         let doc = Self::parse_stored(source)?;
         let mut errs = policy::non_boolean_rules(&doc.policy.rules);
+        errs.extend(policy::too_deep_rules(&doc.policy.rules));
         errs.extend(policy::reserved_rule_names(&doc.policy.rules));
         errs.extend(approvers::non_https_issuer(&doc.approvers));
         for (name, h) in &doc.handlers {

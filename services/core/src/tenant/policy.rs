@@ -5,7 +5,7 @@
 use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
 use crate::FieldError;
 use crate::classifier::{self, ClassifierRef};
-use crate::policy::{Effect, compile_rule, non_boolean};
+use crate::policy::{Effect, MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -317,6 +317,28 @@ pub(super) fn non_boolean_rules(rules: &[RuleDef]) -> Vec<FieldError> {
                 FieldError::new(
                     format!("policy.rules[{i}].when"),
                     format!("must be a boolean expression (this one gives {gives})"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Rules that nest deeper than [`MAX_RULE_DEPTH`], as field errors (`policy.rules[i].when`).
+/// Checked on documents being applied, not on stored ones being loaded, like
+/// [`non_boolean_rules`].
+pub(super) fn too_deep_rules(rules: &[RuleDef]) -> Vec<FieldError> {
+    rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let program = compile_rule(&r.when).ok()?;
+            let levels = depth(program.expression());
+            (levels > MAX_RULE_DEPTH).then(|| {
+                FieldError::new(
+                    format!("policy.rules[{i}].when"),
+                    format!(
+                        "nests {levels} levels deep, more than {MAX_RULE_DEPTH} (each operator such as `+` is a level): split it into several rules or shorter expressions"
+                    ),
                 )
             })
         })
