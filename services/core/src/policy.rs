@@ -191,23 +191,23 @@ fn past_deadline() -> Result<(), cel::ExecutionError> {
     Ok(())
 }
 
-/// `@actiond_deadline()`: `null`, or an error once this thread's evaluation is past its
-/// deadline. As the first argument of `@actiond_deadline(@actiond_deadline(), x)` it is
-/// evaluated before `x`, and its error spares `x` (the cel crate stops evaluating a call's
-/// arguments at the first error): a check before the operation, which `||` and `&&` need,
-/// since they go on past an error in one operand to evaluate the other.
+/// `@actiond_deadline()`: `true`, or an error once this thread's evaluation is past its
+/// deadline. As the condition of `@actiond_deadline() ? x : false` it is evaluated before `x`,
+/// and its error spares `x` (a conditional's failed condition is its result): a check before
+/// an operation, which the operands of `||` and `&&` need, since those go on past an error in
+/// one operand to evaluate the other.
 fn deadline_before<'b, 'v>(
     _: Vec<cel::common::value::CowVal<'b, 'v>>,
 ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
     past_deadline()?;
     Ok(cel::common::value::CowVal::owned(
-        cel::common::types::CelNull,
+        cel::common::types::CelBool::from(true),
     ))
 }
 
-/// `@actiond_deadline(before, x)` or `@actiond_deadline(x)`: `x` unchanged; an error once this
-/// thread's evaluation is past its deadline, or when `x` is larger than a rule may build
-/// ([`MAX_RULE_VALUE_BYTES`], [`MAX_RULE_VALUE_ITEMS`]).
+/// `@actiond_deadline(x)`: `x` unchanged; an error once this thread's evaluation is past its
+/// deadline, or when `x` is larger than a rule may build ([`MAX_RULE_VALUE_BYTES`],
+/// [`MAX_RULE_VALUE_ITEMS`]).
 fn deadline_check<'b, 'v>(
     args: Vec<cel::common::value::CowVal<'b, 'v>>,
 ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
@@ -215,7 +215,7 @@ fn deadline_check<'b, 'v>(
     past_deadline()?;
     let value = args
         .into_iter()
-        .next_back()
+        .next()
         .ok_or_else(|| cel::ExecutionError::invalid_argument_count(1, 0))?;
     let too_large = if let Some(s) = value.downcast_ref::<CelString>() {
         s.inner().len() > MAX_RULE_VALUE_BYTES
@@ -249,18 +249,24 @@ fn deadline_check<'b, 'v>(
 ///
 /// Where the check goes keeps the cel crate's own shortcuts (pinned at 0.15.0, whose
 /// evaluator this follows):
-/// - every argument and receiver of a call that is itself a call, a comprehension, a list
-///   or a map (names, fields and literals cost nothing to read);
-/// - but not the branches of `?:` nor the operands of a comprehension's `@result + …`, so
-///   that `map` and `filter` keep the shape that is appended in place (the generic path
-///   copies the list on every iteration), nor under `@not_strictly_false`, which would
-///   swallow the error;
-/// - `all`, `exists`: also the loop condition, checked before each iteration (an error in
-///   the step of these two is held back in case a later element decides the result, so it
-///   would not stop the loop);
-/// - `map`, `filter`, `exists_one`: the condition of a conditional step, or each element of
-///   an appended `[expr]`;
-/// - any other comprehension: its whole step.
+/// - after every argument and receiver of a call, element of a list and key or value of a
+///   map that is itself a call, a comprehension, a list or a map (names, fields and literals
+///   cost nothing to read): `@actiond_deadline(x)`;
+/// - before each such operand of `||` and `&&` instead (`@actiond_deadline() ? x : false`):
+///   those two evaluate their other operand past an error in one, so a check after would
+///   not stop a long chain of them;
+/// - not on the results of comparisons, arithmetic other than `+`, and negation
+///   ([`cheap_operator`]): the operation around them checks the result it gets;
+/// - not on the branches of `?:` nor the operands of a comprehension's `@result + …`, so that
+///   `map` and `filter` keep the shape that is appended in place (the generic path copies
+///   the list on every iteration), nor under `@not_strictly_false`, which would swallow the
+///   error;
+/// - `all`, `exists`: on the loop condition, checked before each iteration (an error in the
+///   step of these two is held back in case a later element decides the result, so it would
+///   not stop the loop);
+/// - `map`, `filter`, `exists_one`: on the condition of a conditional step, or each element
+///   of an appended `[expr]`;
+/// - any other comprehension: on its whole step.
 ///
 /// Each check is one call frame more when the rule is evaluated; documents being applied are
 /// held to [`MAX_RULE_DEPTH`] so that the evaluation's stack stays small.
@@ -271,7 +277,7 @@ pub fn with_deadline_checks(expr: &cel::IdedExpr) -> cel::IdedExpr {
 }
 
 fn add_deadline_checks(e: &mut cel::IdedExpr) {
-    use cel::common::ast::{EntryExpr, Expr, operators};
+    use cel::common::ast::{Expr, operators};
     match &mut e.expr {
         Expr::Call(call) => {
             if let Some(target) = call.target.as_deref_mut() {
@@ -285,6 +291,9 @@ fn add_deadline_checks(e: &mut cel::IdedExpr) {
                         check_result(condition);
                     }
                 }
+                operators::LOGICAL_AND | operators::LOGICAL_OR => {
+                    call.args.iter_mut().for_each(check_before)
+                }
                 operators::NOT_STRICTLY_FALSE => {}
                 // A comprehension's `@result + [expr]` (`@` names cannot be written in CEL).
                 operators::ADD
@@ -295,27 +304,12 @@ fn add_deadline_checks(e: &mut cel::IdedExpr) {
             }
         }
         Expr::Select(select) => add_deadline_checks(&mut select.operand),
-        Expr::List(list) => list.elements.iter_mut().for_each(add_deadline_checks),
-        Expr::Map(map) => map
-            .entries
-            .iter_mut()
-            .for_each(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(entry) => {
-                    add_deadline_checks(&mut entry.key);
-                    add_deadline_checks(&mut entry.value);
-                }
-                EntryExpr::StructField(field) => add_deadline_checks(&mut field.value),
-            }),
-        Expr::Struct(strct) => strct
-            .entries
-            .iter_mut()
-            .for_each(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(entry) => {
-                    add_deadline_checks(&mut entry.key);
-                    add_deadline_checks(&mut entry.value);
-                }
-                EntryExpr::StructField(field) => add_deadline_checks(&mut field.value),
-            }),
+        Expr::List(list) => list.elements.iter_mut().for_each(|element| {
+            add_deadline_checks(element);
+            check_result(element);
+        }),
+        Expr::Map(map) => map.entries.iter_mut().for_each(add_entry_deadline_checks),
+        Expr::Struct(strct) => strct.entries.iter_mut().for_each(add_entry_deadline_checks),
         Expr::Comprehension(c) => {
             for part in [
                 &mut c.iter_range,
@@ -333,6 +327,22 @@ fn add_deadline_checks(e: &mut cel::IdedExpr) {
             }
         }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn add_entry_deadline_checks(entry: &mut cel::common::ast::IdedEntryExpr) {
+    use cel::common::ast::EntryExpr;
+    match &mut entry.expr {
+        EntryExpr::MapEntry(entry) => {
+            add_deadline_checks(&mut entry.key);
+            check_result(&mut entry.key);
+            add_deadline_checks(&mut entry.value);
+            check_result(&mut entry.value);
+        }
+        EntryExpr::StructField(field) => {
+            add_deadline_checks(&mut field.value);
+            check_result(&mut field.value);
+        }
     }
 }
 
@@ -358,20 +368,53 @@ fn add_step_deadline_check(step: &mut cel::IdedExpr, accu: &str) {
                 && matches!(call.args[1].expr, Expr::List(_)) =>
         {
             if let Expr::List(list) = &mut call.args[1].expr {
-                list.elements.iter_mut().for_each(wrap_in_deadline_check);
+                list.elements
+                    .iter_mut()
+                    .filter(|element| !is_deadline_check(element))
+                    .for_each(wrap_in_deadline_check);
             }
         }
         _ => wrap_in_deadline_check(step),
     }
 }
 
-/// Wraps `e` in a check when evaluating it computes something.
-fn check_result(e: &mut cel::IdedExpr) {
+/// Operators whose own work is small next to their operands' (comparing two values,
+/// arithmetic other than `+`, negation). Their results are not checked: the operation around
+/// them checks the result it gets, and a chain of them is as long as the rule. Their operands
+/// are, when those are anything else (`s.matches(r) == true`).
+fn cheap_operator(name: &str) -> bool {
+    use cel::common::ast::operators;
+    matches!(
+        name,
+        operators::EQUALS
+            | operators::NOT_EQUALS
+            | operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
+            | operators::GREATER_EQUALS
+            | operators::SUBSTRACT
+            | operators::MULTIPLY
+            | operators::DIVIDE
+            | operators::MODULO
+            | operators::LOGICAL_NOT
+            | operators::NEGATE
+    )
+}
+
+/// Whether evaluating `e` computes something worth a check: a call (but not to a
+/// [`cheap_operator`] nor to a check already added), a comprehension, a list or a map.
+fn computes(e: &cel::IdedExpr) -> bool {
     use cel::common::ast::Expr;
-    if matches!(
-        e.expr,
-        Expr::Call(_) | Expr::Comprehension(_) | Expr::List(_) | Expr::Map(_)
-    ) {
+    match &e.expr {
+        Expr::Call(call) => !cheap_operator(&call.func_name) && call.func_name != DEADLINE_CHECK,
+        Expr::Comprehension(_) | Expr::List(_) | Expr::Map(_) => true,
+        _ => false,
+    }
+}
+
+/// Wraps `e` in a check after it, when evaluating it [`computes`] something.
+fn check_result(e: &mut cel::IdedExpr) {
+    if computes(e) {
         wrap_in_deadline_check(e);
     }
 }
@@ -419,24 +462,57 @@ pub fn depth(e: &cel::IdedExpr) -> usize {
 /// overflow it and abort the process.
 pub const MAX_RULE_DEPTH: usize = 128;
 
-/// `e` becomes `@actiond_deadline(@actiond_deadline(), e)`: checked before and after.
+/// `e` becomes `@actiond_deadline(e)`: checked after it is evaluated.
 fn wrap_in_deadline_check(e: &mut cel::IdedExpr) {
     use cel::common::ast::{CallExpr, Expr};
     let inner = std::mem::take(e);
-    let before = cel::IdedExpr {
+    *e = cel::IdedExpr {
         id: inner.id,
+        expr: Expr::Call(CallExpr {
+            func_name: DEADLINE_CHECK.to_owned(),
+            target: None,
+            args: vec![inner],
+        }),
+    };
+}
+
+/// Whether `e` is a check this module added.
+fn is_deadline_check(e: &cel::IdedExpr) -> bool {
+    matches!(&e.expr, cel::common::ast::Expr::Call(call) if call.func_name == DEADLINE_CHECK)
+}
+
+/// `e` becomes `@actiond_deadline() ? e : false`, checked before it is evaluated, when it is
+/// an operation.
+fn check_before(e: &mut cel::IdedExpr) {
+    use cel::common::ast::{CallExpr, Expr, LiteralValue, operators};
+    // Any operation, cheap ones too: `s.matches(r) == true || …` would otherwise go on
+    // to its next operand past a failed check inside the comparison.
+    if !matches!(
+        e.expr,
+        Expr::Call(_) | Expr::Comprehension(_) | Expr::List(_) | Expr::Map(_)
+    ) {
+        return;
+    }
+    let inner = std::mem::take(e);
+    let id = inner.id;
+    let before = cel::IdedExpr {
+        id,
         expr: Expr::Call(CallExpr {
             func_name: DEADLINE_CHECK.to_owned(),
             target: None,
             args: Vec::new(),
         }),
     };
+    let otherwise = cel::IdedExpr {
+        id,
+        expr: Expr::Literal(LiteralValue::Boolean(false.into())),
+    };
     *e = cel::IdedExpr {
-        id: inner.id,
+        id,
         expr: Expr::Call(CallExpr {
-            func_name: DEADLINE_CHECK.to_owned(),
+            func_name: operators::CONDITIONAL.to_owned(),
             target: None,
-            args: vec![before, inner],
+            args: vec![before, inner, otherwise],
         }),
     };
 }
@@ -657,12 +733,6 @@ static STDLIB: std::sync::LazyLock<Arc<Env>> = std::sync::LazyLock::new(|| {
         vec![cel::common::types::DYN_TYPE],
         deadline_check,
     );
-    let _ = env.add_overload(
-        DEADLINE_CHECK,
-        "actiond_deadline_null_dyn",
-        vec![cel::common::types::NULL_TYPE, cel::common::types::DYN_TYPE],
-        deadline_check,
-    );
     Arc::new(env)
 });
 
@@ -868,6 +938,8 @@ handlers:
     fn rules_that_multiply_their_params_stop_early() {
         let chain = format!("size(l{}) > 0", "+l".repeat(99));
         let regex = vec!["s.matches(r)"; 60].join(" || ");
+        let compared = vec!["s.matches(r)"; 60].join(" == ");
+        let alternatives = vec!["s.matches(r) == true"; 60].join(" || ");
         let mut doubling = "size(n) > 0".to_owned();
         for level in (0..14).rev() {
             let (v, next) = (format!("v{level}"), format!("v{}", level + 1));
@@ -879,6 +951,21 @@ handlers:
             (
                 "regex",
                 format!("[params.s].all(s, [params.r].all(r, {regex}))"),
+            ),
+            (
+                "regex list",
+                format!(
+                    "[params.s].all(s, [params.r].all(r, size([{}]) > 0))",
+                    vec!["s.matches(r)"; 60].join(", ")
+                ),
+            ),
+            (
+                "regex comparisons",
+                format!("[params.s].all(s, [params.r].all(r, {compared}))"),
+            ),
+            (
+                "regex alternatives",
+                format!("[params.s].all(s, [params.r].all(r, {alternatives}))"),
             ),
             ("doubling", format!("[params.s].map(v0, {doubling})[0]")),
         ] {
