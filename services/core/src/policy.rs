@@ -291,6 +291,12 @@ fn add_deadline_checks(e: &mut cel::IdedExpr) {
                         check_result(condition);
                     }
                 }
+                // The step of `all` or `exists`, `@result && …` or `@result || …`: its loop
+                // condition is checked just before.
+                operators::LOGICAL_AND | operators::LOGICAL_OR
+                    if call.args.first().is_some_and(
+                        |a| matches!(&a.expr, Expr::Ident(name) if name.starts_with('@')),
+                    ) => {}
                 operators::LOGICAL_AND | operators::LOGICAL_OR => {
                     call.args.iter_mut().for_each(check_before)
                 }
