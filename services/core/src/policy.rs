@@ -191,6 +191,78 @@ fn past_deadline() -> Result<(), cel::ExecutionError> {
     Ok(())
 }
 
+/// The function `matches` calls become in a rule rewritten by [`with_deadline_checks`]:
+/// the same regular expressions as CEL's `matches` (the `regex` crate, RE2 syntax), within
+/// [`MAX_MATCH_TEXT_BYTES`] and [`MAX_PATTERN_BYTES`].
+const BOUNDED_MATCHES: &str = "@actiond_matches";
+
+/// The longest text `matches` looks at in a rule, in bytes: the params' own limit. Matching
+/// costs up to the text's length times the pattern's compiled size (the regex crate falls
+/// back from its DFA to an NFA simulation when a pattern such as `a[ab]{100}c` has too many
+/// states), so an agent's text concatenated in a rule, or a pattern from params, took
+/// seconds to minutes in one call, past any deadline.
+pub const MAX_MATCH_TEXT_BYTES: usize = 64 * 1024;
+
+/// The largest compiled pattern `matches` accepts in a rule, in bytes of the regex crate's
+/// `size_limit` (its default is 10 MiB): `a[ab]{100}c` fits, `a[ab]{300}c` does not. With
+/// [`MAX_MATCH_TEXT_BYTES`] one call takes at most tens of milliseconds.
+pub const MAX_PATTERN_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    /// Patterns compiled on this thread, so that a rule does not compile its pattern again for
+    /// every proposal and iteration. Emptied when it holds 64.
+    static PATTERNS: std::cell::RefCell<HashMap<String, regex::Regex>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// `@actiond_matches(text, pattern)`: whether `pattern` matches somewhere in `text`, as CEL's
+/// `text.matches(pattern)`; an error when `text` is longer than [`MAX_MATCH_TEXT_BYTES`] or
+/// `pattern` is not a valid regular expression within [`MAX_PATTERN_BYTES`].
+fn bounded_matches<'b, 'v>(
+    args: Vec<cel::common::value::CowVal<'b, 'v>>,
+) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+    use cel::common::types::{CelBool, CelString};
+    let text_of = |i: usize| {
+        args.get(i)
+            .and_then(|v| v.downcast_ref::<CelString>())
+            .map(|s| s.inner())
+            .ok_or_else(|| cel::ExecutionError::function_error("matches", "takes two strings"))
+    };
+    let (text, pattern) = (text_of(0)?, text_of(1)?);
+    if text.len() > MAX_MATCH_TEXT_BYTES {
+        return Err(cel::ExecutionError::function_error(
+            "matches",
+            format!(
+                "the text is longer than {} KiB",
+                MAX_MATCH_TEXT_BYTES / 1024
+            ),
+        ));
+    }
+    PATTERNS.with(|patterns| {
+        let mut patterns = patterns.borrow_mut();
+        if !patterns.contains_key(pattern) {
+            let compiled = regex::RegexBuilder::new(pattern)
+                .size_limit(MAX_PATTERN_BYTES)
+                .build()
+                .map_err(|e| {
+                    cel::ExecutionError::function_error(
+                        "matches",
+                        format!(
+                            "not a valid regular expression within {} KiB compiled: {e}",
+                            MAX_PATTERN_BYTES / 1024
+                        ),
+                    )
+                })?;
+            if patterns.len() >= 64 {
+                patterns.clear();
+            }
+            patterns.insert(pattern.to_owned(), compiled);
+        }
+        let matched = patterns.get(pattern).is_some_and(|re| re.is_match(text));
+        Ok(cel::common::value::CowVal::owned(CelBool::from(matched)))
+    })
+}
+
 /// `@actiond_deadline()`: `true`, or an error once this thread's evaluation is past its
 /// deadline. As the condition of `@actiond_deadline() ? x : false` it is evaluated before `x`,
 /// and its error spares `x` (a conditional's failed condition is its result): a check before
@@ -279,6 +351,18 @@ pub fn with_deadline_checks(expr: &cel::IdedExpr) -> cel::IdedExpr {
 fn add_deadline_checks(e: &mut cel::IdedExpr) {
     use cel::common::ast::{Expr, operators};
     match &mut e.expr {
+        // `text.matches(pattern)` or `matches(text, pattern)` becomes
+        // `@actiond_matches(text, pattern)`, with its limits.
+        Expr::Call(call) if call.func_name == "matches" => {
+            if let Some(text) = call.target.take() {
+                call.args.insert(0, *text);
+            }
+            call.func_name = BOUNDED_MATCHES.to_owned();
+            call.args.iter_mut().for_each(|arg| {
+                add_deadline_checks(arg);
+                check_result(arg);
+            });
+        }
         Expr::Call(call) => {
             if let Some(target) = call.target.as_deref_mut() {
                 add_deadline_checks(target);
@@ -734,6 +818,15 @@ static STDLIB: std::sync::LazyLock<Arc<Env>> = std::sync::LazyLock::new(|| {
     // library does not use for functions it lets a program call.
     let _ = env.add_overload(DEADLINE_CHECK, "actiond_deadline", vec![], deadline_before);
     let _ = env.add_overload(
+        BOUNDED_MATCHES,
+        "actiond_matches_string_string",
+        vec![
+            cel::common::types::STRING_TYPE,
+            cel::common::types::STRING_TYPE,
+        ],
+        bounded_matches,
+    );
+    let _ = env.add_overload(
         DEADLINE_CHECK,
         "actiond_deadline_dyn",
         vec![cel::common::types::DYN_TYPE],
@@ -974,6 +1067,16 @@ handlers:
                 format!("[params.s].all(s, [params.r].all(r, {alternatives}))"),
             ),
             ("doubling", format!("[params.s].map(v0, {doubling})[0]")),
+            // Found by an attack on the running gateway: a pattern from params that the
+            // regex crate accepts but matches slowly (3 s to minutes per call).
+            (
+                "pattern from params",
+                "params.ab.matches(params.slow)".to_owned(),
+            ),
+            (
+                "concatenated text",
+                format!("({}).matches(params.fast)", ["params.ab"; 8].join(" + ")),
+            ),
         ] {
             let rule = format!(
                 "    - name: hostile\n      when: '{}'\n      effect: block\n      reason: Hostile.\n",
@@ -984,6 +1087,17 @@ handlers:
             i.params["l"] = json!(vec![0; 32_000]);
             i.params["s"] = json!("a".repeat(60_000));
             i.params["r"] = json!(r"(?:\pL{30}){30}z");
+            let mut seed = 7u64;
+            i.params["ab"] = json!(
+                (0..60_000)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        if (seed >> 33) & 1 == 0 { 'a' } else { 'b' }
+                    })
+                    .collect::<String>()
+            );
+            i.params["slow"] = json!("a[ab]{10000}c");
+            i.params["fast"] = json!("a[ab]{30}c");
             let started = Instant::now();
             let d = decide_within(&p, &i, Duration::from_millis(100));
             let took = started.elapsed();
@@ -1046,6 +1160,8 @@ handlers:
             "mixed_true.exists(x, x == 2)",
             "mixed.map(x, x + 1)",
             "mixed.exists_one(x, x == 0)",
+            "'abc'.matches('b') && !'abc'.matches('^b')",
+            "matches('abc', '^a') && l.exists(x, string(x).matches('[23]'))",
         ] {
             let program = compile_rule(src).unwrap();
             let guarded = with_deadline_checks(program.expression());
