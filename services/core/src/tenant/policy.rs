@@ -18,8 +18,9 @@ use std::time::Duration;
 /// ("timestamp out of range") for that tenant and every tenant listed after it.
 pub const MAX_POLICY_WINDOW: Duration = Duration::from_secs(366 * 86_400);
 
-/// Maximum length of one rule's `when` expression (characters). CEL has no evaluation budget,
-/// so size is capped at apply time (notes/crate-probes.md, CEL).
+/// Maximum length of one rule's `when` expression, in bytes of UTF-8. CEL has no evaluation
+/// budget of its own, so size is capped when a document is applied (and evaluation is bounded
+/// as it runs: `crate::policy::with_deadline_checks`).
 pub const MAX_RULE_LEN: usize = 2048;
 /// Maximum number of rules in one document.
 pub const MAX_RULES: usize = 200;
@@ -275,7 +276,7 @@ fn rule_name(
     name
 }
 
-/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] characters that compiles
+/// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] bytes that compiles
 /// (that it gives a boolean is checked by [`non_boolean_rules`] when a document is applied).
 fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
     let when = rm
@@ -293,7 +294,7 @@ fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> St
     } else if when.len() > MAX_RULE_LEN {
         errs.push(FieldError::new(
             format!("{p}.when"),
-            format!("is longer than {MAX_RULE_LEN} characters"),
+            format!("is longer than {MAX_RULE_LEN} bytes (UTF-8)"),
         ));
     } else if let Err(e) = compile_rule(&when) {
         errs.push(FieldError::new(
