@@ -193,7 +193,9 @@ async fn documents_applied_under_racing_submissions_govern_every_later_one_in_tw
             let (http, token) = (s.http.clone(), s.token.clone());
             let body = refund(&format!("pi_r{round}_{i}"), 50000);
             async move {
-                tokio::time::sleep(Duration::from_millis(4 * i as u64)).await;
+                // Over 400 ms, so that requests follow an apply that took longer than usual
+                // (a clean clone's run once saw none follow it within 160 ms).
+                tokio::time::sleep(Duration::from_millis(10 * i as u64)).await;
                 let sent = Instant::now();
                 let (st, v) = post(&http, &api, &token, &body, None).await;
                 (i, sent, st, v)
