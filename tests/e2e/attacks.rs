@@ -108,20 +108,7 @@ async fn params_tampered_after_approval_are_refused() {
     .await;
     let id = s.propose(&refund("pi_t", 12000)).await;
     s.wait_state(id, "escalated", T).await;
-    let intent: String = s.row(id).await.get(3);
-    let (ok, _, err) = cli(
-        &[
-            "approvals",
-            "approve",
-            &id.to_string(),
-            "--as",
-            "alice",
-            "--intent",
-            &intent[..16],
-        ],
-        &s.cli_env().await,
-    );
-    assert!(ok, "{err}");
+    s.approve_as_alice(id).await;
     s.wait_state(id, "approved", T).await;
     // Someone with database access raises the amount after the approval.
     let c = s.tdb.superuser().await;
@@ -220,20 +207,7 @@ async fn policy_changed_since_approval_blocks() {
     .await;
     let id = s.propose(&refund("pi_p", 12000)).await;
     s.wait_state(id, "escalated", T).await;
-    let intent: String = s.row(id).await.get(3);
-    let (ok, _, err) = cli(
-        &[
-            "approvals",
-            "approve",
-            &id.to_string(),
-            "--as",
-            "alice",
-            "--intent",
-            &intent[..16],
-        ],
-        &s.cli_env().await,
-    );
-    assert!(ok, "{err}");
+    s.approve_as_alice(id).await;
     s.wait_state(id, "approved", T).await;
     // The tenant now blocks large refunds outright.
     let doc = crate::support::TENANT
@@ -656,20 +630,7 @@ async fn an_approval_whose_recheck_overruns_is_refused_and_nothing_runs() {
     let body = serde_json::json!({"action": "webhook.post", "params": {"body": {"items": items}}});
     let id = s.propose(&body.to_string()).await;
     s.wait_state(id, "escalated", T).await;
-    let intent: String = s.row(id).await.get(3);
-    let (ok, _, err) = cli(
-        &[
-            "approvals",
-            "approve",
-            &id.to_string(),
-            "--as",
-            "alice",
-            "--intent",
-            &intent[..16],
-        ],
-        &s.cli_env().await,
-    );
-    assert!(ok, "{err}");
+    s.approve_as_alice(id).await;
     s.wait_state(id, "approved", T).await;
     // About nine million evaluations for this proposal: far past the re-check's budget.
     let doc = crate::support::TENANT

@@ -134,20 +134,7 @@ impl Hx {
 
     /// Approves `id` on the break-glass CLI as alice.
     async fn approve(&self, id: uuid::Uuid) {
-        let intent: String = self.s.row(id).await.get(3);
-        let (ok, out, err) = cli(
-            &[
-                "approvals",
-                "approve",
-                &id.to_string(),
-                "--as",
-                "alice",
-                "--intent",
-                &intent[..16],
-            ],
-            &self.s.cli_env().await,
-        );
-        assert!(ok, "{out}{err}");
+        self.s.approve_as_alice(id).await;
     }
 }
 

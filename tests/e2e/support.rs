@@ -523,6 +523,25 @@ impl Stack {
         .collect()
     }
 
+    /// Approves `id` on the break-glass CLI as alice, confirming the first 16 characters of
+    /// its stored intent hash; panics with the CLI's output when it refuses.
+    pub async fn approve_as_alice(&self, id: uuid::Uuid) {
+        let intent: String = self.row(id).await.get(3);
+        let (ok, out, err) = actiond_testkit::cli(
+            &[
+                "approvals",
+                "approve",
+                &id.to_string(),
+                "--as",
+                "alice",
+                "--intent",
+                &intent[..16],
+            ],
+            &self.cli_env().await,
+        );
+        assert!(ok, "{out}{err}");
+    }
+
     /// Environment of the operator CLI, connected as the admin role.
     pub async fn cli_env(&self) -> Vec<(&'static str, String)> {
         vec![

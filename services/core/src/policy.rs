@@ -369,27 +369,26 @@ fn add_deadline_checks(e: &mut cel::IdedExpr) {
                 check_result(target);
             }
             call.args.iter_mut().for_each(add_deadline_checks);
+            // A comprehension's own step on its accumulator (`@` names cannot be written in
+            // CEL): `@result && …`, `@result || …`, `@result + [expr]`.
+            let on_accumulator = call
+                .args
+                .first()
+                .is_some_and(|a| matches!(&a.expr, Expr::Ident(name) if name.starts_with('@')));
             match call.func_name.as_str() {
                 operators::CONDITIONAL => {
                     if let Some(condition) = call.args.first_mut() {
                         check_result(condition);
                     }
                 }
-                // The step of `all` or `exists`, `@result && …` or `@result || …`: its loop
-                // condition is checked just before.
-                operators::LOGICAL_AND | operators::LOGICAL_OR
-                    if call.args.first().is_some_and(
-                        |a| matches!(&a.expr, Expr::Ident(name) if name.starts_with('@')),
-                    ) => {}
+                // The step of `all` or `exists`: its loop condition is checked just before.
+                operators::LOGICAL_AND | operators::LOGICAL_OR if on_accumulator => {}
                 operators::LOGICAL_AND | operators::LOGICAL_OR => {
                     call.args.iter_mut().for_each(check_before)
                 }
                 operators::NOT_STRICTLY_FALSE => {}
-                // A comprehension's `@result + [expr]` (`@` names cannot be written in CEL).
-                operators::ADD
-                    if call.args.first().is_some_and(
-                        |a| matches!(&a.expr, Expr::Ident(name) if name.starts_with('@')),
-                    ) => {}
+                // `map`'s and `filter`'s append, which keeps its shape to append in place.
+                operators::ADD if on_accumulator => {}
                 _ => call.args.iter_mut().for_each(check_result),
             }
         }

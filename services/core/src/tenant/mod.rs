@@ -123,8 +123,7 @@ impl TenantDocument {
     /// take it. All errors are reported together (the rules' boolean check after the rest).
     pub fn parse(source: &str) -> Result<Self, FieldErrors> {
         let doc = Self::parse_stored(source)?;
-        let mut errs = policy::non_boolean_rules(&doc.policy.rules);
-        errs.extend(policy::too_deep_rules(&doc.policy.rules));
+        let mut errs = policy::rules_refused_on_apply(&doc.policy.rules);
         errs.extend(policy::reserved_rule_names(&doc.policy.rules));
         errs.extend(approvers::non_https_issuer(&doc.approvers));
         for (name, h) in &doc.handlers {

@@ -277,7 +277,7 @@ fn rule_name(
 }
 
 /// `when`: a non-empty CEL expression of at most [`MAX_RULE_LEN`] bytes that compiles
-/// (that it gives a boolean is checked by [`non_boolean_rules`] when a document is applied).
+/// (that it gives a boolean is checked by [`rules_refused_on_apply`] when a document is applied).
 fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> String {
     let when = rm
         .get("when")
@@ -305,45 +305,34 @@ fn rule_when(errs: &mut Vec<FieldError>, p: &str, rm: &Map<String, Value>) -> St
     when
 }
 
-/// Rules whose `when` certainly gives something other than a boolean ([`non_boolean`]), as
-/// field errors (`policy.rules[i].when`). Checked on documents being applied, not on stored
-/// ones being loaded (see [`super::TenantDocument::parse_stored`]).
-pub(super) fn non_boolean_rules(rules: &[RuleDef]) -> Vec<FieldError> {
-    rules
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            let program = compile_rule(&r.when).ok()?;
-            non_boolean(&program).map(|gives| {
-                FieldError::new(
-                    format!("policy.rules[{i}].when"),
-                    format!("must be a boolean expression (this one gives {gives})"),
-                )
-            })
-        })
-        .collect()
-}
-
-/// Rules that nest deeper than [`MAX_RULE_DEPTH`], as field errors (`policy.rules[i].when`).
-/// Checked on documents being applied, not on stored ones being loaded, like
-/// [`non_boolean_rules`].
-pub(super) fn too_deep_rules(rules: &[RuleDef]) -> Vec<FieldError> {
-    rules
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            let program = compile_rule(&r.when).ok()?;
-            let levels = depth(program.expression());
-            (levels > MAX_RULE_DEPTH).then(|| {
-                FieldError::new(
-                    format!("policy.rules[{i}].when"),
-                    format!(
-                        "nests {levels} levels deep, more than {MAX_RULE_DEPTH} (each operator such as `+` is a level): split it into several rules or shorter expressions"
-                    ),
-                )
-            })
-        })
-        .collect()
+/// What is refused of rules in a document being applied, not in a stored one being loaded
+/// (see [`super::TenantDocument::parse_stored`]), as field errors (`policy.rules[i].when`):
+/// a `when` that certainly gives something other than a boolean ([`non_boolean`]), and one
+/// that nests deeper than [`MAX_RULE_DEPTH`].
+pub(super) fn rules_refused_on_apply(rules: &[RuleDef]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let Ok(program) = compile_rule(&r.when) else {
+            continue;
+        };
+        let field = || format!("policy.rules[{i}].when");
+        if let Some(gives) = non_boolean(&program) {
+            errs.push(FieldError::new(
+                field(),
+                format!("must be a boolean expression (this one gives {gives})"),
+            ));
+        }
+        let levels = depth(program.expression());
+        if levels > MAX_RULE_DEPTH {
+            errs.push(FieldError::new(
+                field(),
+                format!(
+                    "nests {levels} levels deep, more than {MAX_RULE_DEPTH} (each operator such as `+` is a level): split it into several rules or shorter expressions"
+                ),
+            ));
+        }
+    }
+    errs
 }
 
 /// Rule names that policy itself records as the deciding rule: a budget's escalation, a frozen
