@@ -1101,6 +1101,16 @@ handlers:
             let d = decide_within(&p, &i, Duration::from_millis(100));
             let took = started.elapsed();
             assert_eq!(d.effect, Effect::Block, "{what}: {d:?}");
+            // Where a limit, not the clock, stops the rule, the audit log says which.
+            let said = match what {
+                "concatenation" => Some("larger than 1024 KiB or 131072 items"),
+                "pattern from params" => Some("not a valid regular expression within 16 KiB"),
+                "concatenated text" => Some("the text is longer than 64 KiB"),
+                _ => None,
+            };
+            if let Some(said) = said {
+                assert!(d.errors.iter().any(|e| e.contains(said)), "{what}: {d:?}");
+            }
             assert!(took < Duration::from_secs(3), "{what} took {took:?}");
         }
     }
