@@ -144,6 +144,10 @@ impl Targets {
         }
         if let Some(pg) = &self.pg {
             for pid in std::iter::once(pg.postmaster).chain(children(pg.postmaster)) {
+                // A backend among the fixed processes (the bench's own) keeps its label.
+                if self.fixed.iter().any(|&(_, p)| p == pid) {
+                    continue;
+                }
                 let Some(s) = read_stat(pid) else { continue };
                 let label = if pid == pg.postmaster {
                     Some("postgres-aux")

@@ -33,6 +33,7 @@ mod stages;
 
 use actiond_testkit::{Keys, Receiver, Service, TestDb, agent, eventually, log_dir, server_url};
 use clap::Parser;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -389,8 +390,16 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         .iter()
         .map(|s| (label(&s.role), s.child.id()))
         .chain([("bench client", std::process::id())])
+        // The bench's own backend (its polls for the end of the run and its checks) is the
+        // bench's work, not the gateway's: metered apart from `postgres`.
+        .chain(
+            u32::try_from(backend)
+                .ok()
+                .map(|pid| ("bench backend", pid)),
+        )
         .collect();
     let activity_before = proposal_activity(&su).await;
+    let scans_before = seq_scans(&su).await;
     let meter = cpu::Meter::start(fixed, cpu::Postgres::from_backend(backend, &tdb.name));
     let started = std::time::Instant::now();
     let submitted = match args.rate {
@@ -432,6 +441,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         (Some(before), Some(after)) => Some(after.since(&before)),
         _ => None,
     };
+    let seq_scanned = report::SeqScans::since(&scans_before, &seq_scans(&su).await);
     report::Run {
         scenario: args.scenario.clone(),
         mode: match args.rate {
@@ -449,35 +459,84 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         floor,
         statements,
         activity,
+        seq_scanned,
         history: args.history,
     }
 }
 
-/// Stores `n` finished (`succeeded`) proposals of tenant `history`, then analyzes the
-/// database (see `--history`). Written as the superuser with triggers off
-/// (`session_replication_role = replica`): the tenant and its agent exist only as these
-/// rows, which no service reads; the bench tenant's rules and history windows do not see
-/// them.
+/// Stores `n` finished (`succeeded`) proposals of tenant `history` as the allow path leaves
+/// them: each with its spent grant and its four audit events (submitted, decided, spent,
+/// executed), spread over one agent per 10 proposals; then vacuums and analyzes the database (see
+/// `--history`). Written as the superuser with triggers off (`session_replication_role =
+/// replica`): the tenant exists only as these rows, which no service reads; the bench
+/// tenant's rules and history windows do not see them. Every table the allow path plans
+/// against holds rows, so no statement's cached plan is one made for an empty table.
 async fn seed_history(tdb: &TestDb, n: u32) {
     if n == 0 {
         return;
     }
+    let agents = n.div_ceil(10);
     let su = tdb.superuser().await;
     su.batch_execute(&format!(
         "SET session_replication_role = replica;
-         INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
-                                intent_hash, request_sha256, state, created_at, updated_at, effect,
-                                decided_at, outcome, finished_at)
-         SELECT gen_random_uuid(), 'history', '00000000-0000-0000-0000-000000000001', 'webhook.post',
-                'hook', '{{\"body\":{{\"kind\":\"ping\",\"n\":' || i || '}}}}',
-                md5(i::text) || md5(i::text), md5(i || 'i') || md5(i || 'i'),
-                md5(i || 'r') || md5(i || 'r'), 'succeeded', t, t, 'allow', t, 'succeeded', t
-         FROM generate_series(1, {n}) AS i, LATERAL (SELECT now() - interval '1 day' AS t) AS at;
-         RESET session_replication_role;
-         ANALYZE;"
+         INSERT INTO agents (id, tenant_id, name, token_sha256, created_at)
+         SELECT md5('history-agent' || a)::uuid, 'history', 'history-' || a,
+                md5(a || 't') || md5(a || 'u'), now() - interval '2 days'
+         FROM generate_series(1, {agents}) AS a;
+         WITH p AS (
+            INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                                   intent_hash, request_sha256, state, created_at, updated_at, effect,
+                                   decided_at, outcome, finished_at)
+            SELECT gen_random_uuid(), 'history', md5('history-agent' || (1 + i % {agents}))::uuid,
+                   'webhook.post', 'hook', '{{\"body\":{{\"kind\":\"ping\",\"n\":' || i || '}}}}',
+                   md5(i::text) || md5(i::text), md5(i || 'i') || md5(i || 'i'),
+                   md5(i || 'r') || md5(i || 'r'), 'succeeded', t, t, 'allow', t, 'succeeded', t
+            FROM generate_series(1, {n}) AS i,
+                 LATERAL (SELECT now() - interval '1 day' + i * interval '1 ms' AS t) AS at
+            RETURNING id, agent_id, intent_hash, params_sha256, created_at
+         ), g AS (
+            INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us,
+                                expires_at, key_id, sig, issued_by, created_at, used_at, used_by)
+            SELECT gen_random_uuid(), id, 'history', intent_hash, 1,
+                   (extract(epoch FROM created_at + interval '5 min') * 1e6)::int8,
+                   created_at + interval '5 min', 'history-key', '\\x00', 'policy', created_at,
+                   created_at, 'executor'
+            FROM p
+         )
+         INSERT INTO audit_events (tenant_id, proposal_id, at, kind, actor, from_state, to_state,
+                                   intent_hash, params_sha256, detail)
+         SELECT 'history', p.id, p.created_at, e.kind, e.actor, e.from_state, e.to_state,
+                p.intent_hash, p.params_sha256, '{{}}'
+         FROM p, (VALUES ('proposal.submitted', 'agent', NULL, 'pending'),
+                         ('proposal.decided', 'policy', 'pending', 'approved'),
+                         ('grant.spent', 'executor', 'approved', 'executing'),
+                         ('proposal.executed', 'executor', 'executing', 'succeeded'))
+                 AS e(kind, actor, from_state, to_state);
+         RESET session_replication_role;"
     ))
     .await
-    .unwrap_or_else(|e| panic!("--history {n}: {e}"));
+    .unwrap_or_else(|e| panic!("--history {n}: {e:?}"));
+    // On its own: VACUUM cannot run inside the implicit transaction of a multi-statement
+    // batch.
+    su.batch_execute("VACUUM ANALYZE")
+        .await
+        .unwrap_or_else(|e| panic!("--history {n}: VACUUM ANALYZE: {e:?}"));
+}
+
+/// Every table's cumulative sequential scans and the rows they read
+/// (`pg_stat_user_tables`), by table name; empty when not readable.
+async fn seq_scans(c: &tokio_postgres::Client) -> BTreeMap<String, (i64, i64)> {
+    c.query(
+        "SELECT relname::text, seq_scan, seq_tup_read FROM pg_stat_user_tables",
+        &[],
+    )
+    .await
+    .map(|rows| {
+        rows.iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// `proposals`' cumulative activity in `pg_stat_user_tables`, when readable.
@@ -512,12 +571,23 @@ mod tests {
         let row = su
             .query_one(
                 "SELECT (SELECT count(*) FROM proposals WHERE tenant_id = 'history' AND state = 'succeeded'),
-                        (SELECT reltuples FROM pg_class WHERE relname = 'proposals')",
+                        (SELECT reltuples FROM pg_class WHERE relname = 'proposals'),
+                        (SELECT count(*) FROM grants g JOIN proposals p ON p.id = g.proposal_id
+                          WHERE p.tenant_id = 'history' AND g.used_at IS NOT NULL),
+                        (SELECT count(*) FROM audit_events WHERE tenant_id = 'history'),
+                        (SELECT count(*) FROM agents WHERE tenant_id = 'history'),
+                        (SELECT reltuples FROM pg_class WHERE relname = 'grants'),
+                        (SELECT reltuples FROM pg_class WHERE relname = 'audit_events')",
                 &[],
             )
             .await
             .unwrap();
         assert_eq!(row.get::<_, i64>(0), 250);
         assert_eq!(row.get::<_, f32>(1), 250.0);
+        assert_eq!(row.get::<_, i64>(2), 250, "one spent grant each");
+        assert_eq!(row.get::<_, i64>(3), 1000, "four audit events each");
+        assert_eq!(row.get::<_, i64>(4), 25, "one agent per 10 proposals");
+        assert_eq!(row.get::<_, f32>(5), 250.0);
+        assert_eq!(row.get::<_, f32>(6), 1000.0);
     }
 }

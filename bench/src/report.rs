@@ -16,6 +16,7 @@ const COMPONENTS: &[&str] = &[
     "postgres",
     "postgres-aux",
     "bench client",
+    "bench backend",
 ];
 
 /// Everything one run measured.
@@ -46,8 +47,45 @@ pub struct Run {
     pub statements: Option<Result<Profile, String>>,
     /// What the run did to `proposals`, from `pg_stat_user_tables`; `None` when not readable.
     pub activity: Option<TableActivity>,
+    /// The tables read by sequential scans during the run, most rows read first.
+    pub seq_scanned: Vec<SeqScans>,
     /// Finished proposals stored before the run (`--history`).
     pub history: u32,
+}
+
+/// A table's sequential scans over the run (`pg_stat_user_tables`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeqScans {
+    /// The table's name.
+    pub table: String,
+    /// Sequential scans started.
+    pub scans: i64,
+    /// Rows those scans read.
+    pub rows_read: i64,
+}
+
+impl SeqScans {
+    /// The tables whose scans read rows between `before` and `after` (each a map of table
+    /// name to cumulative scans and rows read), most rows read first. A scan of a table
+    /// with no rows, or one that `before` did not know, reads nothing worth reporting.
+    pub fn since(
+        before: &BTreeMap<String, (i64, i64)>,
+        after: &BTreeMap<String, (i64, i64)>,
+    ) -> Vec<Self> {
+        let mut out: Vec<Self> = after
+            .iter()
+            .filter_map(|(table, &(scans, rows))| {
+                let (s0, r0) = before.get(table).copied().unwrap_or((scans, rows));
+                (rows > r0).then(|| Self {
+                    table: table.clone(),
+                    scans: scans - s0,
+                    rows_read: rows - r0,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| b.rows_read.cmp(&a.rows_read).then(a.table.cmp(&b.table)));
+        out
+    }
 }
 
 /// A table's activity over the run (`pg_stat_user_tables`, differences of its counters).
@@ -187,6 +225,14 @@ impl Run {
                 self.history,
             ));
         }
+        if !self.seq_scanned.is_empty() {
+            let tables: Vec<String> = self
+                .seq_scanned
+                .iter()
+                .map(|t| format!("{} {} reading {} rows", t.table, t.scans, t.rows_read))
+                .collect();
+            line(format!("  seq scans       {}", tables.join(" · ")));
+        }
         self.statements_text(&mut line);
         o
     }
@@ -266,7 +312,40 @@ impl Run {
             "statements": statements,
             "proposal_updates": self.activity.map(|a| json!({"all": a.updates, "hot": a.hot_updates})),
             "proposal_seq_scans": self.activity.map(|a| json!({"scans": a.seq_scans, "rows_read": a.seq_rows_read})),
+            "seq_scanned": self.seq_scanned.iter().map(|t| json!({"table": t.table, "scans": t.scans, "rows_read": t.rows_read})).collect::<Vec<_>>(),
             "history": self.history,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only tables whose scans read rows over the run are reported, most rows first; a
+    /// table the first reading did not see is not.
+    #[test]
+    fn seq_scans_report_the_tables_read_over_the_run() {
+        let m = |v: &[(&str, i64, i64)]| -> BTreeMap<String, (i64, i64)> {
+            v.iter().map(|&(t, s, r)| (t.to_owned(), (s, r))).collect()
+        };
+        let before = m(&[("grants", 10, 100), ("agents", 5, 5), ("idle", 3, 30)]);
+        let after = m(&[
+            ("grants", 3598, 12_900_951),
+            ("agents", 41_514, 41_514),
+            ("idle", 9, 30),
+            ("new", 2, 7),
+        ]);
+        let got = SeqScans::since(&before, &after);
+        let names: Vec<_> = got.iter().map(|t| t.table.as_str()).collect();
+        assert_eq!(names, ["grants", "agents"]);
+        assert_eq!(
+            got[0],
+            SeqScans {
+                table: "grants".into(),
+                scans: 3588,
+                rows_read: 12_900_851
+            }
+        );
     }
 }
