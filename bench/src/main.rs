@@ -400,6 +400,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         .collect();
     let activity_before = proposal_activity(&su).await;
     let scans_before = seq_scans(&su).await;
+    let maintenance_before = maintenance(&su).await;
     let meter = cpu::Meter::start(fixed, cpu::Postgres::from_backend(backend, &tdb.name));
     let started = std::time::Instant::now();
     let submitted = match args.rate {
@@ -442,6 +443,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         _ => None,
     };
     let seq_scanned = report::SeqScans::since(&scans_before, &seq_scans(&su).await);
+    let maintained = report::Maintenance::since(&maintenance_before, &maintenance(&su).await);
     report::Run {
         scenario: args.scenario.clone(),
         mode: match args.rate {
@@ -460,6 +462,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         statements,
         activity,
         seq_scanned,
+        maintained,
         history: args.history,
     }
 }
@@ -526,8 +529,20 @@ async fn seed_history(tdb: &TestDb, n: u32) {
 /// Every table's cumulative sequential scans and the rows they read
 /// (`pg_stat_user_tables`), by table name; empty when not readable.
 async fn seq_scans(c: &tokio_postgres::Client) -> BTreeMap<String, (i64, i64)> {
+    table_counters(c, "seq_scan, seq_tup_read").await
+}
+
+/// Every table's cumulative autovacuum and autoanalyze runs (`pg_stat_user_tables`), by
+/// table name; empty when not readable.
+async fn maintenance(c: &tokio_postgres::Client) -> BTreeMap<String, (i64, i64)> {
+    table_counters(c, "autovacuum_count, autoanalyze_count").await
+}
+
+/// Two bigint counters of `pg_stat_user_tables` (`columns`, a fixed list of this file) for
+/// every table, by name.
+async fn table_counters(c: &tokio_postgres::Client, columns: &str) -> BTreeMap<String, (i64, i64)> {
     c.query(
-        "SELECT relname::text, seq_scan, seq_tup_read FROM pg_stat_user_tables",
+        &format!("SELECT relname::text, {columns} FROM pg_stat_user_tables"),
         &[],
     )
     .await

@@ -49,6 +49,8 @@ pub struct Run {
     pub activity: Option<TableActivity>,
     /// The tables read by sequential scans during the run, most rows read first.
     pub seq_scanned: Vec<SeqScans>,
+    /// The tables autovacuum vacuumed or analyzed during the run.
+    pub maintained: Vec<Maintenance>,
     /// Finished proposals stored before the run (`--history`).
     pub history: u32,
 }
@@ -72,20 +74,59 @@ impl SeqScans {
         before: &BTreeMap<String, (i64, i64)>,
         after: &BTreeMap<String, (i64, i64)>,
     ) -> Vec<Self> {
-        let mut out: Vec<Self> = after
-            .iter()
-            .filter_map(|(table, &(scans, rows))| {
-                let (s0, r0) = before.get(table).copied().unwrap_or((scans, rows));
-                (rows > r0).then(|| Self {
-                    table: table.clone(),
-                    scans: scans - s0,
-                    rows_read: rows - r0,
-                })
+        let mut out: Vec<Self> = deltas(before, after)
+            .filter(|&(_, _, rows)| rows > 0)
+            .map(|(table, scans, rows_read)| Self {
+                table,
+                scans,
+                rows_read,
             })
             .collect();
         out.sort_by(|a, b| b.rows_read.cmp(&a.rows_read).then(a.table.cmp(&b.table)));
         out
     }
+}
+
+/// A table's autovacuum and autoanalyze runs over the run (`pg_stat_user_tables`). An
+/// autoanalyze invalidates every connection's cached plans that read the table, so each
+/// plans its statements again on their next execution: all at once, a burst of planning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Maintenance {
+    /// The table's name.
+    pub table: String,
+    /// Autovacuum runs.
+    pub vacuums: i64,
+    /// Autoanalyze runs.
+    pub analyzes: i64,
+}
+
+impl Maintenance {
+    /// The tables autovacuum vacuumed or analyzed between `before` and `after` (each a map
+    /// of table name to cumulative autovacuum and autoanalyze counts), by name.
+    pub fn since(
+        before: &BTreeMap<String, (i64, i64)>,
+        after: &BTreeMap<String, (i64, i64)>,
+    ) -> Vec<Self> {
+        deltas(before, after)
+            .filter(|&(_, v, a)| v > 0 || a > 0)
+            .map(|(table, vacuums, analyzes)| Self {
+                table,
+                vacuums,
+                analyzes,
+            })
+            .collect()
+    }
+}
+
+/// Per table of `after` that `before` knew, by name: the growth of its two counters.
+fn deltas<'a>(
+    before: &'a BTreeMap<String, (i64, i64)>,
+    after: &'a BTreeMap<String, (i64, i64)>,
+) -> impl Iterator<Item = (String, i64, i64)> + 'a {
+    after.iter().filter_map(|(table, &(x, y))| {
+        let &(x0, y0) = before.get(table)?;
+        Some((table.clone(), x - x0, y - y0))
+    })
 }
 
 /// A table's activity over the run (`pg_stat_user_tables`, differences of its counters).
@@ -233,6 +274,17 @@ impl Run {
                 .collect();
             line(format!("  seq scans       {}", tables.join(" · ")));
         }
+        if !self.maintained.is_empty() {
+            let tables: Vec<String> = self
+                .maintained
+                .iter()
+                .map(|t| format!("{} ({} vacuum, {} analyze)", t.table, t.vacuums, t.analyzes))
+                .collect();
+            line(format!(
+                "  autovacuum      {} (each analyze makes every connection plan again)",
+                tables.join(" · ")
+            ));
+        }
         self.statements_text(&mut line);
         o
     }
@@ -312,6 +364,7 @@ impl Run {
             "statements": statements,
             "proposal_updates": self.activity.map(|a| json!({"all": a.updates, "hot": a.hot_updates})),
             "proposal_seq_scans": self.activity.map(|a| json!({"scans": a.seq_scans, "rows_read": a.seq_rows_read})),
+            "autovacuum": self.maintained.iter().map(|t| json!({"table": t.table, "vacuums": t.vacuums, "analyzes": t.analyzes})).collect::<Vec<_>>(),
             "seq_scanned": self.seq_scanned.iter().map(|t| json!({"table": t.table, "scans": t.scans, "rows_read": t.rows_read})).collect::<Vec<_>>(),
             "history": self.history,
         })
@@ -339,6 +392,13 @@ mod tests {
         let got = SeqScans::since(&before, &after);
         let names: Vec<_> = got.iter().map(|t| t.table.as_str()).collect();
         assert_eq!(names, ["grants", "agents"]);
+        let m = Maintenance::since(&before, &after);
+        let names: Vec<_> = m.iter().map(|t| t.table.as_str()).collect();
+        assert_eq!(
+            names,
+            ["agents", "grants", "idle"],
+            "every table that changed"
+        );
         assert_eq!(
             got[0],
             SeqScans {
