@@ -26,13 +26,17 @@ pub struct Target {
     pub token: String,
     /// `params.body.kind`: `ping` (allowed) or `review` (escalates).
     pub kind: &'static str,
+    /// Added to each proposal's number (`params.body.n`), so a warm-up's proposals never
+    /// share an intent with the measured ones.
+    pub first: usize,
 }
 
 impl Target {
     async fn submit(&self, n: usize) {
         let body = format!(
-            r#"{{"action":"webhook.post","params":{{"body":{{"kind":"{}","n":{n}}}}}}}"#,
-            self.kind
+            r#"{{"action":"webhook.post","params":{{"body":{{"kind":"{}","n":{}}}}}}}"#,
+            self.kind,
+            self.first + n
         );
         let r = self
             .http

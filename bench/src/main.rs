@@ -92,6 +92,13 @@ struct Args {
     /// (every run before 2026-12-04 did).
     #[arg(long, default_value_t = 20_000)]
     history: u32,
+    /// Proposals sent through the whole allow path before metering starts, closed loop with
+    /// `--concurrency` clients (at most one client per proposal), not counted. With 1, the
+    /// services' connection pools are nearly empty when the measured load starts, so the
+    /// first burst opens connections and plans every statement on each of them (the
+    /// services' pools open connections lazily).
+    #[arg(long, default_value_t = 1)]
+    warm_up: usize,
 }
 
 const DOC: &str = r#"
@@ -363,13 +370,19 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         api,
         token,
         kind: if allow { "ping" } else { "review" },
+        first: 0,
     };
     let su = tdb.superuser().await;
-    // One warm-up proposal through the whole path: every process is up before metering.
-    let warm = usize::from(allow);
+    // The warm-up, through the whole path, before metering: every process is up, and with
+    // `--warm-up` above 1 every pool holds the connections the load needs.
+    let warm = if allow { args.warm_up.max(1) } else { 0 };
     if allow {
-        load::closed(&target, 1, 1).await;
-        wait_succeeded(&su, &recv, 1).await;
+        let warm_target = load::Target {
+            first: 1 << 40,
+            ..target.clone()
+        };
+        load::closed(&warm_target, warm, args.concurrency.min(warm)).await;
+        wait_succeeded(&su, &recv, warm).await;
     }
     let statements_on = if args.pg_stat_statements {
         Some(pgss::reset(&su).await.map_err(|e| format!("{e:#}")))

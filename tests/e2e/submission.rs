@@ -1124,3 +1124,136 @@ async fn a_change_whose_event_is_not_written_does_not_happen() {
     assert_eq!(s.audit_kind_names(id).await, ALLOW_PATH_KINDS);
     assert_eq!(s.calls().len(), 1);
 }
+
+/// Concurrent submissions stored in batches (`proposals::Submitter` with one worker, so while
+/// its first submission is stored every other one queues and the next batches are large) get
+/// exactly the answers one at a time gives, on the `actiond_api` role under row-level
+/// security, across two tenants in the same batches: new proposals are created, ten copies
+/// of one idempotent request create one proposal and find it nine times, a version that is no
+/// longer the tenant's latest is stale, a revoked agent is refused; every stored proposal has
+/// its one `proposal.submitted` event, and several were stored by one transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_submissions_get_the_answers_of_one_at_a_time() {
+    use actiond_store::proposals::{NewProposal, Submitted, Submitter};
+    let t = actiond_testkit::TestDb::new().await;
+    let doc = |tenant: &str, max: u32| {
+        format!(
+            "tenant: {tenant}\npolicy:\n  default: escalate\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: {max}\napprovers:\n  subjects: [alice]\n"
+        )
+    };
+    // tenb's latest document is version 2.
+    for (tenant, max) in [("tena", 100000), ("tenb", 100000), ("tenb", 90000)] {
+        actiond_store::tenants::apply(&t.db, &doc(tenant, max), "test")
+            .await
+            .unwrap();
+    }
+    let (a, _) = actiond_testkit::agent(&t.db, "tena", "bot-a", None).await;
+    let (b, _) = actiond_testkit::agent(&t.db, "tenb", "bot-b", None).await;
+    let (gone, _) = actiond_testkit::agent(&t.db, "tena", "bot-gone", None).await;
+    t.superuser()
+        .await
+        .execute(
+            "UPDATE agents SET revoked_at = now() WHERE id = $1",
+            &[&gone],
+        )
+        .await
+        .unwrap();
+    let hex = || {
+        format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        )
+    };
+    let proposal = |tenant: &str, agent: uuid::Uuid, n: usize| NewProposal {
+        id: uuid::Uuid::new_v4(),
+        tenant_id: tenant.into(),
+        agent_id: agent,
+        action: "billing.refund.issue".into(),
+        target: format!("pi_{n}"),
+        params_json: format!(r#"{{"amount":100,"currency":"USD","payment_id":"pi_{n}"}}"#),
+        params_sha256: hex(),
+        intent_hash: hex(),
+        agent_reason: None,
+        source_text: None,
+        session_id: None,
+        idempotency_key: None,
+        request_sha256: hex(),
+        on_behalf_of: None,
+    };
+    // (proposal, document version, what it is)
+    let mut jobs = Vec::new();
+    let same = NewProposal {
+        idempotency_key: Some("same-key".into()),
+        ..proposal("tena", a, 9999)
+    };
+    for n in 0..100 {
+        jobs.push((proposal("tena", a, n), 1, "new"));
+        if n < 50 {
+            jobs.push((proposal("tenb", b, n), 2, "new"));
+        }
+        if n % 10 == 0 {
+            jobs.push((proposal("tenb", b, 1000 + n), 1, "stale"));
+            jobs.push((
+                NewProposal {
+                    id: uuid::Uuid::new_v4(),
+                    ..same.clone()
+                },
+                1,
+                "same",
+            ));
+        }
+        if n % 20 == 0 {
+            jobs.push((proposal("tena", gone, 2000 + n), 1, "revoked"));
+        }
+    }
+    let db = actiond_store::Db::connect_generic(&t.role_url("api").await, 8).unwrap();
+    let submitter = Submitter::spawn(db, 1);
+    let answers = futures_util::future::join_all(jobs.iter().map(|(p, version, _)| {
+        let submitter = submitter.clone();
+        async move { submitter.submit(p, 20, *version).await.unwrap() }
+    }))
+    .await;
+    let mut created_same = None;
+    let mut found_same = Vec::new();
+    for ((p, _, what), answer) in jobs.iter().zip(&answers) {
+        match (*what, answer) {
+            ("new", Submitted::Created(id)) => assert_eq!(*id, p.id),
+            ("stale", Submitted::StaleDocument { latest }) => assert_eq!(*latest, Some(2)),
+            ("revoked", Submitted::AgentNotLive) => {}
+            ("same", Submitted::Created(id)) => {
+                assert!(created_same.replace(*id).is_none(), "created twice");
+            }
+            ("same", Submitted::Existing { id, .. }) => found_same.push(*id),
+            (what, answer) => panic!("{what}: {answer:?}"),
+        }
+    }
+    let created_same = created_same.expect("one copy of the idempotent request created it");
+    assert_eq!(found_same, vec![created_same; 9]);
+    let su = t.superuser().await;
+    let row = su
+        .query_one(
+            "SELECT (SELECT count(*) FROM proposals WHERE tenant_id = 'tena'),
+                    (SELECT count(*) FROM proposals WHERE tenant_id = 'tenb'),
+                    (SELECT count(*) FROM audit_events WHERE kind = 'proposal.submitted'),
+                    (SELECT count(*) FROM proposals p WHERE (SELECT count(*) FROM audit_events e
+                        WHERE e.proposal_id = p.id AND e.kind = 'proposal.submitted') <> 1),
+                    (SELECT count(DISTINCT xmin::text) FROM proposals)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 101, "100 new and one idempotent");
+    assert_eq!(row.get::<_, i64>(1), 50);
+    assert_eq!(row.get::<_, i64>(2), 151, "one event per stored proposal");
+    assert_eq!(
+        row.get::<_, i64>(3),
+        0,
+        "every proposal has exactly one event"
+    );
+    let transactions = row.get::<_, i64>(4);
+    assert!(
+        transactions < 151 / 4,
+        "{transactions} transactions for 151 proposals: the submissions were not batched"
+    );
+}

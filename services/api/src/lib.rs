@@ -62,6 +62,11 @@ pub struct ApiArgs {
     /// Pool size.
     #[arg(long, env = "ACTIOND_API_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+    /// Submission batches stored at once (each holds one pooled connection while it runs).
+    /// Concurrent submissions wait for a free one and are then stored together, up to 64 in
+    /// one statement and one commit; a lone submission is stored at once, as before.
+    #[arg(long, env = "ACTIOND_API_SUBMIT_WORKERS", default_value_t = DEFAULT_SUBMIT_WORKERS)]
+    pub submit_workers: usize,
     /// Public origins agents reach the API by (`https://actiond.example.com`,
     /// `http://10.0.0.5:8080`, `:*` for any port), comma-separated. `/mcp` accepts only their
     /// `Host` and `Origin` values (DNS-rebinding protection); default: loopback only.
@@ -189,7 +194,13 @@ pub struct AppState {
     pub public_origin: Option<String>,
     /// Per-process cache of agent lookups (disabled unless [`AppState::with_agent_cache`]).
     pub agents: AgentCache,
+    /// Stores submissions, batching concurrent ones ([`DEFAULT_SUBMIT_WORKERS`] workers
+    /// unless [`AppState::with_submit_workers`]).
+    pub submitter: actiond_store::proposals::Submitter,
 }
+
+/// Submission batches an api process stores at once by default (`--submit-workers`).
+pub const DEFAULT_SUBMIT_WORKERS: usize = 2;
 
 impl AppState {
     /// Builds the state (spawns the NOTIFY sender).
@@ -205,15 +216,24 @@ impl AppState {
             actiond_store::listen::CHANNEL_PENDING,
             Duration::from_millis(10),
         );
+        let submitter =
+            actiond_store::proposals::Submitter::spawn(db.clone(), DEFAULT_SUBMIT_WORKERS);
         Self {
             db,
             notifier,
+            submitter,
             docs: Arc::new(PolicyCache::default()),
             metrics: ApiMetrics::new(metrics),
             jwt: None,
             public_origin: None,
             agents: AgentCache::disabled(),
         }
+    }
+
+    /// Stores submissions with `workers` batch workers instead of [`DEFAULT_SUBMIT_WORKERS`].
+    pub fn with_submit_workers(mut self, workers: usize) -> Self {
+        self.submitter = actiond_store::proposals::Submitter::spawn(self.db.clone(), workers);
+        self
     }
 
     /// Reuses live agents found by token or workload identity (see [`AgentCache`]).
@@ -692,6 +712,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let db = Db::connect_generic(&args.database_url, args.pool_size)?;
     let metrics = Metrics::new("api");
     let mut state = AppState::new(db.clone(), &metrics)
+        .with_submit_workers(args.submit_workers)
         .with_public_origin(resource::public_origin(&args.public_origins))
         .with_agent_cache(AgentCache::spawn(
             &db,

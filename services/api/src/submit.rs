@@ -275,7 +275,7 @@ pub async fn submit(
         }
         .hash();
         let cap = i64::from(p.doc.policy.max_open_escalations_per_agent);
-        match actiond_store::proposals::submit(&state.db, &new, cap, p.version).await? {
+        match state.submitter.submit(&new, cap, p.version).await? {
             Submitted::StaleDocument { latest } => {
                 let c = state.db.client().await?;
                 policy = state.docs.seen_version(&c, tenant, latest).await?;
