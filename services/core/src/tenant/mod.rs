@@ -48,12 +48,14 @@
 //!
 //! Each top-level section is parsed by its own module (`policy`, `handlers` with `stages`, `approvers`,
 //! `notify`, `retention`, `budgets`, `admins`); this one holds the document, its entry points and the field
-//! readers they share.
+//! readers they share, and `nesting` the pre-scan that refuses deeply nested flow collections
+//! before the YAML reader sees them.
 
 mod admins;
 mod approvers;
 mod budgets;
 mod handlers;
+mod nesting;
 mod notify;
 mod policy;
 mod retention;
@@ -83,6 +85,11 @@ use std::time::Duration;
 
 /// Maximum size of a tenant document source (bytes).
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+
+/// How deep a tenant document's collections may nest: the YAML reader's own limit. Flow
+/// collections (`[…]`, `{…}`) nested deeper are refused before the document is read: the reader
+/// takes time in the square of their depth before its own limit applies.
+pub const MAX_DOCUMENT_DEPTH: usize = 128;
 
 /// A validated tenant document.
 #[derive(Debug, Clone, Serialize)]
@@ -156,18 +163,46 @@ impl TenantDocument {
                 format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
             ));
         }
+        // YAML allows a byte order mark at the start of the stream; the reader counts it as a
+        // column of the first line, which then no longer lines up with the next ones ("more
+        // than one document").
+        let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+        let scan = nesting::scan(source, MAX_DOCUMENT_DEPTH);
+        if let Some(at) = scan.too_deep {
+            return Err(FieldErrors::one(
+                "document",
+                format!(
+                    "nests deeper than {MAX_DOCUMENT_DEPTH} levels ([ or {{ at line {} column {})",
+                    at.line, at.column
+                ),
+            ));
+        }
         // serde_yaml_ng keeps the last of duplicate keys when building a Value; the strict
         // reader refuses them (`tenant: a` then `tenant: b` must not silently pick one).
-        let value =
-            crate::canonical::deserialize_strict(serde_yaml_ng::Deserializer::from_str(source))
-                .map_err(|e| {
-                    let at = if e.path.is_empty() {
-                        "document".to_owned()
-                    } else {
-                        e.path.clone()
-                    };
-                    FieldErrors::one(at, format!("is not a valid document: {}", e.rule))
-                })?;
+        let value = match crate::canonical::deserialize_strict(
+            serde_yaml_ng::Deserializer::from_str(source),
+        ) {
+            // Nothing but comments and blanks: the reader's own word for it is "invalid type:
+            // Option value" (a null for a lone `---`).
+            Err(_) | Ok(Value::Null) if !scan.content => {
+                return Err(FieldErrors::one(
+                    "document",
+                    "is empty: expected a mapping with at least `tenant` and `policy`",
+                ));
+            }
+            Ok(value) => value,
+            Err(e) => {
+                let at = if e.path.is_empty() {
+                    "document".to_owned()
+                } else {
+                    e.path
+                };
+                return Err(FieldErrors::one(
+                    at,
+                    format!("is not a valid document: {}", e.rule),
+                ));
+            }
+        };
         Self::from_value(&value)
     }
 
@@ -603,6 +638,106 @@ handlers:
         );
         let e = TenantDocument::parse("tenant: [").unwrap_err().to_string();
         assert!(e.contains("is not a valid document"), "{e}");
+    }
+
+    /// Flow collections nested past the reader's limit are refused before the reader scans
+    /// them (it takes time in the square of their depth: `a: [` repeated to the size cap took
+    /// 20 s), naming the document and where; brackets in scalars and comments are text.
+    #[test]
+    fn deep_flow_nesting_is_refused_before_the_reader_runs() {
+        for (unit, column) in [("[", 129), ("{a: ", 513), ("a: [", 516), ("- [\n", 3)] {
+            let src = unit.repeat((MAX_DOCUMENT_BYTES - 16) / unit.len());
+            // The pre-scan's own error: the reader never saw the document.
+            let e = TenantDocument::parse(&src).unwrap_err().to_string();
+            let line = if unit.ends_with('\n') { 129 } else { 1 };
+            assert_eq!(
+                e,
+                format!(
+                    "document: nests deeper than 128 levels ([ or {{ at line {line} column {column})"
+                ),
+                "{unit:?}"
+            );
+        }
+        // What the reader accepts is never refused: 128 levels in all (the document's mapping
+        // and 127 sequences) load; 129 are the reader's error; 129 sequences are refused first.
+        let nested = |n: usize| format!("{DOC}x: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(
+            errors_of(&nested(127)),
+            [
+                "x: unknown field; expected one of: tenant, policy, handlers, approvers, notify, retention, budgets, admins"
+            ]
+        );
+        let e = TenantDocument::parse(&nested(128)).unwrap_err().to_string();
+        assert!(e.contains("recursion limit exceeded"), "{e}");
+        let e = TenantDocument::parse(&nested(129)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("document: nests deeper than 128 levels"),
+            "{e}"
+        );
+        // Brackets in quoted and plain scalars, block scalars and comments open nothing.
+        let open = "[{".repeat(65);
+        let doc = format!(
+            r#"tenant: acme # {open}
+policy:
+  default: escalate
+  rules:
+    - name: shell
+      when: 'params.items[0] == "{open}" || action.startsWith("shell.")'
+      effect: block
+      reason: No shell [{open}] {{c}} # {open}
+    - name: items
+      when: "params.items[0] == '{open}'"
+      effect: escalate
+      reason: |
+        {open}
+         {open}
+      # {open}
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+"#
+        );
+        let d = TenantDocument::parse(&doc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.policy.rules[0].reason, format!("No shell [{open}] {{c}}"));
+        assert_eq!(d.policy.rules[1].reason, format!("{open}\n {open}\n"));
+    }
+
+    /// YAML allows a byte order mark at the start of the stream. The reader alone counts it as
+    /// a column of the first line, so the first key and the next ones were no longer one mapping
+    /// ("more than one document").
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let with_bom = format!("\u{feff}{}", DOC.trim_start());
+        let d = TenantDocument::parse(&with_bom).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.tenant.as_str(), "acme");
+        let d = TenantDocument::parse_stored(&with_bom).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.policy.rules.len(), 1);
+        // Only one: a second is the reader's to refuse.
+        assert!(TenantDocument::parse(&format!("\u{feff}{with_bom}")).is_err());
+    }
+
+    /// A document with nothing in it says so (the reader's own word is "invalid type: Option
+    /// value"); an explicit null is no mapping.
+    #[test]
+    fn an_empty_document_says_it_is_empty() {
+        for empty in [
+            "",
+            "\n  \n",
+            "# tenant: acme\n\n# policy:\n",
+            "---\n",
+            "\u{feff}",
+            "--- # x\n...\n",
+        ] {
+            assert_eq!(
+                errors_of(empty),
+                ["document: is empty: expected a mapping with at least `tenant` and `policy`"],
+                "{empty:?}"
+            );
+        }
+        for null in ["~", "null\n", "--- null"] {
+            assert_eq!(errors_of(null), ["document: must be a mapping"], "{null:?}");
+        }
     }
 
     fn errors_of(doc: &str) -> Vec<String> {
