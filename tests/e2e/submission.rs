@@ -1256,4 +1256,40 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
         transactions < 151 / 4,
         "{transactions} transactions for 151 proposals: the submissions were not batched"
     );
+    // One submission that makes the batch statement fail (a trigger refuses it) fails alone:
+    // its batch's other submissions are stored one by one.
+    su.batch_execute(
+        "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.target = 'pi_poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER poison BEFORE INSERT ON proposals FOR EACH ROW EXECUTE FUNCTION poison();",
+    )
+    .await
+    .unwrap();
+    let mut jobs: Vec<NewProposal> = (0..30).map(|n| proposal("tena", a, 3000 + n)).collect();
+    jobs.push(NewProposal {
+        target: "pi_poison".into(),
+        ..proposal("tena", a, 4000)
+    });
+    let answers = futures_util::future::join_all(jobs.iter().map(|p| {
+        let submitter = submitter.clone();
+        async move { submitter.submit(p, 20, 1).await }
+    }))
+    .await;
+    for (p, answer) in jobs.iter().zip(&answers) {
+        if p.target == "pi_poison" {
+            let e = format!("{:?}", answer.as_ref().unwrap_err());
+            assert!(e.contains("poisoned"), "{e}");
+        } else {
+            assert_eq!(answer.as_ref().unwrap(), &Submitted::Created(p.id));
+        }
+    }
+    let n: i64 = su
+        .query_one(
+            "SELECT count(*) FROM proposals WHERE target ~ '^pi_30[0-9][0-9]$'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 30);
 }

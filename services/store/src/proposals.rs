@@ -465,12 +465,19 @@ pub async fn submit(
 /// Most submissions one [`SUBMIT_BATCH_SQL`] statement stores.
 pub const MAX_SUBMIT_BATCH: usize = 64;
 
+/// The settings of a batch's transaction: its tenants for row-level security (`$1`, the
+/// batch's tenants comma-separated) and a 5 s `statement_timeout`, so a batch stuck on a lock
+/// fails and its submissions are stored one by one instead of holding up every tenant's.
+const BATCH_SETTINGS_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true), set_config('statement_timeout', '5s', true)";
+
 /// [`SUBMIT_SQL`] for several submissions at once: `$1`–`$18` are arrays, one element per
 /// submission, of `SUBMIT_SQL`'s parameters in the same order (`$14` the cap and `$17` the
 /// document version per submission). Each submission is checked on its own, exactly as
 /// `SUBMIT_SQL` checks it: its tenant's latest document version, its agent live and not
 /// frozen, its agent's cap, and conflicts (`ON CONFLICT DO NOTHING`, also between two
-/// submissions of the same batch: the first in order is stored). Returns one row per
+/// submissions of the same batch: rows are inserted in the order of tenant, agent, intent hash
+/// and arrival, so of two with the same intent the first to arrive is stored, and two batches
+/// holding the same intents lock them in the same order). Returns one row per
 /// submission in input order: its id, whether it was stored, its tenant's latest document
 /// version (null when the tenant has none) and the events check ([`audit::events_match`]:
 /// every stored proposal has its `proposal.submitted` event, or the statement fails).
@@ -499,7 +506,7 @@ pub static SUBMIT_BATCH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
               AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = r.tenant_id AND a.id = r.agent_id
                           AND a.revoked_at IS NULL AND a.frozen_at IS NULL
                           AND (a.expires_at IS NULL OR a.expires_at > now()))
-            ORDER BY r.ord
+            ORDER BY r.tenant_id, r.agent_id, r.intent_hash, r.ord
             ON CONFLICT DO NOTHING
             RETURNING id, tenant_id, state, intent_hash, params_sha256
          ), ev AS (
@@ -540,8 +547,10 @@ struct SubmitJob {
 /// statement, and batches form only while every worker is busy. A submission the batch did
 /// not store (a conflict, the cap, an agent no longer live) goes through [`submit`], which
 /// stores it or says why not, exactly as without the batch; so does every submission of a
-/// batch whose statement failed, each on its own, so one bad submission fails only itself.
-/// Answers are the same as [`submit`]'s.
+/// batch whose statement failed, each on its own, so one bad submission fails only itself
+/// (first looking for its id: a batch whose COMMIT's answer was lost may have stored it). A
+/// submission whose caller gave up before its batch was taken is not stored. Answers are the
+/// same as [`submit`]'s.
 #[derive(Clone)]
 pub struct Submitter {
     jobs: tokio::sync::mpsc::Sender<SubmitJob>,
@@ -610,25 +619,34 @@ async fn run_submit_worker(
 
 /// Stores one batch and answers each of its submissions (see [`Submitter`]).
 async fn store_batch(db: &Db, mut batch: Vec<SubmitJob>) {
-    if batch.len() == 1 {
-        let job = batch.remove(0);
-        let answer = submit(db, &job.p, job.cap, job.doc_version).await;
-        let _ = job.answer.send(answer);
+    // A caller that gave up (its HTTP client went away) while its submission waited stores
+    // nothing, as when a request is dropped before its statement is sent.
+    batch.retain(|job| !job.answer.is_closed());
+    if batch.len() <= 1 {
+        if let Some(job) = batch.pop() {
+            let answer = submit(db, &job.p, job.cap, job.doc_version).await;
+            let _ = job.answer.send(answer);
+        }
         return;
     }
-    let rows = match insert_batch(db, &batch).await {
-        Ok(rows) if rows.len() == batch.len() => rows,
+    let (rows, failed) = match insert_batch(db, &batch).await {
+        Ok(rows)
+            if rows.len() == batch.len()
+                && rows.iter().zip(&batch).all(|(r, j)| r.id == j.p.id) =>
+        {
+            (rows.into_iter().map(Some).collect(), false)
+        }
         Ok(rows) => {
             tracing::error!(
                 sent = batch.len(),
                 got = rows.len(),
-                "submission batch answered a different number of rows; storing one by one"
+                "submission batch answered other rows than it was sent; storing one by one"
             );
-            vec![None; batch.len()]
+            (vec![None; batch.len()], true)
         }
         Err(e) => {
             tracing::warn!(error = %e, size = batch.len(), "submission batch failed; storing one by one");
-            vec![None; batch.len()]
+            (vec![None; batch.len()], true)
         }
     };
     for (job, row) in batch.into_iter().zip(rows) {
@@ -643,7 +661,15 @@ async fn store_batch(db: &Db, mut batch: Vec<SubmitJob>) {
             _ => {
                 let db = db.clone();
                 tokio::spawn(async move {
-                    let answer = submit(&db, &job.p, job.cap, job.doc_version).await;
+                    let answer = match failed {
+                        // A batch whose COMMIT's answer was lost may have stored it.
+                        true => match stored_by_id(&db, &job.p).await {
+                            Ok(true) => Ok(Submitted::Created(job.p.id)),
+                            Ok(false) => submit(&db, &job.p, job.cap, job.doc_version).await,
+                            Err(e) => Err(e),
+                        },
+                        false => submit(&db, &job.p, job.cap, job.doc_version).await,
+                    };
                     let _ = job.answer.send(answer);
                 });
             }
@@ -651,9 +677,27 @@ async fn store_batch(db: &Db, mut batch: Vec<SubmitJob>) {
     }
 }
 
+/// Whether the proposal `p` (its fresh id, its tenant) is stored.
+async fn stored_by_id(db: &Db, p: &NewProposal) -> Result<bool> {
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    set_tenant(&tx, &p.tenant_id).await?;
+    let found = tx
+        .query_opt(
+            "SELECT 1 FROM proposals WHERE tenant_id = $1 AND id = $2",
+            &[&p.tenant_id, &p.id],
+        )
+        .await?
+        .is_some();
+    tx.commit().await?;
+    Ok(found)
+}
+
 /// What [`SUBMIT_BATCH_SQL`] said of one submission.
 #[derive(Debug, Clone, Copy)]
 struct BatchRow {
+    /// The submission's id.
+    id: Uuid,
     /// Stored as a new pending proposal.
     stored: bool,
     /// The tenant's latest document version.
@@ -663,7 +707,7 @@ struct BatchRow {
 /// Runs [`SUBMIT_BATCH_SQL`] for `batch` in one pipelined transaction (as [`submit`] does for
 /// one), retried on a serialization failure or a deadlock (two batches inserting the same
 /// keys in another order). One row per submission, in order.
-async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<Option<BatchRow>>> {
+async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<BatchRow>> {
     let mut tenants: Vec<&str> = batch.iter().map(|j| j.p.tenant_id.as_str()).collect();
     tenants.sort_unstable();
     tenants.dedup();
@@ -698,7 +742,7 @@ async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<Option<BatchRo
     let versions: Vec<i32> = batch.iter().map(|j| j.doc_version).collect();
     let behalf: Vec<Option<&str>> = batch.iter().map(|j| j.p.on_behalf_of.as_deref()).collect();
     let client = db.client().await?;
-    let set = client.prepare_cached(SET_TENANTS_SQL).await?;
+    let set = client.prepare_cached(BATCH_SETTINGS_SQL).await?;
     let ins = client.prepare_cached(&SUBMIT_BATCH_SQL).await?;
     let mut last = None;
     for _attempt in 0..3 {
@@ -756,10 +800,11 @@ async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<Option<BatchRo
         return rows
             .iter()
             .map(|r| {
-                Ok(Some(BatchRow {
+                Ok(BatchRow {
+                    id: r.try_get(0)?,
                     stored: r.try_get(1)?,
                     latest: r.try_get(2)?,
-                }))
+                })
             })
             .collect();
     }
