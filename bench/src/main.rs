@@ -39,7 +39,7 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(about = "Measures actiond's allow path beside the floor, in the same run")]
 struct Args {
-    /// Proposals to submit (after one warm-up proposal, which is not counted).
+    /// Proposals to submit (after the `--warm-up` proposals, which are not counted).
     #[arg(long, default_value_t = 3000)]
     proposals: usize,
     /// Concurrent HTTP clients of the closed loop (ignored with --rate).
