@@ -357,6 +357,33 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
     )
 });
 
+/// Runs `settings` then `statement` (both on `client`, both already prepared) in a
+/// transaction of their own, in one round trip: BEGIN, `settings`, `statement` and COMMIT are
+/// pipelined. tokio-postgres sends a request when its future is first polled, no prepare
+/// round trip can reorder them, and `join4` polls its futures in argument order, so the server
+/// receives them in that order. A failed statement aborts the transaction and the COMMIT then
+/// rolls it back: nothing is half-written. Once polled, all four run even if this future is
+/// dropped, so no transaction is left open. Returns `statement`'s result once committed, else
+/// the first error, BEGIN's, then `statement`'s, then `settings`', then COMMIT's.
+async fn in_one_round_trip<T>(
+    client: &deadpool_postgres::Client,
+    settings: impl std::future::Future<Output = std::result::Result<u64, tokio_postgres::Error>>,
+    statement: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+) -> std::result::Result<T, tokio_postgres::Error> {
+    let (r_begin, r_settings, r_statement, r_commit) = futures_util::future::join4(
+        client.batch_execute("BEGIN"),
+        settings,
+        statement,
+        client.batch_execute("COMMIT"),
+    )
+    .await;
+    r_begin?;
+    let out = r_statement?;
+    r_settings?;
+    r_commit?;
+    Ok(out)
+}
+
 /// Stores a proposal as `pending`, honouring `Idempotency-Key` (unique per tenant, agent, key)
 /// and returning the open proposal when the same agent proposes the same intent again.
 /// `max_open_escalations` is the tenant's per-agent cap; `doc_version` the version of the
@@ -400,30 +427,17 @@ pub async fn submit(
             &doc_version,
             &p.on_behalf_of,
         ];
-        // Pipelined, in this order: tokio-postgres sends a request when its future is first
-        // polled, both statements are prepared above (no prepare round trip can reorder them),
-        // and `join4` polls its futures in argument order, so the server receives BEGIN, the
-        // tenant, the insert and COMMIT in that order. A failed statement aborts the
-        // transaction and the COMMIT then rolls it back: nothing is half-written. Once polled,
-        // all four run even if this future is dropped, so no transaction is left open.
-        let (r_begin, r_set, inserted, r_commit) = futures_util::future::join4(
-            client.batch_execute("BEGIN"),
+        let inserted = match in_one_round_trip(
+            &client,
             client.execute(&set, &set_params),
             client.query_one(&ins, &ins_params),
-            client.batch_execute("COMMIT"),
         )
-        .await;
-        r_begin?;
-        let inserted = match inserted {
+        .await
+        {
             Ok(r) => r,
             Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => continue,
             Err(e) => return Err(e.into()),
         };
-        r_set?;
-        match r_commit {
-            Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => continue,
-            r => r?,
-        }
         let id: Option<Uuid> = inserted.try_get(0)?;
         let latest: Option<i32> = inserted.try_get(2)?;
         if latest != Some(doc_version) {
@@ -661,14 +675,16 @@ async fn store_batch(db: &Db, mut batch: Vec<SubmitJob>) {
             _ => {
                 let db = db.clone();
                 tokio::spawn(async move {
-                    let answer = match failed {
-                        // A batch whose COMMIT's answer was lost may have stored it.
-                        true => match stored_by_id(&db, &job.p).await {
-                            Ok(true) => Ok(Submitted::Created(job.p.id)),
-                            Ok(false) => submit(&db, &job.p, job.cap, job.doc_version).await,
-                            Err(e) => Err(e),
-                        },
-                        false => submit(&db, &job.p, job.cap, job.doc_version).await,
+                    // A batch whose COMMIT's answer was lost may have stored it.
+                    let stored = if failed {
+                        stored_by_id(&db, &job.p).await
+                    } else {
+                        Ok(false)
+                    };
+                    let answer = match stored {
+                        Ok(true) => Ok(Submitted::Created(job.p.id)),
+                        Ok(false) => submit(&db, &job.p, job.cap, job.doc_version).await,
+                        Err(e) => Err(e),
                     };
                     let _ = job.answer.send(answer);
                 });
@@ -767,36 +783,23 @@ async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<BatchRow>> {
             &versions,
             &behalf,
         ];
-        // Pipelined in this order, as in `submit` (see there): a failed statement makes the
-        // COMMIT a rollback, so nothing of a failed batch is stored.
-        let (r_begin, r_set, rows, r_commit) = futures_util::future::join4(
-            client.batch_execute("BEGIN"),
+        let rows = match in_one_round_trip(
+            &client,
             client.execute(&set, &set_params),
             client.query(&ins, &ins_params),
-            client.batch_execute("COMMIT"),
         )
-        .await;
-        r_begin?;
-        let retry = |e: &tokio_postgres::Error| {
-            e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
-                || e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
-        };
-        let rows = match rows {
+        .await
+        {
             Ok(rows) => rows,
-            Err(e) if retry(&e) => {
+            Err(e)
+                if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+                    || e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED) =>
+            {
                 last = Some(e);
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
-        r_set?;
-        match r_commit {
-            Err(e) if retry(&e) => {
-                last = Some(e);
-                continue;
-            }
-            r => r?,
-        }
         return rows
             .iter()
             .map(|r| {
