@@ -150,7 +150,14 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     let a = s.propose(&refund("pi_a", 1000)).await;
     let b = s.propose(&refund("pi_b", 1000)).await;
     let d = s.propose(&refund("pi_d", 1000)).await;
-    for id in [a, b, d] {
+    let e = s.propose(&refund("pi_e", 1000)).await;
+    // Two good grants, claimed in the same batch as the bad ones: the executor verifies a
+    // batch's signatures together, and a bad one must cost only itself.
+    let good = [
+        s.propose(&refund("pi_g1", 1000)).await,
+        s.propose(&refund("pi_g2", 1000)).await,
+    ];
+    for id in [a, b, d, e].into_iter().chain(good) {
         s.wait_state(id, "approved", T).await;
     }
     let c = s.tdb.superuser().await;
@@ -173,26 +180,44 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     )
     .await
     .unwrap();
+    // A full-length signature with one bit of S flipped.
+    c.execute(
+        "UPDATE grants SET sig = set_byte(sig, 63, get_byte(sig, 63) # 1) WHERE proposal_id = $1",
+        &[&e],
+    )
+    .await
+    .unwrap();
     let idx = s.start_executor("exec-sig").await;
-    for id in [a, b, d] {
+    for id in good {
+        s.wait_state(id, "succeeded", T).await;
+    }
+    for id in [a, b, d, e] {
         s.wait_state(id, "blocked", T).await;
         assert_eq!(
             s.row(id).await.get::<_, Option<String>>(1).as_deref(),
             Some("the grant for this proposal was refused")
         );
     }
-    assert_eq!(s.recv.count(), 0);
+    assert_eq!(s.recv.count(), 2, "only the two good grants ran");
     assert!(
         s.services[idx].child.try_wait().unwrap().is_none(),
         "the executor is still running"
     );
     let reasons: Vec<String> =
-        futures_util::future::join_all([a, b, d].map(|id| s.audit_kinds(id)))
+        futures_util::future::join_all([a, b, d, e].map(|id| s.audit_kinds(id)))
             .await
             .into_iter()
             .map(|ev| ev.last().unwrap().1["reason"].as_str().unwrap().to_owned())
             .collect();
-    assert_eq!(reasons, ["bad_signature", "bad_signature", "untrusted_key"]);
+    assert_eq!(
+        reasons,
+        [
+            "bad_signature",
+            "bad_signature",
+            "untrusted_key",
+            "bad_signature"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

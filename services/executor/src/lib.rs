@@ -3,7 +3,9 @@
 //! A claim batch is one short transaction: claim `approved` proposals with `FOR UPDATE SKIP
 //! LOCKED` (other executors skip them; nothing is written to claim them), then for each:
 //! 1. load its grant; verify the Ed25519 signature against the public keys in this executor's
-//!    own configuration (`--trusted-keys-dir`, files `<key_id>.pub`);
+//!    own configuration (`--trusted-keys-dir`, files `<key_id>.pub`); the batch's signatures
+//!    are verified together, and one by one only when that fails
+//!    ([`actiond_core::grant::TrustedKeys::verify_many`]);
 //! 2. recompute the intent hash from the stored row; on mismatch refuse ("grant does not match
 //!    this proposal");
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
@@ -27,7 +29,7 @@ pub mod handlers;
 pub mod previews;
 pub mod refusal;
 
-use actiond_core::grant::{KeyKind, TrustedKeys};
+use actiond_core::grant::{GrantError, KeyKind, TrustedKeys};
 use actiond_core::intent::Intent;
 use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, decide_within};
 use actiond_core::tenant::HandlerEntry;
@@ -362,11 +364,17 @@ impl Worker {
             tx.commit().await?;
             return Ok(());
         }
-        // Stages 1–3, every row of the batch at once on the claiming transaction's connection;
-        // stage 2's rule evaluations in one handoff to the blocking pool.
-        let gathered =
-            futures_util::future::join_all(batch.iter().map(|(row, _)| self.gather(&tx, row)))
-                .await;
+        // Stage 1's signatures, the whole batch in one batch verification; then stages 1–3,
+        // every row of the batch at once on the claiming transaction's connection; stage 2's
+        // rule evaluations in one handoff to the blocking pool.
+        let signatures = self.verify_signatures(&batch);
+        let gathered = futures_util::future::join_all(
+            batch
+                .iter()
+                .zip(signatures)
+                .map(|((row, _), signature)| self.gather(&tx, row, signature)),
+        )
+        .await;
         let checked = self.evaluate(gathered).await;
         let mut ready = Vec::new();
         let mut refused = Vec::new();
@@ -464,11 +472,17 @@ impl Worker {
     /// those for the batch): the grant verifies, the tenant's current policy and the rules'
     /// input for this row, and the handler settings of the approved document version. Reads
     /// go through `c`, the claiming transaction.
-    async fn gather(&self, c: &actiond_store::Tx<'_>, row: &ClaimedRow) -> Result<Gathered, Stop> {
+    /// `signature` is [`Worker::verify_signatures`]' answer for `row`.
+    async fn gather(
+        &self,
+        c: &actiond_store::Tx<'_>,
+        row: &ClaimedRow,
+        signature: Option<Result<KeyKind, GrantError>>,
+    ) -> Result<Gathered, Stop> {
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
-        let (grant, kind) = self.verify(row)?;
+        let (grant, kind) = self.verify(row, signature)?;
         let current = match row.latest_doc_version {
             Some(v) => self
                 .cache
@@ -552,19 +566,39 @@ impl Worker {
             .collect()
     }
 
+    /// Stage 1's signature checks for a claim batch, all at once ([`TrustedKeys::verify_many`]:
+    /// one batch verification, each grant on its own only when the batch fails). Answer `i` is
+    /// for `batch[i]`: `None` when that row has no grant.
+    fn verify_signatures<P>(
+        &self,
+        batch: &[(ClaimedRow, P)],
+    ) -> Vec<Option<Result<KeyKind, GrantError>>> {
+        let grants: Vec<(&actiond_core::grant::GrantClaims, &[u8])> = batch
+            .iter()
+            .filter_map(|(row, _)| row.grant.as_ref())
+            .map(|g| (&g.claims, g.sig.as_slice()))
+            .collect();
+        let mut answers = self.trusted.verify_many(&grants).into_iter();
+        batch
+            .iter()
+            .map(|(row, _)| row.grant.as_ref().and_then(|_| answers.next()))
+            .collect()
+    }
+
     /// Stage 1: the grant exists, its signature verifies against a trusted key, and it is bound
     /// to this proposal's recomputed intent hash.
-    fn verify(&self, row: &ClaimedRow) -> Result<(StoredGrant, KeyKind), Stop> {
-        let Some(grant) = row.grant.clone() else {
+    fn verify(
+        &self,
+        row: &ClaimedRow,
+        signature: Option<Result<KeyKind, GrantError>>,
+    ) -> Result<(StoredGrant, KeyKind), Stop> {
+        let (Some(grant), Some(signature)) = (row.grant.clone(), signature) else {
             return Err(Refusal::MissingGrant.into());
         };
-        let kind = self
-            .trusted
-            .verify(&grant.claims, &grant.sig)
-            .map_err(|e| {
-                tracing::error!(proposal = %row.id, key_id = %grant.claims.key_id, error = %e, "ALERT: grant refused");
-                Refusal::from_grant_error(&e, &grant.claims.key_id)
-            })?;
+        let kind = signature.map_err(|e| {
+            tracing::error!(proposal = %row.id, key_id = %grant.claims.key_id, error = %e, "ALERT: grant refused");
+            Refusal::from_grant_error(&e, &grant.claims.key_id)
+        })?;
         let agent_id = row.agent_id.to_string();
         let recomputed = Intent {
             tenant_id: &row.tenant_id,
