@@ -36,7 +36,7 @@ use clap::Parser;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(about = "Measures actiond's allow path beside the floor, in the same run")]
 struct Args {
     /// Proposals to submit (after the `--warm-up` proposals, which are not counted).
@@ -99,6 +99,13 @@ struct Args {
     /// services' pools open connections lazily).
     #[arg(long, default_value_t = 1)]
     warm_up: usize,
+    /// After the closed loop, run the open loop at half the closed loop's end-to-end rate (the
+    /// "maximum" of that moment) on a fresh database and services, and report both runs (two
+    /// reports; with `--json`, two lines). The latency target of an open loop is stated at
+    /// half the maximum rate, and on a shared machine the maximum moves from hour to hour, so
+    /// both are measured together. Not with `--rate`.
+    #[arg(long, conflicts_with = "rate")]
+    then_half_rate: bool,
 }
 
 const DOC: &str = r#"
@@ -321,6 +328,26 @@ async fn main() {
         None
     };
     let run = measure(&args, floor).await;
+    report(&args, &run);
+    if args.then_half_rate {
+        let half = run.per_second() / 2.0;
+        let open = Args {
+            rate: Some(half.max(1.0)),
+            ..args.clone()
+        };
+        if !args.json {
+            println!(
+                "then the open loop at half of {:.0} proposals/s:",
+                run.per_second()
+            );
+        }
+        let second = measure(&open, None).await;
+        report(&open, &second);
+    }
+}
+
+/// Prints a run: its text report, or one JSON line with `--json`.
+fn report(args: &Args, run: &report::Run) {
     if args.json {
         println!("{}", run.json());
     } else {
@@ -460,7 +487,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
     report::Run {
         scenario: args.scenario.clone(),
         mode: match args.rate {
-            Some(r) => format!("open loop at {r} proposals/s"),
+            Some(r) => format!("open loop at {r:.0} proposals/s"),
             None => format!("closed loop, {} clients", args.concurrency),
         },
         rate: args.rate,
@@ -591,6 +618,14 @@ mod tests {
 
     /// `--history` stores its rows on the schema as migrated now (a new required column of
     /// `proposals` fails here, not in someone's benchmark) and leaves them analyzed.
+    #[test]
+    fn half_rate_follows_a_closed_loop_only() {
+        let a = Args::try_parse_from(["bench", "--then-half-rate"]).unwrap();
+        assert!(a.then_half_rate && a.rate.is_none());
+        let err = Args::try_parse_from(["bench", "--then-half-rate", "--rate", "100"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
     #[tokio::test]
     async fn history_is_stored_and_analyzed() {
         let tdb = TestDb::new().await;
