@@ -1128,7 +1128,8 @@ async fn a_change_whose_event_is_not_written_does_not_happen() {
 /// Concurrent submissions stored in batches (`proposals::Submitter` with one worker, so while
 /// its first submission is stored every other one queues and the next batches are large) get
 /// exactly the answers one at a time gives, on the `actiond_api` role under row-level
-/// security, across two tenants in the same batches: new proposals are created, ten copies
+/// security, across two tenants whose submissions wait together (each batch holds one
+/// tenant's, so row-level security still separates them): new proposals are created, ten copies
 /// of one idempotent request create one proposal and find it nine times, a version that is no
 /// longer the tenant's latest is stale, a revoked agent is refused; every stored proposal has
 /// its one `proposal.submitted` event, and several were stored by one transaction.
@@ -1238,7 +1239,9 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
                     (SELECT count(*) FROM audit_events WHERE kind = 'proposal.submitted'),
                     (SELECT count(*) FROM proposals p WHERE (SELECT count(*) FROM audit_events e
                         WHERE e.proposal_id = p.id AND e.kind = 'proposal.submitted') <> 1),
-                    (SELECT count(DISTINCT xmin::text) FROM proposals)",
+                    (SELECT count(DISTINCT xmin::text) FROM proposals),
+                    (SELECT count(*) FROM (SELECT xmin::text FROM proposals GROUP BY 1
+                        HAVING count(DISTINCT tenant_id) > 1) AS mixed)",
             &[],
         )
         .await
@@ -1252,6 +1255,12 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
         "every proposal has exactly one event"
     );
     let transactions = row.get::<_, i64>(4);
+    eprintln!("{transactions} transactions stored 151 proposals");
+    assert_eq!(
+        row.get::<_, i64>(5),
+        0,
+        "a transaction wrote two tenants' proposals: a batch mixed tenants"
+    );
     assert!(
         transactions < 151 / 4,
         "{transactions} transactions for 151 proposals: the submissions were not batched"

@@ -479,9 +479,9 @@ pub async fn submit(
 /// Most submissions one [`SUBMIT_BATCH_SQL`] statement stores.
 pub const MAX_SUBMIT_BATCH: usize = 64;
 
-/// The settings of a batch's transaction: its tenants for row-level security (`$1`, the
-/// batch's tenants comma-separated) and a 5 s `statement_timeout`, so a batch stuck on a lock
-/// fails and its submissions are stored one by one instead of holding up every tenant's.
+/// The settings of a batch's transaction: its tenant for row-level security (`$1`; a batch
+/// holds one tenant's submissions) and a 5 s `statement_timeout`, so a batch stuck on a lock
+/// fails and its submissions are stored one by one instead of holding up the others.
 const BATCH_SETTINGS_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true), set_config('statement_timeout', '5s', true)";
 
 /// [`SUBMIT_SQL`] for several submissions at once: `$1`–`$18` are arrays, one element per
@@ -565,6 +565,12 @@ struct SubmitJob {
 /// (first looking for its id: a batch whose COMMIT's answer was lost may have stored it). A
 /// submission whose caller gave up before its batch was taken is not stored. Answers are the
 /// same as [`submit`]'s.
+///
+/// A batch holds the submissions of **one tenant**: what a worker takes is split by tenant,
+/// and the tenants' batches run at once, each on its own connection. So row-level security
+/// still separates tenants inside a batch, as it does for a single submission: its
+/// transaction names one tenant in `actiond.tenant_ids`, and a row of another tenant is
+/// neither read nor written by it, whatever the statement says.
 #[derive(Clone)]
 pub struct Submitter {
     jobs: tokio::sync::mpsc::Sender<SubmitJob>,
@@ -631,11 +637,27 @@ async fn run_submit_worker(
     }
 }
 
-/// Stores one batch and answers each of its submissions (see [`Submitter`]).
-async fn store_batch(db: &Db, mut batch: Vec<SubmitJob>) {
+/// Stores the submissions a worker took, one batch per tenant, the tenants' batches at once,
+/// and answers each submission (see [`Submitter`]).
+async fn store_batch(db: &Db, mut taken: Vec<SubmitJob>) {
     // A caller that gave up (its HTTP client went away) while its submission waited stores
     // nothing, as when a request is dropped before its statement is sent.
-    batch.retain(|job| !job.answer.is_closed());
+    taken.retain(|job| !job.answer.is_closed());
+    let mut by_tenant: Vec<Vec<SubmitJob>> = Vec::new();
+    for job in taken {
+        match by_tenant
+            .iter_mut()
+            .find(|b| b[0].p.tenant_id == job.p.tenant_id)
+        {
+            Some(b) => b.push(job),
+            None => by_tenant.push(vec![job]),
+        }
+    }
+    futures_util::future::join_all(by_tenant.into_iter().map(|b| store_tenant_batch(db, b))).await;
+}
+
+/// Stores one tenant's batch and answers each of its submissions.
+async fn store_tenant_batch(db: &Db, mut batch: Vec<SubmitJob>) {
     if batch.len() <= 1 {
         if let Some(job) = batch.pop() {
             let answer = submit(db, &job.p, job.cap, job.doc_version).await;
