@@ -164,7 +164,9 @@ fn generic_plans_hook() -> deadpool_postgres::Hook {
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
-    config: tokio_postgres::Config,
+    /// Shared, not copied: a `Db` is cloned into every request's state, and a `Config` clone
+    /// is a dozen allocations.
+    config: std::sync::Arc<tokio_postgres::Config>,
     tls: tls::Connector,
 }
 
@@ -242,7 +244,7 @@ impl Db {
             .map_err(|e| StoreError::Config(e.to_string()))?;
         Ok(Self {
             pool,
-            config: cfg,
+            config: std::sync::Arc::new(cfg),
             tls: connector,
         })
     }
