@@ -137,6 +137,24 @@ async fn params_tampered_after_approval_are_refused() {
     assert_eq!(s.calls().len(), 0);
 }
 
+/// `sig` (64 bytes, R ‖ S) with S + ℓ in place of S, ℓ the Ed25519 group order (RFC 8032
+/// section 5.1): a signature that satisfies the same curve equation but that RFC 8032's
+/// decoding refuses.
+fn plus_ell(sig: &[u8]) -> Vec<u8> {
+    const ELL: [u8; 32] = [
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde,
+        0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+    ];
+    let mut out = sig.to_vec();
+    let mut carry = 0u16;
+    for (i, l) in ELL.iter().enumerate() {
+        let sum = u16::from(out[32 + i]) + u16::from(*l) + carry;
+        out[32 + i] = sum as u8;
+        carry = sum >> 8;
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     let mut s = Stack::with(
@@ -151,13 +169,15 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     let b = s.propose(&refund("pi_b", 1000)).await;
     let d = s.propose(&refund("pi_d", 1000)).await;
     let e = s.propose(&refund("pi_e", 1000)).await;
+    let f = s.propose(&refund("pi_f", 1000)).await;
+    let m = s.propose(&refund("pi_m", 1000)).await;
     // Two good grants, claimed in the same batch as the bad ones: the executor verifies a
     // batch's signatures together, and a bad one must cost only itself.
     let good = [
         s.propose(&refund("pi_g1", 1000)).await,
         s.propose(&refund("pi_g2", 1000)).await,
     ];
-    for id in [a, b, d, e].into_iter().chain(good) {
+    for id in [a, b, d, e, f, m].into_iter().chain(good) {
         s.wait_state(id, "approved", T).await;
     }
     let c = s.tdb.superuser().await;
@@ -187,24 +207,52 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     )
     .await
     .unwrap();
+    // An approved row without its grant, between rows with grants: each row must get its
+    // own grant's answer.
+    c.batch_execute("SET session_replication_role = replica")
+        .await
+        .unwrap();
+    c.execute("DELETE FROM grants WHERE proposal_id = $1", &[&f])
+        .await
+        .unwrap();
+    c.batch_execute("SET session_replication_role = DEFAULT")
+        .await
+        .unwrap();
+    // S + ℓ: the same curve equation, a non-canonical S (signature malleability).
+    let sig: Vec<u8> = c
+        .query_one("SELECT sig FROM grants WHERE proposal_id = $1", &[&m])
+        .await
+        .unwrap()
+        .get(0);
+    c.execute(
+        "UPDATE grants SET sig = $2 WHERE proposal_id = $1",
+        &[&m, &plus_ell(&sig)],
+    )
+    .await
+    .unwrap();
     let idx = s.start_executor("exec-sig").await;
     for id in good {
         s.wait_state(id, "succeeded", T).await;
     }
-    for id in [a, b, d, e] {
+    for id in [a, b, d, e, m] {
         s.wait_state(id, "blocked", T).await;
         assert_eq!(
             s.row(id).await.get::<_, Option<String>>(1).as_deref(),
             Some("the grant for this proposal was refused")
         );
     }
+    s.wait_state(f, "blocked", T).await;
+    assert_eq!(
+        s.row(f).await.get::<_, Option<String>>(1).as_deref(),
+        Some("no grant exists for this proposal")
+    );
     assert_eq!(s.recv.count(), 2, "only the two good grants ran");
     assert!(
         s.services[idx].child.try_wait().unwrap().is_none(),
         "the executor is still running"
     );
     let reasons: Vec<String> =
-        futures_util::future::join_all([a, b, d, e].map(|id| s.audit_kinds(id)))
+        futures_util::future::join_all([a, b, d, e, m, f].map(|id| s.audit_kinds(id)))
             .await
             .into_iter()
             .map(|ev| ev.last().unwrap().1["reason"].as_str().unwrap().to_owned())
@@ -215,7 +263,9 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
             "bad_signature",
             "bad_signature",
             "untrusted_key",
-            "bad_signature"
+            "bad_signature",
+            "bad_signature",
+            "missing"
         ]
     );
 }

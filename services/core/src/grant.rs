@@ -232,6 +232,15 @@ impl TrustedKeys {
                 "public key {key_id} is not an Ed25519 point (RFC 8032 section 5.1.3)"
             ))
         })?;
+        // A key made by RFC 8032 key generation is a multiple of the base point: canonically
+        // encoded, of prime order. A small-order key (32 zero bytes, the identity) lets anyone
+        // forge a signature on any message in a few tries.
+        let edwards = point.to_edwards();
+        if !is_canonical_point(&raw) || point.is_weak() || !edwards.is_torsion_free() {
+            return Err(GrantError::BadKey(format!(
+                "public key {key_id} is not in Ed25519's prime-order subgroup (a small-order or non-canonical point, not a generated key)"
+            )));
+        }
         self.keys
             .insert(key_id.to_owned(), TrustedKey { kind, raw, point });
         Ok(())
@@ -258,17 +267,23 @@ impl TrustedKeys {
     }
 
     /// Verifies many grants at once; answer `i` is the one [`TrustedKeys::verify`] gives for
-    /// `grants[i]`.
+    /// `grants[i]`, for every grant whose signature was made without its key's private half.
     ///
-    /// The grants that pass the checks of the claims (version, trusted key, 64-byte signature)
-    /// are verified together by `ed25519_dalek::verify_batch`: one multi-scalar multiplication
-    /// with a random 128-bit weight per signature, the weights derived from a transcript of all
-    /// inputs, so no chosen set of signatures can cancel out (the batch equation of RFC 8032
-    /// section 5.1.7, cofactorless, as `ring` checks one signature). Measured here, that is
-    /// about 18 µs per signature in a batch of 16 against 64 µs for one `ring` verification.
-    /// When the batch fails (any one signature is bad), each of its grants is verified on its
-    /// own with `ring`, so a refusal names exactly the grants that fail, and with the error
-    /// [`TrustedKeys::verify`] gives. A batch of one is verified with `ring` directly.
+    /// The grants that pass the checks before the signature ([`TrustedKeys::precheck`]:
+    /// version, trusted key, 64 bytes, canonical S and R encodings) are verified together by
+    /// `ed25519_dalek::verify_batch`: one multi-scalar multiplication checking
+    /// Σ zᵢ·(Rᵢ + kᵢ·A − Sᵢ·B) = 0 with a 128-bit weight zᵢ per signature, the weights
+    /// derived from a transcript of every input, so no chosen set of bad signatures cancels
+    /// out. About 18 µs per signature in a batch of 16 here, against 50–64 µs for one `ring`
+    /// verification. When the batch fails, each of its grants is verified on its own with
+    /// `ring` (RFC 8032 section 5.1.7, as [`TrustedKeys::verify`]), so a refusal names exactly
+    /// the grants that fail, with `verify`'s error. A batch of one is verified with `ring`.
+    ///
+    /// Where the two can differ: a signature whose R carries a small-order component can pass
+    /// the batch (when the component's order divides its weight) though `ring` refuses it.
+    /// Making such a signature takes the private key, whose holder can sign any grant anyway,
+    /// and trusted public keys are in the prime-order subgroup ([`TrustedKeys::insert_b64`]),
+    /// so it grants nothing a key holder could not.
     pub fn verify_many(
         &self,
         grants: &[(&GrantClaims, &[u8])],
@@ -321,6 +336,12 @@ impl TrustedKeys {
         if sig.len() != SIGNATURE_LEN {
             return Err(GrantError::BadSignature);
         }
+        // Refused by `ring` too; checked here so that batch verification never depends on how
+        // strictly the Ed25519 crate decodes them (RFC 8032 section 5.1.7, step 1).
+        let (r, s) = sig.split_at(32);
+        if !is_canonical_scalar(s) || !is_canonical_point(r) {
+            return Err(GrantError::BadSignature);
+        }
         Ok(Candidate {
             kind: key.kind,
             key,
@@ -336,6 +357,54 @@ impl TrustedKeys {
             .map_err(|_| GrantError::BadSignature)?;
         Ok(c.kind)
     }
+}
+
+/// The order of the Ed25519 group, ℓ = 2^252 + 27742317777372353535851937790883648493
+/// (RFC 8032 section 5.1), little-endian.
+const ELL: [u8; 32] = [
+    0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+];
+
+/// The field prime p = 2^255 − 19 (RFC 8032 section 5.1), little-endian.
+const P: [u8; 32] = [
+    0xed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+];
+
+/// `a < b` for little-endian 32-byte integers.
+fn less_than(a: &[u8], b: &[u8; 32]) -> bool {
+    for i in (0..32).rev() {
+        if a[i] != b[i] {
+            return a[i] < b[i];
+        }
+    }
+    false
+}
+
+/// S of a signature is an integer below ℓ (RFC 8032 section 5.1.7: "If parsing fails …
+/// the signature is invalid"; S ≥ ℓ is the malleability the check exists for).
+fn is_canonical_scalar(s: &[u8]) -> bool {
+    s.len() == 32 && less_than(s, &ELL)
+}
+
+/// A point encoding as RFC 8032 section 5.1.2 writes it: y below p, and the sign bit clear
+/// when x is 0 (y = 1 or y = p − 1). Whether y is on the curve is left to decoding.
+fn is_canonical_point(enc: &[u8]) -> bool {
+    if enc.len() != 32 {
+        return false;
+    }
+    let mut y = [0u8; 32];
+    y.copy_from_slice(enc);
+    let sign = y[31] & 0x80 != 0;
+    y[31] &= 0x7f;
+    if !less_than(&y, &P) {
+        return false;
+    }
+    let one = y[0] == 1 && y[1..].iter().all(|b| *b == 0);
+    let mut minus_one = P;
+    minus_one[0] -= 1;
+    !(sign && (one || y == minus_one))
 }
 
 #[cfg(test)]
@@ -394,13 +463,6 @@ mod tests {
             Err(GrantError::UntrustedKey("web-1".into()))
         );
     }
-
-    /// The order of the Ed25519 group, ℓ = 2^252 + 27742317777372353535851937790883648493
-    /// (RFC 8032 section 5.1), little-endian.
-    const ELL: [u8; 32] = [
-        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde,
-        0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
-    ];
 
     /// `sig` with S replaced by S + ℓ: the same point equation, a non-canonical encoding that
     /// RFC 8032 section 5.1.7 requires a verifier to refuse (signature malleability).
@@ -498,6 +560,31 @@ mod tests {
             err.to_string(),
             "invalid key: public key policy-1 is not an Ed25519 point (RFC 8032 section 5.1.3)"
         );
+        // Small-order keys: 32 zero bytes (y = 0, order 4), the identity (y = 1), and a real
+        // key plus a point of order 8 (mixed order); and a non-canonical encoding (y = p + 1,
+        // which decodes as the identity).
+        let real = ed25519_dalek::VerifyingKey::from_bytes(
+            &B64.decode(generate_key().unwrap().public_b64)
+                .unwrap()
+                .try_into()
+                .unwrap(),
+        )
+        .unwrap()
+        .to_edwards();
+        let mixed = real + curve25519_dalek::constants::EIGHT_TORSION[1];
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let mut above_p = P;
+        above_p[0] += 1;
+        for weak in [[0u8; 32], identity, mixed.compress().to_bytes(), above_p] {
+            let err = trusted
+                .insert_b64("policy-1", &B64.encode(weak))
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "invalid key: public key policy-1 is not in Ed25519's prime-order subgroup (a small-order or non-canonical point, not a generated key)"
+            );
+        }
         let err = trusted
             .insert_b64("policy-1", &B64.encode([1u8; 31]))
             .unwrap_err();
@@ -506,6 +593,52 @@ mod tests {
             "invalid key: public key policy-1 is not 32 bytes"
         );
         assert!(trusted.is_empty());
+    }
+
+    #[test]
+    fn signatures_with_non_canonical_encodings_are_refused_alone_and_in_a_batch() {
+        let k = generate_key().unwrap();
+        let signer = GrantSigner::from_pkcs8_b64("policy-1", &k.private_pkcs8_b64).unwrap();
+        let mut trusted = TrustedKeys::default();
+        trusted.insert_b64("policy-1", &k.public_b64).unwrap();
+        let c = claims("policy-1");
+        let sig = signer.sign(&c).unwrap();
+        assert!(is_canonical_point(&sig[..32]) && is_canonical_scalar(&sig[32..]));
+        // S = ℓ, S = 2^256 − 1; R with y = p, y = 1 and y = p − 1 with the sign bit set.
+        let mut minus_one = P;
+        minus_one[0] -= 1;
+        let mut one = [0u8; 32];
+        one[0] = 1;
+        let with_s = |s: [u8; 32]| [&sig[..32], &s[..]].concat();
+        let with_r = |r: [u8; 32]| [&r[..], &sig[32..]].concat();
+        let signed = |mut r: [u8; 32]| {
+            r[31] |= 0x80;
+            r
+        };
+        for bad in [
+            with_s(ELL),
+            with_s([0xff; 32]),
+            with_r(P),
+            with_r(signed(one)),
+            with_r(signed(minus_one)),
+        ] {
+            assert_eq!(trusted.verify(&c, &bad), Err(GrantError::BadSignature));
+            let args = [
+                (&c, sig.as_slice()),
+                (&c, bad.as_slice()),
+                (&c, sig.as_slice()),
+            ];
+            assert_eq!(
+                trusted.verify_many(&args),
+                vec![
+                    Ok(KeyKind::Policy),
+                    Err(GrantError::BadSignature),
+                    Ok(KeyKind::Policy)
+                ]
+            );
+        }
+        assert!(!is_canonical_point(&P) && is_canonical_point(&minus_one));
+        assert!(!is_canonical_scalar(&ELL) && is_canonical_scalar(&[0u8; 32]));
     }
 
     #[test]

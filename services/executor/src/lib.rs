@@ -573,16 +573,21 @@ impl Worker {
         &self,
         batch: &[(ClaimedRow, P)],
     ) -> Vec<Option<Result<KeyKind, GrantError>>> {
-        let grants: Vec<(&actiond_core::grant::GrantClaims, &[u8])> = batch
+        let (rows, grants): (Vec<usize>, Vec<(&actiond_core::grant::GrantClaims, &[u8])>) = batch
             .iter()
-            .filter_map(|(row, _)| row.grant.as_ref())
-            .map(|g| (&g.claims, g.sig.as_slice()))
-            .collect();
-        let mut answers = self.trusted.verify_many(&grants).into_iter();
-        batch
-            .iter()
-            .map(|(row, _)| row.grant.as_ref().and_then(|_| answers.next()))
-            .collect()
+            .enumerate()
+            .filter_map(|(i, (row, _))| {
+                row.grant
+                    .as_ref()
+                    .map(|g| (i, (&g.claims, g.sig.as_slice())))
+            })
+            .unzip();
+        let mut out: Vec<Option<Result<KeyKind, GrantError>>> =
+            batch.iter().map(|_| None).collect();
+        for (i, answer) in rows.into_iter().zip(self.trusted.verify_many(&grants)) {
+            out[i] = Some(answer);
+        }
+        out
     }
 
     /// Stage 1: the grant exists, its signature verifies against a trusted key, and it is bound
