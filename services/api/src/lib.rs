@@ -62,9 +62,10 @@ pub struct ApiArgs {
     /// Pool size.
     #[arg(long, env = "ACTIOND_API_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
-    /// Submission batches stored at once (each holds one pooled connection while it runs).
-    /// Concurrent submissions wait for a free one and are then stored together, up to 64 in
-    /// one statement and one commit; a lone submission is stored at once, as before.
+    /// Submission workers. Each stores what waits when it becomes free, one batch per tenant,
+    /// two tenants' batches at a time (each holding one pooled connection while it runs), up
+    /// to 64 submissions in one statement and one commit; a lone submission is stored at
+    /// once, as before.
     #[arg(long, env = "ACTIOND_API_SUBMIT_WORKERS", default_value_t = DEFAULT_SUBMIT_WORKERS)]
     pub submit_workers: usize,
     /// Public origins agents reach the API by (`https://actiond.example.com`,

@@ -567,7 +567,7 @@ struct SubmitJob {
 /// same as [`submit`]'s.
 ///
 /// A batch holds the submissions of **one tenant**: what a worker takes is split by tenant,
-/// and the tenants' batches run at once, each on its own connection. So row-level security
+/// and the tenants' batches run two at a time, each on its own connection. So row-level security
 /// still separates tenants inside a batch, as it does for a single submission: its
 /// transaction names one tenant in `actiond.tenant_ids`, and a row of another tenant is
 /// neither read nor written by it, whatever the statement says.
@@ -653,7 +653,13 @@ async fn store_batch(db: &Db, mut taken: Vec<SubmitJob>) {
             None => by_tenant.push(vec![job]),
         }
     }
-    futures_util::future::join_all(by_tenant.into_iter().map(|b| store_tenant_batch(db, b))).await;
+    // Two tenants' batches at a time: a worker holds at most two pooled connections (and
+    // `ACTIOND_API_SUBMIT_WORKERS` workers twice that), so a take of many tenants does not
+    // empty the pool the api's other requests share.
+    use futures_util::StreamExt as _;
+    futures_util::stream::iter(by_tenant)
+        .for_each_concurrent(2, |b| store_tenant_batch(db, b))
+        .await;
 }
 
 /// Stores one tenant's batch and answers each of its submissions.
@@ -746,10 +752,17 @@ struct BatchRow {
 /// one), retried on a serialization failure or a deadlock (two batches inserting the same
 /// keys in another order). One row per submission, in order.
 async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<BatchRow>> {
-    let mut tenants: Vec<&str> = batch.iter().map(|j| j.p.tenant_id.as_str()).collect();
-    tenants.sort_unstable();
-    tenants.dedup();
-    let tenants = tenants.join(",");
+    // One tenant per batch, so row-level security separates tenants within it; a mixed batch
+    // fails here and its submissions are stored one by one.
+    let tenants = batch
+        .first()
+        .map(|j| j.p.tenant_id.clone())
+        .unwrap_or_default();
+    if batch.iter().any(|j| j.p.tenant_id != tenants) {
+        return Err(crate::StoreError::Conflict(
+            "a submission batch must hold one tenant's submissions".into(),
+        ));
+    }
     let ids: Vec<Uuid> = batch.iter().map(|j| j.p.id).collect();
     let tenant_ids: Vec<&str> = batch.iter().map(|j| j.p.tenant_id.as_str()).collect();
     let agents: Vec<Uuid> = batch.iter().map(|j| j.p.agent_id).collect();
