@@ -1302,3 +1302,101 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
         .get(0);
     assert_eq!(n, 30);
 }
+
+/// A batch held up by a lock longer than its 5 s `statement_timeout` fails, and its
+/// submissions are then stored one by one (each first looking for its own id), so every one is
+/// created, once, with its event, once the lock goes. On a current-thread runtime every
+/// submission is queued before the worker first runs, so each take is one batch of all that
+/// were submitted together. A first batch, before the lock, prepares the batch statement on
+/// the pool's one connection: preparing an INSERT takes the table's lock too, and that wait
+/// has no timeout.
+#[tokio::test]
+async fn a_batch_stuck_past_its_statement_timeout_is_stored_one_by_one() {
+    use actiond_store::proposals::{NewProposal, Submitted, Submitter};
+    let t = actiond_testkit::TestDb::new().await;
+    actiond_store::tenants::apply(
+        &t.db,
+        "tenant: tena\npolicy:\n  default: escalate\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 100000\napprovers:\n  subjects: [alice]\n",
+        "test",
+    )
+    .await
+    .unwrap();
+    let (a, _) = actiond_testkit::agent(&t.db, "tena", "bot-a", None).await;
+    let hex = || {
+        format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        )
+    };
+    let new = |n: usize| NewProposal {
+        id: uuid::Uuid::new_v4(),
+        tenant_id: "tena".into(),
+        agent_id: a,
+        action: "billing.refund.issue".into(),
+        target: format!("pi_{n}"),
+        params_json: format!(r#"{{"amount":100,"currency":"USD","payment_id":"pi_{n}"}}"#),
+        params_sha256: hex(),
+        intent_hash: hex(),
+        agent_reason: None,
+        source_text: None,
+        session_id: None,
+        idempotency_key: None,
+        request_sha256: hex(),
+        on_behalf_of: None,
+    };
+    let db = actiond_store::Db::connect_generic(&t.role_url("api").await, 8).unwrap();
+    let submitter = Submitter::spawn(db, 1);
+    let warm: Vec<NewProposal> = (100..102).map(new).collect();
+    futures_util::future::join_all(warm.iter().map(|p| submitter.submit(p, 20, 1))).await;
+    let warm_ids: Vec<uuid::Uuid> = warm.iter().map(|p| p.id).collect();
+    let su = t.superuser().await;
+    let warm_transactions: i64 = su
+        .query_one(
+            "SELECT count(DISTINCT xmin::text) FROM proposals WHERE id = ANY($1)",
+            &[&warm_ids],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(warm_transactions, 1, "the warm-up was not one batch");
+    let jobs: Vec<NewProposal> = (0..12).map(new).collect();
+    // Inserts into `proposals` wait for this lock; reads do not.
+    let mut su = t.superuser().await;
+    let lock = su.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE proposals IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let submitting = futures_util::future::join_all(jobs.iter().map(|p| {
+        let submitter = submitter.clone();
+        async move { submitter.submit(p, 20, 1).await }
+    }));
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        lock.commit().await.unwrap();
+    };
+    let (answers, ()) = tokio::join!(submitting, release);
+    for (p, answer) in jobs.iter().zip(&answers) {
+        assert_eq!(answer.as_ref().unwrap(), &Submitted::Created(p.id));
+    }
+    assert!(started.elapsed() >= Duration::from_secs(7));
+    let check = t.superuser().await;
+    let row = check
+        .query_one(
+            "SELECT count(*), count(DISTINCT xmin::text),
+                    (SELECT count(*) FROM audit_events WHERE kind = 'proposal.submitted'
+                     AND NOT proposal_id = ANY($1))
+             FROM proposals WHERE NOT id = ANY($1)",
+            &[&warm_ids],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 12);
+    assert_eq!(
+        row.get::<_, i64>(1),
+        12,
+        "the batch waited for the lock instead of failing at its statement_timeout"
+    );
+    assert_eq!(row.get::<_, i64>(2), 12, "one event per proposal");
+}
