@@ -9,6 +9,38 @@ use actiond_testkit::eventually;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+/// A new refund proposal of `tenant`'s `agent` for payment `pi_<n>`, as the api would hand it
+/// to the store (the hashes are random: these tests store proposals, they do not check them).
+fn refund_proposal(
+    tenant: &str,
+    agent: uuid::Uuid,
+    n: usize,
+) -> actiond_store::proposals::NewProposal {
+    let hex = || {
+        format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        )
+    };
+    actiond_store::proposals::NewProposal {
+        id: uuid::Uuid::new_v4(),
+        tenant_id: tenant.into(),
+        agent_id: agent,
+        action: "billing.refund.issue".into(),
+        target: format!("pi_{n}"),
+        params_json: format!(r#"{{"amount":100,"currency":"USD","payment_id":"pi_{n}"}}"#),
+        params_sha256: hex(),
+        intent_hash: hex(),
+        agent_reason: None,
+        source_text: None,
+        session_id: None,
+        idempotency_key: None,
+        request_sha256: hex(),
+        on_behalf_of: None,
+    }
+}
+
 fn no_workers() -> Options {
     Options {
         api: false,
@@ -1159,29 +1191,7 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
         )
         .await
         .unwrap();
-    let hex = || {
-        format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        )
-    };
-    let proposal = |tenant: &str, agent: uuid::Uuid, n: usize| NewProposal {
-        id: uuid::Uuid::new_v4(),
-        tenant_id: tenant.into(),
-        agent_id: agent,
-        action: "billing.refund.issue".into(),
-        target: format!("pi_{n}"),
-        params_json: format!(r#"{{"amount":100,"currency":"USD","payment_id":"pi_{n}"}}"#),
-        params_sha256: hex(),
-        intent_hash: hex(),
-        agent_reason: None,
-        source_text: None,
-        session_id: None,
-        idempotency_key: None,
-        request_sha256: hex(),
-        on_behalf_of: None,
-    };
+    let proposal = refund_proposal;
     // (proposal, document version, what it is)
     let mut jobs = Vec::new();
     let same = NewProposal {
@@ -1322,29 +1332,7 @@ async fn a_batch_stuck_past_its_statement_timeout_is_stored_one_by_one() {
     .await
     .unwrap();
     let (a, _) = actiond_testkit::agent(&t.db, "tena", "bot-a", None).await;
-    let hex = || {
-        format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        )
-    };
-    let new = |n: usize| NewProposal {
-        id: uuid::Uuid::new_v4(),
-        tenant_id: "tena".into(),
-        agent_id: a,
-        action: "billing.refund.issue".into(),
-        target: format!("pi_{n}"),
-        params_json: format!(r#"{{"amount":100,"currency":"USD","payment_id":"pi_{n}"}}"#),
-        params_sha256: hex(),
-        intent_hash: hex(),
-        agent_reason: None,
-        source_text: None,
-        session_id: None,
-        idempotency_key: None,
-        request_sha256: hex(),
-        on_behalf_of: None,
-    };
+    let new = |n: usize| refund_proposal("tena", a, n);
     let db = actiond_store::Db::connect_generic(&t.role_url("api").await, 8).unwrap();
     let submitter = Submitter::spawn(db, 1);
     let warm: Vec<NewProposal> = (100..102).map(new).collect();

@@ -214,7 +214,7 @@ struct Candidate<'a> {
     kind: KeyKind,
     key: &'a TrustedKey,
     msg: Vec<u8>,
-    sig: &'a [u8],
+    sig: &'a [u8; SIGNATURE_LEN],
 }
 
 impl TrustedKeys {
@@ -298,12 +298,11 @@ impl TrustedKeys {
             let msgs: Vec<&[u8]> = candidates.iter().map(|c| c.msg.as_slice()).collect();
             let sigs: Vec<ed25519_dalek::Signature> = candidates
                 .iter()
-                .filter_map(|c| <&[u8; SIGNATURE_LEN]>::try_from(c.sig).ok())
-                .map(ed25519_dalek::Signature::from_bytes)
+                .map(|c| ed25519_dalek::Signature::from_bytes(c.sig))
                 .collect();
             let keys: Vec<ed25519_dalek::VerifyingKey> =
                 candidates.iter().map(|c| c.key.point).collect();
-            sigs.len() == msgs.len() && ed25519_dalek::verify_batch(&msgs, &sigs, &keys).is_ok()
+            ed25519_dalek::verify_batch(&msgs, &sigs, &keys).is_ok()
         };
         checked
             .into_iter()
@@ -333,9 +332,7 @@ impl TrustedKeys {
             .keys
             .get(&claims.key_id)
             .ok_or_else(|| GrantError::UntrustedKey(claims.key_id.clone()))?;
-        if sig.len() != SIGNATURE_LEN {
-            return Err(GrantError::BadSignature);
-        }
+        let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| GrantError::BadSignature)?;
         // Refused by `ring` too; checked here so that batch verification never depends on how
         // strictly the Ed25519 crate decodes them (RFC 8032 section 5.1.7, step 1).
         let (r, s) = sig.split_at(32);
@@ -424,12 +421,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn sign_and_verify_and_attacks() {
+    /// A new `policy-1` signer and the trusted keys holding only its public key.
+    fn policy_1() -> (GrantSigner, TrustedKeys) {
         let k = generate_key().unwrap();
         let signer = GrantSigner::from_pkcs8_b64("policy-1", &k.private_pkcs8_b64).unwrap();
         let mut trusted = TrustedKeys::default();
         trusted.insert_b64("policy-1", &k.public_b64).unwrap();
+        (signer, trusted)
+    }
+
+    #[test]
+    fn sign_and_verify_and_attacks() {
+        let (signer, trusted) = policy_1();
         let c = claims("policy-1");
         let sig = signer.sign(&c).unwrap();
         assert_eq!(trusted.verify(&c, &sig), Ok(KeyKind::Policy));
@@ -597,10 +600,7 @@ mod tests {
 
     #[test]
     fn signatures_with_non_canonical_encodings_are_refused_alone_and_in_a_batch() {
-        let k = generate_key().unwrap();
-        let signer = GrantSigner::from_pkcs8_b64("policy-1", &k.private_pkcs8_b64).unwrap();
-        let mut trusted = TrustedKeys::default();
-        trusted.insert_b64("policy-1", &k.public_b64).unwrap();
+        let (signer, trusted) = policy_1();
         let c = claims("policy-1");
         let sig = signer.sign(&c).unwrap();
         assert!(is_canonical_point(&sig[..32]) && is_canonical_scalar(&sig[32..]));
