@@ -251,6 +251,9 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
         s.services[idx].child.try_wait().unwrap().is_none(),
         "the executor is still running"
     );
+    // One claim took all eight: the three grants that reach the signature check (the two good
+    // ones and the flipped S) failed as a batch, so each was verified on its own.
+    assert_eq!(signatures_verified(&mut s, idx).await, (0, 3));
     let reasons: Vec<String> =
         futures_util::future::join_all([a, b, d, e, m, f].map(|id| s.audit_kinds(id)))
             .await
@@ -268,6 +271,47 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
             "missing"
         ]
     );
+}
+
+/// `actiond_grant_signatures_verified_total` of executor `idx`: (batch, single).
+async fn signatures_verified(s: &mut Stack, idx: usize) -> (u64, u64) {
+    let url = format!("{}/metrics", s.services[idx].url("admin").await);
+    let text = s.http.get(&url).send().await.unwrap().text().await.unwrap();
+    let count = |method: &str| {
+        let prefix = format!("actiond_grant_signatures_verified_total{{method=\"{method}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    (count("batch"), count("single"))
+}
+
+/// The batch path is taken: good grants claimed together are verified by one batch
+/// verification, none on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_grants_claimed_together_are_verified_as_one_batch() {
+    let mut s = Stack::with(
+        "signature_batch",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(s.propose(&refund(&format!("pi_batch{i}"), 1000)).await);
+    }
+    for id in &ids {
+        s.wait_state(*id, "approved", T).await;
+    }
+    let idx = s.start_executor("exec-batch").await;
+    for id in &ids {
+        s.wait_state(*id, "succeeded", T).await;
+    }
+    assert_eq!(signatures_verified(&mut s, idx).await, (5, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -209,6 +209,19 @@ struct TrustedKey {
     point: ed25519_dalek::VerifyingKey,
 }
 
+/// What [`TrustedKeys::verify_many`] found for a set of grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedMany {
+    /// Answer `i` is for grant `i`: who signed it, or why it is refused.
+    pub answers: Vec<Result<KeyKind, GrantError>>,
+    /// Signatures accepted by one batch verification (0 when the batch failed or held one).
+    pub in_batch: usize,
+    /// Signatures verified one by one with `ring`: a batch of one, or every grant of a batch
+    /// that failed. Grants refused before their signature (version, key, length, encoding)
+    /// are in neither count.
+    pub one_by_one: usize,
+}
+
 /// A grant that passed [`TrustedKeys::precheck`]: what its signature check needs.
 struct Candidate<'a> {
     kind: KeyKind,
@@ -233,8 +246,8 @@ impl TrustedKeys {
             ))
         })?;
         // A key made by RFC 8032 key generation is a multiple of the base point: canonically
-        // encoded, of prime order. A small-order key (32 zero bytes, the identity) lets anyone
-        // forge a signature on any message in a few tries.
+        // encoded, of prime order. A small-order key (32 zero bytes, of order 4; the identity)
+        // lets anyone forge a signature on any message in a few tries.
         let edwards = point.to_edwards();
         if !is_canonical_point(&raw) || point.is_weak() || !edwards.is_torsion_free() {
             return Err(GrantError::BadKey(format!(
@@ -284,10 +297,11 @@ impl TrustedKeys {
     /// Making such a signature takes the private key, whose holder can sign any grant anyway,
     /// and trusted public keys are in the prime-order subgroup ([`TrustedKeys::insert_b64`]),
     /// so it grants nothing a key holder could not.
-    pub fn verify_many(
-        &self,
-        grants: &[(&GrantClaims, &[u8])],
-    ) -> Vec<Result<KeyKind, GrantError>> {
+    ///
+    /// The returned [`VerifiedMany`] also says how many signatures each method checked, for
+    /// the executor's metrics: a rising count verified one by one means batches are failing,
+    /// that is, bad signatures are arriving.
+    pub fn verify_many(&self, grants: &[(&GrantClaims, &[u8])]) -> VerifiedMany {
         let checked: Vec<Result<Candidate<'_>, GrantError>> = grants
             .iter()
             .map(|(claims, sig)| self.precheck(claims, sig))
@@ -304,7 +318,12 @@ impl TrustedKeys {
                 candidates.iter().map(|c| c.key.point).collect();
             ed25519_dalek::verify_batch(&msgs, &sigs, &keys).is_ok()
         };
-        checked
+        let (in_batch, one_by_one) = if together {
+            (candidates.len(), 0)
+        } else {
+            (0, candidates.len())
+        };
+        let answers = checked
             .into_iter()
             .map(|c| {
                 let c = c?;
@@ -314,7 +333,12 @@ impl TrustedKeys {
                     Self::verify_one(&c)
                 }
             })
-            .collect()
+            .collect();
+        VerifiedMany {
+            answers,
+            in_batch,
+            one_by_one,
+        }
     }
 
     /// The checks of a grant before its signature: known version, trusted key id, 64-byte
@@ -502,8 +526,9 @@ mod tests {
         // All good: every answer is the signer's kind.
         let all = signed.clone();
         let args: Vec<(&GrantClaims, &[u8])> = all.iter().map(|(c, s)| (c, s.as_slice())).collect();
-        let answers = trusted.verify_many(&args);
-        for (i, a) in answers.iter().enumerate() {
+        let verified = trusted.verify_many(&args);
+        assert_eq!((verified.in_batch, verified.one_by_one), (16, 0));
+        for (i, a) in verified.answers.iter().enumerate() {
             let kind = if i % 3 == 0 {
                 KeyKind::Approver
             } else {
@@ -526,7 +551,11 @@ mod tests {
         mixed[12].0.intent_hash = c11.intent_hash;
         let args: Vec<(&GrantClaims, &[u8])> =
             mixed.iter().map(|(c, s)| (c, s.as_slice())).collect();
-        let answers = trusted.verify_many(&args);
+        let verified = trusted.verify_many(&args);
+        // 12 grants pass the checks before the signature (not 2, 4, 7, 8); four of them (1, 5,
+        // 10, 12) do not verify, so the batch fails and each of the 12 is verified on its own.
+        assert_eq!((verified.in_batch, verified.one_by_one), (0, 12));
+        let answers = verified.answers;
         for (i, ((c, s), a)) in mixed.iter().zip(&answers).enumerate() {
             assert_eq!(a, &trusted.verify(c, s), "grant {i}");
         }
@@ -542,12 +571,16 @@ mod tests {
         assert_eq!(answers[8], Err(GrantError::UnknownVersion(2)));
 
         // One grant, or none.
-        assert_eq!(trusted.verify_many(&args[..1]), vec![Ok(KeyKind::Approver)]);
+        let one = trusted.verify_many(&args[..1]);
+        assert_eq!(one.answers, vec![Ok(KeyKind::Approver)]);
+        assert_eq!((one.in_batch, one.one_by_one), (0, 1));
         assert_eq!(
-            trusted.verify_many(&args[1..2]),
+            trusted.verify_many(&args[1..2]).answers,
             vec![Err(GrantError::BadSignature)]
         );
-        assert!(trusted.verify_many(&[]).is_empty());
+        let none = trusted.verify_many(&[]);
+        assert!(none.answers.is_empty());
+        assert_eq!((none.in_batch, none.one_by_one), (0, 0));
     }
 
     #[test]
@@ -629,7 +662,7 @@ mod tests {
                 (&c, sig.as_slice()),
             ];
             assert_eq!(
-                trusted.verify_many(&args),
+                trusted.verify_many(&args).answers,
                 vec![
                     Ok(KeyKind::Policy),
                     Err(GrantError::BadSignature),

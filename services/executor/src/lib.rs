@@ -122,6 +122,7 @@ pub struct ExecutorMetrics {
     executions: IntCounterVec,
     swept: IntCounterVec,
     handler_seconds: HistogramVec,
+    signatures_verified: IntCounterVec,
 }
 
 impl ExecutorMetrics {
@@ -137,6 +138,11 @@ impl ExecutorMetrics {
             executions: m.counter_vec("executions_total", "Handler runs by action and outcome", &["action", "outcome"]),
             swept: m.counter_vec("executor_swept_total", "Rows moved by the sweeper", &["to_state"]),
             handler_seconds: m.histogram_vec("handler_seconds", "Handler run time", &["action"]),
+            signatures_verified: m.counter_vec(
+                "grant_signatures_verified_total",
+                "Grant signatures verified, by method: batch (one batch verification per claim) or single (a batch of one, or each grant of a batch that failed)",
+                &["method"],
+            ),
         };
         // Present at zero from the first scrape for the bounded values: the registry's actions
         // and their outcomes, the sweeper's target states.
@@ -149,6 +155,9 @@ impl ExecutorMetrics {
         }
         for to_state in ["outcome_unknown", "expired"] {
             metrics.swept.with_label_values(&[to_state]);
+        }
+        for method in ["batch", "single"] {
+            metrics.signatures_verified.with_label_values(&[method]);
         }
         metrics
     }
@@ -584,7 +593,19 @@ impl Worker {
             .unzip();
         let mut out: Vec<Option<Result<KeyKind, GrantError>>> =
             batch.iter().map(|_| None).collect();
-        for (i, answer) in rows.into_iter().zip(self.trusted.verify_many(&grants)) {
+        let verified = self.trusted.verify_many(&grants);
+        for (method, n) in [
+            ("batch", verified.in_batch),
+            ("single", verified.one_by_one),
+        ] {
+            if n > 0 {
+                self.metrics
+                    .signatures_verified
+                    .with_label_values(&[method])
+                    .inc_by(n as u64);
+            }
+        }
+        for (i, answer) in rows.into_iter().zip(verified.answers) {
             out[i] = Some(answer);
         }
         out
