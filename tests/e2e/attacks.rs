@@ -314,6 +314,62 @@ async fn good_grants_claimed_together_are_verified_as_one_batch() {
     assert_eq!(signatures_verified(&mut s, idx).await, (5, 0));
 }
 
+/// A small-order public key among the trusted keys (here 32 zero bytes: y = 0, a point of
+/// order 4) would let anyone forge grants in a few tries: the executor refuses to start,
+/// naming the file and the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_order_trusted_key_stops_the_executor_at_start() {
+    use base64::Engine as _;
+    let s = Stack::with(
+        "weak_trusted_key",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!("actiond-weak-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(s.keys.executor_dir.join("trusted_keys")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let weak = base64::engine::general_purpose::STANDARD.encode([0u8; 32]);
+    std::fs::write(dir.join("policy-weak.pub"), weak).unwrap();
+    let mut env = s.executor_env("exec-weak").await;
+    env.push((
+        "ACTIOND_EXECUTOR_TRUSTED_KEYS_DIR",
+        dir.display().to_string(),
+    ));
+    let mut child = std::process::Command::new(actiond_testkit::actiond_bin())
+        .arg("executor")
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the executor is still running with a small-order trusted key");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("policy-weak.pub") && stderr.contains("prime-order subgroup"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_changed_since_approval_blocks() {
     let mut s = Stack::with(
