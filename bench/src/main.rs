@@ -441,6 +441,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
     let activity_before = proposal_activity(&su).await;
     let scans_before = seq_scans(&su).await;
     let maintenance_before = maintenance(&su).await;
+    let wal_before = wal_segments(&su).await;
     let meter = cpu::Meter::start(fixed, cpu::Postgres::from_backend(backend, &tdb.name));
     let started = std::time::Instant::now();
     let submitted = match args.rate {
@@ -458,6 +459,10 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         wait_sealed(&su).await;
     }
     let cpu = meter.stop();
+    let wal_segments_added = match (wal_before, wal_segments(&su).await) {
+        (Some(before), Some(after)) => Some(after - before),
+        _ => None,
+    };
     let statements = match statements_on {
         Some(Ok(())) => Some(
             pgss::profile(&su, TOP_STATEMENTS)
@@ -503,6 +508,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         activity,
         seq_scanned,
         maintained,
+        wal_segments_added,
         history: args.history,
     }
 }
@@ -570,6 +576,18 @@ async fn seed_history(tdb: &TestDb, n: u32) {
 /// (`pg_stat_user_tables`), by table name; empty when not readable.
 async fn seq_scans(c: &tokio_postgres::Client) -> BTreeMap<String, (i64, i64)> {
     table_counters(c, "seq_scan, seq_tup_read").await
+}
+
+/// WAL segment files in `pg_wal` (`pg_ls_waldir()`, superuser or `pg_monitor`); `None` when
+/// not readable.
+async fn wal_segments(c: &tokio_postgres::Client) -> Option<i64> {
+    c.query_one(
+        "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'",
+        &[],
+    )
+    .await
+    .ok()
+    .map(|r| r.get(0))
 }
 
 /// Every table's cumulative autovacuum and autoanalyze runs (`pg_stat_user_tables`), by

@@ -51,6 +51,9 @@ pub struct Run {
     pub seq_scanned: Vec<SeqScans>,
     /// The tables autovacuum vacuumed or analyzed during the run.
     pub maintained: Vec<Maintenance>,
+    /// WAL segment files `pg_wal` gained during the run, `None` when not readable
+    /// ([`wal_line`]).
+    pub wal_segments_added: Option<i64>,
     /// Finished proposals stored before the run (`--history`).
     pub history: u32,
 }
@@ -116,6 +119,22 @@ impl Maintenance {
             })
             .collect()
     }
+}
+
+/// The report's line about WAL segments created during the run, when there were any.
+///
+/// The server writes each WAL segment it creates in full (16 MiB of zeros with the default
+/// `wal_init_zero = on`) and syncs it while holding the WAL write lock, so every commit waits
+/// for it: about 150 ms a segment on this machine's disk, one stall per 16 MiB of WAL. A
+/// segment recycled by a checkpoint costs nothing, and a server in service recycles enough
+/// for its load; a fresh cluster, or one whose `wal_keep_size` or replication slots keep old
+/// segments, creates one each time, and the run's latency tails are then those stalls. A
+/// checkpoint during the run may also remove segments, so the count is a lower bound.
+pub fn wal_line(added: Option<i64>) -> Option<String> {
+    let n = added.filter(|&n| n > 0)?;
+    Some(format!(
+        "  pg_wal          {n} segment(s) created during the run; commits wait while each is zero-filled, so latency tails include those stalls (a cluster in service recycles segments: see bench/README.md)"
+    ))
 }
 
 /// Per table of `after` that `before` knew, by name: the growth of its two counters.
@@ -285,6 +304,9 @@ impl Run {
                 tables.join(" · ")
             ));
         }
+        if let Some(l) = wal_line(self.wal_segments_added) {
+            line(l);
+        }
         self.statements_text(&mut line);
         o
     }
@@ -365,6 +387,7 @@ impl Run {
             "proposal_updates": self.activity.map(|a| json!({"all": a.updates, "hot": a.hot_updates})),
             "proposal_seq_scans": self.activity.map(|a| json!({"scans": a.seq_scans, "rows_read": a.seq_rows_read})),
             "autovacuum": self.maintained.iter().map(|t| json!({"table": t.table, "vacuums": t.vacuums, "analyzes": t.analyzes})).collect::<Vec<_>>(),
+            "wal_segments_added": self.wal_segments_added,
             "seq_scanned": self.seq_scanned.iter().map(|t| json!({"table": t.table, "scans": t.scans, "rows_read": t.rows_read})).collect::<Vec<_>>(),
             "history": self.history,
         })
@@ -374,6 +397,19 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The WAL line appears only when segments were created during the run.
+    #[test]
+    fn wal_segments_created_during_the_run_are_reported() {
+        assert_eq!(wal_line(None), None);
+        assert_eq!(wal_line(Some(0)), None);
+        assert_eq!(wal_line(Some(-3)), None, "a checkpoint removed segments");
+        let line = wal_line(Some(3)).unwrap();
+        assert!(
+            line.contains("3 segment(s) created during the run"),
+            "{line}"
+        );
+    }
 
     /// Only tables whose scans read rows over the run are reported, most rows first; a
     /// table the first reading did not see is not.
