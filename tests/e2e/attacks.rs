@@ -251,9 +251,10 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
         s.services[idx].child.try_wait().unwrap().is_none(),
         "the executor is still running"
     );
-    // One claim took all eight: the three grants that reach the signature check (the two good
-    // ones and the flipped S) failed as a batch, so each was verified on its own.
-    assert_eq!(signatures_verified(&mut s, idx).await, (0, 3));
+    // One claim took all eight (the executor's default batch is 16): the three grants that
+    // reach the signature check (the two good ones and the flipped S) failed as a batch, so
+    // each was verified on its own.
+    assert_eq!(signatures_verified(&mut s, idx).await, (0, 0, 3));
     let reasons: Vec<String> =
         futures_util::future::join_all([a, b, d, e, m, f].map(|id| s.audit_kinds(id)))
             .await
@@ -273,8 +274,8 @@ async fn truncated_or_foreign_signatures_are_refused_without_a_panic() {
     );
 }
 
-/// `actiond_grant_signatures_verified_total` of executor `idx`: (batch, single).
-async fn signatures_verified(s: &mut Stack, idx: usize) -> (u64, u64) {
+/// `actiond_grant_signatures_verified_total` of executor `idx`: (batch, single, fallback).
+async fn signatures_verified(s: &mut Stack, idx: usize) -> (u64, u64, u64) {
     let url = format!("{}/metrics", s.services[idx].url("admin").await);
     let text = s.http.get(&url).send().await.unwrap().text().await.unwrap();
     let count = |method: &str| {
@@ -285,7 +286,7 @@ async fn signatures_verified(s: &mut Stack, idx: usize) -> (u64, u64) {
             .parse()
             .unwrap()
     };
-    (count("batch"), count("single"))
+    (count("batch"), count("single"), count("fallback"))
 }
 
 /// The batch path is taken: good grants claimed together are verified by one batch
@@ -307,11 +308,13 @@ async fn good_grants_claimed_together_are_verified_as_one_batch() {
     for id in &ids {
         s.wait_state(*id, "approved", T).await;
     }
+    // The executor starts once all five are approved, so its first claim (its default batch
+    // is 16) takes them together.
     let idx = s.start_executor("exec-batch").await;
     for id in &ids {
         s.wait_state(*id, "succeeded", T).await;
     }
-    assert_eq!(signatures_verified(&mut s, idx).await, (5, 0));
+    assert_eq!(signatures_verified(&mut s, idx).await, (5, 0, 0));
 }
 
 /// A small-order public key among the trusted keys (here 32 zero bytes: y = 0, a point of
@@ -328,7 +331,8 @@ async fn a_small_order_trusted_key_stops_the_executor_at_start() {
         },
     )
     .await;
-    let dir = std::env::temp_dir().join(format!("actiond-weak-{}", uuid::Uuid::new_v4().simple()));
+    // Under the stack's key directory, which is removed when the stack drops, pass or fail.
+    let dir = s.keys.dir.join("weak_trusted_keys");
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(s.keys.executor_dir.join("trusted_keys")).unwrap() {
         let path = entry.unwrap().path();
@@ -356,13 +360,13 @@ async fn a_small_order_trusted_key_stops_the_executor_at_start() {
         }
         if std::time::Instant::now() > deadline {
             child.kill().unwrap();
+            child.wait().unwrap();
             panic!("the executor is still running with a small-order trusted key");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("policy-weak.pub") && stderr.contains("prime-order subgroup"),

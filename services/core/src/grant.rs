@@ -209,17 +209,20 @@ struct TrustedKey {
     point: ed25519_dalek::VerifyingKey,
 }
 
-/// What [`TrustedKeys::verify_many`] found for a set of grants.
+/// What [`TrustedKeys::verify_many`] found for a set of grants. Of the grants that reach the
+/// signature check (those refused before it, for version, key, length or encoding, count in
+/// none of the three), each is counted once, by how its signature was checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedMany {
     /// Answer `i` is for grant `i`: who signed it, or why it is refused.
     pub answers: Vec<Result<KeyKind, GrantError>>,
-    /// Signatures accepted by one batch verification (0 when the batch failed or held one).
+    /// Signatures accepted together by one batch verification that passed.
     pub in_batch: usize,
-    /// Signatures verified one by one with `ring`: a batch of one, or every grant of a batch
-    /// that failed. Grants refused before their signature (version, key, length, encoding)
-    /// are in neither count.
-    pub one_by_one: usize,
+    /// A signature verified with `ring` because it was the only one to check.
+    pub alone: usize,
+    /// Signatures verified one by one with `ring` after their batch verification failed:
+    /// at least one of them does not verify. Only bad signatures make a batch fail.
+    pub after_failed_batch: usize,
 }
 
 /// A grant that passed [`TrustedKeys::precheck`]: what its signature check needs.
@@ -246,8 +249,8 @@ impl TrustedKeys {
             ))
         })?;
         // A key made by RFC 8032 key generation is a multiple of the base point: canonically
-        // encoded, of prime order. A small-order key (32 zero bytes, of order 4; the identity)
-        // lets anyone forge a signature on any message in a few tries.
+        // encoded, of prime order. A small-order key (such as 32 zero bytes, y = 0, of order 4, or
+        // the identity, y = 1) lets anyone forge a signature on any message in a few tries.
         let edwards = point.to_edwards();
         if !is_canonical_point(&raw) || point.is_weak() || !edwards.is_torsion_free() {
             return Err(GrantError::BadKey(format!(
@@ -298,9 +301,8 @@ impl TrustedKeys {
     /// and trusted public keys are in the prime-order subgroup ([`TrustedKeys::insert_b64`]),
     /// so it grants nothing a key holder could not.
     ///
-    /// The returned [`VerifiedMany`] also says how many signatures each method checked, for
-    /// the executor's metrics: a rising count verified one by one means batches are failing,
-    /// that is, bad signatures are arriving.
+    /// The returned [`VerifiedMany`] also says how each signature was checked, for the
+    /// executor's metrics.
     pub fn verify_many(&self, grants: &[(&GrantClaims, &[u8])]) -> VerifiedMany {
         let checked: Vec<Result<Candidate<'_>, GrantError>> = grants
             .iter()
@@ -318,10 +320,11 @@ impl TrustedKeys {
                 candidates.iter().map(|c| c.key.point).collect();
             ed25519_dalek::verify_batch(&msgs, &sigs, &keys).is_ok()
         };
-        let (in_batch, one_by_one) = if together {
-            (candidates.len(), 0)
-        } else {
-            (0, candidates.len())
+        let n = candidates.len();
+        let (in_batch, alone, after_failed_batch) = match (together, n) {
+            (true, _) => (n, 0, 0),
+            (false, 0 | 1) => (0, n, 0),
+            (false, _) => (0, 0, n),
         };
         let answers = checked
             .into_iter()
@@ -337,7 +340,8 @@ impl TrustedKeys {
         VerifiedMany {
             answers,
             in_batch,
-            one_by_one,
+            alone,
+            after_failed_batch,
         }
     }
 
@@ -527,7 +531,8 @@ mod tests {
         let all = signed.clone();
         let args: Vec<(&GrantClaims, &[u8])> = all.iter().map(|(c, s)| (c, s.as_slice())).collect();
         let verified = trusted.verify_many(&args);
-        assert_eq!((verified.in_batch, verified.one_by_one), (16, 0));
+        let counts = |v: &VerifiedMany| (v.in_batch, v.alone, v.after_failed_batch);
+        assert_eq!(counts(&verified), (16, 0, 0));
         for (i, a) in verified.answers.iter().enumerate() {
             let kind = if i % 3 == 0 {
                 KeyKind::Approver
@@ -554,7 +559,7 @@ mod tests {
         let verified = trusted.verify_many(&args);
         // 12 grants pass the checks before the signature (not 2, 4, 7, 8); four of them (1, 5,
         // 10, 12) do not verify, so the batch fails and each of the 12 is verified on its own.
-        assert_eq!((verified.in_batch, verified.one_by_one), (0, 12));
+        assert_eq!(counts(&verified), (0, 0, 12));
         let answers = verified.answers;
         for (i, ((c, s), a)) in mixed.iter().zip(&answers).enumerate() {
             assert_eq!(a, &trusted.verify(c, s), "grant {i}");
@@ -573,14 +578,14 @@ mod tests {
         // One grant, or none.
         let one = trusted.verify_many(&args[..1]);
         assert_eq!(one.answers, vec![Ok(KeyKind::Approver)]);
-        assert_eq!((one.in_batch, one.one_by_one), (0, 1));
+        assert_eq!(counts(&one), (0, 1, 0));
         assert_eq!(
             trusted.verify_many(&args[1..2]).answers,
             vec![Err(GrantError::BadSignature)]
         );
         let none = trusted.verify_many(&[]);
         assert!(none.answers.is_empty());
-        assert_eq!((none.in_batch, none.one_by_one), (0, 0));
+        assert_eq!(counts(&none), (0, 0, 0));
     }
 
     #[test]

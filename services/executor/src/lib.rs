@@ -140,7 +140,7 @@ impl ExecutorMetrics {
             handler_seconds: m.histogram_vec("handler_seconds", "Handler run time", &["action"]),
             signatures_verified: m.counter_vec(
                 "grant_signatures_verified_total",
-                "Grant signatures verified, by method: batch (one batch verification per claim) or single (a batch of one, or each grant of a batch that failed)",
+                "Grant signatures checked, by method: batch (accepted by one batch verification of a claim's grants), single (the only grant to check), fallback (checked one by one after their batch verification failed, which only a bad signature makes it do)",
                 &["method"],
             ),
         };
@@ -156,7 +156,7 @@ impl ExecutorMetrics {
         for to_state in ["outcome_unknown", "expired"] {
             metrics.swept.with_label_values(&[to_state]);
         }
-        for method in ["batch", "single"] {
+        for method in ["batch", "single", "fallback"] {
             metrics.signatures_verified.with_label_values(&[method]);
         }
         metrics
@@ -596,7 +596,8 @@ impl Worker {
         let verified = self.trusted.verify_many(&grants);
         for (method, n) in [
             ("batch", verified.in_batch),
-            ("single", verified.one_by_one),
+            ("single", verified.alone),
+            ("fallback", verified.after_failed_batch),
         ] {
             if n > 0 {
                 self.metrics
