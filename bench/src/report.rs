@@ -123,17 +123,18 @@ impl Maintenance {
 
 /// The report's line about WAL segments created during the run, when there were any.
 ///
-/// The server writes each WAL segment it creates in full (16 MiB of zeros with the default
+/// A backend that needs a new WAL segment writes it in full (16 MiB of zeros with the default
 /// `wal_init_zero = on`) and syncs it while holding the WAL write lock, so every commit waits
 /// for it: about 150 ms a segment on this machine's disk, one stall per 16 MiB of WAL. A
-/// segment recycled by a checkpoint costs nothing, and a server in service recycles enough
-/// for its load; a fresh cluster, or one whose `wal_keep_size` or replication slots keep old
-/// segments, creates one each time, and the run's latency tails are then those stalls. A
-/// checkpoint during the run may also remove segments, so the count is a lower bound.
+/// segment recycled by a checkpoint costs nothing, and a server in service keeps enough for
+/// its load; a fresh cluster, or one whose `wal_keep_size` or replication slots hold old
+/// segments, creates them as it goes, and the run's latency tails are then those stalls.
+/// `added` is net (a checkpoint during the run may remove segments, or create some ahead of
+/// time without a stall): a sign, not an exact count.
 pub fn wal_line(added: Option<i64>) -> Option<String> {
     let n = added.filter(|&n| n > 0)?;
     Some(format!(
-        "  pg_wal          {n} segment(s) created during the run; commits wait while each is zero-filled, so latency tails include those stalls (a cluster in service recycles segments: see bench/README.md)"
+        "  pg_wal          {n} segment(s) created during the run; commits wait while each is written in full, so latency tails include those stalls (a cluster in service recycles segments: see bench/README.md)"
     ))
 }
 
