@@ -21,6 +21,7 @@ mod read_plans;
 mod restarts;
 mod schema;
 mod shadow;
+mod sql_layout;
 mod staged;
 mod submission;
 mod support;

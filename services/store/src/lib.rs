@@ -34,6 +34,7 @@ pub mod queue_views;
 pub mod retention;
 pub mod seals;
 pub mod shadow;
+pub mod sql_objects;
 pub mod stages;
 pub mod tenants;
 pub mod tls;
@@ -121,7 +122,7 @@ pub fn sqlstate_unavailable(sqlstate: &str) -> bool {
         .any(|class| sqlstate.starts_with(class))
 }
 
-fn db_detail(e: &tokio_postgres::Error) -> String {
+pub(crate) fn db_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => format!("{} ({}): {}", d.severity(), d.code().code(), d.message()),
         None => tls::error_chain(e),
@@ -172,6 +173,17 @@ pub struct Db {
 
 mod embedded {
     refinery::embed_migrations!("../../sql/migrations");
+}
+
+/// The versions of the embedded migrations (`sql/migrations/V<version>__*.sql`), ascending.
+pub fn migration_versions() -> Vec<i32> {
+    let mut v: Vec<i32> = embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| m.version())
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// Session advisory lock key serializing migrations across replicas.
@@ -278,8 +290,12 @@ impl Db {
     /// Applies the embedded migrations (`sql/migrations`), idempotently. Two replicas starting at
     /// once serialize on a session advisory lock; the second finds nothing to do.
     /// Returns the versions applied by this call.
+    ///
+    /// Then, under the same lock, applies the replaceable objects (`sql/functions/`, see
+    /// [`sql_objects`]) whose content changed, or all of them when a migration was applied.
     pub async fn migrate(&self) -> Result<Vec<i32>> {
-        self.migrate_runner(embedded::migrations::runner()).await
+        self.migrate_runner(embedded::migrations::runner(), true)
+            .await
     }
 
     /// Applies the embedded migrations up to and including `version` only (for tests that
@@ -288,37 +304,49 @@ impl Db {
     pub async fn migrate_to(&self, version: i32) -> Result<Vec<i32>> {
         self.migrate_runner(
             embedded::migrations::runner().set_target(refinery::Target::Version(version)),
+            false,
         )
         .await
     }
 
-    /// Runs `runner` under the migration lock.
-    async fn migrate_runner(&self, runner: refinery::Runner) -> Result<Vec<i32>> {
+    /// Runs `runner` under the migration lock, then the replaceable objects when `objects`.
+    async fn migrate_runner(&self, runner: refinery::Runner, objects: bool) -> Result<Vec<i32>> {
         let mut client = self.dedicated().await?;
         client
             .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await?;
-        let res = runner.run_async(&mut client).await;
+        let res = Self::migrate_locked(&mut client, runner, objects).await;
         let _ = client
             .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
             .await;
-        match res {
-            Ok(report) => Ok(report
-                .applied_migrations()
-                .iter()
-                .map(|m| m.version())
-                .collect()),
-            Err(e) => {
-                let mut msg = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(s) = src {
-                    msg.push_str(": ");
-                    msg.push_str(&s.to_string());
-                    src = s.source();
-                }
-                Err(StoreError::Migration(msg))
+        res
+    }
+
+    /// The body of [`Db::migrate_runner`], with the lock held.
+    async fn migrate_locked(
+        client: &mut tokio_postgres::Client,
+        runner: refinery::Runner,
+        objects: bool,
+    ) -> Result<Vec<i32>> {
+        let report = runner.run_async(client).await.map_err(|e| {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                src = s.source();
             }
+            StoreError::Migration(msg)
+        })?;
+        let applied: Vec<i32> = report
+            .applied_migrations()
+            .iter()
+            .map(|m| m.version())
+            .collect();
+        if objects {
+            sql_objects::apply(client, !applied.is_empty()).await?;
         }
+        Ok(applied)
     }
 
     /// True when a trivial query succeeds (readiness).

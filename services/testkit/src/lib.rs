@@ -94,14 +94,17 @@ async fn admin_client(server: &str) -> tokio_postgres::Client {
 
 fn migrations_hash() -> String {
     use sha2::{Digest, Sha256};
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql/migrations");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
+    let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql");
+    let mut files: Vec<PathBuf> = ["migrations", "functions"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(sql.join(d)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| {
-            // Only migration files (`V<n>__<name>.sql`): editing the README keeps the template.
+            // Only migrations (`V<n>__<name>.sql`) and function files: editing a README keeps
+            // the template.
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with('V') && name.ends_with(".sql")
+            name.ends_with(".sql")
+                && (name.starts_with('V') || p.parent().is_some_and(|d| d.ends_with("functions")))
         })
         .collect();
     files.sort();

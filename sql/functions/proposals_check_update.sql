@@ -1,0 +1,65 @@
+-- Every rule of a proposal update, in this order (each refusal keeps its message and SQLSTATE):
+-- the legal transition (proposal_transition_legal), the frozen-agent rules, the role allowed to
+-- make it (actiond_role_may), the purge mark, the immutable identity (tenant, agent, action,
+-- target, params, intent hash), staged approvals' last stage; then updated_at is stamped and
+-- never goes backwards. The trigger fires only when the state, the purge mark or an identity
+-- column changes (its WHEN clause), so a lease change runs no PL/pgSQL and stays a HOT update;
+-- a new rule that reads a new column adds that column to the WHEN clause below.
+CREATE OR REPLACE FUNCTION proposals_check_update()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NEW.state IS DISTINCT FROM OLD.state THEN
+        IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
+            RAISE EXCEPTION 'illegal proposal state transition % -> %', OLD.state, NEW.state
+                USING ERRCODE = 'check_violation';
+        END IF;
+        IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
+            IF NOT EXISTS (SELECT 1 FROM agents a
+                           WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
+                             AND a.frozen_at IS NOT NULL) THEN
+                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen'
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
+           OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
+            IF EXISTS (SELECT 1 FROM agents a
+                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
+                         AND a.frozen_at IS NOT NULL) THEN
+                RAISE EXCEPTION 'the agent of proposal % is frozen: it may not move % -> %', NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        NEW.updated_at := greatest(now(), OLD.updated_at);
+    END IF;
+    IF OLD.purged_at IS NOT NULL AND NEW.purged_at IS DISTINCT FROM OLD.purged_at THEN
+        RAISE EXCEPTION 'a purge is not undone' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.tenant_id IS DISTINCT FROM OLD.tenant_id OR NEW.agent_id IS DISTINCT FROM OLD.agent_id
+       OR NEW.action IS DISTINCT FROM OLD.action OR NEW.target IS DISTINCT FROM OLD.target
+       OR NEW.intent_hash IS DISTINCT FROM OLD.intent_hash
+       OR (NEW.params_json IS DISTINCT FROM OLD.params_json
+           AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
+                    AND NEW.state = OLD.state
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown'))) THEN
+        RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
+        RAISE EXCEPTION 'role % may not move a proposal % -> %', current_user, OLD.state, NEW.state
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- V16's staged-approval rule, kept: nested, so roles that never approve (the executor
+    -- cannot read approval_stages) never run the lookup.
+    IF OLD.state = 'escalated' AND NEW.state = 'approved' THEN
+        IF EXISTS (SELECT 1 FROM approval_stages s WHERE s.proposal_id = NEW.id
+                   AND s.stage = s.of_stages AND s.completed_at IS NULL) THEN
+            RAISE EXCEPTION 'proposal % has stages: it is approved only when its last stage completed', NEW.id
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+    RETURN NEW;
+END $function$;
+
+CREATE OR REPLACE TRIGGER proposals_transition_update BEFORE UPDATE ON proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json))) EXECUTE FUNCTION proposals_check_update();

@@ -1,0 +1,2543 @@
+--
+-- PostgreSQL database dump
+--
+
+
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: actiond_compile_transitions(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_compile_transitions() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    pairs text;
+BEGIN
+    SELECT string_agg(format('(%L, %L)', from_state, to_state), ', ' ORDER BY from_state, to_state)
+    INTO pairs FROM proposal_transitions;
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION proposal_transition_legal(from_state text, to_state text) '
+        'RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        'SELECT ' || CASE WHEN pairs IS NULL THEN 'false'
+                          ELSE format('(from_state, to_state) IN (%s)', pairs) END);
+    COMMENT ON FUNCTION proposal_transition_legal(text, text) IS
+        'Generated from proposal_transitions by actiond_compile_transitions() (V29); never edit it by hand.';
+END $$;
+
+
+--
+-- Name: actiond_current_tenants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_current_tenants() RETURNS text[]
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT string_to_array(NULLIF(current_setting('actiond.tenant_ids', true), ''), ',')
+$$;
+
+
+--
+-- Name: actiond_role_may(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_role_may(from_state text, to_state text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF pg_has_role(current_user, 'actiond_policy', 'MEMBER')
+       AND ((from_state = 'pending' AND to_state IN ('approved','escalated','blocked','expired'))
+         OR (from_state = 'escalated' AND to_state = 'expired')) THEN
+        RETURN true;
+    END IF;
+    IF (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER'))
+       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired'))
+         OR (from_state = 'pending' AND to_state = 'denied')) THEN
+        RETURN true;
+    END IF;
+    IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
+       AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
+         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown'))) THEN
+        RETURN true;
+    END IF;
+    RETURN coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false);
+END $$;
+
+
+--
+-- Name: actiond_tenant_visible(text, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_tenant_visible(tenant text, allow_all boolean DEFAULT false) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT tenant = ANY (actiond_current_tenants())
+        OR (allow_all AND '*' = ANY (actiond_current_tenants()))
+$$;
+
+
+--
+-- Name: agents_changed_notify(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.agents_changed_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('actiond_agents', '');
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: approval_passkeys_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.approval_passkeys_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'approval_passkeys is append-only' USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+
+--
+-- Name: approval_stages_check(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.approval_stages_check() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    have integer;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.stage > NEW.of_stages OR NEW.completed_at IS NOT NULL OR NEW.timed_out_at IS NOT NULL THEN
+            RAISE EXCEPTION 'a stage starts neither completed nor timed out' USING ERRCODE = 'check_violation';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM proposals WHERE id = NEW.proposal_id AND state = 'escalated') THEN
+            RAISE EXCEPTION 'stages belong to an escalated proposal' USING ERRCODE = 'check_violation';
+        END IF;
+        IF NEW.stage = 1 THEN
+            NEW.opened_at := now();
+            NEW.due_at := now() + make_interval(secs => NEW.within_secs);
+        ELSE
+            NEW.opened_at := NULL;
+            NEW.due_at := NULL;
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.proposal_id IS DISTINCT FROM OLD.proposal_id OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id
+       OR NEW.stage IS DISTINCT FROM OLD.stage OR NEW.of_stages IS DISTINCT FROM OLD.of_stages
+       OR NEW.approvers IS DISTINCT FROM OLD.approvers OR NEW.required IS DISTINCT FROM OLD.required
+       OR NEW.within_secs IS DISTINCT FROM OLD.within_secs OR NEW.on_timeout IS DISTINCT FROM OLD.on_timeout
+       OR (OLD.opened_at IS NOT NULL AND NEW.opened_at IS DISTINCT FROM OLD.opened_at)
+       OR (OLD.completed_at IS NOT NULL AND NEW.completed_at IS DISTINCT FROM OLD.completed_at)
+       OR (OLD.timed_out_at IS NOT NULL AND NEW.timed_out_at IS DISTINCT FROM OLD.timed_out_at)
+       OR (NEW.due_at IS DISTINCT FROM OLD.due_at AND NEW.opened_at IS NOT DISTINCT FROM OLD.opened_at) THEN
+        RAISE EXCEPTION 'a stage''s definition and what happened to it never change' USING ERRCODE = 'check_violation';
+    END IF;
+    IF OLD.opened_at IS NULL AND NEW.opened_at IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM approval_stages s WHERE s.proposal_id = NEW.proposal_id AND s.stage = NEW.stage - 1
+                       AND (s.completed_at IS NOT NULL OR s.timed_out_at IS NOT NULL)) THEN
+            RAISE EXCEPTION 'stage % opens only after stage % completed or timed out', NEW.stage, NEW.stage - 1
+                USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.opened_at := now();
+        NEW.due_at := now() + make_interval(secs => NEW.within_secs);
+    END IF;
+    IF OLD.completed_at IS NULL AND NEW.completed_at IS NOT NULL THEN
+        SELECT count(DISTINCT subject) INTO have FROM approvals
+        WHERE proposal_id = NEW.proposal_id AND stage = NEW.stage AND decision = 'approve';
+        IF NEW.opened_at IS NULL OR have < NEW.required THEN
+            RAISE EXCEPTION 'stage % needs % approvals of its own, has %', NEW.stage, NEW.required, have
+                USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.completed_at := now();
+    END IF;
+    IF OLD.timed_out_at IS NULL AND NEW.timed_out_at IS NOT NULL THEN
+        IF NEW.opened_at IS NULL OR now() <= NEW.due_at THEN
+            RAISE EXCEPTION 'stage % is not past its due time' , NEW.stage USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.timed_out_at := now();
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
+-- Name: approval_stages_kept(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.approval_stages_kept() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'approval_stages rows are never deleted' USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+
+--
+-- Name: approvals_in_stage(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.approvals_in_stage() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    s approval_stages%ROWTYPE;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM approval_stages WHERE proposal_id = NEW.proposal_id) THEN
+        IF NEW.stage IS NOT NULL THEN
+            RAISE EXCEPTION 'proposal % has no stages', NEW.proposal_id USING ERRCODE = 'check_violation';
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.decision = 'deny' AND NEW.stage IS NULL THEN
+        RETURN NEW;
+    END IF;
+    SELECT * INTO s FROM approval_stages WHERE proposal_id = NEW.proposal_id AND stage = NEW.stage;
+    IF NOT FOUND OR s.opened_at IS NULL OR s.completed_at IS NOT NULL OR s.timed_out_at IS NOT NULL THEN
+        RAISE EXCEPTION 'an approval of proposal % must name its open stage (got %)', NEW.proposal_id, NEW.stage
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.decision = 'approve' AND now() > s.due_at THEN
+        RAISE EXCEPTION 'stage % of proposal % closed at % (within); the approval is refused', s.stage, NEW.proposal_id, s.due_at
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
+-- Name: audit_events_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_events_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'audit_events is append-only' USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+
+--
+-- Name: proposal_transition_legal(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'))$$;
+
+
+--
+-- Name: FUNCTION proposal_transition_legal(from_state text, to_state text); Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON FUNCTION public.proposal_transition_legal(from_state text, to_state text) IS 'Generated from proposal_transitions by actiond_compile_transitions() (V29); never edit it by hand.';
+
+
+--
+-- Name: proposal_transitions_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.proposal_transitions_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM actiond_compile_transitions();
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: proposals_check_insert(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.proposals_check_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'a proposal starts as pending, not %', NEW.state USING ERRCODE = 'check_violation';
+END $$;
+
+
+--
+-- Name: proposals_check_update(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.proposals_check_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.state IS DISTINCT FROM OLD.state THEN
+        IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
+            RAISE EXCEPTION 'illegal proposal state transition % -> %', OLD.state, NEW.state
+                USING ERRCODE = 'check_violation';
+        END IF;
+        IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
+            IF NOT EXISTS (SELECT 1 FROM agents a
+                           WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
+                             AND a.frozen_at IS NOT NULL) THEN
+                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen'
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
+           OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
+            IF EXISTS (SELECT 1 FROM agents a
+                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
+                         AND a.frozen_at IS NOT NULL) THEN
+                RAISE EXCEPTION 'the agent of proposal % is frozen: it may not move % -> %', NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        NEW.updated_at := greatest(now(), OLD.updated_at);
+    END IF;
+    IF OLD.purged_at IS NOT NULL AND NEW.purged_at IS DISTINCT FROM OLD.purged_at THEN
+        RAISE EXCEPTION 'a purge is not undone' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.tenant_id IS DISTINCT FROM OLD.tenant_id OR NEW.agent_id IS DISTINCT FROM OLD.agent_id
+       OR NEW.action IS DISTINCT FROM OLD.action OR NEW.target IS DISTINCT FROM OLD.target
+       OR NEW.intent_hash IS DISTINCT FROM OLD.intent_hash
+       OR (NEW.params_json IS DISTINCT FROM OLD.params_json
+           AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
+                    AND NEW.state = OLD.state
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown'))) THEN
+        RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
+        RAISE EXCEPTION 'role % may not move a proposal % -> %', current_user, OLD.state, NEW.state
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- V16's staged-approval rule, kept: nested, so roles that never approve (the executor
+    -- cannot read approval_stages) never run the lookup.
+    IF OLD.state = 'escalated' AND NEW.state = 'approved' THEN
+        IF EXISTS (SELECT 1 FROM approval_stages s WHERE s.proposal_id = NEW.id
+                   AND s.stage = s.of_stages AND s.completed_at IS NULL) THEN
+            RAISE EXCEPTION 'proposal % has stages: it is approved only when its last stage completed', NEW.id
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+SET default_table_access_method = heap;
+
+--
+-- Name: actiond_sql_objects; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.actiond_sql_objects (
+    name text NOT NULL,
+    sha256 text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT actiond_sql_objects_name_check CHECK ((name ~ '^[a-z0-9_]+$'::text)),
+    CONSTRAINT actiond_sql_objects_sha256_check CHECK ((length(sha256) = 64))
+);
+
+
+--
+-- Name: agent_workload_identities; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_workload_identities (
+    agent_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_workload_identities_issuer_check CHECK (((length(issuer) >= 1) AND (length(issuer) <= 512))),
+    CONSTRAINT agent_workload_identities_subject_check CHECK (((length(subject) >= 1) AND (length(subject) <= 512)))
+);
+
+
+--
+-- Name: agents; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agents (
+    id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    name text NOT NULL,
+    owner_subject text,
+    token_sha256 text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    frozen_at timestamp with time zone,
+    frozen_by text,
+    CONSTRAINT agents_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'::text)),
+    CONSTRAINT agents_token_sha256_check CHECK ((token_sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: approval_passkeys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.approval_passkeys (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    credential_id bytea NOT NULL,
+    public_key bytea NOT NULL,
+    nonce text NOT NULL,
+    intent_hash text NOT NULL,
+    doc_version integer NOT NULL,
+    rp_id text NOT NULL,
+    origin text NOT NULL,
+    authenticator_data bytea NOT NULL,
+    client_data_json bytea NOT NULL,
+    signature bytea NOT NULL,
+    sign_count bigint NOT NULL,
+    evidence_sha256 text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT approval_passkeys_evidence_sha256_check CHECK ((evidence_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT approval_passkeys_nonce_check CHECK ((nonce ~ '^[0-9a-f]{64}$'::text))
+);
+
+ALTER TABLE ONLY public.approval_passkeys FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: approval_stages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.approval_stages (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    stage integer NOT NULL,
+    of_stages integer NOT NULL,
+    approvers text NOT NULL,
+    required integer NOT NULL,
+    within_secs double precision NOT NULL,
+    on_timeout text NOT NULL,
+    opened_at timestamp with time zone,
+    due_at timestamp with time zone,
+    completed_at timestamp with time zone,
+    timed_out_at timestamp with time zone,
+    CONSTRAINT approval_stages_approvers_check CHECK (((length(approvers) >= 1) AND (length(approvers) <= 128))),
+    CONSTRAINT approval_stages_check CHECK ((stage <= of_stages)),
+    CONSTRAINT approval_stages_check1 CHECK (((completed_at IS NULL) OR (timed_out_at IS NULL))),
+    CONSTRAINT approval_stages_of_stages_check CHECK (((of_stages >= 1) AND (of_stages <= 5))),
+    CONSTRAINT approval_stages_on_timeout_check CHECK ((on_timeout = ANY (ARRAY['next'::text, 'expire'::text]))),
+    CONSTRAINT approval_stages_required_check CHECK (((required >= 1) AND (required <= 5))),
+    CONSTRAINT approval_stages_stage_check CHECK (((stage >= 1) AND (stage <= 5))),
+    CONSTRAINT approval_stages_within_secs_check CHECK ((within_secs > (0)::double precision))
+);
+
+ALTER TABLE ONLY public.approval_stages FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: approvals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.approvals (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    email text,
+    decision text NOT NULL,
+    comment text,
+    intent_hash text NOT NULL,
+    doc_version integer NOT NULL,
+    channel text NOT NULL,
+    decided_at timestamp with time zone DEFAULT now() NOT NULL,
+    seconds_on_page double precision,
+    stage integer,
+    CONSTRAINT approvals_channel_check CHECK ((channel = ANY (ARRAY['web'::text, 'breakglass'::text]))),
+    CONSTRAINT approvals_decision_check CHECK ((decision = ANY (ARRAY['approve'::text, 'deny'::text]))),
+    CONSTRAINT approvals_seconds_on_page_check CHECK (((seconds_on_page IS NULL) OR ((seconds_on_page >= (0)::double precision) AND (seconds_on_page <= (86400)::double precision))))
+);
+
+ALTER TABLE ONLY public.approvals FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: audit_event_hashes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_event_hashes (
+    event_id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    seal_seq bigint NOT NULL,
+    chain_hash text NOT NULL,
+    CONSTRAINT audit_event_hashes_chain_hash_check CHECK ((chain_hash ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: audit_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_events (
+    id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    proposal_id uuid,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    kind text NOT NULL,
+    actor text NOT NULL,
+    from_state text,
+    to_state text,
+    intent_hash text,
+    params_sha256 text,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+ALTER TABLE ONLY public.audit_events FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: audit_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.audit_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: audit_events_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.audit_events_id_seq OWNED BY public.audit_events.id;
+
+
+--
+-- Name: audit_seals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_seals (
+    tenant_id text NOT NULL,
+    seq bigint NOT NULL,
+    first_event_id bigint NOT NULL,
+    last_event_id bigint NOT NULL,
+    event_count bigint NOT NULL,
+    start_hash text NOT NULL,
+    head_hash text NOT NULL,
+    prev_seal_hash text NOT NULL,
+    key_id text NOT NULL,
+    sealed_at text NOT NULL,
+    sig text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT audit_seals_check CHECK ((last_event_id >= first_event_id)),
+    CONSTRAINT audit_seals_event_count_check CHECK ((event_count > 0)),
+    CONSTRAINT audit_seals_head_hash_check CHECK ((head_hash ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT audit_seals_prev_seal_hash_check CHECK ((prev_seal_hash ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT audit_seals_seq_check CHECK ((seq > 0)),
+    CONSTRAINT audit_seals_start_hash_check CHECK ((start_hash ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: budget_reservations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_reservations (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    action text NOT NULL,
+    sum_of text NOT NULL,
+    amount bigint NOT NULL,
+    allowed boolean NOT NULL,
+    reserved_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT budget_reservations_amount_check CHECK ((amount >= 0))
+);
+
+ALTER TABLE ONLY public.budget_reservations FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: grants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.grants (
+    id uuid NOT NULL,
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    intent_hash text NOT NULL,
+    doc_version integer NOT NULL,
+    expires_at_us bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    key_id text NOT NULL,
+    sig bytea NOT NULL,
+    issued_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    used_at timestamp with time zone,
+    used_by text,
+    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text)))
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
+
+ALTER TABLE ONLY public.grants FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: passkey_challenges; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.passkey_challenges (
+    nonce text NOT NULL,
+    tenant_id text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    purpose text NOT NULL,
+    proposal_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT passkey_challenges_check CHECK (((purpose = 'approve'::text) = (proposal_id IS NOT NULL))),
+    CONSTRAINT passkey_challenges_nonce_check CHECK ((nonce ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT passkey_challenges_purpose_check CHECK ((purpose = ANY (ARRAY['register'::text, 'approve'::text])))
+);
+
+ALTER TABLE ONLY public.passkey_challenges FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: passkeys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.passkeys (
+    tenant_id text NOT NULL,
+    credential_id bytea NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    public_key bytea NOT NULL,
+    alg integer NOT NULL,
+    sign_count bigint DEFAULT 0 NOT NULL,
+    rp_id text NOT NULL,
+    label text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    CONSTRAINT passkeys_alg_check CHECK ((alg = ANY (ARRAY['-7'::integer, '-8'::integer, '-257'::integer]))),
+    CONSTRAINT passkeys_credential_id_check CHECK (((octet_length(credential_id) >= 1) AND (octet_length(credential_id) <= 1023))),
+    CONSTRAINT passkeys_label_check CHECK ((length(label) <= 100)),
+    CONSTRAINT passkeys_public_key_check CHECK (((octet_length(public_key) >= 1) AND (octet_length(public_key) <= 2048))),
+    CONSTRAINT passkeys_sign_count_check CHECK ((sign_count >= 0))
+);
+
+ALTER TABLE ONLY public.passkeys FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: proposal_delegations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.proposal_delegations (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    on_behalf_of text NOT NULL,
+    CONSTRAINT proposal_delegations_on_behalf_of_check CHECK (((length(on_behalf_of) >= 1) AND (length(on_behalf_of) <= 512)))
+);
+
+ALTER TABLE ONLY public.proposal_delegations FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: proposal_previews; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.proposal_previews (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    ok boolean NOT NULL,
+    text text NOT NULL,
+    read_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT proposal_previews_text_check CHECK ((length(text) <= 20000))
+);
+
+ALTER TABLE ONLY public.proposal_previews FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: proposal_transitions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.proposal_transitions (
+    from_state text NOT NULL,
+    to_state text NOT NULL,
+    CONSTRAINT proposal_transitions_check CHECK ((from_state <> to_state))
+);
+
+
+--
+-- Name: proposals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.proposals (
+    id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    agent_id uuid NOT NULL,
+    action text NOT NULL,
+    target text NOT NULL,
+    params_json text NOT NULL,
+    params_sha256 text NOT NULL,
+    intent_hash text NOT NULL,
+    agent_reason text,
+    source_text text,
+    session_id text,
+    idempotency_key text,
+    request_sha256 text NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    effect text,
+    rule_name text,
+    decision_reason text,
+    doc_version integer,
+    doc_sha256 text,
+    decided_at timestamp with time zone,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    outcome text,
+    outcome_detail text,
+    finished_at timestamp with time zone,
+    purged_at timestamp with time zone,
+    CONSTRAINT proposals_action_check CHECK ((length(action) <= 128)),
+    CONSTRAINT proposals_effect_check CHECK ((effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
+    CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
+    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
+    CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
+
+ALTER TABLE ONLY public.proposals FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: refinery_schema_history; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.refinery_schema_history (
+    version integer NOT NULL,
+    name character varying(255),
+    applied_on character varying(255),
+    checksum character varying(255)
+);
+
+
+--
+-- Name: shadow_decisions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.shadow_decisions (
+    tenant_id text NOT NULL,
+    shadow_seq integer NOT NULL,
+    proposal_id uuid NOT NULL,
+    action text NOT NULL,
+    live_effect text NOT NULL,
+    live_rule text,
+    shadow_effect text NOT NULL,
+    shadow_rule text,
+    shadow_reason text NOT NULL,
+    decided_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT shadow_decisions_live_effect_check CHECK ((live_effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
+    CONSTRAINT shadow_decisions_shadow_effect_check CHECK ((shadow_effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text])))
+);
+
+ALTER TABLE ONLY public.shadow_decisions FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: shadow_documents; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.shadow_documents (
+    tenant_id text NOT NULL,
+    seq integer NOT NULL,
+    sha256 text NOT NULL,
+    source text NOT NULL,
+    stored_by text NOT NULL,
+    stored_at timestamp with time zone DEFAULT now() NOT NULL,
+    live_version integer,
+    closed_at timestamp with time zone,
+    promoted_version integer,
+    CONSTRAINT shadow_documents_seq_check CHECK ((seq > 0)),
+    CONSTRAINT shadow_documents_sha256_check CHECK ((sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+ALTER TABLE ONLY public.shadow_documents FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: tenant_documents; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_documents (
+    tenant_id text NOT NULL,
+    version integer NOT NULL,
+    sha256 text NOT NULL,
+    source text NOT NULL,
+    document jsonb NOT NULL,
+    applied_by text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_documents_sha256_check CHECK ((sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT tenant_documents_version_check CHECK ((version > 0))
+);
+
+
+--
+-- Name: tenants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenants (
+    id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenants_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text))
+);
+
+
+--
+-- Name: web_login_states; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.web_login_states (
+    state_sha256 text NOT NULL,
+    binding_sha256 text NOT NULL,
+    nonce text NOT NULL,
+    pkce_verifier text NOT NULL,
+    return_to text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT web_login_states_binding_sha256_check CHECK ((binding_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT web_login_states_return_to_check CHECK (((return_to ~~ '/%'::text) AND (return_to !~~ '//%'::text))),
+    CONSTRAINT web_login_states_state_sha256_check CHECK ((state_sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: web_notifications; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.web_notifications (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    status text DEFAULT 'sending'::text NOT NULL,
+    attempts integer DEFAULT 1 NOT NULL,
+    channels text[] DEFAULT '{}'::text[] NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    stage integer DEFAULT 1 NOT NULL,
+    CONSTRAINT web_notifications_status_check CHECK ((status = ANY (ARRAY['sending'::text, 'sent'::text, 'failed'::text, 'skipped'::text])))
+);
+
+ALTER TABLE ONLY public.web_notifications FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: web_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.web_sessions (
+    id_sha256 text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    email text,
+    display_name text,
+    claims jsonb DEFAULT '{}'::jsonb NOT NULL,
+    csrf_token text NOT NULL,
+    dev_login boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    auth_time timestamp with time zone,
+    CONSTRAINT web_sessions_id_sha256_check CHECK ((id_sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: audit_events id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_events ALTER COLUMN id SET DEFAULT 
+CASE
+    WHEN (pg_current_xact_id() IS NOT NULL) THEN nextval('public.audit_events_id_seq'::regclass)
+    ELSE NULL::bigint
+END;
+
+
+--
+-- Name: actiond_sql_objects actiond_sql_objects_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.actiond_sql_objects
+    ADD CONSTRAINT actiond_sql_objects_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: agent_workload_identities agent_workload_identities_issuer_subject_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_workload_identities
+    ADD CONSTRAINT agent_workload_identities_issuer_subject_key UNIQUE (issuer, subject);
+
+
+--
+-- Name: agent_workload_identities agent_workload_identities_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_workload_identities
+    ADD CONSTRAINT agent_workload_identities_pkey PRIMARY KEY (agent_id);
+
+
+--
+-- Name: agents agents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agents
+    ADD CONSTRAINT agents_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: agents agents_tenant_id_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agents
+    ADD CONSTRAINT agents_tenant_id_id_key UNIQUE (tenant_id, id);
+
+
+--
+-- Name: agents agents_tenant_id_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agents
+    ADD CONSTRAINT agents_tenant_id_name_key UNIQUE (tenant_id, name);
+
+
+--
+-- Name: agents agents_token_sha256_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agents
+    ADD CONSTRAINT agents_token_sha256_key UNIQUE (token_sha256);
+
+
+--
+-- Name: approval_passkeys approval_passkeys_nonce_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approval_passkeys
+    ADD CONSTRAINT approval_passkeys_nonce_key UNIQUE (nonce);
+
+
+--
+-- Name: approval_passkeys approval_passkeys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approval_passkeys
+    ADD CONSTRAINT approval_passkeys_pkey PRIMARY KEY (proposal_id, issuer, subject);
+
+
+--
+-- Name: approval_stages approval_stages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approval_stages
+    ADD CONSTRAINT approval_stages_pkey PRIMARY KEY (proposal_id, stage);
+
+
+--
+-- Name: approvals approvals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approvals
+    ADD CONSTRAINT approvals_pkey PRIMARY KEY (proposal_id, issuer, subject);
+
+
+--
+-- Name: audit_event_hashes audit_event_hashes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_event_hashes
+    ADD CONSTRAINT audit_event_hashes_pkey PRIMARY KEY (event_id);
+
+
+--
+-- Name: audit_events audit_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_events
+    ADD CONSTRAINT audit_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: audit_seals audit_seals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_seals
+    ADD CONSTRAINT audit_seals_pkey PRIMARY KEY (tenant_id, seq);
+
+
+--
+-- Name: budget_reservations budget_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_reservations
+    ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (proposal_id, sum_of);
+
+
+--
+-- Name: grants grants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: grants grants_proposal_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_proposal_id_key UNIQUE (proposal_id);
+
+
+--
+-- Name: passkey_challenges passkey_challenges_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_challenges
+    ADD CONSTRAINT passkey_challenges_pkey PRIMARY KEY (nonce);
+
+
+--
+-- Name: passkeys passkeys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkeys
+    ADD CONSTRAINT passkeys_pkey PRIMARY KEY (tenant_id, credential_id);
+
+
+--
+-- Name: proposal_delegations proposal_delegations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_delegations
+    ADD CONSTRAINT proposal_delegations_pkey PRIMARY KEY (proposal_id);
+
+
+--
+-- Name: proposal_previews proposal_previews_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_previews
+    ADD CONSTRAINT proposal_previews_pkey PRIMARY KEY (proposal_id);
+
+
+--
+-- Name: proposal_transitions proposal_transitions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_transitions
+    ADD CONSTRAINT proposal_transitions_pkey PRIMARY KEY (from_state, to_state);
+
+
+--
+-- Name: proposals proposals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposals
+    ADD CONSTRAINT proposals_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: proposals proposals_tenant_id_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposals
+    ADD CONSTRAINT proposals_tenant_id_id_key UNIQUE (tenant_id, id);
+
+
+--
+-- Name: refinery_schema_history refinery_schema_history_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.refinery_schema_history
+    ADD CONSTRAINT refinery_schema_history_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: shadow_decisions shadow_decisions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shadow_decisions
+    ADD CONSTRAINT shadow_decisions_pkey PRIMARY KEY (tenant_id, shadow_seq, proposal_id);
+
+
+--
+-- Name: shadow_documents shadow_documents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shadow_documents
+    ADD CONSTRAINT shadow_documents_pkey PRIMARY KEY (tenant_id, seq);
+
+
+--
+-- Name: tenant_documents tenant_documents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_documents
+    ADD CONSTRAINT tenant_documents_pkey PRIMARY KEY (tenant_id, version);
+
+
+--
+-- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenants
+    ADD CONSTRAINT tenants_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: web_login_states web_login_states_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.web_login_states
+    ADD CONSTRAINT web_login_states_pkey PRIMARY KEY (state_sha256);
+
+
+--
+-- Name: web_notifications web_notifications_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.web_notifications
+    ADD CONSTRAINT web_notifications_pkey PRIMARY KEY (proposal_id, stage);
+
+
+--
+-- Name: web_sessions web_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.web_sessions
+    ADD CONSTRAINT web_sessions_pkey PRIMARY KEY (id_sha256);
+
+
+--
+-- Name: approvals_tenant_decided; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX approvals_tenant_decided ON public.approvals USING btree (tenant_id, decided_at);
+
+
+--
+-- Name: audit_events_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_events_at ON public.audit_events USING brin (at) WITH (autosummarize='on');
+
+
+--
+-- Name: audit_events_proposal; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_events_proposal ON public.audit_events USING btree (proposal_id, id);
+
+
+--
+-- Name: budget_reservations_window; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_reservations_window ON public.budget_reservations USING btree (tenant_id, action, sum_of, reserved_at);
+
+
+--
+-- Name: passkey_challenges_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX passkey_challenges_expires ON public.passkey_challenges USING btree (expires_at);
+
+
+--
+-- Name: passkeys_person; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX passkeys_person ON public.passkeys USING btree (tenant_id, issuer, subject);
+
+
+--
+-- Name: proposals_approved; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_approved ON public.proposals USING btree (updated_at) WHERE (state = 'approved'::text);
+
+
+--
+-- Name: proposals_escalated; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_escalated ON public.proposals USING btree (tenant_id, created_at) WHERE (state = 'escalated'::text);
+
+
+--
+-- Name: proposals_escalated_by_agent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_escalated_by_agent ON public.proposals USING btree (agent_id) WHERE ((state = 'escalated'::text) AND (agent_id IS NOT NULL));
+
+
+--
+-- Name: proposals_executing; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_executing ON public.proposals USING btree (id) WHERE (state = 'executing'::text);
+
+
+--
+-- Name: proposals_history; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_history ON public.proposals USING btree (agent_id, action, created_at);
+
+
+--
+-- Name: proposals_idempotency; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX proposals_idempotency ON public.proposals USING btree (tenant_id, agent_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: proposals_open_intent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX proposals_open_intent ON public.proposals USING btree (tenant_id, agent_id, intent_hash) WHERE (state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'executing'::text]));
+
+
+--
+-- Name: proposals_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHERE (state = 'pending'::text);
+
+
+--
+-- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+
+
+--
+-- Name: shadow_documents_one_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX shadow_documents_one_open ON public.shadow_documents USING btree (tenant_id) WHERE (closed_at IS NULL);
+
+
+--
+-- Name: web_login_states_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX web_login_states_expires ON public.web_login_states USING btree (expires_at);
+
+
+--
+-- Name: web_notifications_retry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX web_notifications_retry ON public.web_notifications USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['failed'::text, 'sending'::text]));
+
+
+--
+-- Name: web_sessions_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX web_sessions_expires ON public.web_sessions USING btree (expires_at);
+
+
+--
+-- Name: web_sessions_subject; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX web_sessions_subject ON public.web_sessions USING btree (issuer, subject);
+
+
+--
+-- Name: agent_workload_identities agent_workload_identities_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agent_workload_identities_changed AFTER DELETE OR UPDATE OR TRUNCATE ON public.agent_workload_identities FOR EACH STATEMENT EXECUTE FUNCTION public.agents_changed_notify();
+
+
+--
+-- Name: agents agents_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agents_changed AFTER DELETE OR UPDATE OR TRUNCATE ON public.agents FOR EACH STATEMENT EXECUTE FUNCTION public.agents_changed_notify();
+
+
+--
+-- Name: approval_passkeys approval_passkeys_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_passkeys_no_truncate BEFORE TRUNCATE ON public.approval_passkeys FOR EACH STATEMENT EXECUTE FUNCTION public.approval_passkeys_append_only();
+
+
+--
+-- Name: approval_passkeys approval_passkeys_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_passkeys_no_update BEFORE DELETE OR UPDATE ON public.approval_passkeys FOR EACH ROW EXECUTE FUNCTION public.approval_passkeys_append_only();
+
+
+--
+-- Name: approval_stages approval_stages_check; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_stages_check BEFORE INSERT OR UPDATE ON public.approval_stages FOR EACH ROW EXECUTE FUNCTION public.approval_stages_check();
+
+
+--
+-- Name: approval_stages approval_stages_no_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_stages_no_delete BEFORE DELETE ON public.approval_stages FOR EACH ROW EXECUTE FUNCTION public.approval_stages_kept();
+
+
+--
+-- Name: approval_stages approval_stages_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_stages_no_truncate BEFORE TRUNCATE ON public.approval_stages FOR EACH STATEMENT EXECUTE FUNCTION public.approval_stages_kept();
+
+
+--
+-- Name: approvals approvals_in_stage; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approvals_in_stage BEFORE INSERT ON public.approvals FOR EACH ROW EXECUTE FUNCTION public.approvals_in_stage();
+
+
+--
+-- Name: audit_event_hashes audit_event_hashes_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_event_hashes_no_truncate BEFORE TRUNCATE ON public.audit_event_hashes FOR EACH STATEMENT EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_event_hashes audit_event_hashes_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_event_hashes_no_update BEFORE DELETE OR UPDATE ON public.audit_event_hashes FOR EACH ROW EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_events audit_events_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON public.audit_events FOR EACH STATEMENT EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_events audit_events_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_events_no_update BEFORE DELETE OR UPDATE ON public.audit_events FOR EACH ROW EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_seals audit_seals_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_seals_no_truncate BEFORE TRUNCATE ON public.audit_seals FOR EACH STATEMENT EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_seals audit_seals_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_seals_no_update BEFORE DELETE OR UPDATE ON public.audit_seals FOR EACH ROW EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: proposal_transitions proposal_transitions_compile; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER proposal_transitions_compile AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.proposal_transitions FOR EACH STATEMENT EXECUTE FUNCTION public.proposal_transitions_changed();
+
+
+--
+-- Name: proposals proposals_transition_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER proposals_transition_insert BEFORE INSERT ON public.proposals FOR EACH ROW WHEN ((new.state <> 'pending'::text)) EXECUTE FUNCTION public.proposals_check_insert();
+
+
+--
+-- Name: proposals proposals_transition_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER proposals_transition_update BEFORE UPDATE ON public.proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json))) EXECUTE FUNCTION public.proposals_check_update();
+
+
+--
+-- Name: agent_workload_identities agent_workload_identities_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_workload_identities
+    ADD CONSTRAINT agent_workload_identities_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id);
+
+
+--
+-- Name: agents agents_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agents
+    ADD CONSTRAINT agents_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: approval_passkeys approval_passkeys_proposal_id_issuer_subject_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approval_passkeys
+    ADD CONSTRAINT approval_passkeys_proposal_id_issuer_subject_fkey FOREIGN KEY (proposal_id, issuer, subject) REFERENCES public.approvals(proposal_id, issuer, subject);
+
+
+--
+-- Name: approval_stages approval_stages_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approval_stages
+    ADD CONSTRAINT approval_stages_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id);
+
+
+--
+-- Name: approvals approvals_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approvals
+    ADD CONSTRAINT approvals_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id);
+
+
+--
+-- Name: budget_reservations budget_reservations_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_reservations
+    ADD CONSTRAINT budget_reservations_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: grants grants_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id);
+
+
+--
+-- Name: passkey_challenges passkey_challenges_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_challenges
+    ADD CONSTRAINT passkey_challenges_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: passkeys passkeys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkeys
+    ADD CONSTRAINT passkeys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: proposal_delegations proposal_delegations_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_delegations
+    ADD CONSTRAINT proposal_delegations_proposal_id_fkey FOREIGN KEY (proposal_id) REFERENCES public.proposals(id) ON DELETE CASCADE;
+
+
+--
+-- Name: proposal_previews proposal_previews_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_previews
+    ADD CONSTRAINT proposal_previews_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id) ON DELETE CASCADE;
+
+
+--
+-- Name: proposals proposals_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposals
+    ADD CONSTRAINT proposals_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id);
+
+
+--
+-- Name: shadow_decisions shadow_decisions_tenant_id_shadow_seq_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shadow_decisions
+    ADD CONSTRAINT shadow_decisions_tenant_id_shadow_seq_fkey FOREIGN KEY (tenant_id, shadow_seq) REFERENCES public.shadow_documents(tenant_id, seq);
+
+
+--
+-- Name: shadow_documents shadow_documents_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shadow_documents
+    ADD CONSTRAINT shadow_documents_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: tenant_documents tenant_documents_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_documents
+    ADD CONSTRAINT tenant_documents_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
+-- Name: web_notifications web_notifications_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.web_notifications
+    ADD CONSTRAINT web_notifications_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id);
+
+
+--
+-- Name: audit_events api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.audit_events TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: proposal_delegations api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.proposal_delegations TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: proposals api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.proposals TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: approval_passkeys; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.approval_passkeys ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: approval_stages; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.approval_stages ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: approvals; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.approvals ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.audit_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: proposals auditor; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY auditor ON public.proposals FOR SELECT TO actiond_auditor USING (true);
+
+
+--
+-- Name: audit_events auditor_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY auditor_read ON public.audit_events FOR SELECT TO actiond_auditor USING (true);
+
+
+--
+-- Name: budget_reservations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: grants; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.grants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: passkey_challenges; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.passkey_challenges ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: passkeys; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.passkeys ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: proposal_delegations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.proposal_delegations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: proposal_previews; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.proposal_previews ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: proposals; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.proposals ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: approvals retention_decided; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (true) WITH CHECK (true);
+
+
+--
+-- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+
+
+--
+-- Name: audit_events retention_write; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY retention_write ON public.audit_events TO actiond_retention USING ((kind = 'retention.purged'::text)) WITH CHECK ((kind = 'retention.purged'::text));
+
+
+--
+-- Name: audit_events sealer_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY sealer_read ON public.audit_events FOR SELECT TO actiond_sealer USING (true);
+
+
+--
+-- Name: shadow_decisions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.shadow_decisions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: shadow_documents; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.shadow_documents ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: web_notifications; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.web_notifications ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: approval_passkeys web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.approval_passkeys TO actiond_web USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: approval_stages web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.approval_stages TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: approvals web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.approvals TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: audit_events web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.audit_events TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: grants web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.grants TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: passkey_challenges web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.passkey_challenges TO actiond_web USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: passkeys web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.passkeys TO actiond_web USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: proposal_delegations web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.proposal_delegations TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: proposal_previews web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.proposal_previews FOR SELECT TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: proposals web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.proposals TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: shadow_decisions web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.shadow_decisions FOR SELECT TO actiond_web USING (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: shadow_documents web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.shadow_documents FOR SELECT TO actiond_web USING (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: web_notifications web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.web_notifications TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: approval_passkeys workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.approval_passkeys FOR SELECT TO actiond_admin, actiond_auditor USING (true);
+
+
+--
+-- Name: approval_stages workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.approval_stages TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: approvals workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.approvals TO actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: audit_events workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.audit_events TO actiond_policy, actiond_executor, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: budget_reservations workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.budget_reservations TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: grants workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.grants TO actiond_policy, actiond_executor, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: passkeys workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.passkeys FOR SELECT TO actiond_admin USING (true);
+
+
+--
+-- Name: proposal_delegations workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.proposal_delegations TO actiond_policy, actiond_executor, actiond_admin, actiond_retention USING (true) WITH CHECK (true);
+
+
+--
+-- Name: proposal_previews workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.proposal_previews TO actiond_executor, actiond_admin, actiond_retention USING (true) WITH CHECK (true);
+
+
+--
+-- Name: proposals workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.proposals TO actiond_policy, actiond_executor, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: shadow_decisions workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.shadow_decisions TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: shadow_documents workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.shadow_documents TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA public TO actiond_api;
+GRANT USAGE ON SCHEMA public TO actiond_policy;
+GRANT USAGE ON SCHEMA public TO actiond_web;
+GRANT USAGE ON SCHEMA public TO actiond_executor;
+GRANT USAGE ON SCHEMA public TO actiond_admin;
+GRANT USAGE ON SCHEMA public TO actiond_sealer;
+GRANT USAGE ON SCHEMA public TO actiond_auditor;
+GRANT USAGE ON SCHEMA public TO actiond_retention;
+
+
+--
+-- Name: FUNCTION actiond_compile_transitions(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.actiond_compile_transitions() FROM PUBLIC;
+
+
+--
+-- Name: TABLE agent_workload_identities; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.agent_workload_identities TO actiond_api;
+GRANT SELECT,INSERT ON TABLE public.agent_workload_identities TO actiond_admin;
+
+
+--
+-- Name: TABLE agents; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.agents TO actiond_api;
+GRANT SELECT ON TABLE public.agents TO actiond_policy;
+GRANT SELECT ON TABLE public.agents TO actiond_web;
+GRANT SELECT ON TABLE public.agents TO actiond_executor;
+GRANT SELECT,INSERT ON TABLE public.agents TO actiond_admin;
+
+
+--
+-- Name: COLUMN agents.revoked_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(revoked_at) ON TABLE public.agents TO actiond_admin;
+
+
+--
+-- Name: COLUMN agents.frozen_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(frozen_at) ON TABLE public.agents TO actiond_web;
+GRANT UPDATE(frozen_at) ON TABLE public.agents TO actiond_admin;
+
+
+--
+-- Name: COLUMN agents.frozen_by; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(frozen_by) ON TABLE public.agents TO actiond_web;
+GRANT UPDATE(frozen_by) ON TABLE public.agents TO actiond_admin;
+
+
+--
+-- Name: TABLE approval_passkeys; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.approval_passkeys TO actiond_web;
+GRANT SELECT ON TABLE public.approval_passkeys TO actiond_admin;
+GRANT SELECT ON TABLE public.approval_passkeys TO actiond_auditor;
+
+
+--
+-- Name: TABLE approval_stages; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.approval_stages TO actiond_policy;
+GRANT SELECT ON TABLE public.approval_stages TO actiond_web;
+GRANT SELECT ON TABLE public.approval_stages TO actiond_admin;
+
+
+--
+-- Name: COLUMN approval_stages.opened_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(opened_at) ON TABLE public.approval_stages TO actiond_policy;
+GRANT UPDATE(opened_at) ON TABLE public.approval_stages TO actiond_web;
+GRANT UPDATE(opened_at) ON TABLE public.approval_stages TO actiond_admin;
+
+
+--
+-- Name: COLUMN approval_stages.due_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(due_at) ON TABLE public.approval_stages TO actiond_policy;
+GRANT UPDATE(due_at) ON TABLE public.approval_stages TO actiond_web;
+GRANT UPDATE(due_at) ON TABLE public.approval_stages TO actiond_admin;
+
+
+--
+-- Name: COLUMN approval_stages.completed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(completed_at) ON TABLE public.approval_stages TO actiond_web;
+GRANT UPDATE(completed_at) ON TABLE public.approval_stages TO actiond_admin;
+
+
+--
+-- Name: COLUMN approval_stages.timed_out_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(timed_out_at) ON TABLE public.approval_stages TO actiond_policy;
+GRANT UPDATE(timed_out_at) ON TABLE public.approval_stages TO actiond_web;
+GRANT UPDATE(timed_out_at) ON TABLE public.approval_stages TO actiond_admin;
+
+
+--
+-- Name: TABLE approvals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.approvals TO actiond_web;
+GRANT SELECT,INSERT ON TABLE public.approvals TO actiond_admin;
+
+
+--
+-- Name: COLUMN approvals.proposal_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(proposal_id) ON TABLE public.approvals TO actiond_retention;
+
+
+--
+-- Name: COLUMN approvals.tenant_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(tenant_id) ON TABLE public.approvals TO actiond_retention;
+
+
+--
+-- Name: COLUMN approvals.comment; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(comment),UPDATE(comment) ON TABLE public.approvals TO actiond_retention;
+
+
+--
+-- Name: TABLE audit_event_hashes; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.audit_event_hashes TO actiond_sealer;
+GRANT SELECT ON TABLE public.audit_event_hashes TO actiond_auditor;
+
+
+--
+-- Name: TABLE audit_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.audit_events TO actiond_api;
+GRANT SELECT ON TABLE public.audit_events TO actiond_policy;
+GRANT SELECT ON TABLE public.audit_events TO actiond_web;
+GRANT SELECT ON TABLE public.audit_events TO actiond_executor;
+GRANT SELECT ON TABLE public.audit_events TO actiond_admin;
+GRANT SELECT ON TABLE public.audit_events TO actiond_sealer;
+GRANT SELECT ON TABLE public.audit_events TO actiond_auditor;
+GRANT SELECT ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.tenant_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(tenant_id) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.proposal_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(proposal_id) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.kind; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(kind) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.actor; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(actor) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.from_state; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(from_state) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.to_state; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(to_state) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.intent_hash; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(intent_hash) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.params_sha256; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(params_sha256) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: COLUMN audit_events.detail; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_api;
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_policy;
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_web;
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_executor;
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_admin;
+GRANT INSERT(detail) ON TABLE public.audit_events TO actiond_retention;
+
+
+--
+-- Name: SEQUENCE audit_events_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_api;
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_policy;
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_web;
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_executor;
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_admin;
+GRANT SELECT ON SEQUENCE public.audit_events_id_seq TO actiond_sealer;
+GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_retention;
+
+
+--
+-- Name: TABLE audit_seals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.audit_seals TO actiond_sealer;
+GRANT SELECT ON TABLE public.audit_seals TO actiond_auditor;
+
+
+--
+-- Name: TABLE budget_reservations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.budget_reservations TO actiond_policy;
+GRANT SELECT ON TABLE public.budget_reservations TO actiond_admin;
+
+
+--
+-- Name: TABLE grants; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT ON TABLE public.grants TO actiond_policy;
+GRANT INSERT ON TABLE public.grants TO actiond_web;
+GRANT SELECT ON TABLE public.grants TO actiond_executor;
+GRANT SELECT,INSERT ON TABLE public.grants TO actiond_admin;
+
+
+--
+-- Name: COLUMN grants.used_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(used_at) ON TABLE public.grants TO actiond_executor;
+
+
+--
+-- Name: COLUMN grants.used_by; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(used_by) ON TABLE public.grants TO actiond_executor;
+
+
+--
+-- Name: TABLE passkey_challenges; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.passkey_challenges TO actiond_web;
+
+
+--
+-- Name: TABLE passkeys; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.passkeys TO actiond_web;
+GRANT SELECT ON TABLE public.passkeys TO actiond_admin;
+
+
+--
+-- Name: COLUMN passkeys.sign_count; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(sign_count) ON TABLE public.passkeys TO actiond_web;
+
+
+--
+-- Name: COLUMN passkeys.last_used_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(last_used_at) ON TABLE public.passkeys TO actiond_web;
+
+
+--
+-- Name: TABLE proposal_delegations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_api;
+GRANT SELECT ON TABLE public.proposal_delegations TO actiond_policy;
+GRANT SELECT ON TABLE public.proposal_delegations TO actiond_web;
+GRANT SELECT ON TABLE public.proposal_delegations TO actiond_executor;
+GRANT SELECT ON TABLE public.proposal_delegations TO actiond_admin;
+GRANT SELECT,DELETE ON TABLE public.proposal_delegations TO actiond_retention;
+
+
+--
+-- Name: TABLE proposal_previews; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.proposal_previews TO actiond_executor;
+GRANT SELECT ON TABLE public.proposal_previews TO actiond_web;
+GRANT SELECT ON TABLE public.proposal_previews TO actiond_admin;
+GRANT SELECT,DELETE ON TABLE public.proposal_previews TO actiond_retention;
+
+
+--
+-- Name: TABLE proposal_transitions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.proposal_transitions TO actiond_api;
+GRANT SELECT ON TABLE public.proposal_transitions TO actiond_policy;
+GRANT SELECT ON TABLE public.proposal_transitions TO actiond_web;
+GRANT SELECT ON TABLE public.proposal_transitions TO actiond_executor;
+GRANT SELECT ON TABLE public.proposal_transitions TO actiond_admin;
+
+
+--
+-- Name: TABLE proposals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.proposals TO actiond_api;
+GRANT SELECT ON TABLE public.proposals TO actiond_policy;
+GRANT SELECT ON TABLE public.proposals TO actiond_web;
+GRANT SELECT ON TABLE public.proposals TO actiond_executor;
+GRANT SELECT ON TABLE public.proposals TO actiond_admin;
+
+
+--
+-- Name: COLUMN proposals.id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(id) ON TABLE public.proposals TO actiond_api;
+GRANT SELECT(id) ON TABLE public.proposals TO actiond_retention;
+GRANT SELECT(id) ON TABLE public.proposals TO actiond_auditor;
+
+
+--
+-- Name: COLUMN proposals.tenant_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(tenant_id) ON TABLE public.proposals TO actiond_api;
+GRANT SELECT(tenant_id) ON TABLE public.proposals TO actiond_retention;
+GRANT SELECT(tenant_id) ON TABLE public.proposals TO actiond_auditor;
+
+
+--
+-- Name: COLUMN proposals.agent_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(agent_id) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.action; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(action) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.target; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(target) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.params_json; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(params_json) ON TABLE public.proposals TO actiond_api;
+GRANT UPDATE(params_json) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.params_sha256; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(params_sha256) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.intent_hash; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(intent_hash) ON TABLE public.proposals TO actiond_api;
+GRANT SELECT(intent_hash) ON TABLE public.proposals TO actiond_auditor;
+
+
+--
+-- Name: COLUMN proposals.agent_reason; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(agent_reason) ON TABLE public.proposals TO actiond_api;
+GRANT UPDATE(agent_reason) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.source_text; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(source_text) ON TABLE public.proposals TO actiond_api;
+GRANT UPDATE(source_text) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.session_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(session_id) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.idempotency_key; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(idempotency_key) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.request_sha256; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(request_sha256) ON TABLE public.proposals TO actiond_api;
+
+
+--
+-- Name: COLUMN proposals.state; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_policy;
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_web;
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_executor;
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_admin;
+GRANT SELECT(state) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.updated_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(updated_at) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.effect; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(effect) ON TABLE public.proposals TO actiond_policy;
+
+
+--
+-- Name: COLUMN proposals.rule_name; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(rule_name) ON TABLE public.proposals TO actiond_policy;
+
+
+--
+-- Name: COLUMN proposals.decision_reason; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_policy;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_web;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_executor;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_admin;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.doc_version; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(doc_version) ON TABLE public.proposals TO actiond_policy;
+
+
+--
+-- Name: COLUMN proposals.doc_sha256; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(doc_sha256) ON TABLE public.proposals TO actiond_policy;
+
+
+--
+-- Name: COLUMN proposals.decided_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(decided_at) ON TABLE public.proposals TO actiond_policy;
+
+
+--
+-- Name: COLUMN proposals.lease_owner; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(lease_owner) ON TABLE public.proposals TO actiond_executor;
+
+
+--
+-- Name: COLUMN proposals.lease_until; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(lease_until) ON TABLE public.proposals TO actiond_executor;
+
+
+--
+-- Name: COLUMN proposals.outcome; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(outcome) ON TABLE public.proposals TO actiond_executor;
+
+
+--
+-- Name: COLUMN proposals.outcome_detail; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(outcome_detail) ON TABLE public.proposals TO actiond_executor;
+GRANT UPDATE(outcome_detail) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.finished_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(finished_at) ON TABLE public.proposals TO actiond_executor;
+
+
+--
+-- Name: COLUMN proposals.purged_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(purged_at),UPDATE(purged_at) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: TABLE shadow_decisions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.shadow_decisions TO actiond_policy;
+GRANT SELECT ON TABLE public.shadow_decisions TO actiond_admin;
+GRANT SELECT ON TABLE public.shadow_decisions TO actiond_web;
+
+
+--
+-- Name: TABLE shadow_documents; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.shadow_documents TO actiond_policy;
+GRANT SELECT,INSERT ON TABLE public.shadow_documents TO actiond_admin;
+GRANT SELECT ON TABLE public.shadow_documents TO actiond_web;
+
+
+--
+-- Name: COLUMN shadow_documents.closed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(closed_at) ON TABLE public.shadow_documents TO actiond_admin;
+
+
+--
+-- Name: COLUMN shadow_documents.promoted_version; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(promoted_version) ON TABLE public.shadow_documents TO actiond_admin;
+
+
+--
+-- Name: TABLE tenant_documents; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.tenant_documents TO actiond_api;
+GRANT SELECT ON TABLE public.tenant_documents TO actiond_policy;
+GRANT SELECT ON TABLE public.tenant_documents TO actiond_web;
+GRANT SELECT ON TABLE public.tenant_documents TO actiond_executor;
+GRANT SELECT,INSERT ON TABLE public.tenant_documents TO actiond_admin;
+GRANT SELECT ON TABLE public.tenant_documents TO actiond_retention;
+
+
+--
+-- Name: TABLE tenants; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.tenants TO actiond_api;
+GRANT SELECT ON TABLE public.tenants TO actiond_policy;
+GRANT SELECT ON TABLE public.tenants TO actiond_web;
+GRANT SELECT ON TABLE public.tenants TO actiond_executor;
+GRANT SELECT,INSERT ON TABLE public.tenants TO actiond_admin;
+GRANT SELECT ON TABLE public.tenants TO actiond_auditor;
+GRANT SELECT ON TABLE public.tenants TO actiond_retention;
+
+
+--
+-- Name: COLUMN tenants.created_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(created_at) ON TABLE public.tenants TO actiond_admin;
+
+
+--
+-- Name: TABLE web_login_states; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.web_login_states TO actiond_web;
+
+
+--
+-- Name: TABLE web_notifications; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.web_notifications TO actiond_web;
+
+
+--
+-- Name: TABLE web_sessions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.web_sessions TO actiond_web;
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+
