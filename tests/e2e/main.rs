@@ -19,6 +19,7 @@ mod proposal_checks;
 mod queue_plans;
 mod read_plans;
 mod restarts;
+mod revoke;
 mod schema;
 mod shadow;
 mod staged;

@@ -490,6 +490,9 @@ impl Worker {
         row: &ClaimedRow,
         signature: Option<Result<KeyKind, GrantError>>,
     ) -> Result<Gathered, Stop> {
+        if row.agent_revoked {
+            return Err(Refusal::AgentRevoked.into());
+        }
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
@@ -706,6 +709,7 @@ impl Worker {
                 Ok(false)
             }
             Spend::AgentFrozen => Err(Refusal::AgentFrozen.into()),
+            Spend::AgentRevoked => Err(Refusal::AgentRevoked.into()),
         }
     }
 

@@ -104,15 +104,16 @@ pub async fn back_off<C: deadpool_postgres::GenericClient>(
 /// key ids (recorded in the events), `$7` the actor (`executor:<id>`), `$8` the expiries of
 /// the verified grants (their signed `expires_at`, microseconds since the epoch: the spend
 /// compares these with the database clock, not the table's copy). Returns per request
-/// `(proposal_id, held, started, frozen)`. The proposals are locked by the claim of the same
+/// `(proposal_id, held, started, stopped, events_ok)`, `stopped` being `'revoked'` or
+/// `'frozen'` when the proposal's agent is (revoked first), else null. The proposals are locked by the claim of the same
 /// transaction ([`claim`]); `held` locks them again, which costs nothing then, and makes a
 /// caller that did not claim them wait for whoever did.
 ///
 /// Proposals are found by primary key, one probe per request: the expected state is a column
 /// of the batch, not a constant, so no plan reads the `approved` queue through its partial
 /// index and filters it by id (a plan that reads the whole backlog for every batch), and the
-/// frozen-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
-/// subplan that joins every proposal with every frozen agent). `tests/e2e/queue_plans.rs`
+/// stopped-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
+/// subplan that joins every proposal with every agent). `tests/e2e/queue_plans.rs`
 /// checks the plan. Each started row's event is written from the row the statement moved, so
 /// a proposal is `executing` exactly when its grant is spent and its event exists; an event
 /// that is not written fails the whole statement ([`audit::events_match`]): nothing is spent
@@ -125,7 +126,8 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
          ), held AS (
             SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
             WHERE p.state = req.from_state
-              AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
+              AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id
+                              AND (a.frozen_at IS NOT NULL OR a.revoked_at IS NOT NULL))
             FOR UPDATE OF p
          ), spent AS (
             UPDATE grants g SET used_at = now(), used_by = $4
@@ -148,8 +150,10 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
          SELECT req.proposal_id,
                 EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
                 EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
-                EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                        WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen,
+                (SELECT CASE WHEN a.revoked_at IS NOT NULL THEN 'revoked'
+                             WHEN a.frozen_at IS NOT NULL THEN 'frozen' END
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.id = req.proposal_id OFFSET 0) AS stopped,
                 {check} AS events_ok
          FROM req",
         cols = audit::EVENT_COLUMNS,
@@ -208,6 +212,9 @@ pub enum Spend {
     /// The proposal's agent is frozen (read in the spend's own statement): nothing was spent
     /// and nothing ran; the caller blocks it.
     AgentFrozen,
+    /// The proposal's agent is revoked (read in the spend's own statement): nothing was spent
+    /// and nothing ran; the caller blocks it.
+    AgentRevoked,
 }
 
 /// One proposal to start: its claimed row, the grant to spend and the lease covering the
@@ -235,8 +242,8 @@ pub struct StartRequest<'a> {
 /// single-spend update (`used_at IS NULL` and the request's signed expiry after the database's
 /// `now()`); only a proposal whose grant this statement spent moves `approved →
 /// executing`, and exactly those get a `grant_spent` event, written by the same statement. A
-/// proposal whose agent is frozen is not held: its grant stays unspent ([`Spend::AgentFrozen`];
-/// V20 refuses the move anyway). Returns one [`Spend`] per request, in order. For a held
+/// proposal whose agent is frozen or revoked is not held: its grant stays unspent
+/// ([`Spend::AgentFrozen`], [`Spend::AgentRevoked`]; V20 and V34 refuse the move anyway). Returns one [`Spend`] per request, in order. For a held
 /// proposal whose grant was not spent, the grant is read afterwards: `used_at` set = replay,
 /// null = expired.
 pub async fn spend_and_start_many(
@@ -271,7 +278,7 @@ pub async fn spend_and_start_many(
             (
                 r.try_get::<_, bool>(1)?,
                 r.try_get::<_, bool>(2)?,
-                r.try_get::<_, bool>(3)?,
+                r.try_get::<_, Option<String>>(3)?,
             ),
         );
     }
@@ -285,8 +292,9 @@ pub async fn spend_and_start_many(
         .iter()
         .map(|r| match status.get(&r.row.id) {
             Some((_, true, _)) => Spend::Started,
-            Some((_, false, true)) => Spend::AgentFrozen,
-            Some((true, false, false)) => match used.get(&r.grant_id) {
+            Some((_, false, Some(stopped))) if stopped == "revoked" => Spend::AgentRevoked,
+            Some((_, false, Some(_))) => Spend::AgentFrozen,
+            Some((true, false, None)) => match used.get(&r.grant_id) {
                 Some(Some(by)) => Spend::Replayed {
                     used_by: by.clone(),
                 },
