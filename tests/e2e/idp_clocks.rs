@@ -243,7 +243,11 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
         let r = sign_in(&web, &idp, mode).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{mode}: {}", r.body);
         assert!(r.body.contains(named), "{mode}: {}", r.body);
-        assert!(r.body.contains("Nothing was signed in"), "{mode}: {}", r.body);
+        assert!(
+            r.body.contains("Nothing was signed in"),
+            "{mode}: {}",
+            r.body
+        );
         if mode.starts_with("auth_time_") && mode != "auth_time_us" {
             let rule = match mode {
                 "auth_time_negative" => "older than",
@@ -324,7 +328,12 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
     assert!(issued.len() >= 20, "{issued:?}");
     let log = s.services[web.svc_index].log_text();
     assert!(log.contains("OIDC login refused"), "{log}");
-    for secret in issued.iter().chain(&sent).map(String::as_str).chain([CLIENT_SECRET]) {
+    for secret in issued
+        .iter()
+        .chain(&sent)
+        .map(String::as_str)
+        .chain([CLIENT_SECRET])
+    {
         for part in secret_parts(secret) {
             assert!(!holds(&log, part), "the web log holds {part:?}:\n{log}");
         }

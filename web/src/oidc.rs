@@ -5,16 +5,16 @@
 //! Discovery is lazy and cached for [`METADATA_TTL`], so the IdP may start after the web
 //! service and rotated signing keys are picked up. The HTTP client follows no redirects.
 
+use actiond_core::external_time::{TimeBound, TimeRefused};
 use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
     CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
     CoreResponseType, CoreRevocableToken, CoreRevocationErrorResponse,
     CoreTokenIntrospectionResponse, CoreTokenType,
 };
-use actiond_core::external_time::{TimeBound, TimeRefused};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use openidconnect::{
     AdditionalClaims, AuthenticationFlow, AuthorizationCode, Client, ClientId, ClientSecret,
     CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet,

@@ -475,9 +475,19 @@ mod tests {
             assert_eq!(local_target(ok), Some(ok));
         }
         for bad in [
-            "", "queue", "//evil.example", "/\\evil.example", "\\/evil.example", "/p\\x",
-            "/\t/evil.example", "/\n/evil.example", "/\r\n/evil", "/p/1 x", "https://evil.example",
-            "javascript:alert(1)", "/p/\u{e9}",
+            "",
+            "queue",
+            "//evil.example",
+            "/\\evil.example",
+            "\\/evil.example",
+            "/p\\x",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil",
+            "/p/1 x",
+            "https://evil.example",
+            "javascript:alert(1)",
+            "/p/\u{e9}",
         ] {
             assert_eq!(local_target(bad), None, "{bad:?}");
             assert_eq!(safe_next(Some(bad)), "/queue");

@@ -23,9 +23,9 @@
 //!   time; a person approves in one stage only; break-glass cannot show a group, so it cannot
 //!   approve a staged proposal (it may deny).
 
+use crate::external_time::{TimeBound, TimeRefused};
 use crate::handlers::minor_unit_exponent;
 use crate::tenant::{Approvers, HandlerEntry};
-use crate::external_time::{TimeBound, TimeRefused};
 use serde_json::Value;
 use std::time::Duration;
 

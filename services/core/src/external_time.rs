@@ -61,9 +61,9 @@ impl TimeRefused {
     /// The field the refusal is about.
     pub fn field(&self) -> &'static str {
         match self {
-            Self::Ahead { field, .. } | Self::TooOld { field, .. } | Self::Malformed { field, .. } => {
-                field
-            }
+            Self::Ahead { field, .. }
+            | Self::TooOld { field, .. }
+            | Self::Malformed { field, .. } => field,
         }
     }
 

@@ -1566,10 +1566,16 @@ async fn every_redirect_target_passes_the_logins_check() {
     // The control: a local path is a target on both.
     let local = format!("/p/{}", uuid::Uuid::new_v4());
     let (st, h, _) = dev.page(&cookie, &format!("/login?{}", next(&local))).await;
-    assert_eq!((st, h[LOCATION].to_str().unwrap()), (StatusCode::SEE_OTHER, local.as_str()));
+    assert_eq!(
+        (st, h[LOCATION].to_str().unwrap()),
+        (StatusCode::SEE_OTHER, local.as_str())
+    );
     let (_, _, html) = dev
         .page(&cookie, &format!("/passkeys?{}", next(&local)))
         .await;
     assert_eq!(hidden(&html, "next"), local);
-    assert!(html.contains(&format!("<a href=\"{local}\" id=\"back\">")), "{html}");
+    assert!(
+        html.contains(&format!("<a href=\"{local}\" id=\"back\">")),
+        "{html}"
+    );
 }
