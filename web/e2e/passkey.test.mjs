@@ -39,6 +39,32 @@ async function virtualAuthenticator(page) {
   return { cdp, authenticatorId };
 }
 
+// Clicks Register on /passkeys and waits until the passkey is registered. Registering needs
+// a sign-in at the identity provider in the last five minutes: a session without one (this
+// provider sends no auth_time unless asked) is first sent through the provider with
+// max_age=300 and comes back to /passkeys, where the second click registers. Returns the
+// /login/oidc URL of that detour, or null when there was none.
+async function registerHere(page, label) {
+  const first = page.waitForRequest((r) => r.url().startsWith(`${WEB}/login/oidc?`)
+    || (r.url().split('?')[0] === `${WEB}/passkeys` && r.method() === 'POST'));
+  const callback = page.waitForRequest((r) => r.url().startsWith(`${WEB}/oidc/callback`)).then(() => 'back');
+  await page.fill('input[name=label]', label);
+  await page.click('#register');
+  const req = await first;
+  let detour = null;
+  if (req.method() === 'GET') {
+    detour = req.url();
+    const form = page.waitForSelector('input[name=login]', { timeout: 20000 }).then(() => 'form', () => 'none');
+    const how = await Promise.race([callback, form]);
+    assert.equal(how, 'back', 'the provider asked for a password again: its session is older than max_age');
+    await page.waitForURL((u) => u.toString().startsWith(`${WEB}/passkeys?`) && !u.toString().includes('registered'));
+    await page.fill('input[name=label]', label);
+    await page.click('#register');
+  }
+  await page.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  return detour;
+}
+
 let alice; let aliceAuth;
 before(async () => {
   alice = await login(await browserFor('alice'), 'alice', '/queue');
@@ -65,9 +91,12 @@ test('no passkey: Approve is refused with a page that says how to register; Deny
 test('register a passkey, then approve with it', async () => {
   await alice.goto(`${WEB}/passkeys?next=/p/${P_FIRST}`);
   assert.ok(await alice.$('#no-passkeys'));
-  await alice.fill('input[name=label]', 'virtual key');
-  await alice.click('#register');
-  await alice.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  const detour = await registerHere(alice, 'virtual key');
+  if (detour) {
+    const u = new URL(detour);
+    assert.equal(u.searchParams.get('max_age'), '300', 'sent to the provider for a sign-in at most 5 minutes old');
+    assert.equal(u.searchParams.get('next'), `/passkeys?next=${encodeURIComponent(`/p/${P_FIRST}`)}`);
+  }
   assert.match(await alice.textContent('#passkeys'), /acme\s*virtual key\s*ES256/);
   const { credentials } = await aliceAuth.cdp.send('WebAuthn.getCredentials', { authenticatorId: aliceAuth.authenticatorId });
   assert.equal(credentials.length, 1, 'the authenticator holds one credential');
@@ -81,6 +110,7 @@ test('register a passkey, then approve with it', async () => {
   assert.equal(body.get('passkey_nonce').length, 64, 'the assertion went with the form');
   fs.writeFileSync(path.join(ARTIFACTS, 'first-approval.form'), body.toString());
   assert.match(await alice.textContent('main'), /Approved\. A grant was issued/);
+  assert.match(await alice.textContent('.young-passkey'), /^signed with a passkey registered <1 min before \(less than a day\)$/);
   await shot(alice, 'p3-approved-with-passkey');
 });
 
@@ -144,9 +174,7 @@ test('an assertion over another intent is refused, then the real one approves', 
 async function withPasskey(user) {
   const page = await login(await browserFor(user), user, `/passkeys?next=/p/${P_STAGED}`);
   const auth = await virtualAuthenticator(page);
-  await page.fill('input[name=label]', `${user} key`);
-  await page.click('#register');
-  await page.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  await registerHere(page, `${user} key`);
   const { credentials } = await auth.cdp.send('WebAuthn.getCredentials', { authenticatorId: auth.authenticatorId });
   assert.equal(credentials.length, 1, `${user}'s authenticator holds one credential`);
   await page.click('#back');
