@@ -455,6 +455,43 @@ mod tests {
     }
 
     #[test]
+    fn passkey_notices_escape_the_label_and_say_how_it_was_allowed() {
+        let n = passkeys::Notice {
+            tenant_id: "acme".into(),
+            credential_id: vec![1],
+            issuer: "https://idp".into(),
+            subject: "alice".into(),
+            email: Some("alice@acme.test".into()),
+            detail: serde_json::json!({"label": "key <!channel> @here\u{202E}", "alg": -8,
+                                       "backup_eligible": true, "vouched_by": null}),
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let chat = passkey_notice_text(&n, "https://app/passkeys", true);
+        assert!(
+            chat.starts_with("New passkey in acme: alice (alice@acme.test) registered a passkey"),
+            "{chat}"
+        );
+        assert!(chat.contains("&lt;!channel&gt; (at)here⟨U+202E⟩"), "{chat}");
+        assert!(
+            chat.contains(
+                "EdDSA, may be synced to other devices; allowed by a fresh sign-in alone"
+            ),
+            "{chat}"
+        );
+        assert_eq!(
+            chat.matches('<').count(),
+            1,
+            "only our own link is markup: {chat}"
+        );
+        let mail = passkey_notice_text(&n, "https://app/passkeys", false);
+        assert!(
+            mail.contains("Label: \"key <!channel> @here⟨U+202E⟩\""),
+            "{mail}"
+        );
+        assert!(mail.ends_with("\nhttps://app/passkeys\n"), "{mail}");
+    }
+
+    #[test]
     fn private_addresses_are_recognized() {
         for ip in [
             "127.0.0.1",
