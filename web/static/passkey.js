@@ -49,7 +49,7 @@
             allowCredentials: o.vouch.allow.map((id) => ({ type: 'public-key', id: unb64u(id) })),
             userVerification: 'required',
             timeout: 120000,
-          } });
+          } }).catch((e) => { throw new Error(`your existing passkey for this tenant did not sign (${e.message})`); });
           for (const [k, v] of Object.entries(assertionFields(prior))) reg[`vouch_${k}`].value = v;
         }
         const cred = await navigator.credentials.create({ publicKey: {
