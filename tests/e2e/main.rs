@@ -25,3 +25,4 @@ mod staged;
 mod submission;
 mod support;
 mod web;
+mod wire;
