@@ -488,7 +488,11 @@ async fn email_credentials_never_travel_in_clear() {
         d.contains("did not offer STARTTLS") && d.contains("nothing was sent"),
         "{d}"
     );
-    assert_eq!(smtp.auth_attempts(), Vec::<String>::new(), "no AUTH in clear");
+    assert_eq!(
+        smtp.auth_attempts(),
+        Vec::<String>::new(),
+        "no AUTH in clear"
+    );
     assert_eq!(smtp.messages().len(), 0, "no message in clear");
     drop(hx);
 

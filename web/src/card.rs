@@ -7,10 +7,10 @@
 //! external", "A 192.0.2.7 → 203.0.113.9") and an Approve label that says what it does.
 
 use crate::fact_text::{FactText, fact_text};
+use actiond_core::handlers::email::decode_encoded_words;
 use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::injection::find_phrases;
 use actiond_core::tenant::TenantDocument;
-use actiond_core::handlers::email::decode_encoded_words;
 use actiond_core::text::{PieceKind, annotate, char_name, hidden_chars, reveal_invisible};
 use serde_json::Value;
 

@@ -122,7 +122,10 @@ mod tests {
         let v = serde_json::json!({"payment_id": "pi_p\u{430}ypal", "name": "Привет"});
         let s = json(&v, false).unwrap();
         assert!(s.contains("pi_p\\u0430ypal"), "{s}");
-        assert!(s.contains("Привет"), "a single-script word is left as it is: {s}");
+        assert!(
+            s.contains("Привет"),
+            "a single-script word is left as it is: {s}"
+        );
         assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
         assert_eq!(text("pi_p\u{430}ypal"), "pi_p⟨U+0430⟩ypal");
     }

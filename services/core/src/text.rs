@@ -284,7 +284,10 @@ mod tests {
     #[test]
     fn mixed_script_words_are_flagged_per_uts39() {
         // Cyrillic а (U+0430) in a Latin host name; Greek Ρ (U+03A1) in a Latin word.
-        assert_eq!(reveal_invisible("p\u{430}ypal.com", false), "p⟨U+0430⟩ypal.com");
+        assert_eq!(
+            reveal_invisible("p\u{430}ypal.com", false),
+            "p⟨U+0430⟩ypal.com"
+        );
         assert_eq!(
             reveal_invisible("Pay \u{3a1}ayPal now", false),
             "Pay ⟨U+03A1⟩ayPal now"

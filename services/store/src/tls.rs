@@ -218,30 +218,110 @@ pub const LIBPQ_ENV: [(&str, &str); 16] = [
 /// the values listed (which are what actiond does anyway), each stops the process at start
 /// with the reason.
 pub const UNSUPPORTED_ENV: [(&str, &[&str], &str); 24] = [
-    ("PGSERVICE", &[], "connection service files (pg_service.conf) are not read"),
-    ("PGSERVICEFILE", &[], "connection service files (pg_service.conf) are not read"),
-    ("PGSYSCONFDIR", &[], "connection service files (pg_service.conf) are not read"),
-    ("PGPASSFILE", &[], "password files are not read; give the password in DATABASE_URL or PGPASSWORD"),
-    ("PGREQUIRESSL", &[], "deprecated in libpq; use PGSSLMODE=require"),
-    ("PGSSLCRL", &[], "certificate revocation lists are not checked"),
-    ("PGSSLCRLDIR", &[], "certificate revocation lists are not checked"),
-    ("PGSSLCERTMODE", &["allow"], "only allow (the default: a client certificate is sent when sslcert names one) is supported"),
-    ("PGSSLMINPROTOCOLVERSION", &["TLSv1.2"], "TLS 1.2 is always the minimum; another minimum is not supported"),
-    ("PGSSLMAXPROTOCOLVERSION", &[], "a maximum TLS version is not supported"),
+    (
+        "PGSERVICE",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGSERVICEFILE",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGSYSCONFDIR",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGPASSFILE",
+        &[],
+        "password files are not read; give the password in DATABASE_URL or PGPASSWORD",
+    ),
+    (
+        "PGREQUIRESSL",
+        &[],
+        "deprecated in libpq; use PGSSLMODE=require",
+    ),
+    (
+        "PGSSLCRL",
+        &[],
+        "certificate revocation lists are not checked",
+    ),
+    (
+        "PGSSLCRLDIR",
+        &[],
+        "certificate revocation lists are not checked",
+    ),
+    (
+        "PGSSLCERTMODE",
+        &["allow"],
+        "only allow (the default: a client certificate is sent when sslcert names one) is supported",
+    ),
+    (
+        "PGSSLMINPROTOCOLVERSION",
+        &["TLSv1.2"],
+        "TLS 1.2 is always the minimum; another minimum is not supported",
+    ),
+    (
+        "PGSSLMAXPROTOCOLVERSION",
+        &[],
+        "a maximum TLS version is not supported",
+    ),
     ("PGSSLSNI", &["1"], "the server name is always sent"),
     ("PGSSLCOMPRESSION", &["0"], "TLS compression is never used"),
-    ("PGSSLNEGOTIATION", &["postgres"], "only the Postgres negotiation (SSLRequest) is supported"),
-    ("PGGSSENCMODE", &["disable", "prefer"], "GSSAPI encryption is not supported"),
+    (
+        "PGSSLNEGOTIATION",
+        &["postgres"],
+        "only the Postgres negotiation (SSLRequest) is supported",
+    ),
+    (
+        "PGGSSENCMODE",
+        &["disable", "prefer"],
+        "GSSAPI encryption is not supported",
+    ),
     ("PGKRBSRVNAME", &[], "GSSAPI/Kerberos is not supported"),
     ("PGGSSLIB", &[], "GSSAPI/Kerberos is not supported"),
-    ("PGGSSDELEGATION", &["0"], "GSSAPI/Kerberos is not supported"),
-    ("PGREQUIREPEER", &[], "peer checks over Unix sockets are not supported"),
-    ("PGREQUIREAUTH", &[], "a required authentication method is not supported"),
-    ("PGCLIENTENCODING", &["UTF8", "utf8", "UTF-8", "utf-8"], "the client encoding is always UTF8"),
-    ("PGDATESTYLE", &[], "session settings are not taken from the environment"),
-    ("PGTZ", &[], "session settings are not taken from the environment"),
-    ("PGGEQO", &[], "session settings are not taken from the environment"),
-    ("PGLOCALEDIR", &[], "libpq's message translations are not used"),
+    (
+        "PGGSSDELEGATION",
+        &["0"],
+        "GSSAPI/Kerberos is not supported",
+    ),
+    (
+        "PGREQUIREPEER",
+        &[],
+        "peer checks over Unix sockets are not supported",
+    ),
+    (
+        "PGREQUIREAUTH",
+        &[],
+        "a required authentication method is not supported",
+    ),
+    (
+        "PGCLIENTENCODING",
+        &["UTF8", "utf8", "UTF-8", "utf-8"],
+        "the client encoding is always UTF8",
+    ),
+    (
+        "PGDATESTYLE",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGTZ",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGGEQO",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGLOCALEDIR",
+        &[],
+        "libpq's message translations are not used",
+    ),
 ];
 
 /// [`parse`] with the environment read through `env` (unset and empty variables: `None`).
@@ -318,9 +398,8 @@ fn with_env_defaults(
             continue;
         }
         let one = with_param(rest, key, &v);
-        one.parse::<tokio_postgres::Config>().map_err(|e| {
-            StoreError::Config(format!("{var}={v:?}: {}", error_chain(&e)))
-        })?;
+        one.parse::<tokio_postgres::Config>()
+            .map_err(|e| StoreError::Config(format!("{var}={v:?}: {}", error_chain(&e))))?;
         added.push((*key, v));
     }
     if added.is_empty() {
@@ -330,8 +409,12 @@ fn with_env_defaults(
     for (key, v) in &added {
         all = with_param(&all, key, v);
     }
-    all.parse()
-        .map_err(|e: tokio_postgres::Error| StoreError::Config(format!("DATABASE_URL with the PG* environment: {}", error_chain(&e))))
+    all.parse().map_err(|e: tokio_postgres::Error| {
+        StoreError::Config(format!(
+            "DATABASE_URL with the PG* environment: {}",
+            error_chain(&e)
+        ))
+    })
 }
 
 /// `s` with `key=value` appended, in the string's own form (URL query or keyword/value).
@@ -938,10 +1021,13 @@ mod tests {
         assert_eq!(t.mode, SslMode::Disable);
         assert!(!t.mode_from_env);
         // A bad value names its variable.
-        let e = parse_with_env("postgres://h/d", env(&[("PGTARGETSESSIONATTRS", "primary")]))
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = parse_with_env(
+            "postgres://h/d",
+            env(&[("PGTARGETSESSIONATTRS", "primary")]),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         assert!(e.contains("PGTARGETSESSIONATTRS"), "{e}");
         let e = parse_with_env("postgres://h/d", env(&[("PGSSLMODE", "verify-everything")]))
             .err()

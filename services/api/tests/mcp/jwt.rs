@@ -628,7 +628,10 @@ async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
     let issuer = TestIssuer::start(&[&key]).await;
     let env = single_issuer_env(&issuer, "jwks_refresh_interval: 1s").await;
     let sub = "spiffe://acme/jwt-bot";
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await, 202);
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await,
+        202
+    );
     assert_eq!(issuer.fetches.load(Ordering::SeqCst), 1);
     // Past the refresh interval, an unknown kid may fetch again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -655,7 +658,10 @@ async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     // A known kid is answered at once, while the fetch hangs.
     let t = std::time::Instant::now();
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await, 202);
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await,
+        202
+    );
     assert!(
         t.elapsed() < Duration::from_millis(1500),
         "a known kid waited {:?} for another caller's JWKS fetch",
@@ -664,7 +670,10 @@ async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
     for f in flood {
         assert_eq!(f.await.unwrap(), 401);
     }
-    assert!(started.elapsed() >= Duration::from_millis(3500), "they waited for the one fetch");
+    assert!(
+        started.elapsed() >= Duration::from_millis(3500),
+        "they waited for the one fetch"
+    );
     // Twenty invented kids, one fetch (single flight; the interval passed only once).
     assert_eq!(issuer.fetches.load(Ordering::SeqCst), 2);
     let rows: i64 = env
@@ -690,18 +699,33 @@ async fn keys_of_an_unreachable_issuer_are_trusted_for_a_bounded_time() {
     .await;
     let sub = "spiffe://acme/jwt-bot";
     let fetched = std::time::Instant::now();
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await, 202);
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await,
+        202
+    );
     issuer.down.store(true, Ordering::SeqCst);
     // Past max_age: stale, served while the refresh fails.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await, 202);
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await,
+        202
+    );
     assert!(fetched.elapsed() < Duration::from_secs(3));
     // Past max_age + max_stale: refused until a fetch succeeds.
-    tokio::time::sleep(Duration::from_secs(3).saturating_sub(fetched.elapsed()) + Duration::from_millis(300)).await;
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_2").await, 401);
+    tokio::time::sleep(
+        Duration::from_secs(3).saturating_sub(fetched.elapsed()) + Duration::from_millis(300),
+    )
+    .await;
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_2").await,
+        401
+    );
     // The issuer is back: the next fetch (at most one per second) restores it.
     issuer.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_3").await, 202);
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_3").await,
+        202
+    );
     env.finish().await;
 }

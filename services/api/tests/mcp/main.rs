@@ -20,9 +20,9 @@ mod support;
 use actiond_api::mcp::McpConfig;
 use actiond_api::mcp::stdio::Bridge;
 use serde_json::{Value, json};
+use std::time::Duration;
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use std::time::Duration;
 use tokio::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -754,13 +754,23 @@ async fn long_polls_are_capped_per_agent() {
     let other = env.another_agent("other-bot").await;
     let other_id = propose_as(&env, &other, "pi_other").await;
     let held: Vec<_> = (0..2)
-        .map(|_| tokio::spawn(long_poll(env.base.clone(), env.token.clone(), id.clone(), 3)))
+        .map(|_| {
+            tokio::spawn(long_poll(
+                env.base.clone(),
+                env.token.clone(),
+                id.clone(),
+                3,
+            ))
+        })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Past the cap: answered at once with the current state.
     let (status, state, secs) = long_poll(env.base.clone(), env.token.clone(), id.clone(), 3).await;
     assert_eq!((status, state.as_str()), (200, "pending"));
-    assert!(secs < 1.0, "the third long-poll of one agent was held {secs} s");
+    assert!(
+        secs < 1.0,
+        "the third long-poll of one agent was held {secs} s"
+    );
     // MCP's check_proposal shares the cap.
     let call = RawCall {
         base: &env.base,
@@ -781,7 +791,10 @@ async fn long_polls_are_capped_per_agent() {
     // Another agent is not held up by the first one's cap.
     let (status, state, secs) = long_poll(env.base.clone(), other, other_id, 2).await;
     assert_eq!((status, state.as_str()), (200, "pending"));
-    assert!(secs >= 1.9, "the other agent's long-poll was held ({secs} s)");
+    assert!(
+        secs >= 1.9,
+        "the other agent's long-poll was held ({secs} s)"
+    );
     for h in held {
         let (status, state, secs) = h.await.unwrap();
         assert_eq!((status, state.as_str()), (200, "pending"));

@@ -133,7 +133,11 @@ fn encoded_word(s: &str) -> Option<(String, usize)> {
         }
         _ => return None,
     };
-    let charset = charset.split('*').next().unwrap_or_default().to_ascii_lowercase();
+    let charset = charset
+        .split('*')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let decoded = match charset.as_str() {
         "utf-8" | "utf8" | "us-ascii" => String::from_utf8_lossy(&bytes).into_owned(),
         "iso-8859-1" | "latin1" => bytes.iter().map(|&b| char::from(b)).collect(),
@@ -508,23 +512,41 @@ mod encoded_word_tests {
         let settings = json!({"templates": {"t": {"subject": subject, "body": "Hi {name}"}}});
         let params = json!({"template": "t", "variables": vars});
         let mut errs = Vec::new();
-        check_params(params.as_object().unwrap_or(&Map::new()), &settings, &mut errs);
-        errs.iter().map(|e| format!("{}: {}", e.field, e.rule)).collect()
+        check_params(
+            params.as_object().unwrap_or(&Map::new()),
+            &settings,
+            &mut errs,
+        );
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.rule))
+            .collect()
     }
 
     #[test]
     fn encoded_words_in_header_bound_values_are_refused() {
-        let e = errors("Re: {ticket}", json!({"ticket": "=?UTF-8?B?4oCu?=", "name": "x"}));
+        let e = errors(
+            "Re: {ticket}",
+            json!({"ticket": "=?UTF-8?B?4oCu?=", "name": "x"}),
+        );
         assert_eq!(e, [format!("params.variables.ticket: {NO_ENCODED_WORD}")]);
         // The body is not a header: the same text there is plain text.
-        assert!(errors("Re: {ticket}", json!({"ticket": "T-1", "name": "=?UTF-8?B?4oCu?="})).is_empty());
+        assert!(
+            errors(
+                "Re: {ticket}",
+                json!({"ticket": "T-1", "name": "=?UTF-8?B?4oCu?="})
+            )
+            .is_empty()
+        );
         // Assembled from pieces that each hold no whole delimiter.
         let e = errors(
             "{a}{b}{c}",
             json!({"a": "=", "b": "?UTF-8?B?4oCuUGF5?", "c": "=", "name": "x"}),
         );
         assert_eq!(e.len(), 1, "{e:?}");
-        assert!(e[0].starts_with("params.variables: the subject they fill must not"), "{e:?}");
+        assert!(
+            e[0].starts_with("params.variables: the subject they fill must not"),
+            "{e:?}"
+        );
     }
 }
 

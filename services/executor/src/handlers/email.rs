@@ -138,11 +138,13 @@ async fn open_session(
     allow_plaintext: bool,
 ) -> Result<AsyncSmtpConnection, String> {
     let hello = ClientId::default();
-    let mut conn = AsyncSmtpConnection::connect_tokio1((host, port), Some(timeout), &hello, None, None)
-        .await
-        .map_err(|e| format!("could not reach the SMTP relay: {e}"))?;
+    let mut conn =
+        AsyncSmtpConnection::connect_tokio1((host, port), Some(timeout), &hello, None, None)
+            .await
+            .map_err(|e| format!("could not reach the SMTP relay: {e}"))?;
     if conn.can_starttls() {
-        let tls = TlsParameters::new(host.to_owned()).map_err(|e| format!("TLS setup failed: {e}"))?;
+        let tls =
+            TlsParameters::new(host.to_owned()).map_err(|e| format!("TLS setup failed: {e}"))?;
         conn.starttls(tls, &hello)
             .await
             .map_err(|e| format!("STARTTLS with the SMTP relay failed; nothing was sent: {e}"))?;
@@ -156,7 +158,9 @@ async fn open_session(
     }
     if let Err(e) = conn.auth(DEFAULT_MECHANISMS, credentials).await {
         conn.abort().await;
-        return Err(format!("the SMTP relay refused the credential; nothing was sent: {e}"));
+        return Err(format!(
+            "the SMTP relay refused the credential; nothing was sent: {e}"
+        ));
     }
     Ok(conn)
 }
