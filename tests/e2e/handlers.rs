@@ -501,6 +501,16 @@ async fn email_send_reaches_a_real_smtp_server() {
             json!({"recipients": ["ann@acme.example"], "template": "wire-money", "variables": vars}),
             "params.template",
         ),
+        // A MIME encoded word in a value bound for the Subject: decoded by the mail client
+        // into text (here a RIGHT-TO-LEFT OVERRIDE and "Pay now") nobody approved.
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "=?UTF-8?B?4oCuUGF5IG5vdw==?=", "name": "Ann"}}),
+            "params.variables.ticket: must not contain",
+        ),
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "=?utf-8?q?Verify_your_account?=", "name": "Ann"}}),
+            "MIME encoded word (RFC 2047",
+        ),
         (
             json!({"recipients": ["a@acme.example", "b@acme.example", "c@acme.example", "d@acme.example"], "template": "ticket-reply", "variables": vars}),
             "params.recipients",
@@ -575,6 +585,61 @@ async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed(
     hx.s.wait_state(id, "failed", T).await;
     let d = hx.detail(id).await;
     assert!(d.starts_with("could not reach the SMTP relay"), "{d}");
+}
+
+/// A relay with AUTH but without STARTTLS (misconfigured, or stripped by someone on the path):
+/// with a credential in the settings, neither the credential nor the message goes out in
+/// clear, and the outcome names the refusal. With the operator's explicit plaintext opt-in the
+/// message goes out in one session that authenticates once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_credentials_never_travel_in_clear() {
+    let doc = DOC.replace(
+        "  email.send:\n    from:",
+        "  email.send:\n    credential: smtp\n    from:",
+    );
+    assert_ne!(doc, DOC);
+    let params = json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-1", "name": "Ann"}});
+    let creds = [("smtp", "mailer:s3cret-relay-password")];
+
+    let smtp = SmtpSink::start_plaintext_auth();
+    let hx = Hx::with_doc(
+        "email_credentials_never_travel_in_clear",
+        &doc,
+        &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
+        &creds,
+    )
+    .await;
+    let id = hx.propose("email.send", params.clone()).await;
+    hx.s.wait_state(id, "failed", T).await;
+    let d = hx.detail(id).await;
+    assert!(
+        d.contains("did not offer STARTTLS") && d.contains("nothing was sent"),
+        "{d}"
+    );
+    assert_eq!(
+        smtp.auth_attempts(),
+        Vec::<String>::new(),
+        "no AUTH in clear"
+    );
+    assert_eq!(smtp.messages().len(), 0, "no message in clear");
+    drop(hx);
+
+    // The operator's opt-in: one session, one AUTH, one message.
+    let smtp = SmtpSink::start_plaintext_auth();
+    let hx = Hx::with_doc(
+        "email_plaintext_opt_in",
+        &doc,
+        &[
+            ("ACTIOND_SMTP_RELAY", smtp.host_port.clone()),
+            ("ACTIOND_SMTP_ALLOW_PLAINTEXT", "true".into()),
+        ],
+        &creds,
+    )
+    .await;
+    let id = hx.propose("email.send", params).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    assert_eq!(smtp.auth_attempts().len(), 1, "{:?}", smtp.auth_attempts());
+    assert_eq!(smtp.messages().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

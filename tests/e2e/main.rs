@@ -27,3 +27,4 @@ mod staged;
 mod submission;
 mod support;
 mod web;
+mod wire;

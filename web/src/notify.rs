@@ -348,7 +348,10 @@ async fn post_webhook(state: &AppState, url: &str, text: &str) -> anyhow::Result
         .copied()
         .find(|a| state.notify.allow_private || !is_private(a.ip()))
         .context("webhook host resolves only to private, loopback or link-local addresses (allow with --notify-allow-private)")?;
+    // No proxy from the environment: a proxy would be connected to instead of `addr`, the
+    // address checked above.
     let client = reqwest::Client::builder()
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(10))
         .resolve(&host, addr)
