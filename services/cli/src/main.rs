@@ -8,6 +8,7 @@ mod client;
 mod dev;
 mod exit;
 mod output;
+mod seal_state;
 
 use clap::{Parser, Subcommand};
 
