@@ -751,7 +751,11 @@ async fn owner_truncating_the_tail_is_refused_and_named() {
         a.seal_all().await;
     }
     let heads = a.heads().await;
-    let acme = heads.iter().find(|h| h.starts_with("acme:")).unwrap().clone();
+    let acme = heads
+        .iter()
+        .find(|h| h.starts_with("acme:"))
+        .unwrap()
+        .clone();
     let su = a.owner().await;
     su.batch_execute(
         "DELETE FROM audit_events WHERE id IN (SELECT event_id FROM audit_event_hashes
@@ -771,7 +775,9 @@ async fn owner_truncating_the_tail_is_refused_and_named() {
     let (ok, out) = a.try_seal("10s", false).await;
     assert!(!ok, "the sealer extended a truncated chain: {out}");
     assert!(
-        out.contains("refused to seal") && out.contains("tenant acme") && out.contains("truncated tail"),
+        out.contains("refused to seal")
+            && out.contains("tenant acme")
+            && out.contains("truncated tail"),
         "{out}"
     );
     assert_eq!(a.seal_count().await, before, "a seal was written");
@@ -796,7 +802,11 @@ async fn owner_deleting_a_tenant_chain_is_refused_and_named() {
     a.events(10).await;
     a.seal_all().await;
     let heads = a.heads().await;
-    let beta = heads.iter().find(|h| h.starts_with("beta:")).unwrap().clone();
+    let beta = heads
+        .iter()
+        .find(|h| h.starts_with("beta:"))
+        .unwrap()
+        .clone();
     let su = a.owner().await;
     su.batch_execute(
         "DELETE FROM audit_events WHERE tenant_id = 'beta';
@@ -874,7 +884,10 @@ async fn owner_rewriting_the_middle_is_refused_and_named() {
     let before = a.seal_count().await;
     let (ok, out) = a.try_seal("10s", false).await;
     assert!(!ok, "the sealer re-sealed a cut chain: {out}");
-    assert!(out.contains("refused to seal") && out.contains("tenant acme"), "{out}");
+    assert!(
+        out.contains("refused to seal") && out.contains("tenant acme"),
+        "{out}"
+    );
     assert_eq!(a.seal_count().await, before, "a seal was written");
 
     // What the sealer did before it kept the head: seal the edited rest.
@@ -886,7 +899,10 @@ async fn owner_rewriting_the_middle_is_refused_and_named() {
         }
     }
     let (ok, out) = a.verify().await;
-    assert!(ok, "re-sealed with the real key, the chain verifies on its own: {out}");
+    assert!(
+        ok,
+        "re-sealed with the real key, the chain verifies on its own: {out}"
+    );
     let (ok, out) = a.verify_with(&["--anchor", &at2]).await;
     assert!(!ok, "{out}");
     assert!(
@@ -894,7 +910,10 @@ async fn owner_rewriting_the_middle_is_refused_and_named() {
         "{out}"
     );
     let (ok, out) = a.verify_with(&export_arg).await;
-    assert!(!ok && out.contains("seal 2 of tenant acme") && out.contains("rewritten middle"), "{out}");
+    assert!(
+        !ok && out.contains("seal 2 of tenant acme") && out.contains("rewritten middle"),
+        "{out}"
+    );
     let sink = a.sink();
     let (ok, out) = a
         .verify_with(&["--anchors-from", sink.to_str().unwrap()])
@@ -922,8 +941,17 @@ async fn running_sealer_refuses_and_raises_the_metric() {
     );
     let env = a.env("sealer").await;
     let args = [
-        "seal", "--interval", "200ms", "--credentials-dir", &dir, "--state-dir", &state,
-        "--sink", &sink, "--admin-listen", "127.0.0.1:0",
+        "seal",
+        "--interval",
+        "200ms",
+        "--credentials-dir",
+        &dir,
+        "--state-dir",
+        &state,
+        "--sink",
+        &sink,
+        "--admin-listen",
+        "127.0.0.1:0",
     ];
     let mut s = Service::spawn("audit", "sealer", &args, &env, &logs);
     let metrics = format!("http://{}/metrics", s.bound("admin").await);
@@ -932,9 +960,7 @@ async fn running_sealer_refuses_and_raises_the_metric() {
         (a.sealed_ids().await.len() == all).then_some(())
     })
     .await;
-    let scrape = || async {
-        reqwest::get(&metrics).await.unwrap().text().await.unwrap()
-    };
+    let scrape = || async { reqwest::get(&metrics).await.unwrap().text().await.unwrap() };
     assert!(scrape().await.contains("actiond_audit_seal_refused 0"));
     let sunk = std::fs::read_to_string(a.sink()).unwrap();
     assert_eq!(sunk.lines().count() as i64, a.seal_count().await, "{sunk}");
@@ -947,7 +973,10 @@ async fn running_sealer_refuses_and_raises_the_metric() {
     .await
     .unwrap();
     eventually(Duration::from_secs(30), "refusal metric", || async {
-        scrape().await.contains("actiond_audit_seal_refused 1").then_some(())
+        scrape()
+            .await
+            .contains("actiond_audit_seal_refused 1")
+            .then_some(())
     })
     .await;
     let before = a.seal_count().await;
@@ -976,14 +1005,25 @@ async fn new_state_on_a_sealed_database_needs_adopt_heads() {
     let (state, dir) = (a.state(), a.dir.clone());
     let (ok, out, err) = cli(
         &[
-            "audit", "seal", "--once", "--wait", "10s", "--adopt-heads",
-            "--credentials-dir", dir.to_str().unwrap(), "--state-dir", state.to_str().unwrap(),
+            "audit",
+            "seal",
+            "--once",
+            "--wait",
+            "10s",
+            "--adopt-heads",
+            "--credentials-dir",
+            dir.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
         ],
         &a.env("sealer").await,
     );
     assert!(ok, "{out}{err}");
     let kept = std::fs::read_to_string(state.join("heads.json")).unwrap();
-    assert!(kept.contains("\"acme\"") && kept.contains("\"beta\""), "{kept}");
+    assert!(
+        kept.contains("\"acme\"") && kept.contains("\"beta\""),
+        "{kept}"
+    );
     a.seal_all().await;
     let (ok, out) = a.verify().await;
     assert!(ok, "{out}");

@@ -414,20 +414,77 @@ async fn each_role_writes_only_its_own_audit_events() {
     let insert = "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, to_state)
                   SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[])";
     let one = |tenant: &str, p: Option<uuid::Uuid>, kind: &str, actor: &str, to: &str| {
-        (vec![tenant.to_owned()], vec![p], vec![kind.to_owned()], vec![actor.to_owned()], vec![to.to_owned()])
+        (
+            vec![tenant.to_owned()],
+            vec![p],
+            vec![kind.to_owned()],
+            vec![actor.to_owned()],
+            vec![to.to_owned()],
+        )
     };
     let cases = vec![
-        ("an approval", one("tena", Some(a), "approval.decided", "approver:alice", "approved")),
-        ("a grant spend", one("tena", Some(a), "grant.spent", &me, "executing")),
-        ("a seal kind", one("tena", Some(a), "audit.sealed", &me, "pending")),
-        ("a break-glass approval by the agent", one("tena", Some(a), "approval.breakglass", &me, "pending")),
-        ("another agent's name", one("tena", Some(a), "proposal.submitted", &other_agent, "pending")),
-        ("an operator's name", one("tena", Some(a), "proposal.submitted", "operator", "pending")),
-        ("no proposal", one("tena", None, "proposal.submitted", &me, "pending")),
+        (
+            "an approval",
+            one(
+                "tena",
+                Some(a),
+                "approval.decided",
+                "approver:alice",
+                "approved",
+            ),
+        ),
+        (
+            "a grant spend",
+            one("tena", Some(a), "grant.spent", &me, "executing"),
+        ),
+        (
+            "a seal kind",
+            one("tena", Some(a), "audit.sealed", &me, "pending"),
+        ),
+        (
+            "a break-glass approval by the agent",
+            one("tena", Some(a), "approval.breakglass", &me, "pending"),
+        ),
+        (
+            "another agent's name",
+            one(
+                "tena",
+                Some(a),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
+        (
+            "an operator's name",
+            one("tena", Some(a), "proposal.submitted", "operator", "pending"),
+        ),
+        (
+            "no proposal",
+            one("tena", None, "proposal.submitted", &me, "pending"),
+        ),
         // tenb's proposal, as tenb's agent, from a transaction set to tena.
-        ("another tenant", one("tenb", Some(b), "proposal.submitted", &other_agent, "pending")),
+        (
+            "another tenant",
+            one(
+                "tenb",
+                Some(b),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
         // tenb's proposal filed under tena (the proposal is invisible to tena, and not tena's).
-        ("another tenant's proposal", one("tena", Some(b), "proposal.submitted", &other_agent, "pending")),
+        (
+            "another tenant's proposal",
+            one(
+                "tena",
+                Some(b),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
         // A batch: the first event is the agent's own, the second names another agent.
         (
             "a batch with one forged event",
@@ -448,14 +505,19 @@ async fn each_role_writes_only_its_own_audit_events() {
             .execute(insert, &[&tenants, &props, &kinds, &actors, &to])
             .await;
         let e = r.expect_err(what);
-        assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{what}: {e:?}");
+        assert_eq!(
+            e.code(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{what}: {e:?}"
+        );
         api.batch_execute("ROLLBACK").await.unwrap();
     }
     // The agent's own submission event is accepted (then rolled back).
     api.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
         .await
         .unwrap();
-    let (tenants, props, kinds, actors, to) = one("tena", Some(a), "proposal.submitted", &me, "pending");
+    let (tenants, props, kinds, actors, to) =
+        one("tena", Some(a), "proposal.submitted", &me, "pending");
     assert_eq!(
         api.execute(insert, &[&tenants, &props, &kinds, &actors, &to])
             .await

@@ -16,6 +16,7 @@
 //! - `keygen --out-dir D`: a sealer key pair.
 
 use crate::admin::{DbArgs, write_secret};
+use crate::seal_state::{HEADS_FILE, StateDir, anchors, append_to_sink};
 use actiond_core::audit_chain::{ChainItem, Location, SealSigner, Verifier, generate_seal_key};
 use actiond_core::audit_export::{Format, Record, parse_line};
 use actiond_core::audit_head::Anchor;
@@ -25,7 +26,6 @@ use actiond_runtime::{Metrics, say};
 use actiond_store::Db;
 use actiond_store::audit_export::{Export, ExportOptions};
 use actiond_store::seals::Sealer;
-use crate::seal_state::{HEADS_FILE, StateDir, anchors, append_to_sink};
 use anyhow::{Context, bail};
 use std::io::BufRead as _;
 use std::io::Write as _;
@@ -588,7 +588,11 @@ fn read_anchors(a: &VerifyArgs) -> anyhow::Result<Vec<Anchor>> {
         for (i, line) in open_lines(f)?.enumerate() {
             let line = line.with_context(|| format!("cannot read {}", f.display()))?;
             let bad = |e: String| {
-                crate::exit::invalid(format!("--anchors-from {} line {}: {e}", f.display(), i + 1))
+                crate::exit::invalid(format!(
+                    "--anchors-from {} line {}: {e}",
+                    f.display(),
+                    i + 1
+                ))
             };
             if let Record::Seal(s) = parse_line(&line).map_err(bad)? {
                 out.push(Anchor::of_seal(&s.payload).map_err(bad)?);

@@ -214,7 +214,10 @@ impl Anchor {
         let Some(s) = seals.iter().find(|s| s.payload.seq == self.seq) else {
             let from = seals.first().map_or(0, |s| s.payload.seq);
             return Err(if complete {
-                format!("{name}: tenant {t} has no seal {} (a seal is missing)", self.seq)
+                format!(
+                    "{name}: tenant {t} has no seal {} (a seal is missing)",
+                    self.seq
+                )
             } else {
                 format!(
                     "{name}: the seals of tenant {t} here start at seal {from}; the anchored seal cannot be compared"
@@ -280,7 +283,13 @@ mod tests {
         let h = continue_head("acme", Some(&k3), &seals[2..], ok).unwrap();
         assert_eq!(h.unwrap().seq, 5);
         // From genesis without a kept head.
-        assert_eq!(continue_head("acme", None, &seals, ok).unwrap().unwrap().seq, 5);
+        assert_eq!(
+            continue_head("acme", None, &seals, ok)
+                .unwrap()
+                .unwrap()
+                .seq,
+            5
+        );
         assert_eq!(continue_head("acme", None, &[], ok).unwrap(), None);
         // Truncated tail, missing tenant.
         let e = continue_head("acme", Some(&k3), &[], ok).unwrap_err();
@@ -317,13 +326,26 @@ mod tests {
         assert_eq!((a.tenant_id.as_str(), a.seq), ("a:b", 4));
         let a = Anchor::of_seal(&seals[3].payload).unwrap();
         a.check(&seals, true).unwrap();
-        assert!(a.check(&seals[..3], true).unwrap_err().contains("truncated tail"));
+        assert!(
+            a.check(&seals[..3], true)
+                .unwrap_err()
+                .contains("truncated tail")
+        );
         assert!(a.check(&[], true).unwrap_err().contains("missing tenant"));
         let mut re = seals.clone();
         re[3].payload.sealed_at = "2026-12-02T00:00:00.000000Z".into();
         assert!(a.check(&re, true).unwrap_err().contains("rewritten middle"));
-        assert!(a.check(&seals[4..], false).unwrap_err().contains("cannot be compared"));
-        for bad in ["acme:0:ab", "acme:x:ab", &format!("acme:1:{}", "A".repeat(64)), "nope"] {
+        assert!(
+            a.check(&seals[4..], false)
+                .unwrap_err()
+                .contains("cannot be compared")
+        );
+        for bad in [
+            "acme:0:ab",
+            "acme:x:ab",
+            &format!("acme:1:{}", "A".repeat(64)),
+            "nope",
+        ] {
             assert!(Anchor::parse(bad).is_err(), "{bad}");
         }
     }

@@ -307,7 +307,7 @@ impl Sealer {
         let mut written = Vec::with_capacity(by_tenant.len());
         for (tenant, events) in &by_tenant {
             let kept = match &self.heads {
-                None => Kept::NotKept,
+                None => Kept::Nothing,
                 Some(h) => h.get(tenant).map_or(Kept::New, Kept::At),
             };
             written.push(seal_tenant(&self.signer, &tx, tenant, events, &sealed_at, kept).await?);
@@ -333,7 +333,7 @@ impl Sealer {
 #[derive(Clone, Copy)]
 enum Kept<'a> {
     /// No state: the database's newest seal is extended as it is.
-    NotKept,
+    Nothing,
     /// A state without this tenant: its chain, if any, is checked from seal 1.
     New,
     /// The head the database's newest seal must be.
@@ -360,9 +360,13 @@ async fn extended_seal(
         .map(|r| seal_from_row(&r));
     let refused = |e: String| StoreError::Conflict(format!("refused to extend the chain: {e}"));
     match kept {
-        Kept::NotKept => {}
+        Kept::Nothing => {}
         Kept::At(k) => {
-            let seals: Vec<Seal> = last.iter().filter(|s| s.payload.seq == k.seq).cloned().collect();
+            let seals: Vec<Seal> = last
+                .iter()
+                .filter(|s| s.payload.seq == k.seq)
+                .cloned()
+                .collect();
             if let (true, Some(l)) = (seals.is_empty(), &last) {
                 return Err(refused(format!(
                     "tenant {tenant}'s newest seal is seal {}, not seal {} that the sealer kept",
@@ -374,7 +378,9 @@ async fn extended_seal(
         Kept::New if last.is_some() => {
             let rows = tx
                 .query(
-                    &format!("SELECT {SEAL_COLUMNS} FROM audit_seals WHERE tenant_id = $1 ORDER BY seq"),
+                    &format!(
+                        "SELECT {SEAL_COLUMNS} FROM audit_seals WHERE tenant_id = $1 ORDER BY seq"
+                    ),
                     &[&tenant],
                 )
                 .await?;
