@@ -33,7 +33,8 @@ CREATE POLICY web_write ON audit_events FOR INSERT TO actiond_web
     WITH CHECK (actiond_tenant_visible(tenant_id, true)
                 AND kind IN ('approval.recorded', 'approval.decided', 'approval.refused', 'proposal.expired',
                              'approval.stage_opened', 'approval.stage_completed', 'approval.stage_timed_out',
-                             'agent.frozen', 'agent.unfrozen', 'proposal.decided', 'passkey.registered'));
+                             'agent.frozen', 'agent.unfrozen', 'proposal.decided', 'passkey.registered',
+                             'passkey.registration_refused'));
 
 -- Workers serve every tenant; each writes its own kinds.
 DROP POLICY workers ON audit_events;

@@ -78,7 +78,7 @@ pub struct ApiArgs {
     )]
     pub public_origins: Vec<String>,
     /// YAML file of the issuers whose workload JWTs identify agents (issuer, jwks_uri or
-    /// discovery, audience, algorithms, max_token_lifetime); see the README's "Agent identity
+    /// discovery, audience, algorithms, max_token_lifetime); see docs/agents.md, "Agent identity
     /// by JWT". Without it only static agent tokens are accepted.
     #[arg(long, env = "ACTIOND_API_JWT_ISSUERS_FILE")]
     pub jwt_issuers_file: Option<std::path::PathBuf>,

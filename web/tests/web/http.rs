@@ -23,7 +23,7 @@ fn set_cookies(h: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-fn hidden(html: &str, name: &str) -> String {
+pub(crate) fn hidden(html: &str, name: &str) -> String {
     let pat = format!("name=\"{name}\" value=\"");
     let start = html
         .find(&pat)
@@ -32,14 +32,14 @@ fn hidden(html: &str, name: &str) -> String {
     html[start..].split('"').next().unwrap().to_owned()
 }
 
-struct Dev {
-    base: String,
-    state: AppState,
-    http: reqwest::Client,
+pub(crate) struct Dev {
+    pub(crate) base: String,
+    pub(crate) state: AppState,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Dev {
-    async fn login(&self, subject: &str, email: &str, groups: &str) -> String {
+    pub(crate) async fn login(&self, subject: &str, email: &str, groups: &str) -> String {
         let r = self
             .http
             .get(format!("{}/login", self.base))
@@ -74,7 +74,7 @@ impl Dev {
             .unwrap()
     }
 
-    async fn page(&self, cookie: &str, path: &str) -> (StatusCode, HeaderMap, String) {
+    pub(crate) async fn page(&self, cookie: &str, path: &str) -> (StatusCode, HeaderMap, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -85,7 +85,7 @@ impl Dev {
         (r.status(), r.headers().clone(), r.text().await.unwrap())
     }
 
-    async fn post(
+    pub(crate) async fn post(
         &self,
         cookie: &str,
         path: &str,
@@ -597,7 +597,7 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     assert_eq!(sent, 3);
 }
 
-async fn dev_server(t: &TestDb, extra: &[&str]) -> Dev {
+pub(crate) async fn dev_server(t: &TestDb, extra: &[&str]) -> Dev {
     let (creds, _) = credentials("http://127.0.0.1:9/hook");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
