@@ -9,6 +9,7 @@ mod dev;
 mod docs;
 mod exit;
 mod output;
+mod seal_state;
 
 use clap::{Parser, Subcommand};
 

@@ -21,6 +21,7 @@ pub mod approval;
 pub mod audit;
 pub mod audit_chain;
 pub mod audit_export;
+pub mod audit_head;
 pub mod canonical;
 pub mod classifier;
 pub mod external_time;
