@@ -1,5 +1,5 @@
 -- Every rule of a proposal update, in this order (each refusal keeps its message and SQLSTATE):
--- the legal transition (proposal_transition_legal), the frozen-agent rules, the role allowed to
+-- the legal transition (proposal_transition_legal), the frozen- and revoked-agent rules, the role allowed to
 -- make it (actiond_role_may), the purge mark, the immutable identity (tenant, agent, action,
 -- target, params, intent hash), staged approvals' last stage; then updated_at is stamped and
 -- never goes backwards. The trigger fires only when the state, the purge mark or an identity
@@ -9,6 +9,9 @@ CREATE OR REPLACE FUNCTION proposals_check_update()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
+DECLARE
+    agent_frozen boolean;
+    agent_revoked boolean;
 BEGIN
     IF NEW.state IS DISTINCT FROM OLD.state THEN
         IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
@@ -18,16 +21,20 @@ BEGIN
         IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
             IF NOT EXISTS (SELECT 1 FROM agents a
                            WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
-                             AND a.frozen_at IS NOT NULL) THEN
-                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen'
+                             AND (a.frozen_at IS NOT NULL OR a.revoked_at IS NOT NULL)) THEN
+                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen or revoked'
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
-            IF EXISTS (SELECT 1 FROM agents a
-                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
-                         AND a.frozen_at IS NOT NULL) THEN
+            SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
+            FROM agents a WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id;
+            IF agent_revoked THEN
+                RAISE EXCEPTION 'the agent of proposal % is revoked: it may not move % -> %', NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF agent_frozen THEN
                 RAISE EXCEPTION 'the agent of proposal % is frozen: it may not move % -> %', NEW.id, OLD.state, NEW.state
                     USING ERRCODE = 'check_violation';
             END IF;

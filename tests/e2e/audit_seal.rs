@@ -71,29 +71,104 @@ impl Audit {
         vec![("DATABASE_URL", self.tdb.role_url(role).await)]
     }
 
+    /// The sealer's state directory (outside the database) of every `seal --once` here.
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// The file the sealer appends every seal it writes to.
+    fn sink(&self) -> PathBuf {
+        self.dir.join("seals.jsonl")
+    }
+
+    /// `actiond audit seal --once` with the sealer's state directory and sink; with `stateless`
+    /// without either (what the sealer did before it kept the head outside the database).
+    async fn try_seal(&self, wait: &str, stateless: bool) -> (bool, String) {
+        let (state, sink) = (self.state(), self.sink());
+        let mut args = vec![
+            "audit",
+            "seal",
+            "--once",
+            "--wait",
+            wait,
+            "--credentials-dir",
+            self.dir.to_str().unwrap(),
+        ];
+        if !stateless {
+            args.extend([
+                "--state-dir",
+                state.to_str().unwrap(),
+                "--sink",
+                sink.to_str().unwrap(),
+            ]);
+        }
+        let (ok, out, err) = cli(&args, &self.env("sealer").await);
+        (ok, format!("{out}{err}"))
+    }
+
     async fn seal_once(&self, wait: &str) -> String {
-        let (ok, out, err) = cli(
-            &[
-                "audit",
-                "seal",
-                "--once",
-                "--wait",
-                wait,
-                "--credentials-dir",
-                self.dir.to_str().unwrap(),
-            ],
-            &self.env("sealer").await,
-        );
-        assert!(ok, "seal failed: {err}");
+        let (ok, out) = self.try_seal(wait, false).await;
+        assert!(ok, "seal failed: {out}");
         out
     }
 
     async fn verify(&self) -> (bool, String) {
-        let (ok, out, err) = cli(
-            &["audit", "verify", "--public-key", &self.pubkey],
-            &self.env("auditor").await,
-        );
+        self.verify_with(&[]).await
+    }
+
+    /// `actiond audit verify` against the database with extra arguments (anchors).
+    async fn verify_with(&self, extra: &[&str]) -> (bool, String) {
+        let mut args = vec!["audit", "verify", "--public-key", &self.pubkey];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = cli(&args, &self.env("auditor").await);
         (ok, format!("{out}{err}"))
+    }
+
+    /// The anchors `verify` prints for each tenant's newest seal (`tenant:seq:head`).
+    async fn heads(&self) -> Vec<String> {
+        let (ok, out) = self.verify().await;
+        assert!(ok, "{out}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        v["heads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn seal_count(&self) -> i64 {
+        let su = self.tdb.superuser().await;
+        su.query_one("SELECT count(*) FROM audit_seals", &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// `n` events of one tenant.
+    async fn events_of(&self, tenant: &str, n: i64) {
+        let su = self.tdb.superuser().await;
+        su.execute(
+            "INSERT INTO audit_events (tenant_id, kind, actor, detail)
+             SELECT $1, 'test.event', 'test', jsonb_build_object('n', g)
+             FROM generate_series(1, $2::bigint) g",
+            &[&tenant, &n],
+        )
+        .await
+        .unwrap();
+    }
+
+    /// The database owner's hand: the append-only triggers off.
+    async fn owner(&self) -> tokio_postgres::Client {
+        let su = self.tdb.superuser().await;
+        su.batch_execute(
+            "ALTER TABLE audit_events DISABLE TRIGGER USER;
+             ALTER TABLE audit_seals DISABLE TRIGGER USER;
+             ALTER TABLE audit_event_hashes DISABLE TRIGGER USER",
+        )
+        .await
+        .unwrap();
+        su
     }
 
     /// Seals until every event is sealed. `seal --once` gives up ("waiting") while any
@@ -662,4 +737,294 @@ async fn sealer_survives_its_connection_being_cut() {
     let (ok, out) = a.verify().await;
     assert!(ok, "{out}");
     s.terminate();
+}
+
+/// The owner deletes a tenant's newest seal with its events and their recorded hashes: the
+/// chain left verifies on its own. The sealer, which keeps the head outside the database,
+/// refuses to extend it (exit 1, nothing sealed), and `verify --anchor` with the head
+/// recorded before, or the sealer's sink, names the truncated tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_truncating_the_tail_is_refused_and_named() {
+    let a = Audit::new().await;
+    for _ in 0..3 {
+        a.events(10).await;
+        a.seal_all().await;
+    }
+    let heads = a.heads().await;
+    let acme = heads
+        .iter()
+        .find(|h| h.starts_with("acme:"))
+        .unwrap()
+        .clone();
+    let su = a.owner().await;
+    su.batch_execute(
+        "DELETE FROM audit_events WHERE id IN (SELECT event_id FROM audit_event_hashes
+             WHERE tenant_id = 'acme' AND seal_seq = (SELECT max(seq) FROM audit_seals WHERE tenant_id = 'acme'));
+         DELETE FROM audit_event_hashes WHERE tenant_id = 'acme'
+             AND seal_seq = (SELECT max(seq) FROM audit_seals WHERE tenant_id = 'acme');
+         DELETE FROM audit_seals WHERE tenant_id = 'acme'
+             AND seq = (SELECT max(seq) FROM audit_seals WHERE tenant_id = 'acme')",
+    )
+    .await
+    .unwrap();
+    // Without an anchor the shorter chain verifies: the hole this closes.
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+    a.events(4).await;
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok, "the sealer extended a truncated chain: {out}");
+    assert!(
+        out.contains("refused to seal")
+            && out.contains("tenant acme")
+            && out.contains("truncated tail"),
+        "{out}"
+    );
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+    let (ok, out) = a.verify_with(&["--anchor", &acme]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("anchor {acme}")) && out.contains("truncated tail"),
+        "{out}"
+    );
+    let sink = a.sink();
+    let (ok, out) = a
+        .verify_with(&["--anchors-from", sink.to_str().unwrap()])
+        .await;
+    assert!(!ok && out.contains("truncated tail"), "{out}");
+}
+
+/// The owner deletes a whole tenant's chain (events, hashes, seals): the sealer refuses and
+/// `verify --anchor` names the missing tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_deleting_a_tenant_chain_is_refused_and_named() {
+    let a = Audit::new().await;
+    a.events(10).await;
+    a.seal_all().await;
+    let heads = a.heads().await;
+    let beta = heads
+        .iter()
+        .find(|h| h.starts_with("beta:"))
+        .unwrap()
+        .clone();
+    let su = a.owner().await;
+    su.batch_execute(
+        "DELETE FROM audit_events WHERE tenant_id = 'beta';
+         DELETE FROM audit_event_hashes WHERE tenant_id = 'beta';
+         DELETE FROM audit_seals WHERE tenant_id = 'beta'",
+    )
+    .await
+    .unwrap();
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
+    a.events_of("acme", 3).await;
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("tenant beta") && out.contains("missing tenant"),
+        "{out}"
+    );
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+    let (ok, out) = a.verify_with(&["--anchor", &beta]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("tenant beta has no seal (missing tenant"),
+        "{out}"
+    );
+}
+
+/// The owner cuts seals from the middle and edits what follows. The sealer with its state
+/// refuses; a sealer without one (as before) seals the edited rest with the real key and the
+/// chain verifies on its own, but the anchor recorded at seal 2, the sink and the export taken
+/// earlier each name the rewritten middle. Untampered, an earlier export is a prefix of
+/// today's chain and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_rewriting_the_middle_is_refused_and_named() {
+    let a = Audit::new().await;
+    a.events_of("acme", 5).await;
+    a.seal_all().await;
+    a.events_of("acme", 5).await;
+    a.seal_all().await;
+    let head: String = a
+        .tdb
+        .superuser()
+        .await
+        .query_one(
+            "SELECT head_hash FROM audit_seals WHERE tenant_id = 'acme' AND seq = 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let at2 = format!("acme:2:{head}");
+    let export = a.dir.join("export.jsonl");
+    let (ok, out, err) = cli(
+        &["audit", "export", "--since", "2000-01-01T00:00:00Z"],
+        &a.env("auditor").await,
+    );
+    assert!(ok, "{err}");
+    std::fs::write(&export, out).unwrap();
+    a.events_of("acme", 5).await;
+    a.seal_all().await;
+    let export_arg = ["--anchors-from", export.to_str().unwrap()];
+    let (ok, out) = a.verify_with(&export_arg).await;
+    assert!(ok, "an earlier export is a prefix of today's chain: {out}");
+
+    let su = a.owner().await;
+    su.batch_execute(
+        "DELETE FROM audit_seals WHERE tenant_id = 'acme' AND seq >= 2;
+         DELETE FROM audit_event_hashes WHERE tenant_id = 'acme' AND seal_seq >= 2;
+         UPDATE audit_events SET actor = 'mallory'
+             WHERE id = (SELECT min(id) FROM audit_events
+                         WHERE id > (SELECT last_event_id FROM audit_seals WHERE tenant_id = 'acme' AND seq = 1))",
+    )
+    .await
+    .unwrap();
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok, "the sealer re-sealed a cut chain: {out}");
+    assert!(
+        out.contains("refused to seal") && out.contains("tenant acme"),
+        "{out}"
+    );
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+
+    // What the sealer did before it kept the head: seal the edited rest.
+    for _ in 0..10 {
+        let (ok, out) = a.try_seal("10s", true).await;
+        assert!(ok, "{out}");
+        if a.sealed_ids().await == a.all_ids().await {
+            break;
+        }
+    }
+    let (ok, out) = a.verify().await;
+    assert!(
+        ok,
+        "re-sealed with the real key, the chain verifies on its own: {out}"
+    );
+    let (ok, out) = a.verify_with(&["--anchor", &at2]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("anchor {at2}")) && out.contains("rewritten middle"),
+        "{out}"
+    );
+    let (ok, out) = a.verify_with(&export_arg).await;
+    assert!(
+        !ok && out.contains("seal 2 of tenant acme") && out.contains("rewritten middle"),
+        "{out}"
+    );
+    let sink = a.sink();
+    let (ok, out) = a
+        .verify_with(&["--anchors-from", sink.to_str().unwrap()])
+        .await;
+    assert!(!ok && out.contains("rewritten middle"), "{out}");
+    // The sealer with its state still refuses the re-sealed chain.
+    a.events_of("acme", 1).await;
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok && out.contains("tenant acme"), "{out}");
+    assert_eq!(a.seal_count().await, before);
+}
+
+/// The running sealer with a state directory: while the database's chain does not continue
+/// its head it seals nothing, keeps running and exports `actiond_audit_seal_refused 1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_sealer_refuses_and_raises_the_metric() {
+    let a = Audit::alone().await;
+    a.events(6).await;
+    let logs = log_dir("sealer_refuses");
+    let (dir, state, sink) = (
+        a.dir.to_str().unwrap().to_owned(),
+        a.state().display().to_string(),
+        a.sink().display().to_string(),
+    );
+    let env = a.env("sealer").await;
+    let args = [
+        "seal",
+        "--interval",
+        "200ms",
+        "--credentials-dir",
+        &dir,
+        "--state-dir",
+        &state,
+        "--sink",
+        &sink,
+        "--admin-listen",
+        "127.0.0.1:0",
+    ];
+    let mut s = Service::spawn("audit", "sealer", &args, &env, &logs);
+    let metrics = format!("http://{}/metrics", s.bound("admin").await);
+    let all = a.all_ids().await.len();
+    eventually(Duration::from_secs(30), "events sealed", || async {
+        (a.sealed_ids().await.len() == all).then_some(())
+    })
+    .await;
+    let scrape = || async { reqwest::get(&metrics).await.unwrap().text().await.unwrap() };
+    assert!(scrape().await.contains("actiond_audit_seal_refused 0"));
+    let sunk = std::fs::read_to_string(a.sink()).unwrap();
+    assert_eq!(sunk.lines().count() as i64, a.seal_count().await, "{sunk}");
+    let su = a.owner().await;
+    su.batch_execute(
+        "DELETE FROM audit_events WHERE tenant_id = 'beta';
+         DELETE FROM audit_event_hashes WHERE tenant_id = 'beta';
+         DELETE FROM audit_seals WHERE tenant_id = 'beta'",
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "refusal metric", || async {
+        scrape()
+            .await
+            .contains("actiond_audit_seal_refused 1")
+            .then_some(())
+    })
+    .await;
+    let before = a.seal_count().await;
+    a.events_of("acme", 3).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+    assert!(s.child.try_wait().unwrap().is_none(), "{}", s.log_text());
+    assert!(s.log_text().contains("missing tenant"), "{}", s.log_text());
+    s.terminate();
+}
+
+/// A state directory without state on a database that holds seals is refused (the sealer
+/// cannot tell a truncated chain from a new state); `--adopt-heads` checks every chain from
+/// seal 1 with the sealer's key and keeps its heads, and sealing goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_state_on_a_sealed_database_needs_adopt_heads() {
+    let a = Audit::new().await;
+    a.events(6).await;
+    a.seal_all().await;
+    std::fs::remove_dir_all(a.state()).unwrap();
+    a.events(2).await;
+    let before = a.seal_count().await;
+    let (ok, out) = a.try_seal("10s", false).await;
+    assert!(!ok && out.contains("--adopt-heads"), "{out}");
+    assert_eq!(a.seal_count().await, before, "a seal was written");
+    let (state, dir) = (a.state(), a.dir.clone());
+    let (ok, out, err) = cli(
+        &[
+            "audit",
+            "seal",
+            "--once",
+            "--wait",
+            "10s",
+            "--adopt-heads",
+            "--credentials-dir",
+            dir.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+        &a.env("sealer").await,
+    );
+    assert!(ok, "{out}{err}");
+    let kept = std::fs::read_to_string(state.join("heads.json")).unwrap();
+    assert!(
+        kept.contains("\"acme\"") && kept.contains("\"beta\""),
+        "{kept}"
+    );
+    a.seal_all().await;
+    let (ok, out) = a.verify().await;
+    assert!(ok, "{out}");
 }

@@ -1018,3 +1018,20 @@ fn agent_create_refuses_an_owner_with_hidden_characters_or_too_long() {
     );
     assert_eq!(code, 4, "255 characters pass to the database: {err}");
 }
+
+/// A look-alike (`pаypal.com`, with a Cyrillic а, U+0430) in what the agent wrote is flagged
+/// by `approvals show` as a hidden character is (`⟨U+0430⟩`), and never printed as plain text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_show_flags_mixed_script_words() {
+    let s = stack_without_executor("cli_mixed_script").await;
+    let body = r#"{"action":"billing.refund.issue","params":{"payment_id":"pi_mixed","amount":12000,"currency":"USD"},"reason":"refund sent to p\u0430ypal.com as asked"}"#;
+    let id = s.propose(body).await;
+    s.wait_state(id, "escalated", std::time::Duration::from_secs(30))
+        .await;
+    let admin = s.tdb.role_url("admin").await;
+    let db = [("DATABASE_URL", admin.as_str())];
+    let (code, out, err) = run(&["approvals", "show", &id.to_string()], &db);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\u{430}'), "{out}");
+    assert!(out.contains("p⟨U+0430⟩ypal.com"), "{out}");
+}

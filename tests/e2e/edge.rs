@@ -250,18 +250,20 @@ async fn edge_limits_are_flags() {
     let mut a = TcpStream::connect(&addr).await.unwrap();
     let opened = Instant::now();
     let mut b = TcpStream::connect(&addr).await.unwrap();
-    // The third is accepted by the kernel's backlog but not served while two are open.
+    // The third is answered at once with 503 and Retry-After while two are open: never
+    // silence.
     let mut c = TcpStream::connect(&addr).await.unwrap();
     c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .unwrap();
     let mut buf = [0u8; 1024];
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), c.read(&mut buf))
-            .await
-            .is_err(),
-        "a third client was served while two connections were open"
-    );
+    let n = tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf))
+        .await
+        .expect("a third client is answered while two connections are open")
+        .unwrap();
+    let busy = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+    assert!(busy.contains("Retry-After: 1\r\n"), "{busy}");
     let idle_a = closed_within(&mut a, Duration::from_secs(5))
         .await
         .map(|_| opened.elapsed());
@@ -270,9 +272,14 @@ async fn edge_limits_are_flags() {
         "an idle connection was closed after {idle_a:?}, not about 1 s"
     );
     let _ = closed_within(&mut b, Duration::from_secs(5)).await;
-    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+    // Slots are free again: a new client is served.
+    let mut d = TcpStream::connect(&addr).await.unwrap();
+    d.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
-        .expect("the waiting client is served once a slot frees")
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), d.read(&mut buf))
+        .await
+        .expect("a client is served once a slot frees")
         .unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
 

@@ -20,7 +20,7 @@ async fn freeze(s: &Stack) {
     assert!(denied.is_some(), "the agent was already frozen");
 }
 
-/// The kinds of `id`'s audit events the README's query finds: every event of a proposal a
+/// The kinds of `id`'s audit events the query of docs/approvals.md finds: every event of a proposal a
 /// freeze stopped carries `"agent_frozen": true` at the top of its detail.
 async fn readme_frozen_query(s: &Stack, id: uuid::Uuid) -> Vec<String> {
     let c = s.tdb.db.client().await.unwrap();
@@ -73,7 +73,7 @@ async fn policy_blocks_a_pending_proposal_the_freeze_did_not_see() {
     assert_eq!(
         readme_frozen_query(&s, id).await,
         ["proposal.decided"],
-        "the README's agent_frozen query misses policy's block"
+        "the agent_frozen query of docs/approvals.md misses policy's block"
     );
     // The agent reads why.
     let (st, v) = s.get(&s.token, &id.to_string(), "").await;
@@ -124,7 +124,7 @@ async fn executor_refuses_an_approved_proposal_of_a_frozen_agent() {
         readme_frozen_query(&s, id)
             .await
             .contains(&"grant.rejected".to_string()),
-        "the README's agent_frozen query misses the executor's refusal: {events:?}"
+        "the agent_frozen query of docs/approvals.md misses the executor's refusal: {events:?}"
     );
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 }

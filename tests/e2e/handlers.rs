@@ -68,6 +68,16 @@ struct Hx {
 
 impl Hx {
     async fn new(name: &str, extra: &[(&'static str, String)], creds: &[(&str, &str)]) -> Self {
+        Self::with_doc(name, DOC, extra, creds).await
+    }
+
+    /// [`Hx::new`] with another document for tenant `hx`.
+    async fn with_doc(
+        name: &str,
+        doc: &str,
+        extra: &[(&'static str, String)],
+        creds: &[(&str, &str)],
+    ) -> Self {
         let mut s = Stack::with(
             name,
             Options {
@@ -76,7 +86,7 @@ impl Hx {
             },
         )
         .await;
-        actiond_store::tenants::apply(&s.tdb.db, DOC, "test")
+        actiond_store::tenants::apply(&s.tdb.db, doc, "test")
             .await
             .unwrap();
         for (k, v) in creds {
@@ -184,8 +194,9 @@ async fn dns_changes_reach_a_real_powerdns() {
             json!(["10 mail.example.net."]),
             vec!["10 mail.example.net."],
         ),
+        // At the apex: below it, NS is a delegation, refused (see the next test).
         (
-            "sub.staging.example.com",
+            "staging.example.com",
             "NS",
             json!(["ns1.example.net.", "ns2.example.net."]),
             vec!["ns1.example.net.", "ns2.example.net."],
@@ -290,6 +301,133 @@ async fn dns_changes_reach_a_real_powerdns() {
     assert_eq!(now, ["203.0.113.9"]);
 }
 
+/// With two allowed zones, one inside the other, a record of the inner zone belongs to it: the
+/// real PowerDNS answers `www.inner.example.com` from `inner.example.com`, so a change submitted
+/// under `example.com` would skip the inner zone's rules (here: the outer zone's changes are
+/// automatic, the inner zone's need a person), run, and be reported `succeeded` while the
+/// server keeps serving the inner zone's record. It is refused at submission (400 naming the
+/// zone it belongs to), as is an NS record below a zone's apex (a delegation); nothing is
+/// stored and nothing reaches PowerDNS. The same change under its own zone escalates and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_names_belong_to_the_most_specific_zone_and_delegations_are_refused() {
+    let pdns = PowerDns::start(&["example.com", "inner.example.com"]).await;
+    let doc = DOC
+        .replace(
+            "zones: [prod.example.com, staging.example.com]",
+            "zones: [example.com, inner.example.com]",
+        )
+        .replace(
+            r#"params.zone == "staging.example.com"'"#,
+            r#"params.zone == "example.com"'"#,
+        );
+    let hx = Hx::with_doc(
+        "dns_most_specific_zone",
+        &doc,
+        &[("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone())],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let inner_record = json!(["192.0.2.66"]);
+    for (params, field, rule) in [
+        (
+            dns(
+                "example.com",
+                "www.inner.example.com",
+                "A",
+                inner_record.clone(),
+            ),
+            "params.zone",
+            "must be inner.example.com: the most specific allowed zone that contains params.name",
+        ),
+        (
+            dns(
+                "example.com",
+                "inner.example.com",
+                "A",
+                inner_record.clone(),
+            ),
+            "params.zone",
+            "must be inner.example.com: the most specific allowed zone that contains params.name",
+        ),
+        (
+            dns(
+                "example.com",
+                "sub.example.com",
+                "NS",
+                json!(["ns1.evil.example."]),
+            ),
+            "params.type",
+            "NS below the zone apex is a delegation",
+        ),
+        (
+            dns(
+                "inner.example.com",
+                "www.inner.example.com",
+                "NS",
+                json!(["ns1.evil.example."]),
+            ),
+            "params.type",
+            "NS below the zone apex is a delegation",
+        ),
+    ] {
+        let (st, v) = hx.post("dns.record.update", params.clone()).await;
+        assert_eq!(st, 400, "{params}: {v}");
+        let named = v["errors"].as_array().is_some_and(|errs| {
+            errs.iter().any(|e| {
+                e["field"] == field && e["rule"].as_str().is_some_and(|r| r.starts_with(rule))
+            })
+        });
+        assert!(named, "{params}: {v}");
+    }
+    let c = hx.s.tdb.db.client().await.unwrap();
+    let stored: i64 = c
+        .query_one("SELECT count(*) FROM proposals WHERE tenant_id = 'hx'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "a refused change was stored");
+    for (zone, name, rtype) in [
+        ("example.com", "www.inner.example.com", "A"),
+        ("example.com", "inner.example.com", "A"),
+        ("example.com", "sub.example.com", "NS"),
+        ("inner.example.com", "www.inner.example.com", "NS"),
+    ] {
+        assert!(
+            pdns.rrset(zone, name, rtype).await.is_none(),
+            "{zone} {name} {rtype} reached PowerDNS"
+        );
+    }
+    // Under its own zone the change meets the inner zone's rule (a person approves) and the
+    // served record changes.
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "inner.example.com",
+                "www.inner.example.com",
+                "A",
+                inner_record,
+            ),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    hx.approve(id).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    let (_, now) = pdns
+        .rrset("inner.example.com", "www.inner.example.com", "A")
+        .await
+        .unwrap();
+    assert_eq!(now, ["192.0.2.66"]);
+    // The outer zone's own names stay automatic.
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns("example.com", "www.example.com", "A", json!(["192.0.2.1"])),
+        )
+        .await;
+    hx.s.wait_state(id, "succeeded", T).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_preview_is_unavailable_when_powerdns_is_down() {
     let pdns = PowerDns::start(&["prod.example.com"]).await;
@@ -362,6 +500,16 @@ async fn email_send_reaches_a_real_smtp_server() {
         (
             json!({"recipients": ["ann@acme.example"], "template": "wire-money", "variables": vars}),
             "params.template",
+        ),
+        // A MIME encoded word in a value bound for the Subject: decoded by the mail client
+        // into text (here a RIGHT-TO-LEFT OVERRIDE and "Pay now") nobody approved.
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "=?UTF-8?B?4oCuUGF5IG5vdw==?=", "name": "Ann"}}),
+            "params.variables.ticket: must not contain",
+        ),
+        (
+            json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "=?utf-8?q?Verify_your_account?=", "name": "Ann"}}),
+            "MIME encoded word (RFC 2047",
         ),
         (
             json!({"recipients": ["a@acme.example", "b@acme.example", "c@acme.example", "d@acme.example"], "template": "ticket-reply", "variables": vars}),
@@ -437,6 +585,61 @@ async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed(
     hx.s.wait_state(id, "failed", T).await;
     let d = hx.detail(id).await;
     assert!(d.starts_with("could not reach the SMTP relay"), "{d}");
+}
+
+/// A relay with AUTH but without STARTTLS (misconfigured, or stripped by someone on the path):
+/// with a credential in the settings, neither the credential nor the message goes out in
+/// clear, and the outcome names the refusal. With the operator's explicit plaintext opt-in the
+/// message goes out in one session that authenticates once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_credentials_never_travel_in_clear() {
+    let doc = DOC.replace(
+        "  email.send:\n    from:",
+        "  email.send:\n    credential: smtp\n    from:",
+    );
+    assert_ne!(doc, DOC);
+    let params = json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "T-1", "name": "Ann"}});
+    let creds = [("smtp", "mailer:s3cret-relay-password")];
+
+    let smtp = SmtpSink::start_plaintext_auth();
+    let hx = Hx::with_doc(
+        "email_credentials_never_travel_in_clear",
+        &doc,
+        &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
+        &creds,
+    )
+    .await;
+    let id = hx.propose("email.send", params.clone()).await;
+    hx.s.wait_state(id, "failed", T).await;
+    let d = hx.detail(id).await;
+    assert!(
+        d.contains("did not offer STARTTLS") && d.contains("nothing was sent"),
+        "{d}"
+    );
+    assert_eq!(
+        smtp.auth_attempts(),
+        Vec::<String>::new(),
+        "no AUTH in clear"
+    );
+    assert_eq!(smtp.messages().len(), 0, "no message in clear");
+    drop(hx);
+
+    // The operator's opt-in: one session, one AUTH, one message.
+    let smtp = SmtpSink::start_plaintext_auth();
+    let hx = Hx::with_doc(
+        "email_plaintext_opt_in",
+        &doc,
+        &[
+            ("ACTIOND_SMTP_RELAY", smtp.host_port.clone()),
+            ("ACTIOND_SMTP_ALLOW_PLAINTEXT", "true".into()),
+        ],
+        &creds,
+    )
+    .await;
+    let id = hx.propose("email.send", params).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    assert_eq!(smtp.auth_attempts().len(), 1, "{:?}", smtp.auth_attempts());
+    assert_eq!(smtp.messages().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

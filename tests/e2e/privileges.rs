@@ -51,6 +51,17 @@ async fn seed(t: &TestDb) -> (uuid::Uuid, uuid::Uuid) {
     (ids[0], ids[1])
 }
 
+/// `agent:<id>` of the agent that submitted `proposal`.
+async fn agent_of(t: &TestDb, proposal: uuid::Uuid) -> String {
+    let su = t.superuser().await;
+    let id: uuid::Uuid = su
+        .query_one("SELECT agent_id FROM proposals WHERE id = $1", &[&proposal])
+        .await
+        .unwrap()
+        .get(0);
+    format!("agent:{id}")
+}
+
 fn denied(r: Result<u64, tokio_postgres::Error>, what: &str) {
     let e = r.expect_err(what);
     assert_eq!(
@@ -79,8 +90,8 @@ async fn each_role_is_refused_what_it_must_not_do() {
     api.batch_execute("ROLLBACK").await.unwrap();
     denied(
         api.execute(
-            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, now(), 'policy-1', '', 'x')",
+            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, 'policy-1', '', 'x')",
             &[&a],
         )
         .await,
@@ -103,8 +114,8 @@ async fn each_role_is_refused_what_it_must_not_do() {
     let exec = t.as_role("executor").await;
     denied(
         exec.execute(
-            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, now(), 'policy-1', '', 'x')",
+            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, 'policy-1', '', 'x')",
             &[&a],
         )
         .await,
@@ -112,7 +123,7 @@ async fn each_role_is_refused_what_it_must_not_do() {
     );
     denied(
         exec.execute(
-            "UPDATE grants SET expires_at = now() + interval '1 day'",
+            "UPDATE grants SET expires_at_us = expires_at_us + 86400000000",
             &[],
         )
         .await,
@@ -136,6 +147,7 @@ async fn each_role_is_refused_what_it_must_not_do() {
             .await,
         "policy approves an escalation",
     );
+    let agent_actor = agent_of(&t, a).await;
     // No role may change or remove audit events.
     for role in ["api", "policy", "web", "executor", "admin"] {
         let c = t.as_role(role).await;
@@ -185,11 +197,19 @@ async fn each_role_is_refused_what_it_must_not_do() {
             .await
             .unwrap()
             .get(0);
+        // An event of a kind the role produces (V33: each role writes only its own).
+        let (kind, actor, to) = match role {
+            "api" => ("proposal.submitted", agent_actor.as_str(), Some("pending")),
+            "policy" => ("proposal.decided", "policy", None),
+            "web" => ("approval.decided", "approver:alice", None),
+            "executor" => ("grant.rejected", "executor:x", None),
+            _ => ("agent.created", "operator", None),
+        };
         let id: i64 = c
             .query_one(
-                "INSERT INTO audit_events (tenant_id, kind, actor) VALUES ('tena', 'test.event', 'test')
-                 RETURNING id",
-                &[],
+                "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, to_state)
+                 VALUES ('tena', $1, $2, $3, $4) RETURNING id",
+                &[&a, &kind, &actor, &to],
             )
             .await
             .unwrap_or_else(|e| panic!("{role} writes an event: {e:?}"))
@@ -367,4 +387,165 @@ async fn whom_an_agent_acts_for_is_tenant_scoped_and_write_once() {
         "api deletes a delegation",
     );
     api.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// The api (the agent-facing role) may write only submissions by the agent of the proposal,
+/// in its own tenant: an approval, a grant or seal kind, another agent's name, another
+/// tenant's proposal, an event about no proposal — each refused by Postgres (42501), one by
+/// one and inside a batch, and nothing is written. Each other role is refused a kind it does
+/// not produce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_writes_only_its_own_audit_events() {
+    let t = TestDb::new().await;
+    let (a, b) = seed(&t).await;
+    let me = agent_of(&t, a).await;
+    let other_agent = agent_of(&t, b).await;
+    let su = t.superuser().await;
+    let count = || async {
+        let n: i64 = su
+            .query_one("SELECT count(*) FROM audit_events", &[])
+            .await
+            .unwrap()
+            .get(0);
+        n
+    };
+    let before = count().await;
+    let api = t.as_role("api").await;
+    let insert = "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, to_state)
+                  SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[])";
+    let one = |tenant: &str, p: Option<uuid::Uuid>, kind: &str, actor: &str, to: &str| {
+        (
+            vec![tenant.to_owned()],
+            vec![p],
+            vec![kind.to_owned()],
+            vec![actor.to_owned()],
+            vec![to.to_owned()],
+        )
+    };
+    let cases = vec![
+        (
+            "an approval",
+            one(
+                "tena",
+                Some(a),
+                "approval.decided",
+                "approver:alice",
+                "approved",
+            ),
+        ),
+        (
+            "a grant spend",
+            one("tena", Some(a), "grant.spent", &me, "executing"),
+        ),
+        (
+            "a seal kind",
+            one("tena", Some(a), "audit.sealed", &me, "pending"),
+        ),
+        (
+            "a break-glass approval by the agent",
+            one("tena", Some(a), "approval.breakglass", &me, "pending"),
+        ),
+        (
+            "another agent's name",
+            one(
+                "tena",
+                Some(a),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
+        (
+            "an operator's name",
+            one("tena", Some(a), "proposal.submitted", "operator", "pending"),
+        ),
+        (
+            "no proposal",
+            one("tena", None, "proposal.submitted", &me, "pending"),
+        ),
+        // tenb's proposal, as tenb's agent, from a transaction set to tena.
+        (
+            "another tenant",
+            one(
+                "tenb",
+                Some(b),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
+        // tenb's proposal filed under tena (the proposal is invisible to tena, and not tena's).
+        (
+            "another tenant's proposal",
+            one(
+                "tena",
+                Some(b),
+                "proposal.submitted",
+                &other_agent,
+                "pending",
+            ),
+        ),
+        // A batch: the first event is the agent's own, the second names another agent.
+        (
+            "a batch with one forged event",
+            (
+                vec!["tena".into(), "tena".into()],
+                vec![Some(a), Some(a)],
+                vec!["proposal.submitted".into(), "proposal.submitted".into()],
+                vec![me.clone(), other_agent.clone()],
+                vec!["pending".into(), "pending".into()],
+            ),
+        ),
+    ];
+    for (what, (tenants, props, kinds, actors, to)) in cases {
+        api.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+            .await
+            .unwrap();
+        let r = api
+            .execute(insert, &[&tenants, &props, &kinds, &actors, &to])
+            .await;
+        let e = r.expect_err(what);
+        assert_eq!(
+            e.code(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{what}: {e:?}"
+        );
+        api.batch_execute("ROLLBACK").await.unwrap();
+    }
+    // The agent's own submission event is accepted (then rolled back).
+    api.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    let (tenants, props, kinds, actors, to) =
+        one("tena", Some(a), "proposal.submitted", &me, "pending");
+    assert_eq!(
+        api.execute(insert, &[&tenants, &props, &kinds, &actors, &to])
+            .await
+            .unwrap(),
+        1
+    );
+    api.batch_execute("ROLLBACK").await.unwrap();
+    // Each other role: a kind it does not produce.
+    for (role, kind, actor) in [
+        ("policy", "approval.decided", "approver:alice"),
+        ("web", "grant.spent", "executor:x"),
+        ("executor", "approval.breakglass", "operator"),
+        ("admin", "grant.spent", "executor:x"),
+        ("admin", "proposal.submitted", me.as_str()),
+    ] {
+        let c = t.as_role(role).await;
+        c.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+            .await
+            .unwrap();
+        denied(
+            c.execute(
+                "INSERT INTO audit_events (tenant_id, proposal_id, kind, actor) VALUES ('tena', $1, $2, $3)",
+                &[&a, &kind, &actor],
+            )
+            .await,
+            &format!("{role} writes {kind}"),
+        );
+        c.batch_execute("ROLLBACK").await.unwrap();
+    }
+    assert_eq!(count().await, before, "an event was written");
 }

@@ -230,7 +230,7 @@ async fn a_terminated_backend_is_not_handed_out_again() {
     eprintln!("new connection after {:?}", started.elapsed());
 }
 
-/// Submits `body` with Idempotency-Key `key` as the README tells agents to: a 503 (Postgres
+/// Submits `body` with Idempotency-Key `key` as docs/agents.md tells agents to: a 503 (Postgres
 /// cannot serve now) is sent again with the same key after a pause. Returns the proposal id
 /// and how many 503s it took.
 async fn submit_retrying(s: &Stack, body: &str, key: &str) -> (uuid::Uuid, u32) {

@@ -26,17 +26,44 @@ const { browserFor, closeAll } = browsers(env('PROFILES'));
 const shot = (page, name) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 const login = (ctx, user, next) => signIn(ctx, WEB, user, next);
 
-// A platform authenticator with user verification, as a laptop's fingerprint reader.
-async function virtualAuthenticator(page) {
+// A platform authenticator with user verification, as a laptop's fingerprint reader (or, with
+// transport 'usb', a security key with a PIN).
+async function virtualAuthenticator(page, transport = 'internal', present = true) {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('WebAuthn.enable', { enableUI: false });
   const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
     options: {
-      protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
-      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+      protocol: 'ctap2', transport, hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: present,
     },
   });
   return { cdp, authenticatorId };
+}
+
+// Clicks Register on /passkeys and waits until the passkey is registered. Registering needs
+// a sign-in at the identity provider in the last five minutes: a session without one (this
+// provider sends no auth_time unless asked) is first sent through the provider with
+// max_age=300 and comes back to /passkeys, where the second click registers. Returns the
+// /login/oidc URL of that detour, or null when there was none.
+async function registerHere(page, label) {
+  const first = page.waitForRequest((r) => r.url().startsWith(`${WEB}/login/oidc?`)
+    || (r.url().split('?')[0] === `${WEB}/passkeys` && r.method() === 'POST'));
+  const callback = page.waitForRequest((r) => r.url().startsWith(`${WEB}/oidc/callback`)).then(() => 'back', () => 'gone');
+  await page.fill('input[name=label]', label);
+  await page.click('#register');
+  const req = await first;
+  let detour = null;
+  if (req.method() === 'GET') {
+    detour = req.url();
+    const form = page.waitForSelector('input[name=login]', { timeout: 20000 }).then(() => 'form', () => 'none');
+    const how = await Promise.race([callback, form]);
+    assert.equal(how, 'back', 'the provider asked for a password again: its session is older than max_age');
+    await page.waitForURL((u) => u.toString().startsWith(`${WEB}/passkeys?`) && !u.toString().includes('registered'));
+    await page.fill('input[name=label]', label);
+    await page.click('#register');
+  }
+  await page.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  return detour;
 }
 
 let alice; let aliceAuth;
@@ -65,9 +92,12 @@ test('no passkey: Approve is refused with a page that says how to register; Deny
 test('register a passkey, then approve with it', async () => {
   await alice.goto(`${WEB}/passkeys?next=/p/${P_FIRST}`);
   assert.ok(await alice.$('#no-passkeys'));
-  await alice.fill('input[name=label]', 'virtual key');
-  await alice.click('#register');
-  await alice.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  const detour = await registerHere(alice, 'virtual key');
+  if (detour) {
+    const u = new URL(detour);
+    assert.equal(u.searchParams.get('max_age'), '300', 'sent to the provider for a sign-in at most 5 minutes old');
+    assert.equal(u.searchParams.get('next'), `/passkeys?next=${encodeURIComponent(`/p/${P_FIRST}`)}`);
+  }
   assert.match(await alice.textContent('#passkeys'), /acme\s*virtual key\s*ES256/);
   const { credentials } = await aliceAuth.cdp.send('WebAuthn.getCredentials', { authenticatorId: aliceAuth.authenticatorId });
   assert.equal(credentials.length, 1, 'the authenticator holds one credential');
@@ -81,6 +111,7 @@ test('register a passkey, then approve with it', async () => {
   assert.equal(body.get('passkey_nonce').length, 64, 'the assertion went with the form');
   fs.writeFileSync(path.join(ARTIFACTS, 'first-approval.form'), body.toString());
   assert.match(await alice.textContent('main'), /Approved\. A grant was issued/);
+  assert.match(await alice.textContent('.young-passkey'), /^signed with a passkey registered <1 min before \(less than a day\)$/);
   await shot(alice, 'p3-approved-with-passkey');
 });
 
@@ -144,9 +175,7 @@ test('an assertion over another intent is refused, then the real one approves', 
 async function withPasskey(user) {
   const page = await login(await browserFor(user), user, `/passkeys?next=/p/${P_STAGED}`);
   const auth = await virtualAuthenticator(page);
-  await page.fill('input[name=label]', `${user} key`);
-  await page.click('#register');
-  await page.waitForURL((u) => u.toString().includes('/passkeys?registered=1'));
+  await registerHere(page, `${user} key`);
   const { credentials } = await auth.cdp.send('WebAuthn.getCredentials', { authenticatorId: auth.authenticatorId });
   assert.equal(credentials.length, 1, `${user}'s authenticator holds one credential`);
   await page.click('#back');
@@ -208,4 +237,36 @@ test('staged + passkey: finance cannot replay its stage-1 assertion in stage 2, 
   await frank.waitForURL(`${WEB}/p/${P_STAGED}?result=approved`);
   assert.match(await frank.textContent('main'), /Approved\. A grant was issued/);
   await shot(frank, 'p7-finance-signed-stage-2');
+});
+
+test('a second passkey for acme is registered only with an assertion by the first', async () => {
+  await alice.goto(`${WEB}/passkeys`);
+  // A security key, plugged in but not touched while the laptop's authenticator signs for the
+  // new one; then the laptop's is left alone (it holds an excluded credential) and the key is
+  // touched for the creation. The page's create() waits for that swap.
+  const second = await virtualAuthenticator(alice, 'usb', false);
+  const presence = (a, enabled) => a.cdp.send('WebAuthn.setAutomaticPresenceSimulation', { authenticatorId: a.authenticatorId, enabled });
+  await alice.exposeFunction('swapAuthenticators', async () => {
+    await presence(aliceAuth, false);
+    await presence(second, true);
+  });
+  await alice.evaluate(() => {
+    const create = navigator.credentials.create.bind(navigator.credentials);
+    navigator.credentials.create = async (o) => { await window.swapAuthenticators(); return create(o); };
+  });
+  const got = alice.waitForRequest((r) => r.url() === `${WEB}/passkeys` && r.method() === 'POST');
+  // The page's own error line, should a ceremony fail (rather than a 30 s timeout).
+  const failed = alice.waitForFunction(() => document.getElementById('passkey-error')?.textContent, null, { timeout: 30000 })
+    .then(() => alice.textContent('#passkey-error'), () => null);
+  const said = await Promise.race([registerHere(alice, 'second key').then(() => null), failed]);
+  assert.equal(said, null, 'the page reported a failed ceremony');
+  const body = new URLSearchParams((await got).postData());
+  const first = await aliceAuth.cdp.send('WebAuthn.getCredentials', { authenticatorId: aliceAuth.authenticatorId });
+  const b64u = (s) => s.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  assert.equal(body.get('vouch_credential_id'), b64u(first.credentials[0].credentialId), 'the first passkey signed for the second');
+  const { credentials } = await second.cdp.send('WebAuthn.getCredentials', { authenticatorId: second.authenticatorId });
+  assert.equal(credentials.length, 1, 'the new authenticator holds the new credential');
+  assert.equal(Buffer.from(credentials[0].userHandle, 'base64').length, 32, 'a random 32-byte user handle');
+  assert.match(await alice.textContent('#passkeys'), /acme\s*second key\s*ES256[\s\S]*acme\s*virtual key\s*ES256/);
+  await shot(alice, 'p8-second-passkey-vouched');
 });

@@ -7,6 +7,7 @@
 //! external", "A 192.0.2.7 → 203.0.113.9") and an Approve label that says what it does.
 
 use crate::fact_text::{FactText, fact_text};
+use actiond_core::handlers::email::decode_encoded_words;
 use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::injection::find_phrases;
 use actiond_core::tenant::TenantDocument;
@@ -439,6 +440,24 @@ fn email(params: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
     let n = to.len();
     let vars = params.get("variables").unwrap_or(&Value::Null);
     let count = vars.as_object().map_or(0, |m| m.len());
+    // What the recipient's mail client would show of a value holding MIME encoded words
+    // (refused at submission; a proposal stored before that rule still shows it plainly).
+    let decoded: Vec<Fact> = vars
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let shown = decode_encoded_words(v.as_str()?)?;
+            let mut f = Fact::new(
+                &format!("Mail clients show {}", reveal_invisible(k, false)),
+                reveal_invisible(&shown, false),
+                true,
+            );
+            f.warn = true;
+            f.note = "a MIME encoded word: the recipient reads this, not the text above".into();
+            Some(f)
+        })
+        .collect();
     Plain {
         facts: vec![
             Fact::new("To", to.join(", "), is_hot("recipients")),
@@ -453,7 +472,10 @@ fn email(params: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
                 is_hot("variables"),
             )
             .values(vars),
-        ],
+        ]
+        .into_iter()
+        .chain(decoded)
+        .collect(),
         approve_label: format!(
             "Approve email to {n} recipient{}",
             if n == 1 { "" } else { "s" }
@@ -793,5 +815,46 @@ mod tests {
             ex.iter().any(|p| p.kind == "phrase"),
             "the window moves to the phrase"
         );
+    }
+
+    /// A look-alike domain (Cyrillic а in `pаypal.com`) in a param is flagged on the card as a
+    /// hidden character is: in the value shown, as a chip, and in the page's and queue's count.
+    #[test]
+    fn mixed_script_params_are_flagged_on_the_card() {
+        let v = json!({"url": "https://p\u{430}ypal.com/login"});
+        assert_eq!(plain_value(&v["url"]), "https://p⟨U+0430⟩ypal.com/login");
+        let f = Flags::of(&[&v.to_string()]);
+        assert_eq!(
+            f.hidden,
+            [(
+                "U+0430".to_owned(),
+                "CYRILLIC CHARACTER IN A WORD OF ANOTHER SCRIPT".to_owned(),
+                1
+            )]
+        );
+        assert_eq!(f.hidden_count(), 1);
+        let kinds: Vec<(&str, String)> = pieces("pay p\u{430}ypal.com")
+            .iter()
+            .map(|p| (p.kind, format!("{}{}", p.text, p.label)))
+            .collect();
+        assert!(
+            kinds.contains(&(
+                "hidden",
+                "U+0430 CYRILLIC CHARACTER IN A WORD OF ANOTHER SCRIPT".to_owned()
+            )),
+            "{kinds:?}"
+        );
+        // An encoded word in an email variable: the card shows what mail clients will show.
+        let plain = email(
+            &json!({"recipients": ["a@acme.example"], "template": "t",
+                "variables": {"ticket": "=?UTF-8?B?4oCuUGF5IG5vdw==?="}}),
+            &|_| false,
+        );
+        let shown = plain
+            .facts
+            .iter()
+            .find(|f| f.label == "Mail clients show ticket")
+            .map(|f| f.value.clone());
+        assert_eq!(shown.as_deref(), Some("⟨U+202E⟩Pay now"));
     }
 }

@@ -93,6 +93,7 @@ impl IntoResponse for WebError {
                     title: "Temporarily unavailable",
                     detail: message.to_owned(),
                     operation_id: None,
+                    extra: None,
                 });
                 r.extensions_mut().insert(WithoutNavigation);
                 return r;
@@ -117,6 +118,7 @@ impl IntoResponse for WebError {
                     title: "Internal error",
                     detail: "something failed on our side; nothing was decided".to_owned(),
                     operation_id: Some(op.to_string()),
+                    extra: None,
                 });
                 return r;
             }
@@ -133,6 +135,7 @@ impl IntoResponse for WebError {
             title,
             detail: message,
             operation_id: None,
+            extra: None,
         });
         r.extensions_mut().insert(WithoutNavigation);
         r
@@ -152,6 +155,8 @@ pub(crate) struct ProblemInfo {
     title: &'static str,
     detail: String,
     operation_id: Option<String>,
+    /// Members added to the problem document (RFC 9457 §3.2 extension members).
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ProblemInfo {
@@ -161,7 +166,14 @@ impl ProblemInfo {
             title,
             detail: detail.to_owned(),
             operation_id: None,
+            extra: None,
         }
+    }
+
+    /// The same, with extension members (e.g. `sign_in`: where to sign in again).
+    pub(crate) fn with_extra(mut self, extra: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.extra = Some(extra);
+        self
     }
 }
 
@@ -186,11 +198,12 @@ pub(crate) async fn problem_when_asked(
         return response;
     }
     let info = response.extensions().get::<ProblemInfo>().cloned();
-    let (title, detail, operation_id) = match info {
-        Some(i) => (i.title, i.detail, i.operation_id),
+    let (title, detail, operation_id, extra) = match info {
+        Some(i) => (i.title, i.detail, i.operation_id, i.extra),
         None => (
             status.canonical_reason().unwrap_or("Error"),
             status.canonical_reason().unwrap_or("Error").to_owned(),
+            None,
             None,
         ),
     };
@@ -203,6 +216,11 @@ pub(crate) async fn problem_when_asked(
     });
     if let Some(op) = operation_id {
         body["operation_id"] = serde_json::json!(op);
+    }
+    for (k, v) in extra.into_iter().flatten() {
+        if body.get(&k).is_none() {
+            body[k] = v;
+        }
     }
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(

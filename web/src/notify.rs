@@ -15,7 +15,7 @@
 use crate::AppState;
 use crate::pages::{describe, human_age};
 use actiond_core::text::reveal_invisible;
-use actiond_store::notifications;
+use actiond_store::{notifications, passkeys};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use std::net::{IpAddr, SocketAddr};
@@ -86,6 +86,11 @@ pub(crate) async fn background(state: AppState) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(n, "escalation notices handled"),
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "escalation notices failed"),
+        }
+        match passkey_notices_once(&state).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(n, "passkey notices handled"),
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "passkey notices failed"),
         }
         if tick.is_multiple_of(sweep_every)
             && let Err(e) = crate::session::sweep(&state).await
@@ -203,6 +208,124 @@ async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Ve
     Ok(channels)
 }
 
+/// Claims and sends pending passkey-registration notices once; returns how many were handled.
+pub(crate) async fn passkey_notices_once(state: &AppState) -> anyhow::Result<usize> {
+    let claimed = passkeys::claim_notices(&state.db).await?;
+    let n = claimed.len();
+    for notice in claimed {
+        match send_passkey_notice(state, &notice).await {
+            Ok(channels) => passkeys::mark_notice(&state.db, &notice, Ok(&channels)).await?,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                tracing::warn!(tenant = %notice.tenant_id, subject = %notice.subject, error = %msg, "passkey notice failed");
+                passkeys::mark_notice(&state.db, &notice, Err(&msg)).await?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The text of a passkey-registration notice, for the chat channel (`chat`: text escaped with
+/// [`escape_for_chat`], a chat link) or for email (invisible characters revealed, the plain
+/// link). Only the fixed words and `link` are trusted; the label is the person's own text.
+pub fn passkey_notice_text(n: &passkeys::Notice, link: &str, chat: bool) -> String {
+    let d = &n.detail;
+    let alg = match d["alg"].as_i64() {
+        Some(-7) => "ES256",
+        Some(-8) => "EdDSA",
+        Some(-257) => "RS256",
+        _ => "?",
+    };
+    let synced = if d["backup_eligible"].as_bool() == Some(true) {
+        "may be synced to other devices"
+    } else {
+        "bound to one device"
+    };
+    let vouched = if d["vouched_by"].is_string() {
+        "allowed by their existing passkey"
+    } else {
+        "allowed by a fresh sign-in alone: their first passkey for this tenant"
+    };
+    let who = match &n.email {
+        Some(e) => format!("{} ({})", n.subject, e),
+        None => n.subject.clone(),
+    };
+    let at = n.created_at.format("%Y-%m-%d %H:%M:%S UTC");
+    let warning = "If this was not them, their session may be stolen: sign them out at the identity provider and tell the operator.";
+    if chat {
+        return format!(
+            "New passkey in {tenant}: {who} registered a passkey \"{label}\" ({alg}, {synced}; {vouched}) at {at}. From now on it can sign their approvals.\n{warning} Their passkeys (sign-in required): <{link}|the passkeys page>",
+            tenant = escape_for_chat(&n.tenant_id),
+            who = escape_for_chat(&who),
+            label = escape_for_chat(d["label"].as_str().unwrap_or_default()),
+        );
+    }
+    format!(
+        "New passkey in {tenant} for {who}.\n\nLabel: \"{label}\"\nAlgorithm: {alg}, {synced}\nHow: {vouched}\nRegistered: {at}\n\nFrom now on it can sign their approvals.\n{warning}\n\nTheir passkeys (sign-in required):\n{link}\n",
+        tenant = reveal_invisible(&n.tenant_id, false),
+        who = reveal_invisible(&who, false),
+        label = reveal_invisible(d["label"].as_str().unwrap_or_default(), false),
+    )
+}
+
+/// Sends one passkey notice: email to the person (their email at registration) and to the
+/// tenant's `notify.email`, and the tenant's `notify.webhook` — the tenant's admins' channels.
+async fn send_passkey_notice(
+    state: &AppState,
+    n: &passkeys::Notice,
+) -> anyhow::Result<Vec<String>> {
+    let current = {
+        let c = state.db.client().await?;
+        state.docs.latest_of(&c, &n.tenant_id).await?
+    };
+    let link = state
+        .public_url
+        .join("passkeys")
+        .context("passkeys page link")?
+        .to_string();
+    let text = passkey_notice_text(n, &link, true);
+    let mut channels = Vec::new();
+    if let Some(name) = current.as_ref().and_then(|d| d.notify.webhook.as_ref()) {
+        let creds = state
+            .creds
+            .as_ref()
+            .context("no credentials directory for the webhook URL")?;
+        let url = creds.read_tenant(&n.tenant_id, name)?;
+        post_webhook(state, &url, &text).await?;
+        channels.push("webhook".to_owned());
+    }
+    let mut to: Vec<String> = n.email.iter().cloned().collect();
+    if let Some(d) = &current {
+        to.extend(
+            d.notify
+                .email
+                .iter()
+                .filter(|e| !to.contains(e))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    if !to.is_empty() {
+        match &state.notify.smtp_relay {
+            Some(relay) => {
+                let subject = format!(
+                    "[actiond] New passkey in {} for {}",
+                    reveal_invisible(&n.tenant_id, false),
+                    reveal_invisible(&n.subject, false)
+                );
+                let body = passkey_notice_text(n, &link, false);
+                send_plain(state, relay, &to, &subject, &body).await?;
+                channels.push("email".to_owned());
+            }
+            None => tracing::warn!(
+                tenant = %n.tenant_id,
+                "a passkey notice has email recipients but --smtp-relay is not set; no email sent"
+            ),
+        }
+    }
+    Ok(channels)
+}
+
 fn is_private(ip: IpAddr) -> bool {
     actiond_core::netaddr::is_private(ip)
 }
@@ -225,18 +348,23 @@ async fn post_webhook(state: &AppState, url: &str, text: &str) -> anyhow::Result
         .copied()
         .find(|a| state.notify.allow_private || !is_private(a.ip()))
         .context("webhook host resolves only to private, loopback or link-local addresses (allow with --notify-allow-private)")?;
+    // No proxy from the environment: a proxy would be connected to instead of `addr`, the
+    // address checked above.
     let client = reqwest::Client::builder()
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(10))
         .resolve(&host, addr)
         .build()?;
     let body = json!({"text": text, "unfurl_links": false, "unfurl_media": false, "mrkdwn": true});
+    // A webhook URL is a credential (chat webhooks carry their secret in the path): errors
+    // are logged and stored without it.
     let res = client
         .post(u)
         .json(&body)
         .send()
         .await
-        .context("webhook POST")?;
+        .map_err(|e| anyhow::Error::from(e.without_url()).context("webhook POST"))?;
     if !res.status().is_success() {
         anyhow::bail!("webhook answered {}", res.status());
     }
@@ -255,12 +383,6 @@ async fn send_email(
     limit: &str,
     link: &str,
 ) -> anyhow::Result<()> {
-    use lettre::message::header::ContentType;
-    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-    let (host, port) = match relay.rsplit_once(':') {
-        Some((h, p)) => (h.to_owned(), p.parse::<u16>().context("--smtp-relay port")?),
-        None => (relay.to_owned(), 25),
-    };
     let body = format!(
         "An agent's action needs a decision in tenant {tenant}.\n\n    {sentence}\n\nAgent: {agent}\nAction: {action}\nTime limit: {limit}\n\nOpen the decision page (sign-in required; nothing is approved from this email):\n{link}\n",
         tenant = reveal_invisible(tenant, false),
@@ -268,18 +390,38 @@ async fn send_email(
         agent = reveal_invisible(agent, false),
         action = reveal_invisible(action, false),
     );
+    let subject = format!(
+        "[actiond] Approval needed in {}: {}",
+        reveal_invisible(tenant, false),
+        reveal_invisible(action, false)
+    );
+    send_plain(state, relay, to, &subject, &body).await
+}
+
+/// Sends a plain-text email through the operator's SMTP relay (`host[:port]`).
+async fn send_plain(
+    state: &AppState,
+    relay: &str,
+    to: &[String],
+    subject: &str,
+    body: &str,
+) -> anyhow::Result<()> {
+    use lettre::message::header::ContentType;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+    let (host, port) = match relay.rsplit_once(':') {
+        Some((h, p)) => (h.to_owned(), p.parse::<u16>().context("--smtp-relay port")?),
+        None => (relay.to_owned(), 25),
+    };
     let mut b = Message::builder()
         .from(state.notify.smtp_from.parse().context("--smtp-from")?)
-        .subject(format!(
-            "[actiond] Approval needed in {}: {}",
-            reveal_invisible(tenant, false),
-            reveal_invisible(action, false)
-        ))
+        .subject(subject)
         .header(ContentType::TEXT_PLAIN);
     for r in to {
-        b = b.to(r.parse().with_context(|| format!("notify.email {r:?}"))?);
+        b = b.to(r
+            .parse()
+            .with_context(|| format!("email recipient {r:?}"))?);
     }
-    let msg = b.body(body)?;
+    let msg = b.body(body.to_owned())?;
     let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
         .port(port)
         .timeout(Some(Duration::from_secs(10)))
@@ -315,6 +457,43 @@ mod tests {
         assert!(t.contains("<https://app/p/1|open the decision page>"));
         assert!(!t.contains("<!channel>"));
         assert!(t.contains("⟨U+000A⟩fake line"));
+    }
+
+    #[test]
+    fn passkey_notices_escape_the_label_and_say_how_it_was_allowed() {
+        let n = passkeys::Notice {
+            tenant_id: "acme".into(),
+            credential_id: vec![1],
+            issuer: "https://idp".into(),
+            subject: "alice".into(),
+            email: Some("alice@acme.test".into()),
+            detail: serde_json::json!({"label": "key <!channel> @here\u{202E}", "alg": -8,
+                                       "backup_eligible": true, "vouched_by": null}),
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let chat = passkey_notice_text(&n, "https://app/passkeys", true);
+        assert!(
+            chat.starts_with("New passkey in acme: alice (alice@acme.test) registered a passkey"),
+            "{chat}"
+        );
+        assert!(chat.contains("&lt;!channel&gt; (at)here⟨U+202E⟩"), "{chat}");
+        assert!(
+            chat.contains(
+                "EdDSA, may be synced to other devices; allowed by a fresh sign-in alone"
+            ),
+            "{chat}"
+        );
+        assert_eq!(
+            chat.matches('<').count(),
+            1,
+            "only our own link is markup: {chat}"
+        );
+        let mail = passkey_notice_text(&n, "https://app/passkeys", false);
+        assert!(
+            mail.contains("Label: \"key <!channel> @here⟨U+202E⟩\""),
+            "{mail}"
+        );
+        assert!(mail.ends_with("\nhttps://app/passkeys\n"), "{mail}");
     }
 
     #[test]

@@ -601,8 +601,25 @@ fn approval_rows(approvals_rows: &[queue_views::ApprovalEntry]) -> Vec<ApprovalR
             at: when(r.decided_at),
             channel: r.channel.clone(),
             comment: reveal_invisible(r.comment.as_deref().unwrap_or_default(), false),
+            young_passkey: young_passkey(r.passkey_age_secs),
         })
         .collect()
+}
+
+/// A passkey registered less than this before it signed an approval is pointed out on the
+/// decision page: a passkey registered with a stolen session would be that young.
+pub(crate) const YOUNG_PASSKEY_SECS: f64 = 86_400.0;
+
+/// "signed with a passkey registered 2 h 05 min before (less than a day)", or empty for an
+/// older key or an approval without a passkey.
+fn young_passkey(age_secs: Option<f64>) -> String {
+    match age_secs {
+        Some(a) if a < YOUNG_PASSKEY_SECS => format!(
+            "signed with a passkey registered {} before (less than a day)",
+            human_age(a as i64)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Who decided a proposal that is no longer escalated, for the top of its page (reloaded, or
@@ -626,7 +643,12 @@ fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
             } else {
                 format!(" ({})", r.email)
             };
-            format!("{}{email} at {} via {}", r.subject, r.at, r.channel)
+            let young = if r.young_passkey.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", r.young_passkey)
+            };
+            format!("{}{email} at {} via {}{young}", r.subject, r.at, r.channel)
         })
         .collect();
     if people.is_empty() {

@@ -52,12 +52,12 @@ fn new_nonce() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
 
-/// A local path to come back to (`/p/…` or `/queue`), or empty.
+/// A local path to come back to, or empty: the login's own check
+/// ([`crate::session::local_target`]).
 fn local_next(next: Option<&String>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.clone(),
-        _ => String::new(),
-    }
+    next.and_then(|n| crate::session::local_target(n))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// `?next=` and `?registered=` of `GET /passkeys`.
@@ -102,6 +102,7 @@ pub(crate) async fn page(
             .collect(),
         tenants: v.tenants.clone(),
         next: local_next(q.next.as_ref()),
+        sign_in_minutes: pk::REGISTER_SIGN_IN_WITHIN_SECS / 60,
     }))
 }
 
@@ -123,27 +124,84 @@ pub(crate) async fn challenge(
     let rp = relying_party(&state);
     let nonce = new_nonce();
     match form.get("purpose").map(String::as_str) {
-        Some("register") => {
-            let tenant = tenant_of(&v, &form)?;
-            passkeys::issue_challenge(&state.db, tenant, person(&v), &nonce, None).await?;
-            let mine = passkeys::list(&state.db, std::slice::from_ref(tenant), person(&v)).await?;
-            let user_id =
-                actiond_core::canonical::sha256_hex(format!("{}\n{}", v.issuer, v.subject));
-            Ok(Json(json!({
-                "nonce": nonce,
-                "challenge": pk::b64url(&hex::decode(&nonce).unwrap_or_default()),
-                "rp_id": rp.id,
-                "user_id": pk::b64url(&hex::decode(&user_id[..32]).unwrap_or_default()),
-                "user_name": v.email.clone().unwrap_or_else(|| v.subject.clone()),
-                "exclude": mine.into_iter().map(|p| p.credential_id).collect::<Vec<_>>(),
-            }))
-            .into_response())
-        }
+        Some("register") => register_challenge(&state, &v, &form, &rp, &nonce).await,
         Some("approve") => approve_challenge(&state, &v, &form, &rp, &nonce).await,
         _ => Err(WebError::BadRequest(
             "purpose: must be register or approve".into(),
         )),
     }
+}
+
+/// `/passkeys`, with `?next=` when the form carried a local one.
+fn passkeys_path(next: Option<&String>) -> String {
+    let next = local_next(next);
+    if next.is_empty() {
+        return "/passkeys".into();
+    }
+    let q = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("next", &next)
+        .finish();
+    format!("/passkeys?{q}")
+}
+
+/// The `purpose=register` answer of [`challenge`]: refused (403, with `sign_in`: where to
+/// sign in again with OIDC `max_age`) unless the session's sign-in at the identity provider is
+/// recent enough; else the nonce (also the creation challenge), the person's user handle for
+/// the tenant, the credentials to exclude and, when they already have a passkey for the
+/// tenant, `vouch`: the challenge one of them must sign first and the ids it may be.
+async fn register_challenge(
+    state: &AppState,
+    v: &Viewer,
+    form: &HashMap<String, String>,
+    rp: &RelyingParty,
+    nonce: &str,
+) -> WebResult<Response> {
+    let tenant = tenant_of(v, form)?;
+    if let Err(e) = passkeys::sign_in_fresh(&state.db, v.times.auth_time).await? {
+        let back = passkeys_path(form.get("next"));
+        let to = crate::session::sign_in_again(state, v, &back, pk::REGISTER_SIGN_IN_WITHIN_SECS);
+        let detail = format!("{e}.");
+        let body = json!({
+            "type": "urn:actiond:problem:sign_in_again",
+            "title": "Sign in again",
+            "status": 403,
+            "detail": detail,
+            "sign_in": to,
+        });
+        let mut r = (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "application/problem+json")],
+            body.to_string(),
+        )
+            .into_response();
+        let mut extra = serde_json::Map::new();
+        extra.insert("sign_in".into(), json!(to));
+        r.extensions_mut()
+            .insert(crate::error::ProblemInfo::new("Sign in again", &detail).with_extra(extra));
+        return Ok(r);
+    }
+    passkeys::issue_challenge(&state.db, tenant, person(v), nonce, None).await?;
+    let mine = passkeys::list(&state.db, std::slice::from_ref(tenant), person(v)).await?;
+    let user_id = passkeys::user_handle(&state.db, tenant, person(v)).await?;
+    let ids: Vec<String> = mine.into_iter().map(|p| p.credential_id).collect();
+    let vouch = if ids.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!({
+            "challenge": pk::b64url(&pk::vouch_challenge(tenant, nonce)),
+            "allow": ids,
+        })
+    };
+    Ok(Json(json!({
+        "nonce": nonce,
+        "challenge": pk::b64url(&hex::decode(nonce).unwrap_or_default()),
+        "rp_id": rp.id,
+        "user_id": pk::b64url(&user_id),
+        "user_name": v.email.clone().unwrap_or_else(|| v.subject.clone()),
+        "exclude": ids,
+        "vouch": vouch,
+    }))
+    .into_response())
 }
 
 /// The `purpose=approve` answer of [`challenge`].
@@ -220,18 +278,33 @@ pub(crate) async fn register(
         .take(100)
         .collect();
     let rp = relying_party(&state);
+    let vouch = match form.get("vouch_credential_id").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(_) => Some(Assertion {
+            credential_id: b64_field(&form, "vouch_credential_id")?,
+            authenticator_data: b64_field(&form, "vouch_authenticator_data")?,
+            client_data_json: b64_field(&form, "vouch_client_data_json")?,
+            signature: b64_field(&form, "vouch_signature")?,
+        }),
+    };
     let out = passkeys::register(
         &state.db,
-        tenant,
-        person(&v),
-        &rp,
-        nonce,
-        &client_data,
-        &attestation,
-        &label,
+        &passkeys::Registration {
+            tenant,
+            person: person(&v),
+            email: v.email.as_deref(),
+            auth_time: v.times.auth_time,
+            rp: &rp,
+            nonce,
+            client_data_json: &client_data,
+            attestation_object: &attestation,
+            label: &label,
+            vouch: vouch.as_ref(),
+        },
     )
     .await?;
     if let Err(e) = out {
+        tracing::warn!(tenant = %tenant, subject = %v.subject, reason = %e, "passkey registration refused");
         return Err(WebError::Conflict(format!(
             "The passkey was not registered: {e}."
         )));

@@ -142,6 +142,8 @@ pub(crate) struct ApprovalRow {
     pub(crate) channel: String,
     /// The deny reason (quick pick and note) the person gave, if any.
     pub(crate) comment: String,
+    /// "signed with a passkey registered … before (less than a day)", else empty.
+    pub(crate) young_passkey: String,
 }
 
 /// `/p/{id}`.
@@ -240,6 +242,8 @@ pub(crate) struct PasskeysPage {
     pub(crate) tenants: Vec<String>,
     /// Local path to go back to.
     pub(crate) next: String,
+    /// How recent a sign-in registration needs, in minutes.
+    pub(crate) sign_in_minutes: u64,
 }
 
 /// One registered passkey.

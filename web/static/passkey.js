@@ -16,16 +16,42 @@
       body: new URLSearchParams(fields),
     });
     const body = await res.json().catch(() => ({}));
+    // Registering needs a recent sign-in at the identity provider: go there, then come back.
+    if (res.status === 403 && body.sign_in) {
+      say(body.detail || 'Sign in again to register a passkey.');
+      window.location.assign(body.sign_in);
+      return null;
+    }
     if (!res.ok) throw new Error(body.detail || `challenge refused (${res.status})`);
     return body;
   }
+
+  // The fields of an assertion, base64url.
+  const assertionFields = (cred) => ({
+    credential_id: b64u(cred.rawId),
+    authenticator_data: b64u(cred.response.authenticatorData),
+    client_data_json: b64u(cred.response.clientDataJSON),
+    signature: b64u(cred.response.signature),
+  });
 
   const reg = document.getElementById('register-form');
   if (reg) {
     reg.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       try {
-        const o = await challenge({ csrf: reg.csrf.value, purpose: 'register', tenant: reg.tenant.value });
+        const o = await challenge({ csrf: reg.csrf.value, purpose: 'register', tenant: reg.tenant.value, next: reg.next.value });
+        if (!o) return;
+        // A person who already has a passkey for the tenant allows the new one with it.
+        if (o.vouch) {
+          const prior = await navigator.credentials.get({ publicKey: {
+            challenge: unb64u(o.vouch.challenge),
+            rpId: o.rp_id,
+            allowCredentials: o.vouch.allow.map((id) => ({ type: 'public-key', id: unb64u(id) })),
+            userVerification: 'required',
+            timeout: 120000,
+          } }).catch((e) => { throw new Error(`your existing passkey for this tenant did not sign (${e.message})`); });
+          for (const [k, v] of Object.entries(assertionFields(prior))) reg[`vouch_${k}`].value = v;
+        }
         const cred = await navigator.credentials.create({ publicKey: {
           challenge: unb64u(o.challenge),
           rp: { id: o.rp_id, name: 'actiond approvals' },
@@ -60,10 +86,7 @@
             timeout: 120000,
           } });
           form.passkey_nonce.value = o.nonce;
-          form.passkey_credential_id.value = b64u(cred.rawId);
-          form.passkey_authenticator_data.value = b64u(cred.response.authenticatorData);
-          form.passkey_client_data_json.value = b64u(cred.response.clientDataJSON);
-          form.passkey_signature.value = b64u(cred.response.signature);
+          for (const [k, v] of Object.entries(assertionFields(cred))) form[`passkey_${k}`].value = v;
         }
         // Without a registered passkey the server answers with how to register one.
         form.submit();

@@ -1,7 +1,9 @@
 //! actiond-api: the agent-facing service (`actiond api`).
 //!
 //! - `POST /v1/proposals` → `202 {proposal_id, state: "pending"}`
-//! - `GET /v1/proposals/{id}[?wait=SECONDS]` → the proposing agent's view, long-polled
+//! - `GET /v1/proposals/{id}[?wait=SECONDS]` → the proposing agent's view, long-polled (an
+//!   agent holds at most `--max-waits-per-agent` long-polls at once, REST and MCP together;
+//!   past it a wait is answered at once with the current state, see [`WaitSlots`])
 //! - `GET /openapi.yaml` → the OpenAPI 3.1 document
 //! - `GET /v1/openapi.yaml` → the same, for the calling agent's tenant: only the actions it
 //!   enables, with its limits ([`openapi`])
@@ -42,6 +44,8 @@ pub use submit::{SubmitRequest, SubmitResponse};
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Longest long-poll, seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
+/// Long-polls one agent may hold at once by default (`--max-waits-per-agent`).
+pub const DEFAULT_MAX_WAITS_PER_AGENT: usize = 8;
 
 /// Command-line / environment configuration of `actiond api`.
 #[derive(Debug, Clone, clap::Args)]
@@ -78,7 +82,7 @@ pub struct ApiArgs {
     )]
     pub public_origins: Vec<String>,
     /// YAML file of the issuers whose workload JWTs identify agents (issuer, jwks_uri or
-    /// discovery, audience, algorithms, max_token_lifetime); see the README's "Agent identity
+    /// discovery, audience, algorithms, max_token_lifetime); see docs/agents.md, "Agent identity
     /// by JWT". Without it only static agent tokens are accepted.
     #[arg(long, env = "ACTIOND_API_JWT_ISSUERS_FILE")]
     pub jwt_issuers_file: Option<std::path::PathBuf>,
@@ -90,6 +94,66 @@ pub struct ApiArgs {
     /// once (LISTEN/NOTIFY). 0 reads the agent on every request.
     #[arg(long, env = "ACTIOND_API_AGENT_CACHE_MS", default_value_t = 5000)]
     pub agent_cache_ms: u64,
+    /// Long-polls (`GET /v1/proposals/{id}?wait=N`, `check_proposal` with `wait_seconds`) one
+    /// agent may hold at once; past it a wait is answered at once with the current state, so
+    /// one agent cannot hold the connections and tasks every other agent needs.
+    #[arg(long, env = "ACTIOND_API_MAX_WAITS_PER_AGENT", default_value_t = DEFAULT_MAX_WAITS_PER_AGENT as u32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_waits_per_agent: u32,
+}
+
+/// The long-polls each agent holds, capped per agent ([`wait_for_change`]).
+#[derive(Clone)]
+pub struct WaitSlots {
+    cap: usize,
+    held: Arc<std::sync::Mutex<std::collections::HashMap<uuid::Uuid, usize>>>,
+}
+
+/// One held long-poll; released on drop.
+pub struct WaitSlot {
+    slots: WaitSlots,
+    agent: uuid::Uuid,
+}
+
+impl WaitSlots {
+    /// At most `cap` held long-polls per agent (at least 1).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(1),
+            held: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<uuid::Uuid, usize>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for `agent`, or `None` when it already holds `cap`.
+    pub fn try_hold(&self, agent: uuid::Uuid) -> Option<WaitSlot> {
+        let mut held = self.lock();
+        let n = held.entry(agent).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(WaitSlot {
+            slots: self.clone(),
+            agent,
+        })
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.lock();
+        if let Some(n) = held.get_mut(&self.agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.agent);
+            }
+        }
+    }
 }
 
 /// Counters of the api.
@@ -198,6 +262,9 @@ pub struct AppState {
     /// Stores submissions, batching concurrent ones ([`DEFAULT_SUBMIT_WORKERS`] workers
     /// unless [`AppState::with_submit_workers`]).
     pub submitter: actiond_store::proposals::Submitter,
+    /// Long-polls held per agent ([`DEFAULT_MAX_WAITS_PER_AGENT`] unless
+    /// [`AppState::with_max_waits_per_agent`]).
+    pub waits: WaitSlots,
 }
 
 /// Submission batches an api process stores at once by default (`--submit-workers`).
@@ -228,7 +295,14 @@ impl AppState {
             jwt: None,
             public_origin: None,
             agents: AgentCache::disabled(),
+            waits: WaitSlots::new(DEFAULT_MAX_WAITS_PER_AGENT),
         }
+    }
+
+    /// Lets each agent hold at most `cap` long-polls at once.
+    pub fn with_max_waits_per_agent(mut self, cap: usize) -> Self {
+        self.waits = WaitSlots::new(cap);
+        self
     }
 
     /// Stores submissions with `workers` batch workers instead of [`DEFAULT_SUBMIT_WORKERS`].
@@ -658,6 +732,8 @@ async fn get_proposal(
 /// Reads the agent's proposal; with a `wait`, polls until its state differs from `seen` (the
 /// state first read when `seen` is `None`), it reaches a final state, the wait ends, or the
 /// process starts draining (then the current state is the answer, so shutdown is not held).
+/// An agent that already holds its cap of long-polls ([`WaitSlots`]) gets the current state
+/// at once, as with no `wait`.
 pub async fn wait_for_change(
     state: &AppState,
     agent: &agents::Agent,
@@ -681,6 +757,10 @@ pub async fn wait_for_change(
     {
         return Ok(Some(first));
     }
+    // Past the agent's cap of held long-polls: the current state at once (as `wait=0`).
+    let Some(_slot) = state.waits.try_hold(agent.id) else {
+        return Ok(Some(first));
+    };
     let mut interval = Duration::from_millis(100);
     let mut last = first;
     while tokio::time::Instant::now() < deadline && !actiond_runtime::draining() {
@@ -715,6 +795,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let mut state = AppState::new(db.clone(), &metrics)
         .with_submit_workers(args.submit_workers)
         .with_public_origin(resource::public_origin(&args.public_origins))
+        .with_max_waits_per_agent(args.max_waits_per_agent as usize)
         .with_agent_cache(AgentCache::spawn(
             &db,
             Duration::from_millis(args.agent_cache_ms),

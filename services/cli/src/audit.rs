@@ -1,10 +1,12 @@
 //! `actiond audit`: the sealer, offline verification, SIEM export, the retention purge and the
 //! sealer's key.
 //!
-//! - `seal [--once]`: the sealer (its own role `actiond_sealer`, its own Ed25519 key
-//!   `audit_seal_key` from its credentials directory). One works at a time; others stand by.
-//! - `verify --public-key K [--from-file F]`: recomputes every chain and seal; exit 1 naming
-//!   the first event, seal or file line that differs.
+//! - `seal [--once] [--state-dir D] [--sink F]`: the sealer (its own role `actiond_sealer`,
+//!   its own Ed25519 key `audit_seal_key` from its credentials directory, each tenant's newest
+//!   seal kept in its state directory). One works at a time; others stand by.
+//! - `verify --public-key K [--from-file F] [--anchor T:SEQ:HEAD]… [--anchors-from F]…`:
+//!   recomputes every chain and seal, and checks each head recorded earlier is still there;
+//!   exit 1 naming the first event, seal, file line or anchor that differs.
 //! - `verify-passkeys`: re-verifies every passkey-signed approval from the stored assertion
 //!   and public key alone (challenge recomputed from the intent, signature, evidence hash in
 //!   the approval's audit event); exit 1 naming the first proposal and field that fail.
@@ -14,8 +16,10 @@
 //! - `keygen --out-dir D`: a sealer key pair.
 
 use crate::admin::{DbArgs, write_secret};
+use crate::seal_state::{HEADS_FILE, StateDir, anchors, append_to_sink};
 use actiond_core::audit_chain::{ChainItem, Location, SealSigner, Verifier, generate_seal_key};
 use actiond_core::audit_export::{Format, Record, parse_line};
+use actiond_core::audit_head::Anchor;
 use actiond_core::ids::parse_duration;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_runtime::{Metrics, say};
@@ -76,6 +80,22 @@ pub struct SealArgs {
     /// Metrics listener (`/metrics`, `/healthz`, `/readyz`); none when absent.
     #[arg(long, env = "ACTIOND_SEALER_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
+    /// The sealer's own state directory, outside the database (default: `$STATE_DIRECTORY`,
+    /// as systemd's `StateDirectory=` sets it). It keeps each tenant's newest seal; the sealer
+    /// refuses to extend a chain that does not continue it. Without one the chain's head
+    /// lives only in the database, whose owner can then delete the newest seals unnoticed by
+    /// the sealer.
+    #[arg(long, env = "ACTIOND_SEALER_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// When the state directory has no state yet but the database holds seals: check every
+    /// chain from seal 1 with the sealer's key and keep its newest seal. Once, when the state
+    /// directory is first set up (run `actiond audit verify` with the anchors you kept first).
+    #[arg(long, env = "ACTIOND_SEALER_ADOPT_HEADS")]
+    adopt_heads: bool,
+    /// Append every seal written to this file, one JSON line each (`{"record":"seal",…}`),
+    /// synced: a copy of the chain's heads outside the database for a SIEM to collect.
+    #[arg(long, env = "ACTIOND_SEALER_SINK")]
+    sink: Option<PathBuf>,
 }
 
 /// `actiond audit verify`.
@@ -90,6 +110,15 @@ pub struct VerifyArgs {
     /// Verify an export file instead of the database.
     #[arg(long)]
     from_file: Option<PathBuf>,
+    /// A head recorded earlier, `tenant:seq:head` (as `verify` prints under `heads` and the
+    /// sealer logs): today's chain must still hold that seal with that head. Repeatable. Names
+    /// a missing tenant, a truncated tail or a rewritten middle.
+    #[arg(long = "anchor", value_name = "TENANT:SEQ:HEAD")]
+    anchors: Vec<String>,
+    /// A file of seals recorded earlier (the sealer's `--sink`, or an earlier `export`): every
+    /// seal in it must be in today's chain unchanged (the earlier chain is a prefix of today's).
+    #[arg(long, value_name = "FILE")]
+    anchors_from: Vec<PathBuf>,
 }
 
 /// `actiond audit verify-passkeys`.
@@ -166,7 +195,8 @@ pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
 }
 
 /// `actiond dev`'s sealer: a key of its own in `<creds>/sealer` (public half
-/// `<creds>/sealer-1.pub`, which dev's banner names in its `audit verify` line), and
+/// `<creds>/sealer-1.pub`, which dev's banner names in its `audit verify` line), its state in
+/// `<creds>/sealer-state`, and
 /// `actiond audit seal` as a child process with its own login.
 pub fn spawn_dev_sealer(
     exe: &std::path::Path,
@@ -184,6 +214,7 @@ pub fn spawn_dev_sealer(
         .env_remove("CREDENTIALS_DIRECTORY")
         .env("DATABASE_URL", database_url)
         .env("ACTIOND_SEALER_CREDENTIALS_DIR", &dir)
+        .env("ACTIOND_SEALER_STATE_DIR", creds.join("sealer-state"))
         .kill_on_drop(true)
         .spawn()
         .context("cannot start actiond audit seal")?;
@@ -208,6 +239,7 @@ fn keygen(a: AuditKeygenArgs) -> anyhow::Result<()> {
 
 struct SealMetrics {
     metrics: Metrics,
+    refused: prometheus::GaugeVec,
     lag: prometheus::GaugeVec,
     unsealed: prometheus::GaugeVec,
     seals: prometheus::IntCounterVec,
@@ -225,6 +257,11 @@ fn seal_metrics() -> SealMetrics {
         unsealed: metrics.gauge_vec("audit_unsealed_events", "Audit events not sealed yet.", &[]),
         seals: metrics.counter_vec("audit_seals_total", "Seal rows written.", &[]),
         events: metrics.counter_vec("audit_sealed_events_total", "Audit events sealed.", &[]),
+        refused: metrics.gauge_vec(
+            "audit_seal_refused",
+            "1 while the sealer refuses to seal because the database's chain does not continue the head it keeps in its own state (truncated tail, deleted tenant, rewritten or forged seal); 0 otherwise.",
+            &[],
+        ),
         metrics,
     }
 }
@@ -256,6 +293,7 @@ async fn serve_metrics(
 async fn seal(a: SealArgs) -> anyhow::Result<()> {
     let creds = CredentialsDir::resolve(a.credentials_dir.as_deref())?;
     let key = creds.read(SEAL_KEY_CREDENTIAL)?;
+    let state = state_dir(&a)?;
     let db = Db::connect(&a.db.database_url, 2)?;
     let m = seal_metrics();
     let (lag, unsealed, sdb) = (m.lag.clone(), m.unsealed.clone(), db.clone());
@@ -296,8 +334,12 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
             }
         };
         tracing::info!(key_id = %a.key_id, "sealer working");
+        let mut kept = Kept {
+            state: state.clone(),
+            loaded: false,
+        };
         if a.once {
-            return seal_once(&mut sealer, &a, &m).await;
+            return seal_once(&mut sealer, &mut kept, &a, &m).await;
         }
         worked = true;
         let mut tick = tokio::time::interval(a.interval);
@@ -306,7 +348,7 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
                 _ = tick.tick() => {}
                 () = &mut stop => return Ok(()),
             }
-            if let Err(e) = seal_round(&mut sealer, &a, &m).await {
+            if let Err(e) = seal_round(&mut sealer, &mut kept, &a, &m).await {
                 break e;
             }
         };
@@ -319,14 +361,113 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
     }
 }
 
-/// One sealing round: seals every event that is final now, in batches of `--batch`.
+/// `--state-dir`, else systemd's `$STATE_DIRECTORY` (its first entry), else none (warned).
+fn state_dir(a: &SealArgs) -> anyhow::Result<Option<StateDir>> {
+    let dir = a.state_dir.clone().or_else(|| {
+        std::env::var_os("STATE_DIRECTORY")
+            .and_then(|v| std::env::split_paths(&v).next())
+            .filter(|p| !p.as_os_str().is_empty())
+    });
+    match dir {
+        Some(d) => Ok(Some(StateDir::open(&d)?)),
+        None => {
+            tracing::warn!(
+                "no --state-dir: the chain's head lives only in the database, whose owner can delete the newest seals without the sealer noticing"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The sealer's state for one working spell: loaded (again) each time the lock is taken, so
+/// a failed round never leaves memory ahead of what is saved.
+struct Kept {
+    state: Option<StateDir>,
+    loaded: bool,
+}
+
+/// Before a round: the kept heads loaded (or adopted, or started empty on a database without
+/// seals) and checked against the database. Returns the refusals, one line per tenant whose
+/// chain does not continue its head; empty to go on. Seals found past the kept heads (the
+/// sealer's own, committed before a crash or by another replica) are saved and sent to the
+/// sink.
+async fn check_chain(
+    sealer: &mut Sealer,
+    kept: &mut Kept,
+    a: &SealArgs,
+) -> anyhow::Result<Vec<String>> {
+    let Some(state) = &kept.state else {
+        return Ok(Vec::new());
+    };
+    if !kept.loaded {
+        match state.load()? {
+            Some(h) => sealer.keep_heads(h),
+            None if !sealer.any_seal().await? => sealer.keep_heads(Default::default()),
+            None if a.adopt_heads => {
+                if let Err(e) = sealer.adopt_heads().await? {
+                    return Ok(vec![format!("cannot adopt the database's heads: {e}")]);
+                }
+            }
+            None => {
+                return Ok(vec![format!(
+                    "the state directory has no {HEADS_FILE} but the database holds seals: \
+                     check them with `actiond audit verify` and the anchors you kept, then start \
+                     the sealer once with --adopt-heads"
+                )]);
+            }
+        }
+        kept.loaded = true;
+    }
+    let refused = sealer.check_heads().await?;
+    if refused.is_empty() {
+        save(sealer, kept, a)?;
+    }
+    Ok(refused)
+}
+
+/// Sends new seals to the sink, then saves the kept heads (in that order: a crash between the
+/// two appends a seal twice, never drops one from the sink).
+fn save(sealer: &mut Sealer, kept: &Kept, a: &SealArgs) -> anyhow::Result<()> {
+    let written = sealer.take_written();
+    if let Some(sink) = &a.sink {
+        append_to_sink(sink, &written)?;
+    }
+    if let (Some(state), Some(heads)) = (&kept.state, sealer.take_changed_heads()) {
+        state.save(&heads)?;
+        tracing::debug!(heads = ?anchors(&heads), "heads kept");
+    }
+    Ok(())
+}
+
+/// Sets the refusal gauge and logs each refusal; true when refused.
+fn refuse(m: &SealMetrics, refused: &[String]) -> bool {
+    let g = m.refused.with_label_values(&[] as &[&str]);
+    g.set(if refused.is_empty() { 0.0 } else { 1.0 });
+    for r in refused {
+        tracing::error!(refusal = %r, "refusing to seal: the database's audit chain does not continue the head the sealer kept");
+    }
+    !refused.is_empty()
+}
+
+/// One sealing round: seals every event that is final now, in batches of `--batch`, unless the
+/// database's chain does not continue the kept heads (then nothing is sealed, the gauge is 1).
 ///
 /// Errors: the store's (a lost connection included); nothing half-sealed stays, each seal is
 /// one transaction.
-async fn seal_round(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow::Result<()> {
+async fn seal_round(
+    sealer: &mut Sealer,
+    kept: &mut Kept,
+    a: &SealArgs,
+    m: &SealMetrics,
+) -> anyhow::Result<()> {
+    if refuse(m, &check_chain(sealer, kept, a).await?) {
+        return Ok(());
+    }
     sealer.checkpoint().await?;
     if let Some(bound) = sealer.final_bound().await? {
-        let r = sealer.seal_through(bound, a.batch).await?;
+        let r = sealer.seal_through(bound, a.batch).await;
+        save(sealer, kept, a)?;
+        let r = r?;
         m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
         m.events.with_label_values(&[] as &[&str]).inc_by(r.events);
         if r.events > 0 {
@@ -341,7 +482,19 @@ async fn seal_round(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyho
     Ok(())
 }
 
-async fn seal_once(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow::Result<()> {
+async fn seal_once(
+    sealer: &mut Sealer,
+    kept: &mut Kept,
+    a: &SealArgs,
+    m: &SealMetrics,
+) -> anyhow::Result<()> {
+    let refused = check_chain(sealer, kept, a).await?;
+    if refuse(m, &refused) {
+        bail!(
+            "refused to seal: the database's audit chain does not continue the head the sealer kept: {}",
+            refused.join("; ")
+        );
+    }
     sealer.checkpoint().await?;
     let deadline = tokio::time::Instant::now() + a.wait;
     let bound = loop {
@@ -359,7 +512,9 @@ async fn seal_once(sealer: &mut Sealer, a: &SealArgs, m: &SealMetrics) -> anyhow
         );
         return Ok(());
     };
-    let r = sealer.seal_through(bound, a.batch).await?;
+    let r = sealer.seal_through(bound, a.batch).await;
+    save(sealer, kept, a)?;
+    let r = r?;
     m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
     say(&serde_json::to_string(&r)?);
     Ok(())
@@ -396,8 +551,9 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
     let key = read_public_key(&a.public_key)?;
     // A key that is not one is invalid input (exit 2), not a failed verification (exit 1).
     Verifier::new(&key, false).map_err(|e| crate::exit::invalid(format!("--public-key: {e}")))?;
+    let anchors = read_anchors(&a)?;
     if let Some(f) = &a.from_file {
-        return verify_file(f, &key);
+        return verify_file(f, &key, &anchors);
     }
     let Some(url) = &a.database_url else {
         return Err(crate::exit::invalid(
@@ -405,18 +561,45 @@ async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         ));
     };
     let db = Db::connect(url, 2)?;
-    let verified = actiond_store::audit_export::verify_db(&db, &key)
+    let verified = actiond_store::audit_export::verify_db(&db, &key, &anchors)
         .await
         .map_err(|e| needs_role("verify", AUDITOR, e))?;
     match verified {
         Ok(v) => {
-            say(&serde_json::to_string(
-                &serde_json::json!({"verified": true, "seals": v.seals, "events": v.events, "unsealed": v.unsealed}),
-            )?);
+            say(&serde_json::to_string(&serde_json::json!({
+                "verified": true, "seals": v.seals, "events": v.events, "unsealed": v.unsealed,
+                "anchors": anchors.len(), "heads": v.heads,
+            }))?);
             Ok(())
         }
         Err(m) => bail!("audit verification failed: {m}"),
     }
+}
+
+/// `--anchor` values and every seal of each `--anchors-from` file (JSON lines of an export or
+/// the sealer's sink; event lines are skipped). A malformed one is invalid input (exit 2)
+/// naming the value or the file line.
+fn read_anchors(a: &VerifyArgs) -> anyhow::Result<Vec<Anchor>> {
+    let mut out = Vec::new();
+    for s in &a.anchors {
+        out.push(Anchor::parse(s).map_err(|e| crate::exit::invalid(format!("--anchor {e}")))?);
+    }
+    for f in &a.anchors_from {
+        for (i, line) in open_lines(f)?.enumerate() {
+            let line = line.with_context(|| format!("cannot read {}", f.display()))?;
+            let bad = |e: String| {
+                crate::exit::invalid(format!(
+                    "--anchors-from {} line {}: {e}",
+                    f.display(),
+                    i + 1
+                ))
+            };
+            if let Record::Seal(s) = parse_line(&line).map_err(bad)? {
+                out.push(Anchor::of_seal(&s.payload).map_err(bad)?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `actiond audit verify-passkeys`: one JSON line with the count, or exit 1 naming every
@@ -456,7 +639,7 @@ fn open_lines(
 }
 
 /// Two passes over the file: seals first, then events. Memory grows with seals only.
-fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
+fn verify_file(f: &std::path::Path, key: &str, anchors: &[Anchor]) -> anyhow::Result<()> {
     let mut v = Verifier::new(key, false)?;
     let fail =
         |m: actiond_core::audit_chain::Mismatch| anyhow::anyhow!("audit verification failed: {m}");
@@ -469,6 +652,7 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
         }
     }
     let seals = v.check_seals().map_err(fail)?;
+    v.anchors(anchors).map_err(fail)?;
     let mut last = 0;
     for (i, line) in open_lines(f)?.enumerate() {
         let at = Location::Line(i as u64 + 1);
@@ -487,7 +671,8 @@ fn verify_file(f: &std::path::Path, key: &str) -> anyhow::Result<()> {
     }
     v.finish(Location::Line(last)).map_err(fail)?;
     say(&serde_json::to_string(
-        &serde_json::json!({"verified": true, "seals": seals, "events": v.events_verified}),
+        &serde_json::json!({"verified": true, "seals": seals, "events": v.events_verified,
+                            "anchors": anchors.len(), "heads": v.heads()}),
     )?);
     Ok(())
 }

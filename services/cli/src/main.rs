@@ -6,8 +6,10 @@ mod admin;
 mod audit;
 mod client;
 mod dev;
+mod docs;
 mod exit;
 mod output;
+mod seal_state;
 
 use clap::{Parser, Subcommand};
 
@@ -74,6 +76,9 @@ enum Command {
     Dev(dev::DevArgs),
     /// Print the version and the git commit this binary was built from.
     Version,
+    /// Documentation rendered from this binary (for the repository's docs/; hidden).
+    #[command(subcommand, hide = true)]
+    Docs(docs::DocsCmd),
 }
 
 /// `actiond policy [test …]`.
@@ -93,6 +98,10 @@ fn main() -> std::process::ExitCode {
     };
     if matches!(cli.command, Command::Version) {
         actiond_runtime::say(&format!("actiond {VERSION}"));
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Command::Docs(d) = &cli.command {
+        docs::run(d, &<Cli as clap::CommandFactory>::command());
         return std::process::ExitCode::SUCCESS;
     }
     let quiet_logs = matches!(
@@ -147,7 +156,7 @@ fn main() -> std::process::ExitCode {
             Command::Status(a) => client::status(a).await,
             Command::Audit(c) => audit::audit(c).await,
             Command::Dev(a) => dev::run(a).await,
-            Command::Version => Ok(()),
+            Command::Version | Command::Docs(_) => Ok(()),
         }
     });
     // Do not wait for tasks still running (a connection attempt, a blocking lookup): the role

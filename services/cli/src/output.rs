@@ -1,10 +1,11 @@
 //! What the CLI prints of text it did not write (agent-chosen action names, reasons, params,
 //! audit details): control, invisible and bidirectional-control characters never reach the
-//! terminal raw. Text lines show them as `⟨U+202E⟩` ([`reveal_invisible`]); JSON shows them as
+//! terminal raw, nor do look-alike letters of another script inside a word (`pаypal.com`).
+//! Text lines show them as `⟨U+202E⟩` ([`reveal_invisible`]); JSON shows them as
 //! JSON escapes (`\u202e`), so the output is still valid JSON that parses back to the same
 //! strings (an exported audit line still verifies).
 
-use actiond_core::text::{is_suspicious, reveal_invisible};
+use actiond_core::text::{is_suspicious, mixed_script_marks, reveal_invisible};
 use std::io::Write;
 
 /// `s` for a text line: every suspicious character (newlines and tabs included) made visible.
@@ -15,16 +16,19 @@ pub fn text(s: &str) -> String {
 /// Escapes the suspicious characters of serialized JSON `json` as `\uXXXX` (a surrogate pair
 /// above U+FFFF). JSON's own whitespace between tokens (space, newline, tab, carriage return)
 /// is kept: inside strings the serializer already escaped those.
+///
+/// Characters of another script inside a mixed-script word (`pаypal.com` with a Cyrillic `а`,
+/// [`mixed_script_marks`]) are escaped too, as text output marks them.
 pub fn json_escaped(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        push_json_char(&mut out, c);
+    for (c, mixed) in json.chars().zip(mixed_script_marks(json)) {
+        push_json_char(&mut out, c, mixed);
     }
     out
 }
 
-fn push_json_char(out: &mut String, c: char) {
-    if matches!(c, '\n' | '\t' | '\r') || !is_suspicious(c) {
+fn push_json_char(out: &mut String, c: char, mixed: bool) {
+    if !mixed && (matches!(c, '\n' | '\t' | '\r') || !is_suspicious(c)) {
         out.push(c);
         return;
     }
@@ -112,6 +116,19 @@ impl<W: Write> Write for EndOnClosedPipe<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mixed_script_letters_become_json_escapes_and_parse_back() {
+        let v = serde_json::json!({"payment_id": "pi_p\u{430}ypal", "name": "Привет"});
+        let s = json(&v, false).unwrap();
+        assert!(s.contains("pi_p\\u0430ypal"), "{s}");
+        assert!(
+            s.contains("Привет"),
+            "a single-script word is left as it is: {s}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
+        assert_eq!(text("pi_p\u{430}ypal"), "pi_p⟨U+0430⟩ypal");
+    }
 
     #[test]
     fn bidi_and_controls_become_json_escapes_and_parse_back() {

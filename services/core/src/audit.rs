@@ -85,11 +85,15 @@ pub enum AuditKind {
     /// An approver registered a passkey for a tenant (credential id and algorithm in detail).
     #[serde(rename = "passkey.registered")]
     PasskeyRegistered,
+    /// A passkey registration was refused (`detail.reason` names the field and the rule; no
+    /// passkey was stored).
+    #[serde(rename = "passkey.registration_refused")]
+    PasskeyRegistrationRefused,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 25] = [
+    pub const ALL: [AuditKind; 26] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -115,6 +119,7 @@ impl AuditKind {
         Self::ApprovalStageCompleted,
         Self::ApprovalStageTimedOut,
         Self::PasskeyRegistered,
+        Self::PasskeyRegistrationRefused,
     ];
 
     /// The stored (dotted) name.
@@ -145,6 +150,7 @@ impl AuditKind {
             Self::ApprovalStageCompleted => "approval.stage_completed",
             Self::ApprovalStageTimedOut => "approval.stage_timed_out",
             Self::PasskeyRegistered => "passkey.registered",
+            Self::PasskeyRegistrationRefused => "passkey.registration_refused",
         }
     }
 }

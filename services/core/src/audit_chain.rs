@@ -186,6 +186,16 @@ impl SealSigner {
     pub fn public_b64(&self) -> String {
         B64.encode(self.pair.public_key().as_ref())
     }
+    /// True when `s` carries a valid signature by this key (the seal the sealer extends must
+    /// be its own).
+    pub fn verifies(&self, s: &Seal) -> bool {
+        let (Ok(sig), Ok(input)) = (B64.decode(&s.sig), s.payload.signing_input()) else {
+            return false;
+        };
+        UnparsedPublicKey::new(&ED25519, self.pair.public_key().as_ref())
+            .verify(&input, &sig)
+            .is_ok()
+    }
     /// Signs a payload.
     pub fn sign(&self, p: &SealPayload) -> Result<Seal, ChainError> {
         let sig = self.pair.sign(&p.signing_input()?);
@@ -327,6 +337,41 @@ impl Verifier {
             }
         }
         Ok(n)
+    }
+
+    /// Checks heads recorded earlier against the seals read (call after
+    /// [`Verifier::check_seals`]): each must still be in today's chain. The first that is not
+    /// is named (missing tenant, truncated tail, rewritten middle).
+    pub fn anchors(&self, anchors: &[crate::audit_head::Anchor]) -> Result<(), Mismatch> {
+        for a in anchors {
+            let seals = self
+                .tenants
+                .get(&a.tenant_id)
+                .map_or(&[][..], |st| st.seals.as_slice());
+            a.check(seals, self.require_genesis)
+                .map_err(|what| Mismatch {
+                    at: Location::Db,
+                    what,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Each tenant's newest seal as an anchor (`tenant:seq:head`), sorted: what to keep and
+    /// pass to a later `actiond audit verify --anchor`.
+    pub fn heads(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .tenants
+            .iter()
+            .filter_map(|(t, st)| {
+                st.seals
+                    .iter()
+                    .max_by_key(|s| s.payload.seq)
+                    .map(|s| format!("{t}:{}:{}", s.payload.seq, s.payload.head_hash))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Verifies one row, in id order.

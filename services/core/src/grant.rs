@@ -251,8 +251,7 @@ impl TrustedKeys {
         // A key made by RFC 8032 key generation is a multiple of the base point: canonically
         // encoded, of prime order. A small-order key (such as 32 zero bytes, y = 0, of order 4, or
         // the identity, y = 1) lets anyone forge a signature on any message in a few tries.
-        let edwards = point.to_edwards();
-        if !is_canonical_point(&raw) || point.is_weak() || !edwards.is_torsion_free() {
+        if !ed25519_prime_order(&raw, &point) {
             return Err(GrantError::BadKey(format!(
                 "public key {key_id} is not in Ed25519's prime-order subgroup (a small-order or non-canonical point, not a generated key)"
             )));
@@ -415,6 +414,14 @@ fn is_canonical_scalar(s: &[u8]) -> bool {
 
 /// A point encoding as RFC 8032 section 5.1.2 writes it: y below p, and the sign bit clear
 /// when x is 0 (y = 1 or y = p − 1). Whether y is on the curve is left to decoding.
+/// Whether `raw`, decoded as `point`, is a key RFC 8032 key generation can make: canonically
+/// encoded and in the prime-order subgroup. A small-order point (such as 32 zero bytes, y = 0,
+/// of order 4, or the identity, y = 1) "verifies" forged signatures on any message; grant keys
+/// and passkeys ([`crate::passkey`]) are both refused with it.
+pub(crate) fn ed25519_prime_order(raw: &[u8; 32], point: &ed25519_dalek::VerifyingKey) -> bool {
+    is_canonical_point(raw) && !point.is_weak() && point.to_edwards().is_torsion_free()
+}
+
 fn is_canonical_point(enc: &[u8]) -> bool {
     if enc.len() != 32 {
         return false;

@@ -1,4 +1,4 @@
-//! Passkey-signed approvals: the WebAuthn (Web Authentication Level 2, W3C) checks a relying
+//! Passkey-signed approvals: the WebAuthn (Web Authentication Level 3, W3C) checks a relying
 //! party makes, with a challenge derived from the intent being approved.
 //!
 //! **Challenge.** An Approve that needs a passkey signs
@@ -12,13 +12,23 @@
 //! ([`verify_assertion`]), without the server.
 //!
 //! **Registration** ([`verify_registration`]) reads the credential id and its COSE public key
-//! (RFC 9052/9053) from the attestation object's authenticator data. The attestation statement
-//! is not verified (actiond asks for `attestation: "none"`): who registers is vouched for by the
-//! signed-in OIDC session, not by the authenticator's maker.
+//! (RFC 9052/9053) from the attestation object's authenticator data, to its last byte. Who
+//! registers is vouched for by a fresh sign-in at the identity provider and, when the person
+//! already has a passkey for the tenant, an assertion by it (the web app and
+//! `actiond_store::passkeys`); the attestation statement is checked there only when the
+//! tenant's policy asks for it.
 //!
-//! Accepted key types: ES256 (COSE -7, P-256), EdDSA (-8, Ed25519) and RS256 (-257, 2048–8192
-//! bits); signatures are verified with `ring`. Every malformed input is a [`PasskeyError`],
-//! never a panic.
+//! **Keys an authenticator cannot have made are refused** ([`check_public_key`]) at
+//! registration and again at every assertion: `alg`, `kty` and `crv` must agree — ES256 (COSE
+//! -7) is EC2 on P-256 with (x, y) on the curve, EdDSA (-8) is OKP on Ed25519 with a
+//! canonically encoded point of prime order (a small-order key such as the identity
+//! "verifies" a forged signature on any message), RS256 (-257) is RSA with a 2048–8192-bit odd
+//! modulus and e = 65537 — and no private part may be present.
+//!
+//! **Flags** (WebAuthn Level 3 §6.1): UP and UV must be set; BS (backed up) never without BE
+//! (backup eligible); BE is fixed at registration, and an assertion with another BE is refused
+//! ([`backup_eligibility_unchanged`]). Signatures are verified with `ring`. Every malformed
+//! input is a [`PasskeyError`] naming the field and the rule, never a panic.
 
 use crate::canonical::canonicalize;
 use base64::Engine as _;
@@ -30,12 +40,25 @@ use sha2::{Digest, Sha256};
 /// Domain separation prefix of approval challenges (followed by a NUL byte).
 pub const CHALLENGE_DOMAIN: &str = "actiond/passkey-approval/v1";
 
-/// Authenticator data flag: user present.
+/// Authenticator data flag: user present (WebAuthn Level 3 §6.1, bit 0).
 const FLAG_UP: u8 = 0x01;
-/// Authenticator data flag: user verified.
+/// Authenticator data flag: user verified (bit 2).
 const FLAG_UV: u8 = 0x04;
-/// Authenticator data flag: attested credential data included.
+/// Authenticator data flag: backup eligible (bit 3): the credential may be synced to other
+/// devices. Fixed when the credential is made.
+const FLAG_BE: u8 = 0x08;
+/// Authenticator data flag: backed up (bit 4): the credential is synced now. Only a
+/// backup-eligible credential can be.
+const FLAG_BS: u8 = 0x10;
+/// Authenticator data flag: attested credential data included (bit 6).
 const FLAG_AT: u8 = 0x40;
+/// Authenticator data flag: extension data included (bit 7).
+const FLAG_ED: u8 = 0x80;
+
+/// Smallest RSA modulus accepted, in bits (NIST SP 800-131A; ring verifies 2048–8192).
+pub const RSA_MIN_BITS: usize = 2048;
+/// Largest RSA modulus accepted, in bits (ring's limit for RS256).
+pub const RSA_MAX_BITS: usize = 8192;
 
 /// Why a registration or an assertion was refused (the message is shown to the person and
 /// written to the audit log).
@@ -80,6 +103,33 @@ pub fn approval_challenge(c: &ChallengeInput<'_>) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// Domain separation prefix of the challenge an existing passkey signs to vouch for a new
+/// registration of the same person in the same tenant.
+pub const VOUCH_DOMAIN: &str = "actiond/passkey-registration/v1";
+
+/// A registration needs a sign-in at the identity provider at most this long ago (ID-token
+/// `auth_time`, judged by the database clock): a stolen session cookie alone registers nothing.
+pub const REGISTER_SIGN_IN_WITHIN_SECS: u64 = 300;
+
+/// How far ahead of the database clock an `auth_time` may be (the IdP's clock skew); a later
+/// one is refused like a stale one. The one skew of every time taken from outside
+/// ([`crate::external_time::CLOCK_SKEW`]).
+pub const AUTH_TIME_SKEW_SECS: u64 = crate::external_time::CLOCK_SKEW.as_secs();
+
+/// The 32-byte challenge an existing passkey signs to allow the registration whose challenge
+/// nonce is `nonce` (64 lowercase hex) in `tenant_id`:
+/// `SHA-256("actiond/passkey-registration/v1\0" ‖ JCS({nonce, tenant_id}))`. Bound to the
+/// single-use registration nonce, so the assertion allows exactly one registration.
+pub fn vouch_challenge(tenant_id: &str, nonce: &str) -> [u8; 32] {
+    let obj = json!({"nonce": nonce, "tenant_id": tenant_id});
+    let jcs = canonicalize(&obj).unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(VOUCH_DOMAIN.as_bytes());
+    h.update([0u8]);
+    h.update(jcs.as_bytes());
+    h.finalize().into()
+}
+
 /// `challenge` as WebAuthn carries it in `clientDataJSON` (base64url, no padding).
 pub fn b64url(bytes: &[u8]) -> String {
     B64URL.encode(bytes)
@@ -112,6 +162,27 @@ pub struct Registered {
     pub alg: i64,
     /// Signature counter at registration (0 when the authenticator keeps none).
     pub sign_count: u32,
+    /// BE flag: the credential may be synced (a "multi-device" passkey). Fixed for the
+    /// credential's life: an assertion with another value is refused.
+    pub backup_eligible: bool,
+    /// BS flag at registration: the credential was synced then.
+    pub backed_up: bool,
+    /// The authenticator model's AAGUID (16 bytes; all zero when the authenticator keeps it
+    /// private, as with `attestation: "none"`).
+    pub aaguid: [u8; 16],
+    /// The attestation statement format (`fmt`: `none`, `packed`, `tpm`, …).
+    pub fmt: String,
+}
+
+/// What a verified assertion's authenticator data says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asserted {
+    /// The authenticator's signature counter.
+    pub sign_count: u32,
+    /// BE flag (must equal the registration's, [`backup_eligibility_unchanged`]).
+    pub backup_eligible: bool,
+    /// BS flag.
+    pub backed_up: bool,
 }
 
 /// An assertion as the browser returned it (raw bytes).
@@ -162,9 +233,16 @@ fn check_client_data(
     Ok(())
 }
 
-/// Checks the fixed part of authenticator data (RP ID hash, user present and verified) and
-/// returns its flags and signature counter.
-fn check_auth_data(ad: &[u8], rp: &RelyingParty) -> Result<(u8, u32), PasskeyError> {
+/// The fixed part of authenticator data, checked.
+struct AuthData {
+    flags: u8,
+    sign_count: u32,
+}
+
+/// Checks the fixed part of authenticator data (WebAuthn Level 3 §6.1): the RP ID hash, user
+/// present (UP) and verified (UV), and that backed up (BS) is never set without backup
+/// eligible (BE) — §6.1.3 makes BS=1, BE=0 an invalid combination that no authenticator sends.
+fn check_auth_data(ad: &[u8], rp: &RelyingParty) -> Result<AuthData, PasskeyError> {
     if ad.len() < 37 {
         return err("authenticator_data: shorter than 37 bytes");
     }
@@ -176,17 +254,44 @@ fn check_auth_data(ad: &[u8], rp: &RelyingParty) -> Result<(u8, u32), PasskeyErr
     }
     let flags = ad[32];
     if flags & FLAG_UP == 0 {
-        return err("authenticator_data: the user was not present (UP flag)");
+        return err("authenticator_data.flags: the user was not present (UP flag)");
     }
     if flags & FLAG_UV == 0 {
-        return err("authenticator_data: the user was not verified (UV flag: PIN or biometric)");
+        return err(
+            "authenticator_data.flags: the user was not verified (UV flag: PIN or biometric)",
+        );
     }
-    let count = u32::from_be_bytes([ad[33], ad[34], ad[35], ad[36]]);
-    Ok((flags, count))
+    if flags & FLAG_BS != 0 && flags & FLAG_BE == 0 {
+        return err(
+            "authenticator_data.flags: backed up (BS) without backup eligible (BE), a combination no authenticator sends (WebAuthn L3 6.1.3)",
+        );
+    }
+    let sign_count = u32::from_be_bytes([ad[33], ad[34], ad[35], ad[36]]);
+    Ok(AuthData { flags, sign_count })
+}
+
+/// The `fmt` and `authData` of an attestation object (CBOR map, WebAuthn §6.5).
+fn attestation_parts(attestation_object: &[u8]) -> Result<(String, Vec<u8>), PasskeyError> {
+    let att: coset::cbor::Value = coset::cbor::de::from_reader(attestation_object)
+        .map_err(|_| PasskeyError("attestation_object: not CBOR".into()))?;
+    let map = att
+        .as_map()
+        .ok_or_else(|| PasskeyError("attestation_object: not a CBOR map".into()))?;
+    let field = |name: &str| map.iter().find(|(k, _)| k.as_text() == Some(name));
+    let auth_data = field("authData")
+        .and_then(|(_, v)| v.as_bytes())
+        .ok_or_else(|| PasskeyError("attestation_object: no authData".into()))?;
+    let fmt = field("fmt")
+        .and_then(|(_, v)| v.as_text())
+        .ok_or_else(|| PasskeyError("attestation_object.fmt: missing".into()))?;
+    Ok((fmt.to_owned(), auth_data.clone()))
 }
 
 /// Verifies a registration (`navigator.credentials.create` with the server's `challenge`) and
-/// returns the credential to store.
+/// returns the credential to store: client data, authenticator data and its flags
+/// ([`check_auth_data`]), the attested credential data read to its last byte (extensions
+/// only when the ED flag says so), and a public key an authenticator can have made
+/// ([`check_public_key`]). The attestation statement is not verified here.
 pub fn verify_registration(
     rp: &RelyingParty,
     challenge: &[u8],
@@ -194,20 +299,13 @@ pub fn verify_registration(
     attestation_object: &[u8],
 ) -> Result<Registered, PasskeyError> {
     check_client_data(client_data_json, "webauthn.create", challenge, rp)?;
-    let att: coset::cbor::Value = coset::cbor::de::from_reader(attestation_object)
-        .map_err(|_| PasskeyError("attestation_object: not CBOR".into()))?;
-    let auth_data = att
-        .as_map()
-        .and_then(|m| {
-            m.iter()
-                .find(|(k, _)| k.as_text() == Some("authData"))
-                .and_then(|(_, v)| v.as_bytes())
-        })
-        .ok_or_else(|| PasskeyError("attestation_object: no authData".into()))?;
-    let (flags, sign_count) = check_auth_data(auth_data, rp)?;
+    let (fmt, auth_data) = attestation_parts(attestation_object)?;
+    let AuthData { flags, sign_count } = check_auth_data(&auth_data, rp)?;
     if flags & FLAG_AT == 0 || auth_data.len() < 55 {
         return err("attestation_object: authData holds no attested credential");
     }
+    let mut aaguid = [0u8; 16];
+    aaguid.copy_from_slice(&auth_data[37..53]);
     let id_len = usize::from(u16::from_be_bytes([auth_data[53], auth_data[54]]));
     let key_start = 55 + id_len;
     if id_len == 0 || id_len > 1023 || auth_data.len() <= key_start {
@@ -219,36 +317,76 @@ pub fn verify_registration(
     let _: coset::cbor::Value = coset::cbor::de::from_reader(&mut rest).map_err(|_| {
         PasskeyError("attestation_object: credential public key is not CBOR".into())
     })?;
-    let key_len = tail.len() - rest.len();
-    let public_key = auth_data
-        .get(key_start..key_start.saturating_add(key_len))
-        .ok_or_else(|| PasskeyError("attestation_object: truncated public key".into()))?
-        .to_vec();
-    let alg = PublicKey::from_cose(&public_key)?.alg();
+    let public_key = tail[..tail.len() - rest.len()].to_vec();
+    if flags & FLAG_ED != 0 {
+        let _: coset::cbor::Value = coset::cbor::de::from_reader(&mut rest).map_err(|_| {
+            PasskeyError("authenticator_data: ED flag set but no CBOR extensions follow".into())
+        })?;
+    }
+    if !rest.is_empty() {
+        return err(format!(
+            "authenticator_data: {} bytes after the attested credential data",
+            rest.len()
+        ));
+    }
+    let alg = check_public_key(&public_key)?;
     Ok(Registered {
         credential_id,
         public_key,
         alg,
         sign_count,
+        backup_eligible: flags & FLAG_BE != 0,
+        backed_up: flags & FLAG_BS != 0,
+        aaguid,
+        fmt,
     })
 }
 
+/// Checks that `cose` (COSE_Key bytes) is a public key a real authenticator can have made and
+/// returns its COSE algorithm: `alg`, `kty` and `crv` agree (ES256 is EC2 on P-256, EdDSA is
+/// OKP on Ed25519, RS256 is RSA; RFC 9053 §2, §7), no private part is present, a P-256 point
+/// lies on the curve and is not the identity (SEC 1 §2.3.4), an Ed25519 point is canonically
+/// encoded and of prime order (RFC 8032 §5.1.3; a small-order point "verifies" forged
+/// signatures), an RSA modulus has 2048–8192 bits and its exponent is 65537.
+pub fn check_public_key(cose: &[u8]) -> Result<i64, PasskeyError> {
+    Ok(PublicKey::from_cose(cose)?.alg())
+}
+
 /// Verifies an approval assertion against the stored COSE public key and the expected
-/// challenge; returns the authenticator's signature counter. Used at decision time and again
-/// by the offline audit.
+/// challenge; returns what its authenticator data says (counter, BE, BS). Used at decision
+/// time and again by the offline audit. The key is checked as at registration
+/// ([`check_public_key`]), so a degenerate key stored by other means signs nothing.
 pub fn verify_assertion(
     rp: &RelyingParty,
     challenge: &[u8],
     public_key: &[u8],
     a: &Assertion,
-) -> Result<u32, PasskeyError> {
+) -> Result<Asserted, PasskeyError> {
     check_client_data(&a.client_data_json, "webauthn.get", challenge, rp)?;
-    let (_, count) = check_auth_data(&a.authenticator_data, rp)?;
+    let ad = check_auth_data(&a.authenticator_data, rp)?;
     let key = PublicKey::from_cose(public_key)?;
     let mut msg = a.authenticator_data.clone();
     msg.extend_from_slice(&Sha256::digest(&a.client_data_json));
     key.verify(&msg, &a.signature)?;
-    Ok(count)
+    Ok(Asserted {
+        sign_count: ad.sign_count,
+        backup_eligible: ad.flags & FLAG_BE != 0,
+        backed_up: ad.flags & FLAG_BS != 0,
+    })
+}
+
+/// BE is fixed when a credential is made (WebAuthn L3 §6.1.3): an assertion whose BE differs
+/// from the registration's comes from another credential, or from authenticator data not made
+/// by an authenticator.
+pub fn backup_eligibility_unchanged(registered: bool, a: &Asserted) -> Result<(), PasskeyError> {
+    if registered == a.backup_eligible {
+        return Ok(());
+    }
+    err(format!(
+        "authenticator_data.flags: backup eligible (BE) is {} but was {} at registration; it never changes for a credential",
+        u8::from(a.backup_eligible),
+        u8::from(registered)
+    ))
 }
 
 /// Whether a new signature counter is acceptable after `stored`: authenticators that keep no
@@ -279,50 +417,164 @@ enum PublicKey {
     Rs256 { n: Vec<u8>, e: Vec<u8> },
 }
 
+/// A COSE_Key's parameters by label, for [`PublicKey::from_cose`].
+struct Params<'a>(&'a CoseKey);
+
+impl Params<'_> {
+    fn get(&self, label: i64) -> Option<&coset::cbor::Value> {
+        self.0
+            .params
+            .iter()
+            .find(|(l, _)| *l == Label::Int(label))
+            .map(|(_, v)| v)
+    }
+    fn bytes(&self, label: i64, name: &str) -> Result<&[u8], PasskeyError> {
+        match self.get(label) {
+            Some(v) => v.as_bytes().map(Vec::as_slice).ok_or_else(|| {
+                PasskeyError(format!(
+                    "credential_public_key.{name}: must be a byte string"
+                ))
+            }),
+            None => err(format!("credential_public_key.{name}: missing")),
+        }
+    }
+    fn int(&self, label: i64) -> Option<i128> {
+        self.get(label)
+            .and_then(coset::cbor::Value::as_integer)
+            .map(i128::from)
+    }
+}
+
+/// `bytes` without leading zero bytes (a big-endian unsigned integer).
+fn strip_zeros(bytes: &[u8]) -> &[u8] {
+    let first = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+    &bytes[first..]
+}
+
 impl PublicKey {
+    /// Decodes and checks a COSE_Key (see [`check_public_key`]).
     fn from_cose(bytes: &[u8]) -> Result<Self, PasskeyError> {
         let k = CoseKey::from_slice(bytes)
-            .map_err(|_| PasskeyError("public key: not a COSE_Key".into()))?;
-        let param = |label: i64| {
-            k.params
-                .iter()
-                .find(|(l, _)| *l == Label::Int(label))
-                .and_then(|(_, v)| v.as_bytes().cloned())
-        };
+            .map_err(|_| PasskeyError("credential_public_key: not a COSE_Key".into()))?;
         let alg = match &k.alg {
             Some(coset::Algorithm::Assigned(a)) => *a,
-            _ => return err("public key: no algorithm"),
+            _ => return err("credential_public_key.alg: missing or not a COSE algorithm"),
         };
-        let kty = &k.kty;
-        match alg {
-            iana::Algorithm::ES256 if *kty == coset::KeyType::Assigned(iana::KeyType::EC2) => {
-                let (Some(x), Some(y)) = (param(-2), param(-3)) else {
-                    return err("public key: EC2 key without x and y");
-                };
-                if x.len() != 32 || y.len() != 32 {
-                    return err("public key: P-256 coordinates must be 32 bytes");
-                }
-                let mut point = vec![4u8];
-                point.extend_from_slice(&x);
-                point.extend_from_slice(&y);
-                Ok(Self::Es256(point))
+        let p = Params(&k);
+        let want_kty = match alg {
+            iana::Algorithm::ES256 => iana::KeyType::EC2,
+            iana::Algorithm::EdDSA => iana::KeyType::OKP,
+            iana::Algorithm::RS256 => iana::KeyType::RSA,
+            other => {
+                return err(format!(
+                    "credential_public_key.alg: {other:?} is not one of ES256 (-7), EdDSA (-8), RS256 (-257)"
+                ));
             }
-            iana::Algorithm::EdDSA if *kty == coset::KeyType::Assigned(iana::KeyType::OKP) => {
-                match param(-2) {
-                    Some(x) if x.len() == 32 => Ok(Self::Ed25519(x)),
-                    _ => err("public key: Ed25519 key must have a 32-byte x"),
-                }
-            }
-            iana::Algorithm::RS256 if *kty == coset::KeyType::Assigned(iana::KeyType::RSA) => {
-                match (param(-1), param(-2)) {
-                    (Some(n), Some(e)) => Ok(Self::Rs256 { n, e }),
-                    _ => err("public key: RSA key without n and e"),
-                }
-            }
-            other => err(format!(
-                "public key: algorithm {other:?} is not one of ES256, EdDSA, RS256"
-            )),
+        };
+        if k.kty != coset::KeyType::Assigned(want_kty) {
+            return err(format!(
+                "credential_public_key.kty: alg {alg:?} needs kty {want_kty:?}, got {:?}",
+                k.kty
+            ));
         }
+        match alg {
+            iana::Algorithm::ES256 => Self::es256(&p),
+            iana::Algorithm::EdDSA => Self::ed25519(&p),
+            _ => Self::rs256(&p),
+        }
+    }
+
+    /// ES256: crv P-256 (1), x and y of 32 bytes, no `d`, a point on the curve.
+    fn es256(p: &Params<'_>) -> Result<Self, PasskeyError> {
+        let crv = iana::EllipticCurve::P_256 as i128;
+        if p.int(-1) != Some(crv) {
+            return err(format!(
+                "credential_public_key.crv: ES256 needs P-256 ({crv}), got {:?}",
+                p.int(-1)
+            ));
+        }
+        if p.get(-4).is_some() {
+            return err(
+                "credential_public_key.d: a private key was sent; an authenticator never does",
+            );
+        }
+        let (x, y) = (p.bytes(-2, "x")?, p.bytes(-3, "y")?);
+        if x.len() != 32 || y.len() != 32 {
+            return err("credential_public_key: P-256 x and y must be 32 bytes each");
+        }
+        let mut point = vec![4u8];
+        point.extend_from_slice(x);
+        point.extend_from_slice(y);
+        if p256::PublicKey::from_sec1_bytes(&point).is_err() {
+            return err(
+                "credential_public_key: (x, y) is not a point on P-256 (or is the identity); no authenticator makes such a key",
+            );
+        }
+        Ok(Self::Es256(point))
+    }
+
+    /// EdDSA: crv Ed25519 (6), x of 32 bytes, no `d`, canonical and of prime order.
+    fn ed25519(p: &Params<'_>) -> Result<Self, PasskeyError> {
+        let crv = iana::EllipticCurve::Ed25519 as i128;
+        if p.int(-1) != Some(crv) {
+            return err(format!(
+                "credential_public_key.crv: EdDSA needs Ed25519 ({crv}), got {:?}",
+                p.int(-1)
+            ));
+        }
+        if p.get(-4).is_some() {
+            return err(
+                "credential_public_key.d: a private key was sent; an authenticator never does",
+            );
+        }
+        let raw: [u8; 32] = p.bytes(-2, "x")?.try_into().map_err(|_| {
+            PasskeyError("credential_public_key.x: an Ed25519 key is 32 bytes".into())
+        })?;
+        let point = ed25519_dalek::VerifyingKey::from_bytes(&raw).map_err(|_| {
+            PasskeyError(
+                "credential_public_key.x: not an Ed25519 point (RFC 8032 section 5.1.3)".into(),
+            )
+        })?;
+        if !crate::grant::ed25519_prime_order(&raw, &point) {
+            return err(
+                "credential_public_key.x: a small-order or non-canonical Ed25519 point, which verifies forged signatures; no authenticator makes such a key",
+            );
+        }
+        Ok(Self::Ed25519(raw.to_vec()))
+    }
+
+    /// RS256: n of 2048–8192 bits and odd, e = 65537, no private exponent.
+    fn rs256(p: &Params<'_>) -> Result<Self, PasskeyError> {
+        if p.get(-3).is_some() {
+            return err(
+                "credential_public_key.d: a private key was sent; an authenticator never does",
+            );
+        }
+        let n = strip_zeros(p.bytes(-1, "n")?);
+        let e = strip_zeros(p.bytes(-2, "e")?);
+        let bits = n.first().map_or(0, |top| {
+            (n.len() - 1) * 8 + (8 - top.leading_zeros() as usize)
+        });
+        if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
+            return err(format!(
+                "credential_public_key.n: a {bits}-bit RSA modulus; {RSA_MIN_BITS} to {RSA_MAX_BITS} bits are accepted"
+            ));
+        }
+        if n.last().is_some_and(|b| b & 1 == 0) {
+            return err(
+                "credential_public_key.n: an even RSA modulus is not a product of two primes",
+            );
+        }
+        if e != [1, 0, 1] {
+            return err(format!(
+                "credential_public_key.e: must be 65537, got 0x{}",
+                hex::encode(e)
+            ));
+        }
+        Ok(Self::Rs256 {
+            n: n.to_vec(),
+            e: e.to_vec(),
+        })
     }
 
     fn alg(&self) -> i64 {
@@ -403,12 +655,26 @@ pub(crate) mod tests {
         }
 
         pub(crate) fn register(&self, rp: &RelyingParty, challenge: &[u8]) -> (Vec<u8>, Vec<u8>) {
+            self.register_shaped(rp, challenge, FLAG_UP | FLAG_UV, &self.cose(), &[])
+        }
+
+        /// A registration with these flags (AT is added), this COSE key and these bytes after
+        /// it: what a scripted authenticator can send.
+        pub(crate) fn register_shaped(
+            &self,
+            rp: &RelyingParty,
+            challenge: &[u8],
+            flags: u8,
+            cose: &[u8],
+            after: &[u8],
+        ) -> (Vec<u8>, Vec<u8>) {
             let cd = json!({"type": "webauthn.create", "challenge": b64url(challenge), "origin": rp.origin});
-            let mut ad = self.auth_data(rp, FLAG_UP | FLAG_UV | FLAG_AT);
+            let mut ad = self.auth_data(rp, flags | FLAG_AT);
             ad.extend_from_slice(&[0; 16]);
             ad.extend_from_slice(&(self.id.len() as u16).to_be_bytes());
             ad.extend_from_slice(&self.id);
-            ad.extend_from_slice(&self.cose());
+            ad.extend_from_slice(cose);
+            ad.extend_from_slice(after);
             let att = coset::cbor::Value::Map(vec![
                 ("fmt".into(), "none".into()),
                 ("attStmt".into(), coset::cbor::Value::Map(vec![])),
@@ -420,9 +686,18 @@ pub(crate) mod tests {
         }
 
         pub(crate) fn assert(&mut self, rp: &RelyingParty, challenge: &[u8]) -> Assertion {
+            self.assert_flags(rp, challenge, FLAG_UP | FLAG_UV)
+        }
+
+        pub(crate) fn assert_flags(
+            &mut self,
+            rp: &RelyingParty,
+            challenge: &[u8],
+            flags: u8,
+        ) -> Assertion {
             self.count += 1;
             let cd = serde_json::to_vec(&json!({"type": "webauthn.get", "challenge": b64url(challenge), "origin": rp.origin})).unwrap();
-            let ad = self.auth_data(rp, FLAG_UP | FLAG_UV);
+            let ad = self.auth_data(rp, flags);
             let mut msg = ad.clone();
             msg.extend_from_slice(&Sha256::digest(&cd));
             let sig = self.pair.sign(&SystemRandom::new(), &msg).unwrap();
@@ -473,7 +748,15 @@ pub(crate) mod tests {
         assert!(verify_registration(&rp, b"other", &cd, &att).is_err());
         let ch = approval_challenge(&input("00"));
         let a = key.assert(&rp, &ch);
-        assert_eq!(verify_assertion(&rp, &ch, &reg.public_key, &a).unwrap(), 1);
+        assert_eq!(
+            verify_assertion(&rp, &ch, &reg.public_key, &a).unwrap(),
+            Asserted {
+                sign_count: 1,
+                backup_eligible: false,
+                backed_up: false
+            }
+        );
+        assert!(!reg.backup_eligible && reg.fmt == "none" && reg.aaguid == [0; 16]);
         let other = approval_challenge(&input("01"));
         let e = verify_assertion(&rp, &other, &reg.public_key, &a).unwrap_err();
         assert!(e.0.contains("different challenge"), "{e}");
@@ -512,5 +795,297 @@ pub(crate) mod tests {
         ] {
             assert!(verify_registration(&rp, b"c", b"{}", junk).is_err());
         }
+    }
+
+    /// A COSE_Key map from (label, value) pairs, as a scripted authenticator would send it.
+    fn cose_map(pairs: Vec<(i64, coset::cbor::Value)>) -> Vec<u8> {
+        let m = coset::cbor::Value::Map(pairs.into_iter().map(|(l, v)| (l.into(), v)).collect());
+        let mut out = Vec::new();
+        coset::cbor::ser::into_writer(&m, &mut out).unwrap();
+        out
+    }
+
+    fn b(v: &[u8]) -> coset::cbor::Value {
+        coset::cbor::Value::Bytes(v.to_vec())
+    }
+
+    fn i(v: i64) -> coset::cbor::Value {
+        v.into()
+    }
+
+    /// A valid P-256 point's x and y (from a generated key).
+    fn p256_xy() -> (Vec<u8>, Vec<u8>) {
+        let k = SoftKey::new();
+        let p = k.pair.public_key().as_ref().to_vec();
+        (p[1..33].to_vec(), p[33..65].to_vec())
+    }
+
+    /// The identity point of Ed25519 (y = 1): of order 1, it "verifies" R = identity, S = 0
+    /// over any message.
+    const ED25519_IDENTITY: [u8; 32] = {
+        let mut y = [0u8; 32];
+        y[0] = 1;
+        y
+    };
+
+    /// A 2048-bit odd modulus (not a real key: registration does not need one).
+    fn rsa_n(bits: usize) -> Vec<u8> {
+        let mut n = vec![0xa5u8; bits / 8];
+        n[0] = 0xc1;
+        let last = n.len() - 1;
+        n[last] |= 1;
+        n
+    }
+
+    /// Registers a key of this shape; the refusal's message.
+    fn refusal(flags: u8, cose: &[u8], after: &[u8]) -> String {
+        let rp = rp();
+        let (cd, att) = SoftKey::new().register_shaped(&rp, b"c", flags, cose, after);
+        match verify_registration(&rp, b"c", &cd, &att) {
+            Ok(r) => panic!("registered a bad shape: {r:?}"),
+            Err(e) => e.0,
+        }
+    }
+
+    const OK: u8 = FLAG_UP | FLAG_UV;
+
+    #[test]
+    fn keys_no_authenticator_makes_are_refused_at_registration() {
+        let (x, y) = p256_xy();
+        let mut off = y.clone();
+        off[31] ^= 1;
+        let ec2 = |kty: i64, crv: i64, y: &[u8]| {
+            cose_map(vec![
+                (1, i(kty)),
+                (3, i(-7)),
+                (-1, i(crv)),
+                (-2, b(&x)),
+                (-3, b(y)),
+            ])
+        };
+        let okp = |kty: i64, crv: i64, x: &[u8]| {
+            cose_map(vec![(1, i(kty)), (3, i(-8)), (-1, i(crv)), (-2, b(x))])
+        };
+        let rsa = |kty: i64, n: &[u8], e: &[u8]| {
+            cose_map(vec![(1, i(kty)), (3, i(-257)), (-1, b(n)), (-2, b(e))])
+        };
+        let mut small = [0u8; 32];
+        small[31] = 0; // y = 0: order 4
+        let real_ed = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[9; 32]).unwrap();
+        let real_ed = real_ed.public_key().as_ref().to_vec();
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "ES256 as OKP",
+                ec2(1, 1, &y),
+                "credential_public_key.kty: alg ES256 needs kty EC2",
+            ),
+            (
+                "ES256 on P-384",
+                ec2(2, 2, &y),
+                "credential_public_key.crv: ES256 needs P-256 (1)",
+            ),
+            (
+                "ES256 without crv",
+                cose_map(vec![(1, i(2)), (3, i(-7)), (-2, b(&x)), (-3, b(&y))]),
+                "credential_public_key.crv",
+            ),
+            (
+                "ES256 off the curve",
+                ec2(2, 1, &off),
+                "is not a point on P-256",
+            ),
+            (
+                "ES256 compressed y",
+                cose_map(vec![
+                    (1, i(2)),
+                    (3, i(-7)),
+                    (-1, i(1)),
+                    (-2, b(&x)),
+                    (-3, coset::cbor::Value::Bool(true)),
+                ]),
+                "credential_public_key.y: must be a byte string",
+            ),
+            (
+                "ES256 with d",
+                cose_map(vec![
+                    (1, i(2)),
+                    (3, i(-7)),
+                    (-1, i(1)),
+                    (-2, b(&x)),
+                    (-3, b(&y)),
+                    (-4, b(&[1; 32])),
+                ]),
+                "credential_public_key.d: a private key",
+            ),
+            (
+                "EdDSA identity",
+                okp(1, 6, &ED25519_IDENTITY),
+                "small-order or non-canonical Ed25519 point",
+            ),
+            (
+                "EdDSA y = 0",
+                okp(1, 6, &small),
+                "small-order or non-canonical Ed25519 point",
+            ),
+            (
+                "EdDSA on X25519",
+                okp(1, 4, &real_ed),
+                "credential_public_key.crv: EdDSA needs Ed25519 (6)",
+            ),
+            (
+                "EdDSA as EC2",
+                okp(2, 6, &real_ed),
+                "credential_public_key.kty: alg EdDSA needs kty OKP",
+            ),
+            (
+                "EdDSA short x",
+                okp(1, 6, &real_ed[..31]),
+                "credential_public_key.x: an Ed25519 key is 32 bytes",
+            ),
+            (
+                "RS256 1024 bits",
+                rsa(3, &rsa_n(1024), &[1, 0, 1]),
+                "credential_public_key.n: a 1024-bit RSA modulus",
+            ),
+            (
+                "RS256 e = 3",
+                rsa(3, &rsa_n(2048), &[3]),
+                "credential_public_key.e: must be 65537, got 0x03",
+            ),
+            (
+                "RS256 e = 1",
+                rsa(3, &rsa_n(2048), &[0, 0, 1]),
+                "credential_public_key.e: must be 65537",
+            ),
+            (
+                "RS256 even n",
+                rsa(
+                    3,
+                    &{
+                        let mut n = rsa_n(2048);
+                        n[255] = 0x10;
+                        n
+                    },
+                    &[1, 0, 1],
+                ),
+                "even RSA modulus",
+            ),
+            (
+                "RS256 as EC2",
+                rsa(2, &rsa_n(2048), &[1, 0, 1]),
+                "credential_public_key.kty: alg RS256 needs kty RSA",
+            ),
+            (
+                "ES384",
+                cose_map(vec![(1, i(2)), (3, i(-35)), (-1, i(2))]),
+                "credential_public_key.alg",
+            ),
+        ];
+        for (name, cose, want) in cases {
+            let got = refusal(OK, &cose, &[]);
+            assert!(got.contains(want), "{name}: {got}");
+        }
+        // The same shapes, well formed, register.
+        let rp = rp();
+        for cose in [
+            ec2(2, 1, &y),
+            okp(1, 6, &real_ed),
+            rsa(3, &rsa_n(2048), &[0, 1, 0, 1]),
+        ] {
+            let (cd, att) = SoftKey::new().register_shaped(&rp, b"c", OK, &cose, &[]);
+            verify_registration(&rp, b"c", &cd, &att).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_degenerate_ed25519_key_signs_nothing() {
+        let rp = rp();
+        let key = cose_map(vec![
+            (1, i(1)),
+            (3, i(-8)),
+            (-1, i(6)),
+            (-2, b(&ED25519_IDENTITY)),
+        ]);
+        let ch = approval_challenge(&input("00"));
+        let cd = serde_json::to_vec(
+            &json!({"type": "webauthn.get", "challenge": b64url(&ch), "origin": rp.origin}),
+        )
+        .unwrap();
+        let mut ad = Sha256::digest(rp.id.as_bytes()).to_vec();
+        ad.push(OK);
+        ad.extend_from_slice(&[0, 0, 0, 9]);
+        // R = the identity, S = 0: [S]B = R + [k]A holds for A = identity, whatever k is.
+        let mut forged = ED25519_IDENTITY.to_vec();
+        forged.extend_from_slice(&[0; 32]);
+        let mut msg = ad.clone();
+        msg.extend_from_slice(&Sha256::digest(&cd));
+        let ring_says =
+            s::UnparsedPublicKey::new(&s::ED25519, ED25519_IDENTITY).verify(&msg, &forged);
+        let a = Assertion {
+            credential_id: vec![1],
+            authenticator_data: ad,
+            client_data_json: cd,
+            signature: forged,
+        };
+        assert!(
+            ring_says.is_ok(),
+            "ring alone accepts the forged signature under the identity key"
+        );
+        let e = verify_assertion(&rp, &ch, &key, &a).unwrap_err();
+        assert!(e.0.contains("small-order"), "{e}");
+    }
+
+    #[test]
+    fn flags_per_webauthn_level_3() {
+        let good = SoftKey::new().cose();
+        for (flags, want) in [
+            (FLAG_UV, "the user was not present (UP flag)"),
+            (FLAG_UP, "the user was not verified (UV flag"),
+            (OK | FLAG_BS, "backed up (BS) without backup eligible (BE)"),
+        ] {
+            let got = refusal(flags, &good, &[]);
+            assert!(got.contains(want), "{flags:#x}: {got}");
+        }
+        let got = refusal(OK, &good, &[0xa0]);
+        assert!(
+            got.contains("1 bytes after the attested credential data"),
+            "{got}"
+        );
+        let got = refusal(OK | FLAG_ED, &good, &[]);
+        assert!(got.contains("ED flag set but no CBOR extensions"), "{got}");
+        // BE and BS together register (a synced passkey), and BE is remembered.
+        let rp = rp();
+        let mut key = SoftKey::new();
+        let (cd, att) = key.register_shaped(&rp, b"c", OK | FLAG_BE | FLAG_BS, &good_of(&key), &[]);
+        let reg = verify_registration(&rp, b"c", &cd, &att).unwrap();
+        assert!(reg.backup_eligible && reg.backed_up);
+        let ch = approval_challenge(&input("00"));
+        let same = verify_assertion(
+            &rp,
+            &ch,
+            &reg.public_key,
+            &key.assert_flags(&rp, &ch, OK | FLAG_BE),
+        )
+        .unwrap();
+        backup_eligibility_unchanged(reg.backup_eligible, &same).unwrap();
+        let lost =
+            verify_assertion(&rp, &ch, &reg.public_key, &key.assert_flags(&rp, &ch, OK)).unwrap();
+        let e = backup_eligibility_unchanged(reg.backup_eligible, &lost).unwrap_err();
+        assert!(
+            e.0.contains("backup eligible (BE) is 0 but was 1 at registration"),
+            "{e}"
+        );
+        let e = verify_assertion(
+            &rp,
+            &ch,
+            &reg.public_key,
+            &key.assert_flags(&rp, &ch, OK | FLAG_BS),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("BS) without backup eligible"), "{e}");
+    }
+
+    fn good_of(k: &SoftKey) -> Vec<u8> {
+        k.cose()
     }
 }

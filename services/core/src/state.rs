@@ -70,7 +70,7 @@ impl ProposalState {
         Self::ALL.iter().all(|to| !self.can_become(*to))
     }
 
-    /// The transition table (the lifecycle in the README). `pending → denied` happens only
+    /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen).
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;

@@ -4,15 +4,97 @@
 //! escaping, invisible and bidirectional-control characters are made visible, so that
 //! "Trojan Source"-style reordering (CVE-2021-42574) or zero-width padding cannot hide what
 //! an approver is agreeing to.
+//!
+//! Homoglyphs are flagged the same way: in a word that mixes scripts (Unicode Technical
+//! Standard #39, §5.1 "Mixed-Script Detection": a word whose resolved script set is empty,
+//! such as `pаypal.com` with a Cyrillic `а`, or `ΡayPal` with a Greek `Ρ`), every character
+//! that is not of the word's main script is shown as its code point ([`mixed_script_marks`]).
+//! Words that mix scripts legitimately (Japanese kanji with kana, Korean hangul with hanja)
+//! resolve to one script set and are left alone.
 
-/// Replaces control, invisible and bidirectional-control characters with a visible
+use unicode_script::{Script, ScriptExtension, UnicodeScript};
+use unicode_security::mixed_script::AugmentedScriptSet;
+
+/// Where mixed-script detection splits words: whitespace, controls, and ASCII punctuation other
+/// than the `.`, `-`, `_` and `@` that join the parts of a host name or an address.
+fn is_word_break(c: char) -> bool {
+    c.is_whitespace()
+        || c.is_control()
+        || (c.is_ascii_punctuation() && !matches!(c, '.' | '-' | '_' | '@'))
+}
+
+/// For each character of `s`, whether it stands in a word that mixes scripts (UTS #39 §5.1:
+/// the word's resolved script set, with the augmented sets for Han, Japanese and Korean, is
+/// empty) and is not of the word's main script (the script most of its letters are in; on a
+/// tie, the first). Common and Inherited characters (digits, punctuation, combining marks) are
+/// never marked.
+pub fn mixed_script_marks(s: &str) -> Vec<bool> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut marks = vec![false; chars.len()];
+    let mut i = 0;
+    while i < chars.len() {
+        if is_word_break(chars[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && !is_word_break(chars[i]) {
+            i += 1;
+        }
+        mark_word(&chars[start..i], &mut marks[start..i]);
+    }
+    marks
+}
+
+fn mark_word(word: &[char], marks: &mut [bool]) {
+    let mut resolved = AugmentedScriptSet::default();
+    for &c in word {
+        resolved.intersect_with(AugmentedScriptSet::for_char(c));
+    }
+    if !resolved.is_empty() {
+        return;
+    }
+    let mut counts: Vec<(Script, usize)> = Vec::new();
+    for &c in word {
+        let script = c.script();
+        if matches!(script, Script::Common | Script::Inherited | Script::Unknown) {
+            continue;
+        }
+        match counts.iter_mut().find(|(s, _)| *s == script) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((script, 1)),
+        }
+    }
+    let main = counts
+        .iter()
+        .fold(None::<(Script, usize)>, |best, &(s, n)| match best {
+            Some((_, b)) if b >= n => best,
+            _ => Some((s, n)),
+        });
+    let main_set = main.map(|(s, _)| AugmentedScriptSet::from(ScriptExtension::from(s)));
+    for (m, &c) in marks.iter_mut().zip(word) {
+        *m = match main_set {
+            Some(set) => {
+                let mut x = AugmentedScriptSet::for_char(c);
+                x.intersect_with(set);
+                x.is_empty()
+            }
+            // No assigned script at all (unassigned code points): each of them is marked.
+            None => !matches!(c.script(), Script::Common | Script::Inherited),
+        };
+    }
+}
+
+/// Replaces control, invisible and bidirectional-control characters, and the characters of
+/// another script inside a mixed-script word ([`mixed_script_marks`]), with a visible
 /// `⟨U+XXXX⟩` marker. Newlines and tabs are kept when `keep_newlines` is true.
 pub fn reveal_invisible(s: &str, keep_newlines: bool) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    let marks = mixed_script_marks(s);
+    for (c, mixed) in s.chars().zip(marks) {
         if keep_newlines && (c == '\n' || c == '\t') {
             out.push(c);
-        } else if is_suspicious(c) {
+        } else if is_suspicious(c) || mixed {
             out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
         } else {
             out.push(c);
@@ -37,9 +119,17 @@ pub fn is_suspicious(c: char) -> bool {
 
 /// The Unicode name of a character [`is_suspicious`] flags ("RIGHT-TO-LEFT OVERRIDE",
 /// "ZERO WIDTH SPACE"), as the Unicode Character Database writes it; ranges get their family
-/// name ("VARIATION SELECTOR-16", "TAG CHARACTER"); other controls "CONTROL CHARACTER".
+/// name ("VARIATION SELECTOR-16", "TAG CHARACTER"); other controls "CONTROL CHARACTER". Any
+/// other character is named by its script, as [`mixed_script_marks`] flags it: "CYRILLIC
+/// CHARACTER IN A WORD OF ANOTHER SCRIPT".
 pub fn char_name(c: char) -> String {
     let u = c as u32;
+    if !is_suspicious(c) {
+        return format!(
+            "{} CHARACTER IN A WORD OF ANOTHER SCRIPT",
+            c.script().full_name().to_uppercase()
+        );
+    }
     let fixed = match u {
         0x00 => "NULL",
         0x09 => "CHARACTER TABULATION",
@@ -127,13 +217,14 @@ pub struct Piece {
     pub text: String,
 }
 
-/// Splits `s` into pieces: every [`is_suspicious`] character (except newline and tab) becomes
-/// a [`PieceKind::Hidden`] piece, the runs inside `phrases` (char ranges from
+/// Splits `s` into pieces: every [`is_suspicious`] character (except newline and tab) and every
+/// character [`mixed_script_marks`] flags becomes a [`PieceKind::Hidden`] piece, the runs inside `phrases` (char ranges from
 /// [`crate::injection::find_phrases`]) become [`PieceKind::Phrase`] pieces, the rest plain.
 pub fn annotate(s: &str, phrases: &[crate::injection::PhraseMatch]) -> Vec<Piece> {
     let mut out: Vec<Piece> = Vec::new();
-    for (i, c) in s.chars().enumerate() {
-        if is_suspicious(c) && c != '\n' && c != '\t' {
+    let marks = mixed_script_marks(s);
+    for (i, (c, mixed)) in s.chars().zip(marks).enumerate() {
+        if (is_suspicious(c) && c != '\n' && c != '\t') || mixed {
             out.push(Piece {
                 kind: PieceKind::Hidden {
                     code: format!("U+{:04X}", c as u32),
@@ -160,13 +251,15 @@ pub fn annotate(s: &str, phrases: &[crate::injection::PhraseMatch]) -> Vec<Piece
     out
 }
 
-/// The hidden and direction-changing characters of `s` (newline and tab excepted), in order
-/// of first appearance, each with how often it occurs.
+/// The hidden and direction-changing characters of `s` (newline and tab excepted), and the
+/// characters of another script in mixed-script words ([`mixed_script_marks`]), in order of
+/// first appearance, each with how often it occurs.
 pub fn hidden_chars(s: &str) -> Vec<(char, usize)> {
     let mut out: Vec<(char, usize)> = Vec::new();
-    for c in s
+    for (c, _) in s
         .chars()
-        .filter(|&c| is_suspicious(c) && c != '\n' && c != '\t')
+        .zip(mixed_script_marks(s))
+        .filter(|&(c, mixed)| (is_suspicious(c) && c != '\n' && c != '\t') || mixed)
     {
         match out.iter_mut().find(|(x, _)| *x == c) {
             Some((_, n)) => *n += 1,
@@ -179,6 +272,56 @@ pub fn hidden_chars(s: &str) -> Vec<(char, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_two_unicode_crates_carry_the_same_tables() {
+        assert_eq!(
+            unicode_security::UNICODE_VERSION,
+            unicode_script::UNICODE_VERSION
+        );
+    }
+
+    #[test]
+    fn mixed_script_words_are_flagged_per_uts39() {
+        // Cyrillic а (U+0430) in a Latin host name; Greek Ρ (U+03A1) in a Latin word.
+        assert_eq!(
+            reveal_invisible("p\u{430}ypal.com", false),
+            "p⟨U+0430⟩ypal.com"
+        );
+        assert_eq!(
+            reveal_invisible("Pay \u{3a1}ayPal now", false),
+            "Pay ⟨U+03A1⟩ayPal now"
+        );
+        assert_eq!(
+            reveal_invisible("ann@\u{430}cme.example", false),
+            "ann@⟨U+0430⟩cme.example"
+        );
+        // A Latin letter in a Cyrillic word: the Latin one is the odd one.
+        assert_eq!(
+            reveal_invisible("\u{43f}p\u{438}\u{432}\u{435}\u{442}", false),
+            "\u{43f}⟨U+0070⟩\u{438}\u{432}\u{435}\u{442}"
+        );
+        // Single-script words, separate words of different scripts, and Japanese (kanji and
+        // kana resolve to one set) are left alone; so are digits and punctuation.
+        for ok in [
+            "paypal.com",
+            "Привет John",
+            "東京タワーへ行く",
+            "한국어 漢字",
+            "café 42€",
+            "\"\u{430}\u{431}\",\"ab\"",
+        ] {
+            assert_eq!(reveal_invisible(ok, false), ok, "{ok}");
+        }
+        assert_eq!(hidden_chars("p\u{430}ypal p\u{430}ypal"), [('\u{430}', 2)]);
+        assert_eq!(
+            char_name('\u{430}'),
+            "CYRILLIC CHARACTER IN A WORD OF ANOTHER SCRIPT"
+        );
+        let pieces = annotate("p\u{430}ypal", &[]);
+        assert_eq!(pieces.len(), 3, "{pieces:?}");
+        assert!(matches!(&pieces[1].kind, PieceKind::Hidden { code, .. } if code == "U+0430"));
+    }
 
     #[test]
     fn hidden_characters_are_named() {

@@ -11,7 +11,8 @@
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
 //! 4. in one statement for the whole batch, for each proposal that passed 1–3: spend the
-//!    grant, move the proposal to `executing` with a run lease, write the audit event (per
+//!    grant if the expiry inside the verified grant is after the database clock (never the
+//!    table's unsigned copy, V34), move the proposal to `executing` with a run lease, write the audit event (per
 //!    proposal all or nothing); not spent → read the grant: `used_at` set = replay, null =
 //!    expired; refusals are recorded in the same transaction, which then commits. Stages 1–3
 //!    are CPU work and reads: no network call runs inside the transaction, and an executor
@@ -103,9 +104,14 @@ pub struct ExecutorArgs {
     /// Base URL of the PowerDNS HTTP API for `dns.record.update`.
     #[arg(long, env = "ACTIOND_PDNS_BASE_URL")]
     pub pdns_base_url: Option<url::Url>,
-    /// SMTP relay for `email.send` (`host:port`; STARTTLS whenever the relay offers it).
+    /// SMTP relay for `email.send` (`host:port`; STARTTLS whenever the relay offers it, and
+    /// required whenever a credential is sent).
     #[arg(long, env = "ACTIOND_SMTP_RELAY", value_parser = handlers::email::parse_relay)]
     pub smtp_relay: Option<(String, u16)>,
+    /// Send an `email.send` credential (and the message) to a relay that does not offer
+    /// STARTTLS, in clear. Off by default: without it such a relay gets neither.
+    #[arg(long, env = "ACTIOND_SMTP_ALLOW_PLAINTEXT")]
+    pub smtp_allow_plaintext: bool,
     /// Allow private, loopback and link-local destinations (single-machine setups, tests).
     #[arg(long, env = "ACTIOND_ALLOW_PRIVATE_DESTINATIONS")]
     pub allow_private_destinations: bool,
@@ -251,7 +257,10 @@ impl Worker {
             .clone()
             .unwrap_or_else(|| credentials.path().join("trusted_keys"));
         let trusted = load_trusted_keys(&keys_dir)?;
+        // No proxy: `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` would send every request to the proxy's
+        // address, around the destination guard that runs in the resolver.
         let http = reqwest::Client::builder()
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(destinations::GuardedResolver::new(
                 args.allow_private_destinations,
@@ -279,6 +288,7 @@ impl Worker {
                 billing_base_url: args.billing_base_url.clone(),
                 pdns_base_url: args.pdns_base_url.clone(),
                 smtp_relay: args.smtp_relay.clone(),
+                smtp_allow_plaintext: args.smtp_allow_plaintext,
                 allow_private: args.allow_private_destinations,
             },
             http,
@@ -405,6 +415,7 @@ impl Worker {
                 row,
                 grant_id: r.grant.claims.id,
                 key_id: &r.grant.claims.key_id,
+                expires_at_us: r.grant.claims.expires_at,
                 run_lease: r.entry.timeout + self.lease_margin,
             })
             .collect();
@@ -488,6 +499,9 @@ impl Worker {
         row: &ClaimedRow,
         signature: Option<Result<KeyKind, GrantError>>,
     ) -> Result<Gathered, Stop> {
+        if row.agent_revoked {
+            return Err(Refusal::AgentRevoked.into());
+        }
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
@@ -704,6 +718,7 @@ impl Worker {
                 Ok(false)
             }
             Spend::AgentFrozen => Err(Refusal::AgentFrozen.into()),
+            Spend::AgentRevoked => Err(Refusal::AgentRevoked.into()),
         }
     }
 

@@ -41,7 +41,10 @@ impl Classifiers {
                 anyhow::bail!("--classifier {name}: named twice");
             }
         }
+        // The operator names each classifier's URL; `HTTP_PROXY` and friends are not read, so
+        // the request (and the params it carries) goes to that URL and nowhere else.
         let http = reqwest::Client::builder()
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("actiond-policy/", env!("CARGO_PKG_VERSION")))
             .build()?;

@@ -160,8 +160,8 @@ pub struct Edge {
     /// keep-alive requests) to the end of that head: a client that dribbles its headers, or an
     /// idle connection, is closed after this long.
     pub header_read_timeout: Duration,
-    /// Open connections at most; past it the listener stops accepting until one closes (the
-    /// kernel's backlog holds the rest).
+    /// Open connections at most; past it a new connection is answered at once with `503
+    /// Service Unavailable` and `Retry-After` ([`OVERFLOW_RESPONDERS`] at a time) and closed.
     pub max_connections: usize,
     /// After the shutdown signal, how long in-flight requests may take to finish before their
     /// connections are dropped.
@@ -188,8 +188,8 @@ pub struct EdgeArgs {
     /// requests, before it is closed (100ms to 10m).
     #[arg(long = "http-header-timeout", env = "ACTIOND_HTTP_HEADER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = edge_duration)]
     pub header_read_timeout: Duration,
-    /// Open client connections at most (1 to 1,000,000); past it the listener stops accepting
-    /// until one closes. Keep it under the process's open-file limit.
+    /// Open client connections at most (1 to 1,000,000); past it a new client gets `503` with
+    /// `Retry-After` and is closed. Keep it under the process's open-file limit.
     #[arg(long = "http-max-connections", env = "ACTIOND_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
     /// After SIGTERM, how long in-flight requests may take to finish (100ms to 10m); keep it
@@ -242,7 +242,8 @@ pub async fn bind(
 /// lets each connection finish its in-flight request (closing idle keep-alive connections at
 /// once), and returns when all are closed or `edge.drain_timeout` has passed. Unlike
 /// `axum::serve`, a connection that does not send a complete request head within
-/// `edge.header_read_timeout` is closed, and at most `edge.max_connections` are open at once.
+/// `edge.header_read_timeout` is closed, and at most `edge.max_connections` are served at
+/// once: a client past it gets `503` with `Retry-After` ([`refuse_busy`]), never silence.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -253,14 +254,8 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(edge.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
+    let overflow = Arc::new(Semaphore::new(OVERFLOW_RESPONDERS));
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let (stream, _peer) = tokio::select! {
             () = &mut shutdown => break,
             a = listener.accept() => match a {
@@ -274,13 +269,24 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            router.clone(),
-            edge,
-            stop_rx.clone(),
-            permit,
-        ));
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(serve_connection(
+                    stream,
+                    router.clone(),
+                    edge,
+                    stop_rx.clone(),
+                    permit,
+                ));
+            }
+            // At the ceiling: a short answer saying so, never a connection left hanging.
+            Err(_) => match overflow.clone().try_acquire_owned() {
+                Ok(p) => {
+                    tokio::spawn(refuse_busy(stream, p));
+                }
+                Err(_) => drop(stream),
+            },
+        }
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -294,6 +300,47 @@ pub async fn serve(
             "drain timeout: closing the connections still open"
         );
     }
+}
+
+/// Connections past `Edge::max_connections` answered at once with a 503 by [`refuse_busy`];
+/// beyond these the connection is closed without an answer (the client sees it end).
+pub const OVERFLOW_RESPONDERS: usize = 256;
+
+/// `Retry-After` of the 503 at the connection ceiling, seconds.
+pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
+
+/// Answers a connection past the ceiling: reads its request head (at most 8 KiB, 1 s), writes
+/// `503 Service Unavailable` with `Retry-After` and a problem document, closes, and reads what
+/// is left for at most 1 s more so the close does not reset the answer away.
+async fn refuse_busy(mut stream: TcpStream, _slot: OwnedSemaphorePermit) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = [0u8; 8192];
+    let mut head = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while head.len() < buf.len() && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let body = format!(
+        r#"{{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"this listener is at its connection limit (--http-max-connections); retry after {BUSY_RETRY_AFTER_SECS} s"}}"#
+    );
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {BUSY_RETRY_AFTER_SECS}\r\nContent-Type: application/problem+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// One connection: HTTP/1.1 with the header-read timeout, graceful close on `stop`.
@@ -538,5 +585,65 @@ mod tests {
 
     fn uuid_like(s: &str) -> bool {
         s.len() == 36 && s.chars().filter(|c| *c == '-').count() == 4
+    }
+
+    /// At the connection ceiling a new client gets a 503 with `Retry-After` at once (real
+    /// sockets, the real `serve`), and is served again once a connection closes.
+    #[tokio::test]
+    async fn at_the_connection_ceiling_new_clients_get_503_with_retry_after() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let edge = Edge {
+            max_connections: 2,
+            ..Edge::default()
+        };
+        let app = Router::new().route("/", get(|| async { "ok" }));
+        tokio::spawn(super::serve(listener, app, edge, std::future::pending()));
+        async fn request(s: &mut TcpStream, close: bool) -> String {
+            let conn = if close { "close" } else { "keep-alive" };
+            let req = format!("GET / HTTP/1.1\r\nHost: x\r\nConnection: {conn}\r\n\r\n");
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let mut got = String::new();
+            let read = async {
+                loop {
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    got.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    if got.contains("\r\n\r\n") && (got.ends_with("ok") || got.contains('}')) {
+                        break;
+                    }
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(3), read)
+                .await
+                .expect("an answer within 3 s, not silence");
+            got
+        }
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        assert!(request(&mut a, false).await.starts_with("HTTP/1.1 200"));
+        assert!(request(&mut b, false).await.starts_with("HTTP/1.1 200"));
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let answer = request(&mut c, true).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
+        assert!(answer.contains("connection limit"), "{answer}");
+        drop(a);
+        // A slot is free again once a client leaves (its close reaches the server first).
+        let mut served = false;
+        for _ in 0..20 {
+            let mut d = TcpStream::connect(addr).await.unwrap();
+            if request(&mut d, true).await.starts_with("HTTP/1.1 200") {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(served);
+        drop(b);
     }
 }

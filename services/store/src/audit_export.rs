@@ -6,6 +6,7 @@ use crate::seals::{EVENT_COLUMNS, SEAL_COLUMNS, event_from_row, seal_from_row};
 use crate::{Db, Result, StoreError};
 use actiond_core::audit_chain::{ChainItem, Location, Mismatch, Verifier};
 use actiond_core::audit_export::{Format, event_line, seal_line};
+use actiond_core::audit_head::Anchor;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
@@ -137,7 +138,7 @@ impl Export {
 }
 
 /// Summary of a successful verification.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Verified {
     /// Seals checked.
     pub seals: u64,
@@ -145,13 +146,18 @@ pub struct Verified {
     pub events: u64,
     /// Events not sealed yet (after their tenant's last seal).
     pub unsealed: u64,
+    /// Each tenant's newest seal as `tenant:seq:head`: the anchors to keep for a later
+    /// verification.
+    pub heads: Vec<String>,
 }
 
 /// Verifies every seal and event in the database with the sealer's public key, in one
-/// repeatable-read snapshot, reading through a cursor. `Ok(Err(m))` names the first mismatch.
+/// repeatable-read snapshot, reading through a cursor, and checks that the chain still holds
+/// every anchor (heads recorded earlier). `Ok(Err(m))` names the first mismatch.
 pub async fn verify_db(
     db: &Db,
     public_b64: &str,
+    anchors: &[Anchor],
 ) -> Result<std::result::Result<Verified, Mismatch>> {
     let mut v = Verifier::new(public_b64, true).map_err(|e| StoreError::Config(e.to_string()))?;
     let mut c = db.client().await?;
@@ -178,7 +184,7 @@ pub async fn verify_db(
             break;
         }
     }
-    let nseals = match v.check_seals() {
+    let nseals = match v.check_seals().and_then(|n| v.anchors(anchors).map(|()| n)) {
         Ok(n) => n,
         Err(m) => return Ok(Err(m)),
     };
@@ -227,5 +233,6 @@ pub async fn verify_db(
         seals: nseals,
         events: v.events_verified,
         unsealed: v.events_unsealed,
+        heads: v.heads(),
     }))
 }

@@ -233,7 +233,10 @@ impl Db {
         if cfg.get_application_name().is_none() {
             cfg.application_name("actiond");
         }
-        cfg.connect_timeout(Duration::from_secs(5));
+        // 5 s unless the string or PGCONNECT_TIMEOUT says otherwise (as libpq, which has none).
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(Duration::from_secs(5));
+        }
         let mgr = Manager::from_config(
             cfg.clone(),
             connector.clone(),

@@ -4,8 +4,13 @@
 //! - A challenge is a 32-byte nonce (64 hex) the web app draws and stores here with who asked
 //!   for it, what for and until when (database clock); it is consumed by one
 //!   `DELETE … RETURNING`, so a replayed registration or assertion finds nothing.
-//! - [`register`] verifies a registration against its consumed challenge and stores the
-//!   credential with a `passkey.registered` audit event, in one transaction.
+//! - [`register`] verifies a registration against its consumed challenge — a sign-in at the
+//!   identity provider within [`pk::REGISTER_SIGN_IN_WITHIN_SECS`] (database clock), a key
+//!   and flags an authenticator can have made, and, when the person already has a passkey for
+//!   the tenant, an assertion by it — and stores the credential with a `passkey.registered`
+//!   audit event and a notice (`passkey_notices`), in one transaction; a refusal is a
+//!   `passkey.registration_refused` event naming the rule.
+//! - [`user_handle`] is the WebAuthn user handle of a (tenant, person): random, one per tenant.
 //! - [`check_for_approval`] runs inside the decision's transaction ([`crate::approvals`]): it
 //!   consumes the approval challenge, requires it to be this person's for this proposal,
 //!   verifies the assertion against the challenge derived from the proposal's intent hash and
@@ -118,67 +123,387 @@ async fn consume(
     Ok(Ok(()))
 }
 
-/// Finishes a registration: consumes `nonce`, verifies `client_data_json` and
-/// `attestation_object` against it, stores the passkey for `person` in `tenant` with a
-/// `passkey.registered` event. `Ok(Err)` is a refusal (nothing stored but the challenge's use).
-#[allow(clippy::too_many_arguments)]
+/// A registration to finish ([`register`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    /// Tenant the passkey approves for.
+    pub tenant: &'a str,
+    /// Who registers.
+    pub person: Person<'a>,
+    /// The person's email from the session (where the registration notice goes), if known.
+    pub email: Option<&'a str>,
+    /// The session's ID-token `auth_time` (when the IdP last authenticated the person).
+    pub auth_time: Option<chrono::DateTime<chrono::Utc>>,
+    /// The relying party.
+    pub rp: &'a RelyingParty,
+    /// The registration challenge's nonce (64 hex).
+    pub nonce: &'a str,
+    /// `clientDataJSON` of `navigator.credentials.create`.
+    pub client_data_json: &'a [u8],
+    /// `attestationObject` of `navigator.credentials.create`.
+    pub attestation_object: &'a [u8],
+    /// Label given by the person (at most 100 characters).
+    pub label: &'a str,
+    /// An assertion by one of the person's passkeys for the tenant over
+    /// [`pk::vouch_challenge`]; required when they have one.
+    pub vouch: Option<&'a Assertion>,
+}
+
+/// Finishes a registration, in one transaction: consumes the challenge `nonce`; requires a
+/// sign-in at the identity provider at most [`pk::REGISTER_SIGN_IN_WITHIN_SECS`] ago and not
+/// more than [`pk::AUTH_TIME_SKEW_SECS`] ahead (database clock); verifies the attestation
+/// object ([`pk::verify_registration`]: flags, key shape); when the person already has a
+/// passkey for the tenant, requires `vouch` to be a valid assertion by one of them (counter
+/// and BE checked, counter advanced); then stores the passkey, a `passkey.registered` event and
+/// a notice for the person and the tenant's channels. `Ok(Err)` is a refusal: only the
+/// challenge's use and a `passkey.registration_refused` event are stored.
 pub async fn register(
     db: &Db,
-    tenant: &str,
-    person: Person<'_>,
-    rp: &RelyingParty,
-    nonce: &str,
-    client_data_json: &[u8],
-    attestation_object: &[u8],
-    label: &str,
+    r: &Registration<'_>,
 ) -> Result<std::result::Result<Registered, PasskeyError>> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
-    set_tenant(&tx, tenant).await?;
-    let checked = match consume(&tx, nonce, person, None).await? {
-        Ok(()) => {
-            // A registration's challenge is the nonce's 32 bytes.
-            let challenge = hex::decode(nonce).unwrap_or_default();
-            pk::verify_registration(rp, &challenge, client_data_json, attestation_object)
-        }
+    set_tenant(&tx, r.tenant).await?;
+    let checked = match checked_registration(&tx, r).await? {
+        Ok(reg) => store_registration(&tx, r, &reg).await?.map(|()| reg),
         Err(e) => Err(e),
     };
-    let reg = match checked {
-        Ok(r) => r,
-        Err(e) => {
-            tx.commit().await?;
-            return Ok(Err(e));
-        }
+    if let Err(e) = &checked {
+        let actor = format!("approver:{}", r.person.subject);
+        audit::write(
+            &tx,
+            &audit::Event::new(
+                r.tenant,
+                None,
+                AuditKind::PasskeyRegistrationRefused,
+                &actor,
+                json!({"issuer": r.person.issuer, "subject": r.person.subject, "reason": e.0}),
+            ),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(checked)
+}
+
+/// The checks of [`register`] before anything is stored (the challenge is consumed).
+async fn checked_registration(
+    tx: &crate::Tx<'_>,
+    r: &Registration<'_>,
+) -> Result<std::result::Result<Registered, PasskeyError>> {
+    if let Err(e) = consume(tx, r.nonce, r.person, None).await? {
+        return Ok(Err(e));
+    }
+    if let Err(e) = fresh_sign_in(tx, r.auth_time).await? {
+        return Ok(Err(e));
+    }
+    // A registration's challenge is the nonce's 32 bytes.
+    let challenge = hex::decode(r.nonce).unwrap_or_default();
+    let reg =
+        match pk::verify_registration(r.rp, &challenge, r.client_data_json, r.attestation_object) {
+            Ok(reg) => reg,
+            Err(e) => return Ok(Err(e)),
+        };
+    Ok(Ok(reg))
+}
+
+/// Whether a session's `auth_time` is recent enough to register a passkey (see
+/// [`register`], which checks it again); `Ok(Err)` names why not.
+pub async fn sign_in_fresh(
+    db: &Db,
+    auth_time: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<std::result::Result<(), PasskeyError>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let out = fresh_sign_in(&tx, auth_time).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Whether `auth_time` is within [`pk::REGISTER_SIGN_IN_WITHIN_SECS`] before the database
+/// clock and at most [`pk::AUTH_TIME_SKEW_SECS`] after it (the window of every time taken
+/// from outside, [`actiond_core::external_time::TimeBound`]).
+async fn fresh_sign_in(
+    tx: &crate::Tx<'_>,
+    auth_time: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<std::result::Result<(), PasskeyError>> {
+    use actiond_core::external_time::{TimeBound, TimeRefused};
+    let within = pk::REGISTER_SIGN_IN_WITHIN_SECS;
+    let bound = TimeBound::new("auth_time", std::time::Duration::from_secs(within));
+    let row = tx
+        .query_one(
+            "SELECT extract(epoch FROM now() - $1::timestamptz)::float8 AS age",
+            &[&auth_time],
+        )
+        .await?;
+    let age: Option<f64> = row.try_get("age")?;
+    let stale = || {
+        PasskeyError(format!(
+            "auth_time: registering a passkey needs a sign-in at the identity provider within the last {within} s; sign in again, then register"
+        ))
+    };
+    let Some(age) = age else {
+        return Ok(Err(stale()));
+    };
+    Ok(match bound.check_age(age) {
+        Ok(()) => Ok(()),
+        Err(TimeRefused::Ahead {
+            ahead_secs,
+            skew_secs,
+            ..
+        }) => Err(PasskeyError(format!(
+            "auth_time: the sign-in is dated {ahead_secs} s in the future (more than the {skew_secs} s skew allowed); sign in again"
+        ))),
+        Err(_) => Err(stale()),
+    })
+}
+
+/// A passkey of the person in the tenant, for the vouching check.
+struct Existing {
+    credential_id: Vec<u8>,
+    public_key: Vec<u8>,
+    sign_count: i64,
+    backup_eligible: bool,
+}
+
+/// Requires `vouch` when the person already has passkeys for the tenant; stores the passkey,
+/// its event and its notice. `Ok(Err)` is a refusal (the caller records it).
+async fn store_registration(
+    tx: &crate::Tx<'_>,
+    r: &Registration<'_>,
+    reg: &Registered,
+) -> Result<std::result::Result<(), PasskeyError>> {
+    let vouched_by = match vouched(tx, r).await? {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
     };
     let n = tx
         .execute(
-            "INSERT INTO passkeys (tenant_id, credential_id, issuer, subject, public_key, alg, sign_count, rp_id, label)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-            &[&tenant, &reg.credential_id, &person.issuer, &person.subject, &reg.public_key,
-              &(reg.alg as i32), &i64::from(reg.sign_count), &rp.id, &label],
+            "INSERT INTO passkeys (tenant_id, credential_id, issuer, subject, public_key, alg, sign_count, rp_id, label,
+                                   backup_eligible, aaguid, attestation_fmt, vouched_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
+            &[&r.tenant, &reg.credential_id, &r.person.issuer, &r.person.subject, &reg.public_key,
+              &(reg.alg as i32), &i64::from(reg.sign_count), &r.rp.id, &r.label,
+              &reg.backup_eligible, &reg.aaguid.as_slice(), &reg.fmt.chars().take(32).collect::<String>(), &vouched_by],
         )
         .await?;
     if n == 0 {
-        tx.commit().await?;
         return Ok(Err(PasskeyError(
             "credential_id: this passkey is already registered".into(),
         )));
     }
-    let actor = format!("approver:{}", person.subject);
+    let notice = json!({"label": r.label, "alg": reg.alg, "backup_eligible": reg.backup_eligible,
+                        "aaguid": hex::encode(reg.aaguid), "vouched_by": vouched_by.as_deref().map(pk::b64url)});
+    tx.execute(
+        "INSERT INTO passkey_notices (tenant_id, credential_id, issuer, subject, email, detail)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &r.tenant,
+            &reg.credential_id,
+            &r.person.issuer,
+            &r.person.subject,
+            &r.email,
+            &notice,
+        ],
+    )
+    .await?;
+    let actor = format!("approver:{}", r.person.subject);
     audit::write(
-        &tx,
+        tx,
         &audit::Event::new(
-            tenant,
+            r.tenant,
             None,
             AuditKind::PasskeyRegistered,
             &actor,
-            json!({"issuer": person.issuer, "subject": person.subject,
-                   "credential_id": pk::b64url(&reg.credential_id), "alg": reg.alg, "rp_id": rp.id}),
+            json!({"issuer": r.person.issuer, "subject": r.person.subject,
+                   "credential_id": pk::b64url(&reg.credential_id), "alg": reg.alg, "rp_id": r.rp.id,
+                   "backup_eligible": reg.backup_eligible, "aaguid": hex::encode(reg.aaguid),
+                   "attestation_fmt": reg.fmt, "auth_time": r.auth_time,
+                   "vouched_by": vouched_by.as_deref().map(pk::b64url)}),
         ),
     )
     .await?;
+    Ok(Ok(()))
+}
+
+/// When the person has passkeys for the tenant: `vouch` must be an assertion by one of them
+/// over [`pk::vouch_challenge`] of this registration's nonce; returns its credential id (and
+/// advances its counter). `None` for a first passkey.
+async fn vouched(
+    tx: &crate::Tx<'_>,
+    r: &Registration<'_>,
+) -> Result<std::result::Result<Option<Vec<u8>>, PasskeyError>> {
+    let rows = tx
+        .query(
+            "SELECT credential_id, public_key, sign_count, backup_eligible FROM passkeys
+             WHERE tenant_id = $1 AND issuer = $2 AND subject = $3 FOR UPDATE",
+            &[&r.tenant, &r.person.issuer, &r.person.subject],
+        )
+        .await?;
+    if rows.is_empty() {
+        return Ok(Ok(None));
+    }
+    let existing = rows
+        .iter()
+        .map(|row| {
+            Ok(Existing {
+                credential_id: row.try_get("credential_id")?,
+                public_key: row.try_get("public_key")?,
+                sign_count: row.try_get("sign_count")?,
+                backup_eligible: row.try_get("backup_eligible")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fail = |m: &str| Ok(Err(PasskeyError(m.to_owned())));
+    let Some(a) = r.vouch else {
+        return fail(
+            "vouch: you already have a passkey for this tenant; a new one is registered only with an assertion by it",
+        );
+    };
+    let Some(k) = existing.iter().find(|k| k.credential_id == a.credential_id) else {
+        return fail("vouch.credential_id: not one of your passkeys for this tenant");
+    };
+    let challenge = pk::vouch_challenge(r.tenant, r.nonce);
+    let got = match pk::verify_assertion(r.rp, &challenge, &k.public_key, a) {
+        Ok(got) => got,
+        Err(e) => return Ok(Err(PasskeyError(format!("vouch: {e}")))),
+    };
+    if let Err(e) = pk::backup_eligibility_unchanged(k.backup_eligible, &got) {
+        return Ok(Err(PasskeyError(format!("vouch: {e}"))));
+    }
+    if !pk::counter_ok(
+        u32::try_from(k.sign_count).unwrap_or(u32::MAX),
+        got.sign_count,
+    ) {
+        return Ok(Err(PasskeyError(format!(
+            "vouch: authenticator_data: signature counter {} is not above {} (a cloned or replayed authenticator)",
+            got.sign_count, k.sign_count
+        ))));
+    }
+    tx.execute(
+        "UPDATE passkeys SET sign_count = $3, last_used_at = now() WHERE tenant_id = $1 AND credential_id = $2",
+        &[&r.tenant, &k.credential_id, &i64::from(got.sign_count)],
+    )
+    .await?;
+    Ok(Ok(Some(k.credential_id.clone())))
+}
+
+/// The WebAuthn user handle of `person` in `tenant`: 32 random bytes drawn on first use and
+/// kept, so each (tenant, person) has its own and a synced passkey of one tenant never
+/// replaces another tenant's on the same authenticator (same RP ID and user handle would).
+pub async fn user_handle(db: &Db, tenant: &str, person: Person<'_>) -> Result<Vec<u8>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let fresh: [u8; 32] = rand::random();
+    tx.execute(
+        "INSERT INTO passkey_user_handles (tenant_id, issuer, subject, user_handle)
+         VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, issuer, subject) DO NOTHING",
+        &[&tenant, &person.issuer, &person.subject, &fresh.as_slice()],
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            "SELECT user_handle FROM passkey_user_handles WHERE tenant_id = $1 AND issuer = $2 AND subject = $3",
+            &[&tenant, &person.issuer, &person.subject],
+        )
+        .await?;
     tx.commit().await?;
-    Ok(Ok(reg))
+    Ok(row.try_get("user_handle")?)
+}
+
+/// A new passkey to tell its owner and the tenant's admins about ([`claim_notices`]).
+#[derive(Debug, Clone)]
+pub struct Notice {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Credential id.
+    pub credential_id: Vec<u8>,
+    /// Owner's issuer.
+    pub issuer: String,
+    /// Owner's subject.
+    pub subject: String,
+    /// Owner's email at registration.
+    pub email: Option<String>,
+    /// `{label, alg, backup_eligible, aaguid, vouched_by}`.
+    pub detail: serde_json::Value,
+    /// When the passkey was registered.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Claims due registration notices across tenants (new ones, failed ones whose backoff is
+/// over, sends stuck for five minutes; at most five attempts), oldest first, at most 20;
+/// `FOR UPDATE SKIP LOCKED`, so replicas never claim the same notice at once.
+pub async fn claim_notices(db: &Db) -> Result<Vec<Notice>> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    crate::set_all_tenants(&tx).await?;
+    let rows = tx
+        .query(
+            "UPDATE passkey_notices SET status = 'sending', attempts = attempts + 1, updated_at = now()
+             WHERE (tenant_id, credential_id) IN (
+               SELECT tenant_id, credential_id FROM passkey_notices
+               WHERE attempts < 5 AND (status = 'pending'
+                  OR (status = 'failed' AND next_attempt_at <= now())
+                  OR (status = 'sending' AND updated_at < now() - interval '5 minutes'))
+               ORDER BY next_attempt_at LIMIT 20 FOR UPDATE SKIP LOCKED)
+             RETURNING tenant_id, credential_id, issuer, subject, email, detail, created_at",
+            &[],
+        )
+        .await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Notice {
+                tenant_id: r.try_get("tenant_id")?,
+                credential_id: r.try_get("credential_id")?,
+                issuer: r.try_get("issuer")?,
+                subject: r.try_get("subject")?,
+                email: r.try_get("email")?,
+                detail: r.try_get("detail")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect()
+}
+
+/// Records a notice's send: `Ok(channels)` sent on those channels (`skipped` when none), or
+/// `Err(error)` failed (first 500 characters), next attempt 30 s × 2^attempts from now.
+pub async fn mark_notice(
+    db: &Db,
+    n: &Notice,
+    outcome: std::result::Result<&[String], &str>,
+) -> Result<()> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, &n.tenant_id).await?;
+    match outcome {
+        Ok(channels) => {
+            let status = if channels.is_empty() {
+                "skipped"
+            } else {
+                "sent"
+            };
+            tx.execute(
+                "UPDATE passkey_notices SET status = $3, channels = $4, last_error = NULL, updated_at = now()
+                 WHERE tenant_id = $1 AND credential_id = $2",
+                &[&n.tenant_id, &n.credential_id, &status, &channels],
+            )
+            .await?;
+        }
+        Err(error) => {
+            let error: String = error.chars().take(500).collect();
+            tx.execute(
+                "UPDATE passkey_notices SET status = 'failed', last_error = $3, updated_at = now(),
+                    next_attempt_at = now() + make_interval(secs => 30 * power(2, attempts))
+                 WHERE tenant_id = $1 AND credential_id = $2",
+                &[&n.tenant_id, &n.credential_id, &error],
+            )
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// This person's passkeys in the given tenants, newest first.
@@ -229,6 +554,8 @@ pub struct VerifiedPasskey {
     sign_count: u32,
     intent_hash: String,
     doc_version: i32,
+    /// When the signing passkey was registered (its age at signing is on the decision page).
+    key_registered_at: chrono::DateTime<chrono::Utc>,
     /// [`pk::evidence_sha256`], also written into the decision's audit event.
     pub evidence_sha256: String,
 }
@@ -240,6 +567,7 @@ impl VerifiedPasskey {
             "credential_id": pk::b64url(&self.submitted.assertion.credential_id),
             "nonce": self.submitted.nonce,
             "sign_count": self.sign_count,
+            "key_registered_at": self.key_registered_at,
             "evidence_sha256": self.evidence_sha256,
         })
     }
@@ -291,7 +619,7 @@ pub async fn check_for_approval(
     }
     let row = tx
         .query_opt(
-            "SELECT public_key, sign_count FROM passkeys
+            "SELECT public_key, sign_count, backup_eligible, created_at FROM passkeys
              WHERE tenant_id = $1 AND credential_id = $2 AND issuer = $3 AND subject = $4 FOR UPDATE",
             &[&b.tenant, &s.assertion.credential_id, &person.issuer, &person.subject],
         )
@@ -311,10 +639,14 @@ pub async fn check_for_approval(
         doc_version: b.doc_version,
         nonce: &s.nonce,
     });
-    let count = match pk::verify_assertion(&s.rp, &challenge, &public_key, &s.assertion) {
-        Ok(c) => c,
+    let got = match pk::verify_assertion(&s.rp, &challenge, &public_key, &s.assertion) {
+        Ok(got) => got,
         Err(e) => return Ok(Err(e)),
     };
+    if let Err(e) = pk::backup_eligibility_unchanged(row.try_get("backup_eligible")?, &got) {
+        return Ok(Err(e));
+    }
+    let count = got.sign_count;
     if !pk::counter_ok(u32::try_from(stored).unwrap_or(u32::MAX), count) {
         return Ok(Err(PasskeyError(format!(
             "authenticator_data: signature counter {count} is not above {stored} (a cloned or replayed authenticator)"
@@ -332,6 +664,7 @@ pub async fn check_for_approval(
         sign_count: count,
         intent_hash: b.intent_hash.to_owned(),
         doc_version: b.doc_version,
+        key_registered_at: row.try_get("created_at")?,
     }))
 }
 

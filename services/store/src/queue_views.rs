@@ -344,6 +344,9 @@ pub struct ApprovalEntry {
     pub channel: String,
     /// The reason the person gave (deny quick pick and note), if any.
     pub comment: Option<String>,
+    /// For an Approve signed with a passkey: how long before signing the key was registered,
+    /// in seconds (database clock), so the page can say when it was less than a day.
+    pub passkey_age_secs: Option<f64>,
 }
 
 /// The decisions recorded on proposal `id` of `tenant`, in order.
@@ -353,8 +356,12 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
     set_tenant(&tx, tenant).await?;
     let rows = tx
         .query(
-            "SELECT subject, email, decision, decided_at, channel, issuer, comment FROM approvals
-             WHERE tenant_id = $1 AND proposal_id = $2 ORDER BY decided_at",
+            "SELECT a.subject, a.email, a.decision, a.decided_at, a.channel, a.issuer, a.comment,
+                    extract(epoch FROM ap.created_at - k.created_at)::float8 AS passkey_age_secs
+             FROM approvals a
+             LEFT JOIN approval_passkeys ap ON ap.proposal_id = a.proposal_id AND ap.issuer = a.issuer AND ap.subject = a.subject
+             LEFT JOIN passkeys k ON k.tenant_id = ap.tenant_id AND k.credential_id = ap.credential_id
+             WHERE a.tenant_id = $1 AND a.proposal_id = $2 ORDER BY a.decided_at",
             &[&tenant, &id],
         )
         .await?;
@@ -369,6 +376,7 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
             decided_at: r.get("decided_at"),
             channel: r.get("channel"),
             comment: r.get("comment"),
+            passkey_age_secs: r.get("passkey_age_secs"),
         })
         .collect())
 }

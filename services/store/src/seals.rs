@@ -13,9 +13,19 @@
 //! **One sealer at a time.** A sealer holds a session advisory lock on its own connection for
 //! as long as it runs; a second one waits. Each batch is one transaction (seal rows and event
 //! hashes together), so a sealer killed mid-seal leaves nothing half-written.
+//!
+//! **The head lives outside the database.** With [`Sealer::keep_heads`] the sealer holds each
+//! tenant's newest seal ([`KeptHead`], saved by the caller in the sealer's own state) and
+//! extends a chain only when the database's seals continue it ([`continue_head`]): a deleted
+//! tail, a deleted tenant or a rewritten seal is refused, nothing is sealed, and the caller
+//! raises the alarm. The seal extended is checked against the kept head and the sealer's own
+//! key in the transaction that extends it.
 
 use crate::{Db, Result, StoreError};
-use actiond_core::audit_chain::{ChainEvent, GENESIS_HASH, SealPayload, SealSigner, chain_hash};
+use actiond_core::audit_chain::{
+    ChainEvent, GENESIS_HASH, Seal, SealPayload, SealSigner, chain_hash,
+};
+use actiond_core::audit_head::{KeptHead, continue_head};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Session advisory lock key held by the working sealer ("actseal\0").
@@ -60,7 +70,17 @@ pub struct Sealer {
     client: tokio_postgres::Client,
     signer: SealSigner,
     pending: VecDeque<(i64, u64)>,
+    /// Each tenant's newest seal, when the head is kept outside the database.
+    heads: Option<Heads>,
+    /// The kept heads changed since [`Sealer::take_changed_heads`].
+    heads_changed: bool,
+    /// Seals committed (or found committed past the kept head) and not yet taken by
+    /// [`Sealer::take_written`], in order.
+    written: Vec<Seal>,
 }
+
+/// Every tenant's [`KeptHead`], by tenant id.
+pub type Heads = BTreeMap<String, KeptHead>;
 
 fn xid(s: &str) -> Result<u64> {
     s.parse()
@@ -79,7 +99,126 @@ impl Sealer {
             client,
             signer,
             pending: VecDeque::new(),
+            heads: None,
+            heads_changed: false,
+            written: Vec::new(),
         }))
+    }
+
+    /// From now on, extends only chains that continue `heads` (loaded from the sealer's own
+    /// state; empty for a new state on a database without seals).
+    pub fn keep_heads(&mut self, heads: Heads) {
+        self.heads = Some(heads);
+    }
+
+    /// The kept heads when they changed since the last call (to save them), else `None`.
+    pub fn take_changed_heads(&mut self) -> Option<Heads> {
+        if !std::mem::take(&mut self.heads_changed) {
+            return None;
+        }
+        self.heads.clone()
+    }
+
+    /// Seals written since the last call (for the sink), in order; a seal written before a
+    /// crash and found past the kept head at start comes again.
+    pub fn take_written(&mut self) -> Vec<Seal> {
+        std::mem::take(&mut self.written)
+    }
+
+    /// True when the database holds any seal.
+    pub async fn any_seal(&self) -> Result<bool> {
+        Ok(self
+            .client
+            .query_one("SELECT EXISTS (SELECT 1 FROM audit_seals)", &[])
+            .await?
+            .get(0))
+    }
+
+    /// Takes every tenant's chain as it is in the database as the kept heads, after checking
+    /// each from seal 1 (links and the sealer's own signature): a new state for a sealer that
+    /// ran without one. `Ok(Err(line))` names the first chain that does not hold.
+    pub async fn adopt_heads(&mut self) -> Result<std::result::Result<usize, String>> {
+        let rows = self
+            .client
+            .query(
+                &format!("SELECT {SEAL_COLUMNS} FROM audit_seals ORDER BY tenant_id, seq"),
+                &[],
+            )
+            .await?;
+        let mut by_tenant: BTreeMap<String, Vec<Seal>> = BTreeMap::new();
+        for r in &rows {
+            let s = seal_from_row(r);
+            by_tenant
+                .entry(s.payload.tenant_id.clone())
+                .or_default()
+                .push(s);
+        }
+        let mut heads = Heads::new();
+        for (t, seals) in &by_tenant {
+            match continue_head(t, None, seals, |s| self.signer.verifies(s)) {
+                Ok(Some(h)) => {
+                    heads.insert(t.clone(), h);
+                }
+                Ok(None) => {}
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        let n = heads.len();
+        self.heads = Some(heads);
+        self.heads_changed = true;
+        Ok(Ok(n))
+    }
+
+    /// Checks that every kept head is still continued by the database (one index range per
+    /// kept tenant) and moves each to the newest seal that links to it. Returns one line per
+    /// tenant whose chain does not continue its head (truncated tail, missing tenant,
+    /// rewritten or forged seal); empty when all hold or no head is kept.
+    pub async fn check_heads(&mut self) -> Result<Vec<String>> {
+        let Some(heads) = &self.heads else {
+            return Ok(Vec::new());
+        };
+        let tenants: Vec<&str> = heads.keys().map(String::as_str).collect();
+        let seqs: Vec<i64> = heads.values().map(|h| h.seq).collect();
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT {SEAL_COLUMNS} FROM unnest($1::text[], $2::bigint[]) AS k(t, q)
+                     CROSS JOIN LATERAL (SELECT * FROM audit_seals s
+                                         WHERE s.tenant_id = k.t AND s.seq >= k.q) s
+                     ORDER BY tenant_id, seq"
+                ),
+                &[&tenants, &seqs],
+            )
+            .await?;
+        let mut by_tenant: BTreeMap<String, Vec<Seal>> = BTreeMap::new();
+        for r in &rows {
+            let s = seal_from_row(r);
+            by_tenant
+                .entry(s.payload.tenant_id.clone())
+                .or_default()
+                .push(s);
+        }
+        let mut problems = Vec::new();
+        let mut moved = Vec::new();
+        for (t, kept) in heads {
+            let seals = by_tenant.remove(t).unwrap_or_default();
+            match continue_head(t, Some(kept), &seals, |s| self.signer.verifies(s)) {
+                Ok(Some(h)) if h != *kept => moved.push((t.clone(), h, seals)),
+                Ok(_) => {}
+                Err(e) => problems.push(e),
+            }
+        }
+        if problems.is_empty() {
+            for (t, h, seals) in moved {
+                self.written.extend(seals.into_iter().skip(1));
+                if let Some(heads) = &mut self.heads {
+                    heads.insert(t, h);
+                }
+                self.heads_changed = true;
+            }
+        }
+        Ok(problems)
     }
 
     /// Records a checkpoint: the sequence position, then a snapshot's `xmax` (two statements,
@@ -165,14 +304,92 @@ impl Sealer {
         }
         let sealed_at = now_rfc3339(&tx).await?;
         let mut seals = 0;
+        let mut written = Vec::with_capacity(by_tenant.len());
         for (tenant, events) in &by_tenant {
-            seal_tenant(&self.signer, &tx, tenant, events, &sealed_at).await?;
+            let kept = match &self.heads {
+                None => Kept::Nothing,
+                Some(h) => h.get(tenant).map_or(Kept::New, Kept::At),
+            };
+            written.push(seal_tenant(&self.signer, &tx, tenant, events, &sealed_at, kept).await?);
             seals += 1;
         }
         tx.commit().await?;
+        if let Some(heads) = &mut self.heads {
+            for s in &written {
+                heads.insert(
+                    s.payload.tenant_id.clone(),
+                    KeptHead::of(&s.payload).map_err(StoreError::Config)?,
+                );
+                self.heads_changed = true;
+            }
+        }
+        self.written.extend(written);
         let through = rows.last().map_or(from, |r| r.get(0));
         Ok((seals, rows.len() as u64, through))
     }
+}
+
+/// What the sealer kept of a tenant's head, for [`seal_tenant`].
+#[derive(Clone, Copy)]
+enum Kept<'a> {
+    /// No state: the database's newest seal is extended as it is.
+    Nothing,
+    /// A state without this tenant: its chain, if any, is checked from seal 1.
+    New,
+    /// The head the database's newest seal must be.
+    At(&'a KeptHead),
+}
+
+/// The database's newest seal of `tenant` (in the sealing transaction), checked against what
+/// the sealer kept: the same seal, signed with its own key. A tenant the state does not know
+/// (sealed by another replica while this one stood by) has its whole chain checked.
+async fn extended_seal(
+    signer: &SealSigner,
+    tx: &tokio_postgres::Transaction<'_>,
+    tenant: &str,
+    kept: Kept<'_>,
+) -> Result<Option<SealPayload>> {
+    let last = tx
+        .query_opt(
+            &format!(
+                "SELECT {SEAL_COLUMNS} FROM audit_seals WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1"
+            ),
+            &[&tenant],
+        )
+        .await?
+        .map(|r| seal_from_row(&r));
+    let refused = |e: String| StoreError::Conflict(format!("refused to extend the chain: {e}"));
+    match kept {
+        Kept::Nothing => {}
+        Kept::At(k) => {
+            let seals: Vec<Seal> = last
+                .iter()
+                .filter(|s| s.payload.seq == k.seq)
+                .cloned()
+                .collect();
+            if let (true, Some(l)) = (seals.is_empty(), &last) {
+                return Err(refused(format!(
+                    "tenant {tenant}'s newest seal is seal {}, not seal {} that the sealer kept",
+                    l.payload.seq, k.seq
+                )));
+            }
+            continue_head(tenant, Some(k), &seals, |s| signer.verifies(s)).map_err(refused)?;
+        }
+        Kept::New if last.is_some() => {
+            let rows = tx
+                .query(
+                    &format!(
+                        "SELECT {SEAL_COLUMNS} FROM audit_seals WHERE tenant_id = $1 ORDER BY seq"
+                    ),
+                    &[&tenant],
+                )
+                .await?;
+            let seals: Vec<Seal> = rows.iter().map(seal_from_row).collect();
+            continue_head(tenant, None, &seals, |s| signer.verifies(s)).map_err(refused)?;
+        }
+        Kept::New => {}
+    }
+    Ok(last.map(|s| s.payload))
 }
 
 async fn seal_tenant(
@@ -181,14 +398,9 @@ async fn seal_tenant(
     tenant: &str,
     events: &[ChainEvent],
     sealed_at: &str,
-) -> Result<()> {
-    let last = tx
-            .query_opt(
-                &format!("SELECT {SEAL_COLUMNS} FROM audit_seals WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1"),
-                &[&tenant],
-            )
-            .await?
-            .map(|r| seal_from_row(&r).payload);
+    kept: Kept<'_>,
+) -> Result<Seal> {
+    let last = extended_seal(signer, tx, tenant, kept).await?;
     let (seq, start, prev_hash) = match &last {
         Some(p) => (p.seq + 1, p.head_hash.clone(), p.hash().map_err(chain_err)?),
         None => (1, GENESIS_HASH.to_owned(), GENESIS_HASH.to_owned()),
@@ -229,7 +441,7 @@ async fn seal_tenant(
         &[&ids, &tenant, &seq, &hashes],
     )
     .await?;
-    Ok(())
+    Ok(seal)
 }
 
 async fn now_rfc3339(tx: &tokio_postgres::Transaction<'_>) -> Result<String> {

@@ -25,6 +25,13 @@
 //! `prefer` falls back to plaintext only when the server declines TLS; a failed handshake is
 //! an error. Both the URL form (`postgres://…?sslmode=verify-full&sslrootcert=/ca.pem`) and the
 //! keyword/value form (`host=… sslmode=verify-full`) are understood.
+//!
+//! The libpq environment variables an operator expects (`PGHOST`, `PGPORT`, `PGUSER`,
+//! `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`, `PGCONNECT_TIMEOUT`,
+//! `PGTARGETSESSIONATTRS`, …: [`LIBPQ_ENV`]) supply what the connection string leaves out, as
+//! in libpq; those actiond cannot honour (`PGSERVICE`, `PGPASSFILE`, `PGSSLCRL`, …:
+//! [`UNSUPPORTED_ENV`]) stop the process at start, naming the variable: a setting an operator
+//! made is never silently dropped.
 
 use crate::{Result, StoreError};
 use rustls::client::WebPkiServerVerifier;
@@ -168,24 +175,267 @@ pub struct TlsParams {
     pub cert: Option<PathBuf>,
     /// `sslkey`: the client private key (PEM, PKCS#8, PKCS#1 or SEC1).
     pub key: Option<PathBuf>,
+    /// Whether `sslmode` came from `PGSSLMODE` (refusals then name the variable).
+    pub mode_from_env: bool,
 }
 
 const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// Parses a libpq connection string (URL or keyword/value form) into a tokio-postgres config
-/// whose TLS negotiation matches `sslmode`, and the TLS parameters.
+/// whose TLS negotiation matches `sslmode`, and the TLS parameters. The libpq environment
+/// variables ([`LIBPQ_ENV`]) supply what the string leaves out, as in libpq; the ones actiond
+/// cannot honour ([`UNSUPPORTED_ENV`]) are refused, never ignored.
 ///
 /// # Errors
-/// [`StoreError::Config`] naming the parameter at fault.
+/// [`StoreError::Config`] naming the parameter or the environment variable at fault.
 pub fn parse(url: &str) -> Result<(tokio_postgres::Config, TlsParams)> {
+    parse_with_env(url, |k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+/// The libpq environment variables actiond honours, with the connection parameter each gives
+/// a default for (PostgreSQL documentation, "Environment Variables"). A parameter in the
+/// connection string wins over its variable.
+pub const LIBPQ_ENV: [(&str, &str); 16] = [
+    ("PGHOST", "host"),
+    ("PGHOSTADDR", "hostaddr"),
+    ("PGPORT", "port"),
+    ("PGDATABASE", "dbname"),
+    ("PGUSER", "user"),
+    ("PGPASSWORD", "password"),
+    ("PGOPTIONS", "options"),
+    ("PGAPPNAME", "application_name"),
+    ("PGCONNECT_TIMEOUT", "connect_timeout"),
+    ("PGTARGETSESSIONATTRS", "target_session_attrs"),
+    ("PGLOADBALANCEHOSTS", "load_balance_hosts"),
+    ("PGCHANNELBINDING", "channel_binding"),
+    ("PGSSLMODE", "sslmode"),
+    ("PGSSLROOTCERT", "sslrootcert"),
+    ("PGSSLCERT", "sslcert"),
+    ("PGSSLKEY", "sslkey"),
+];
+
+/// The libpq environment variables actiond does not honour: set (non-empty) to anything but
+/// the values listed (which are what actiond does anyway), each stops the process at start
+/// with the reason.
+pub const UNSUPPORTED_ENV: [(&str, &[&str], &str); 24] = [
+    (
+        "PGSERVICE",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGSERVICEFILE",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGSYSCONFDIR",
+        &[],
+        "connection service files (pg_service.conf) are not read",
+    ),
+    (
+        "PGPASSFILE",
+        &[],
+        "password files are not read; give the password in DATABASE_URL or PGPASSWORD",
+    ),
+    (
+        "PGREQUIRESSL",
+        &[],
+        "deprecated in libpq; use PGSSLMODE=require",
+    ),
+    (
+        "PGSSLCRL",
+        &[],
+        "certificate revocation lists are not checked",
+    ),
+    (
+        "PGSSLCRLDIR",
+        &[],
+        "certificate revocation lists are not checked",
+    ),
+    (
+        "PGSSLCERTMODE",
+        &["allow"],
+        "only allow (the default: a client certificate is sent when sslcert names one) is supported",
+    ),
+    (
+        "PGSSLMINPROTOCOLVERSION",
+        &["TLSv1.2"],
+        "TLS 1.2 is always the minimum; another minimum is not supported",
+    ),
+    (
+        "PGSSLMAXPROTOCOLVERSION",
+        &[],
+        "a maximum TLS version is not supported",
+    ),
+    ("PGSSLSNI", &["1"], "the server name is always sent"),
+    ("PGSSLCOMPRESSION", &["0"], "TLS compression is never used"),
+    (
+        "PGSSLNEGOTIATION",
+        &["postgres"],
+        "only the Postgres negotiation (SSLRequest) is supported",
+    ),
+    (
+        "PGGSSENCMODE",
+        &["disable", "prefer"],
+        "GSSAPI encryption is not supported",
+    ),
+    ("PGKRBSRVNAME", &[], "GSSAPI/Kerberos is not supported"),
+    ("PGGSSLIB", &[], "GSSAPI/Kerberos is not supported"),
+    (
+        "PGGSSDELEGATION",
+        &["0"],
+        "GSSAPI/Kerberos is not supported",
+    ),
+    (
+        "PGREQUIREPEER",
+        &[],
+        "peer checks over Unix sockets are not supported",
+    ),
+    (
+        "PGREQUIREAUTH",
+        &[],
+        "a required authentication method is not supported",
+    ),
+    (
+        "PGCLIENTENCODING",
+        &["UTF8", "utf8", "UTF-8", "utf-8"],
+        "the client encoding is always UTF8",
+    ),
+    (
+        "PGDATESTYLE",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGTZ",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGGEQO",
+        &[],
+        "session settings are not taken from the environment",
+    ),
+    (
+        "PGLOCALEDIR",
+        &[],
+        "libpq's message translations are not used",
+    ),
+];
+
+/// [`parse`] with the environment read through `env` (unset and empty variables: `None`).
+fn parse_with_env(
+    url: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(tokio_postgres::Config, TlsParams)> {
     let cfg_err = |e: String| StoreError::Config(format!("DATABASE_URL: {e}"));
-    let (rest, pairs) = split_tls_params(url).map_err(cfg_err)?;
-    let params = TlsParams::from_pairs(&pairs).map_err(cfg_err)?;
-    let mut config: tokio_postgres::Config = rest
+    for (var, allowed, why) in UNSUPPORTED_ENV {
+        if let Some(v) = env(var)
+            && !allowed.contains(&v.as_str())
+        {
+            return Err(StoreError::Config(format!(
+                "{var} is set ({v:?}) and actiond cannot honour it: {why}; unset {var} (libpq would use it)"
+            )));
+        }
+    }
+    let (rest, mut pairs) = split_tls_params(url).map_err(cfg_err)?;
+    // Defaults from the environment go first: the string's own values come later and win.
+    let mut from_env = Vec::new();
+    for (var, key) in LIBPQ_ENV.iter().filter(|(_, k)| TLS_KEYS.contains(k)) {
+        if !pairs.iter().any(|(k, _)| k == key)
+            && let Some(v) = env(var)
+        {
+            from_env.push((key.to_string(), v));
+        }
+    }
+    let mode_var = from_env
+        .iter()
+        .any(|(k, _)| k == "sslmode")
+        .then_some("PGSSLMODE");
+    from_env.append(&mut pairs);
+    let mut params = TlsParams::from_pairs(&from_env).map_err(|e| match mode_var {
+        Some(var) if e.contains("sslmode") => {
+            StoreError::Config(format!("DATABASE_URL with {var}: {e}"))
+        }
+        _ => cfg_err(e),
+    })?;
+    params.mode_from_env = mode_var.is_some();
+    let config: tokio_postgres::Config = rest
         .parse()
         .map_err(|e: tokio_postgres::Error| cfg_err(error_chain(&e)))?;
+    let mut config = with_env_defaults(&rest, config, &env)?;
     config.ssl_mode(params.mode.negotiation());
     Ok((config, params))
+}
+
+/// Adds to `config` (parsed from `rest`) the parameters of [`LIBPQ_ENV`] it lacks, each checked
+/// on its own so an error names the variable.
+fn with_env_defaults(
+    rest: &str,
+    config: tokio_postgres::Config,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<tokio_postgres::Config> {
+    let given: Vec<String> = split_params(rest, |_| true)
+        .map(|(_, all)| all.into_iter().map(|(k, _)| k).collect())
+        .unwrap_or_default();
+    let lacks = |key: &str| {
+        !given.iter().any(|k| k == key)
+            && match key {
+                "host" => config.get_hosts().is_empty() && config.get_hostaddrs().is_empty(),
+                "hostaddr" => config.get_hostaddrs().is_empty(),
+                "port" => config.get_ports().is_empty(),
+                "dbname" => config.get_dbname().is_none(),
+                "user" => config.get_user().is_none(),
+                "password" => config.get_password().is_none(),
+                _ => true,
+            }
+    };
+    let mut added = Vec::new();
+    for (var, key) in LIBPQ_ENV.iter().filter(|(_, k)| !TLS_KEYS.contains(k)) {
+        let Some(v) = env(var) else { continue };
+        if !lacks(key) {
+            continue;
+        }
+        let one = with_param(rest, key, &v);
+        one.parse::<tokio_postgres::Config>()
+            .map_err(|e| StoreError::Config(format!("{var}={v:?}: {}", error_chain(&e))))?;
+        added.push((*key, v));
+    }
+    if added.is_empty() {
+        return Ok(config);
+    }
+    let mut all = rest.to_owned();
+    for (key, v) in &added {
+        all = with_param(&all, key, v);
+    }
+    all.parse().map_err(|e: tokio_postgres::Error| {
+        StoreError::Config(format!(
+            "DATABASE_URL with the PG* environment: {}",
+            error_chain(&e)
+        ))
+    })
+}
+
+/// `s` with `key=value` appended, in the string's own form (URL query or keyword/value).
+fn with_param(s: &str, key: &str, value: &str) -> String {
+    if is_url(s) {
+        let sep = if s.contains('?') { '&' } else { '?' };
+        let enc: String = value
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        format!("{s}{sep}{key}={enc}")
+    } else {
+        let quoted = value.replace('\\', "\\\\").replace('\'', "\\'");
+        format!("{s} {key}='{quoted}'")
+    }
 }
 
 /// Opens one unpooled connection for a libpq connection string, honouring its TLS parameters;
@@ -235,6 +485,7 @@ impl TlsParams {
             root,
             cert,
             key,
+            mode_from_env: false,
         })
     }
 
@@ -253,12 +504,21 @@ impl TlsParams {
     /// usable, or no trusted roots are available for a verifying mode.
     pub fn connector(&self) -> Result<Connector> {
         let mode = self.effective_mode();
-        let label = if mode == self.mode {
-            format!("sslmode={mode}")
+        let source = if self.mode_from_env {
+            " (from PGSSLMODE)"
         } else {
-            format!("sslmode={} ({mode}, as sslrootcert is set)", self.mode)
+            ""
         };
-        let err = |what: String| StoreError::Config(format!("sslmode={}: {what}", self.mode));
+        let label = if mode == self.mode {
+            format!("sslmode={mode}{source}")
+        } else {
+            format!(
+                "sslmode={}{source} ({mode}, as sslrootcert is set)",
+                self.mode
+            )
+        };
+        let err =
+            |what: String| StoreError::Config(format!("sslmode={}{source}: {what}", self.mode));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier: Arc<dyn ServerCertVerifier> = match mode {
             SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(ModeVerifier {
@@ -471,15 +731,32 @@ impl ServerCertVerifier for ModeVerifier {
 /// Splits the TLS parameters out of a connection string. Returns the string without them and
 /// the `(key, value)` pairs taken out, in order.
 fn split_tls_params(s: &str) -> Result<(String, Vec<(String, String)>), String> {
-    let trimmed = s.trim_start();
-    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
-        Ok(split_url(s))
+    split_params(s, |k| TLS_KEYS.contains(&k))
+}
+
+/// Splits the parameters whose keyword `take` accepts out of a connection string.
+fn split_params(
+    s: &str,
+    take: impl Fn(&str) -> bool,
+) -> Result<(String, Vec<(String, String)>), String> {
+    if is_url(s) {
+        Ok(split_url_with(s, take))
     } else {
-        split_keyword_value(s)
+        split_keyword_value_with(s, take)
     }
 }
 
+fn is_url(s: &str) -> bool {
+    let trimmed = s.trim_start();
+    trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://")
+}
+
+#[cfg(test)]
 fn split_url(s: &str) -> (String, Vec<(String, String)>) {
+    split_url_with(s, |k| TLS_KEYS.contains(&k))
+}
+
+fn split_url_with(s: &str, take: impl Fn(&str) -> bool) -> (String, Vec<(String, String)>) {
     let Some((base, query)) = s.split_once('?') else {
         return (s.to_owned(), Vec::new());
     };
@@ -489,7 +766,7 @@ fn split_url(s: &str) -> (String, Vec<(String, String)>) {
     for part in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').unwrap_or((part, ""));
         let key = decode(k);
-        if TLS_KEYS.contains(&key.as_str()) {
+        if take(&key) {
             taken.push((key, decode(v)));
         } else {
             kept.push(part);
@@ -528,7 +805,15 @@ fn percent_decode(s: &str) -> String {
 
 /// Keyword/value form: `key = value` separated by whitespace; a value may be single-quoted,
 /// and `\` escapes the next character (libpq's rules).
+#[cfg(test)]
 fn split_keyword_value(s: &str) -> Result<(String, Vec<(String, String)>), String> {
+    split_keyword_value_with(s, |k| TLS_KEYS.contains(&k))
+}
+
+fn split_keyword_value_with(
+    s: &str,
+    take: impl Fn(&str) -> bool,
+) -> Result<(String, Vec<(String, String)>), String> {
     let chars: Vec<(usize, char)> = s.char_indices().collect();
     let mut i = 0;
     let mut kept = Vec::new();
@@ -559,7 +844,7 @@ fn split_keyword_value(s: &str) -> Result<(String, Vec<(String, String)>), Strin
         skip_ws(&mut i);
         let value = keyword_value(&chars, &mut i)?;
         let end = chars.get(i).map_or(s.len(), |c| c.0);
-        if TLS_KEYS.contains(&key.as_str()) {
+        if take(&key) {
             taken.push((key, value));
         } else {
             kept.push(&s[start..end]);
@@ -683,6 +968,95 @@ mod tests {
         );
     }
 
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn libpq_environment_fills_what_the_string_leaves_out() {
+        let vars = [
+            ("PGHOST", "db.internal"),
+            ("PGPORT", "6543"),
+            ("PGUSER", "envuser"),
+            ("PGDATABASE", "envdb"),
+            ("PGCONNECT_TIMEOUT", "7"),
+            ("PGTARGETSESSIONATTRS", "read-write"),
+            ("PGSSLMODE", "require"),
+        ];
+        for url in ["postgres://", "postgres:///", "host=db.internal"] {
+            let (c, t) = parse_with_env(url, env(&vars)).unwrap();
+            assert_eq!(c.get_user(), Some("envuser"), "{url}");
+            assert_eq!(c.get_dbname(), Some("envdb"), "{url}");
+            assert_eq!(c.get_ports(), [6543], "{url}");
+            assert_eq!(c.get_hosts().len(), 1, "{url}");
+            assert_eq!(
+                c.get_connect_timeout(),
+                Some(&std::time::Duration::from_secs(7))
+            );
+            assert_eq!(
+                c.get_target_session_attrs(),
+                tokio_postgres::config::TargetSessionAttrs::ReadWrite
+            );
+            assert_eq!(t.mode, SslMode::Require);
+            assert!(t.mode_from_env);
+        }
+        // The string wins.
+        let (c, t) = parse_with_env(
+            "postgres://u@h:5432/d?sslmode=disable&target_session_attrs=any",
+            env(&vars),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.get_user(), c.get_dbname(), c.get_ports()),
+            (Some("u"), Some("d"), &[5432][..])
+        );
+        assert_eq!(
+            c.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::Any
+        );
+        assert_eq!(t.mode, SslMode::Disable);
+        assert!(!t.mode_from_env);
+        // A bad value names its variable.
+        let e = parse_with_env(
+            "postgres://h/d",
+            env(&[("PGTARGETSESSIONATTRS", "primary")]),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("PGTARGETSESSIONATTRS"), "{e}");
+        let e = parse_with_env("postgres://h/d", env(&[("PGSSLMODE", "verify-everything")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("PGSSLMODE"), "{e}");
+    }
+
+    #[test]
+    fn libpq_variables_actiond_cannot_honour_are_refused() {
+        for (var, value) in [
+            ("PGSERVICE", "prod"),
+            ("PGPASSFILE", "/root/.pgpass"),
+            ("PGSSLCRL", "/crl.pem"),
+            ("PGGSSENCMODE", "require"),
+            ("PGTZ", "UTC"),
+        ] {
+            let e = parse_with_env("postgres://h/d", env(&[(var, value)]))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(&format!("{var} is set")), "{var}: {e}");
+        }
+        // Values that are what actiond does anyway pass.
+        for (var, value) in [("PGGSSENCMODE", "disable"), ("PGCLIENTENCODING", "UTF8")] {
+            assert!(parse_with_env("postgres://h/d", env(&[(var, value)])).is_ok());
+        }
+    }
+
     #[test]
     fn verifying_mode_without_roots_is_refused_clearly() {
         let params = TlsParams {
@@ -690,6 +1064,7 @@ mod tests {
             root: Some(RootCerts::File("/nonexistent/ca.pem".into())),
             cert: None,
             key: None,
+            mode_from_env: false,
         };
         let err = params.connector().err().map(|e| e.to_string());
         let err = err.unwrap_or_default();

@@ -278,8 +278,42 @@ class DropAfterData(Mailbox):
         )
     }
 
+    /// A relay that offers AUTH (PLAIN, LOGIN) over plaintext and never STARTTLS — a relay
+    /// misconfigured, or one whose STARTTLS an on-path attacker stripped from the EHLO answer.
+    /// Every AUTH attempt is recorded ([`SmtpSink::auth_attempts`]) and accepted; messages are
+    /// stored as by [`SmtpSink::start`].
+    pub fn start_plaintext_auth() -> Self {
+        const SCRIPT: &str = r#"import sys, threading
+from aiosmtpd.controller import Controller
+from aiosmtpd.handlers import Mailbox
+from aiosmtpd.smtp import AuthResult
+host, port, maildir, authlog = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def authenticator(server, session, envelope, mechanism, data):
+    with open(authlog, "a") as f:
+        f.write(mechanism + "\n")
+    return AuthResult(success=True)
+c = Controller(Mailbox(maildir), hostname=host, port=port, authenticator=authenticator,
+               auth_require_tls=False)
+c.start()
+print(f"Server is listening on {host}:{port}", file=sys.stderr, flush=True)
+threading.Event().wait()
+"#;
+        Self::start_with("", Some(SCRIPT), crate::free_ports)
+    }
+
+    /// The AUTH mechanisms clients tried, one per attempt (only a
+    /// [`SmtpSink::start_plaintext_auth`] relay records them).
+    pub fn auth_attempts(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.0.join("auth.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Starts aiosmtpd with `handler` (defined by the Python source `module`, when given) on
-    /// a port drawn from `pick`.
+    /// a port drawn from `pick`. An empty `handler` runs `module` as a script instead, with
+    /// the arguments host, port, Maildir and AUTH log.
     fn start_with(
         handler: &str,
         module: Option<&str>,
@@ -298,12 +332,20 @@ class DropAfterData(Mailbox):
         let (child, port) = crate::ports::with_ports_from(pick, 1, |ports| {
             let port = ports[0];
             // `-d`: it logs "Server is listening on HOST:PORT" once bound.
-            let mut child = Command::new(py)
-                .env("PYTHONPATH", &dir.0)
-                .args(["-m", "aiosmtpd", "-n", "-d", "-l"])
-                .arg(format!("127.0.0.1:{port}"))
-                .args(["-c", handler])
-                .arg(dir.0.join("maildir"))
+            let mut cmd = Command::new(py);
+            cmd.env("PYTHONPATH", &dir.0);
+            if handler.is_empty() {
+                cmd.arg(dir.0.join("actiond_drop.py"))
+                    .args(["127.0.0.1", &port.to_string()])
+                    .arg(dir.0.join("maildir"))
+                    .arg(dir.0.join("auth.log"));
+            } else {
+                cmd.args(["-m", "aiosmtpd", "-n", "-d", "-l"])
+                    .arg(format!("127.0.0.1:{port}"))
+                    .args(["-c", handler])
+                    .arg(dir.0.join("maildir"));
+            }
+            let mut child = cmd
                 .stdout(Stdio::null())
                 .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
                 .spawn()

@@ -23,7 +23,7 @@ fn set_cookies(h: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-fn hidden(html: &str, name: &str) -> String {
+pub(crate) fn hidden(html: &str, name: &str) -> String {
     let pat = format!("name=\"{name}\" value=\"");
     let start = html
         .find(&pat)
@@ -32,14 +32,14 @@ fn hidden(html: &str, name: &str) -> String {
     html[start..].split('"').next().unwrap().to_owned()
 }
 
-struct Dev {
-    base: String,
-    state: AppState,
-    http: reqwest::Client,
+pub(crate) struct Dev {
+    pub(crate) base: String,
+    pub(crate) state: AppState,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Dev {
-    async fn login(&self, subject: &str, email: &str, groups: &str) -> String {
+    pub(crate) async fn login(&self, subject: &str, email: &str, groups: &str) -> String {
         let r = self
             .http
             .get(format!("{}/login", self.base))
@@ -74,7 +74,7 @@ impl Dev {
             .unwrap()
     }
 
-    async fn page(&self, cookie: &str, path: &str) -> (StatusCode, HeaderMap, String) {
+    pub(crate) async fn page(&self, cookie: &str, path: &str) -> (StatusCode, HeaderMap, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -85,7 +85,7 @@ impl Dev {
         (r.status(), r.headers().clone(), r.text().await.unwrap())
     }
 
-    async fn post(
+    pub(crate) async fn post(
         &self,
         cookie: &str,
         path: &str,
@@ -597,7 +597,7 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     assert_eq!(sent, 3);
 }
 
-async fn dev_server(t: &TestDb, extra: &[&str]) -> Dev {
+pub(crate) async fn dev_server(t: &TestDb, extra: &[&str]) -> Dev {
     let (creds, _) = credentials("http://127.0.0.1:9/hook");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -820,7 +820,7 @@ async fn freeze_an_agent_from_its_proposal() {
             .unwrap_err();
         assert_eq!(
             err.as_db_error().map(|e| e.message()),
-            Some("a pending proposal is denied only when its agent is frozen")
+            Some("a pending proposal is denied only when its agent is frozen or revoked")
         );
     }
     let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;
@@ -1522,4 +1522,60 @@ async fn the_decision_page_refuses_unknown_parameters_and_forged_deny_reasons() 
     assert_eq!(st, StatusCode::SEE_OTHER, "{body}");
     assert_eq!(loc, format!("{page}?result=denied"));
     assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "denied");
+}
+
+/// Every page that takes a redirect target (`next`) judges it with the login's one check: a
+/// tab or newline (which browsers drop, turning `/<TAB>/evil` into `//evil`), `//host`, an
+/// absolute URL and any backslash form are refused on the login and on the passkeys page
+/// alike; a local path is kept by both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_redirect_target_passes_the_logins_check() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let cookie = dev
+        .login("approver-1", "a1@acme.test", "acme-approvers")
+        .await;
+    let next = |n: &str| {
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", n)
+            .finish()
+    };
+    for evil in [
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "/p/\t",
+        "//evil.example",
+        "https://evil.example",
+        "/\\evil.example",
+        "\\/evil.example",
+        "/\\/evil.example",
+        "/p/x\\y",
+    ] {
+        let q = next(evil);
+        let (st, h, _) = dev.page(&cookie, &format!("/login?{q}")).await;
+        assert_eq!(st, StatusCode::SEE_OTHER, "{evil:?}");
+        assert_eq!(h[LOCATION], "/queue", "login next {evil:?}");
+        let (st, _, html) = dev.page(&cookie, &format!("/passkeys?{q}")).await;
+        assert_eq!(st, StatusCode::OK, "{evil:?}");
+        assert_eq!(hidden(&html, "next"), "", "passkeys next {evil:?}");
+        assert!(!html.contains("id=\"back\""), "passkeys back link {evil:?}");
+        assert!(!html.contains("evil.example"), "{evil:?}: {html}");
+    }
+    // The control: a local path is a target on both.
+    let local = format!("/p/{}", uuid::Uuid::new_v4());
+    let (st, h, _) = dev.page(&cookie, &format!("/login?{}", next(&local))).await;
+    assert_eq!(
+        (st, h[LOCATION].to_str().unwrap()),
+        (StatusCode::SEE_OTHER, local.as_str())
+    );
+    let (_, _, html) = dev
+        .page(&cookie, &format!("/passkeys?{}", next(&local)))
+        .await;
+    assert_eq!(hidden(&html, "next"), local);
+    assert!(
+        html.contains(&format!("<a href=\"{local}\" id=\"back\">")),
+        "{html}"
+    );
 }

@@ -11,4 +11,5 @@
 mod browser;
 mod http;
 mod passkey;
+mod passkey_attacks;
 mod support;

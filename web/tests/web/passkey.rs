@@ -320,6 +320,24 @@ async fn check_database(t: &TestDb, [p_first, p_second, p_bob, p_deny]: [uuid::U
         stored, 2,
         "one stored assertion per passkey-signed approval"
     );
+    let vouched: Vec<(String, bool)> = c
+        .query(
+            "SELECT label, vouched_by IS NOT NULL FROM passkeys WHERE subject = 'alice' ORDER BY created_at",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        vouched,
+        [
+            ("virtual key".to_owned(), false),
+            ("second key".to_owned(), true)
+        ],
+        "alice's second passkey was allowed by her first"
+    );
     let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
     assert_eq!(
         (checked, findings.len()),

@@ -2,7 +2,8 @@
 //!
 //! ```yaml
 //! jwks_refresh_interval: 60s   # optional: at most one JWKS fetch per issuer per interval on an unknown `kid`
-//! jwks_max_age: 1h             # optional: keys are fetched again after this long
+//! jwks_max_age: 1h             # optional: keys are fetched again after this long (in the background)
+//! jwks_max_stale: 1h           # optional: past jwks_max_age, how long keys stay trusted while no fetch succeeds
 //! leeway: 30s                  # optional: clock leeway for `exp`, `nbf`, `iat` (at most 5m)
 //! issuers:
 //!   - issuer: https://kubernetes.default.svc.cluster.local   # the exact `iss` (RFC 7519 §4.1.1)
@@ -29,6 +30,9 @@ use url::Url;
 
 /// Longest `max_token_lifetime` accepted: workload tokens are short-lived.
 pub const MAX_TOKEN_LIFETIME_CAP: Duration = Duration::from_secs(24 * 3600);
+/// Longest `jwks_max_stale` accepted: a key the issuer may have withdrawn is not trusted for
+/// longer than a day past `jwks_max_age` however long the issuer stays unreachable.
+pub const MAX_JWKS_STALE: Duration = Duration::from_secs(24 * 3600);
 /// Largest clock `leeway` accepted.
 pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
 
@@ -66,6 +70,9 @@ pub struct IssuersConfig {
     pub jwks_refresh_interval: Duration,
     /// Fetched keys are fetched again after this long.
     pub jwks_max_age: Duration,
+    /// Past `jwks_max_age`, how long keys stay trusted while no fetch succeeds (the issuer is
+    /// unreachable): afterwards its tokens are refused until a fetch succeeds.
+    pub jwks_max_stale: Duration,
     /// Clock leeway for `exp`, `nbf` and `iat`.
     pub leeway: Duration,
 }
@@ -76,6 +83,7 @@ struct RawFile {
     issuers: Vec<RawIssuer>,
     jwks_refresh_interval: Option<String>,
     jwks_max_age: Option<String>,
+    jwks_max_stale: Option<String>,
     leeway: Option<String>,
 }
 
@@ -201,6 +209,14 @@ impl IssuersConfig {
         if jwks_max_age < jwks_refresh_interval {
             return Err("jwks_max_age: must not be shorter than jwks_refresh_interval".into());
         }
+        let jwks_max_stale = duration(
+            "jwks_max_stale",
+            raw.jwks_max_stale.as_deref(),
+            Duration::from_secs(3600),
+        )?;
+        if jwks_max_stale > MAX_JWKS_STALE {
+            return Err("jwks_max_stale: must be at most 24h".into());
+        }
         let leeway = duration("leeway", raw.leeway.as_deref(), Duration::from_secs(30))?;
         if leeway > MAX_LEEWAY {
             return Err("leeway: must be at most 5m".into());
@@ -220,6 +236,7 @@ impl IssuersConfig {
             issuers,
             jwks_refresh_interval,
             jwks_max_age,
+            jwks_max_stale,
             leeway,
         })
     }

@@ -1,23 +1,38 @@
 //! One issuer's JSON Web Key Set (RFC 7517 §5), cached.
 //!
-//! Keys are looked up by `kid`. A `kid` the cache does not know fetches the set again, but at
-//! most once per refresh interval per issuer, so a flood of tokens with invented `kid`s costs
-//! the issuer one request per interval. Fetched keys are used for at most `max_age` before the
-//! next lookup fetches them again; when a fetch fails the keys already held stay in use (an
-//! issuer's outage does not lock every agent out) and the failure is logged.
+//! Keys are looked up by `kid`, and a lookup never waits for a fetch it does not need:
+//!
+//! - A known `kid` is answered from the cache at once. Past `max_age` the set is fetched again
+//!   in the background while the keys held keep answering (at most once per refresh
+//!   interval), so one slow or hanging issuer never holds up its agents.
+//! - An unknown `kid` starts a fetch — at most one per refresh interval per issuer, and only
+//!   one at a time (single flight) — and waits for the fetch in flight, if any, at most
+//!   [`FETCH_WAIT`]. A flood of tokens with invented `kid`s costs the issuer one request per
+//!   interval and holds up no one else.
+//! - Keys stay trusted for at most `max_age + max_stale` after the last fetch that returned
+//!   them: an issuer that cannot be reached (or that an attacker keeps unreachable so that a
+//!   key it removed stays in use) does not extend that. Past it the keys are dropped and every
+//!   token of the issuer is refused until a fetch succeeds. A failed fetch is logged.
+//!
+//! Nothing here holds a lock across an await: the cache is a short `std::sync::Mutex`, the
+//! fetch runs on its own task (a caller that gives up does not cancel it).
 
 use super::config::KeySource;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::Mutex;
+use tokio::sync::watch;
 
 /// Largest JWKS or discovery document read, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 /// Timeout of one JWKS or discovery request.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a lookup of an unknown `kid` waits for the fetch in flight (discovery and the set:
+/// two requests).
+pub const FETCH_WAIT: Duration = Duration::from_secs(10);
 
 /// A verification key from the set, with the `alg` it is restricted to, if the JWK says.
 #[derive(Clone)]
@@ -42,61 +57,125 @@ struct State {
     keys: HashMap<String, CachedKey>,
     fetched_at: Option<Instant>,
     last_attempt: Option<Instant>,
+    fetching: bool,
 }
 
 /// The cached key set of one issuer.
 pub struct KeySet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     issuer: String,
     source: KeySource,
     refresh_interval: Duration,
     max_age: Duration,
+    max_stale: Duration,
     http: reqwest::Client,
     state: Mutex<State>,
+    /// Bumped (under the `state` lock) each time a fetch ends, successful or not.
+    done: watch::Sender<u64>,
 }
 
 impl KeySet {
-    /// An empty cache; the first lookup fetches.
+    /// An empty cache; the first lookup fetches. Keys are fetched again after `max_age` and
+    /// trusted for at most `max_age + max_stale` after the fetch that last returned them.
     pub fn new(
         issuer: String,
         source: KeySource,
         refresh_interval: Duration,
         max_age: Duration,
+        max_stale: Duration,
         http: reqwest::Client,
     ) -> Self {
         Self {
-            issuer,
-            source,
-            refresh_interval,
-            max_age,
-            http,
-            state: Mutex::new(State::default()),
+            inner: Arc::new(Inner {
+                issuer,
+                source,
+                refresh_interval,
+                max_age,
+                max_stale,
+                http,
+                state: Mutex::new(State::default()),
+                done: watch::channel(0).0,
+            }),
         }
     }
 
-    /// The key named `kid`, fetching the set when the cache is older than `max_age` or does
-    /// not know `kid` — at most once per refresh interval. `None`: no such key.
+    /// The key named `kid` (see the module documentation). `None`: no such key, or the keys
+    /// are older than `max_age + max_stale` and no fetch has succeeded since.
     pub async fn key(&self, kid: &str) -> Option<CachedKey> {
-        let mut st = self.state.lock().await;
-        let fresh = st.fetched_at.is_some_and(|t| t.elapsed() < self.max_age);
-        if fresh && let Some(k) = st.keys.get(kid) {
-            return Some(k.clone());
+        let mut done = {
+            let mut st = self.inner.lock();
+            let (usable, fresh) = self.inner.age_bounds(&st);
+            if let Some(k) = st.keys.get(kid).filter(|_| usable).cloned() {
+                if !fresh {
+                    Inner::start_fetch(&self.inner, &mut st);
+                }
+                return Some(k);
+            }
+            Inner::start_fetch(&self.inner, &mut st);
+            if !st.fetching {
+                return None;
+            }
+            // Subscribed under the lock: the end of the fetch in flight is the next change.
+            self.inner.done.subscribe()
+        };
+        let _ = tokio::time::timeout(FETCH_WAIT, done.changed()).await;
+        let st = self.inner.lock();
+        let (usable, _) = self.inner.age_bounds(&st);
+        st.keys.get(kid).filter(|_| usable).cloned()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// (keys may still be used, keys are younger than `max_age`).
+    fn age_bounds(&self, st: &State) -> (bool, bool) {
+        match st.fetched_at.map(|t| t.elapsed()) {
+            Some(age) => (age < self.max_age + self.max_stale, age < self.max_age),
+            None => (false, false),
         }
-        let may_fetch = st
+    }
+
+    /// Starts a fetch on its own task unless one is in flight or the last attempt is younger
+    /// than the refresh interval.
+    fn start_fetch(this: &Arc<Self>, st: &mut State) {
+        let allowed = st
             .last_attempt
-            .is_none_or(|t| t.elapsed() >= self.refresh_interval);
-        if may_fetch {
-            st.last_attempt = Some(Instant::now());
-            match self.fetch().await {
+            .is_none_or(|t| t.elapsed() >= this.refresh_interval);
+        if st.fetching || !allowed {
+            return;
+        }
+        st.fetching = true;
+        st.last_attempt = Some(Instant::now());
+        let me = this.clone();
+        tokio::spawn(async move {
+            let result = me.fetch().await;
+            let mut st = me.lock();
+            match result {
                 Ok(keys) => {
                     st.keys = keys;
                     st.fetched_at = Some(Instant::now());
                 }
                 Err(e) => {
-                    tracing::error!(issuer = %self.issuer, error = %e, "JWKS fetch failed; keeping the keys held");
+                    let (usable, _) = me.age_bounds(&st);
+                    if usable {
+                        tracing::error!(issuer = %me.issuer, error = %e, "JWKS fetch failed; keeping the keys held");
+                    } else {
+                        st.keys.clear();
+                        tracing::error!(issuer = %me.issuer, error = %e, "JWKS fetch failed; no keys of this issuer are trusted until one succeeds");
+                    }
                 }
             }
-        }
-        st.keys.get(kid).cloned()
+            st.fetching = false;
+            me.done.send_modify(|n| *n = n.wrapping_add(1));
+        });
     }
 
     async fn get_json(&self, url: &url::Url) -> Result<Value, String> {

@@ -10,7 +10,8 @@
 //! 2. Its `iss` (RFC 7519 §4.1.1) is exactly one of the configured trusted issuers, and its
 //!    `alg` is one that issuer allows (HMAC is never allowed, see [`config`]).
 //! 3. Its `kid` names a key in **that issuer's** JWK Set ([`jwks`]; an unknown `kid` fetches
-//!    the set again at most once per interval) whose type and `alg` fit the token's `alg`.
+//!    the set again at most once per interval, without holding up known keys) whose type and
+//!    `alg` fit the token's `alg`.
 //! 4. The signature verifies (`jsonwebtoken`), and `exp`, `iss`, `aud`, `sub` are present;
 //!    `exp` and `nbf` hold within the leeway; `aud` contains the issuer's configured audience.
 //! 5. Its lifetime, `exp - iat` (`exp - now` without `iat`), is at most the issuer's
@@ -198,7 +199,10 @@ fn actor(claims: &Value, iss: &str) -> Result<(String, Option<String>), Rejectio
 impl Verifier {
     /// Builds the verifier; nothing is fetched until the first token arrives.
     pub fn new(config: IssuersConfig) -> Result<Self, String> {
+        // No proxy from the environment: a JWKS over plain http to a loopback sidecar would
+        // otherwise travel through `HTTP_PROXY`, which could answer with its own keys.
         let http = reqwest::Client::builder()
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(jwks::FETCH_TIMEOUT)
             .build()
@@ -212,6 +216,7 @@ impl Verifier {
                     c.keys.clone(),
                     config.jwks_refresh_interval,
                     config.jwks_max_age,
+                    config.jwks_max_stale,
                     http.clone(),
                 );
                 (c.issuer.clone(), Issuer { config: c, keys })

@@ -8,6 +8,7 @@ use crate::support::*;
 use actiond_api::jwt::Verifier;
 use actiond_api::jwt::config::IssuersConfig;
 use axum::Router;
+use axum::response::IntoResponse as _;
 use axum::routing::get;
 use base64::Engine as _;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -67,6 +68,10 @@ struct TestIssuer {
     url: String,
     keys: Arc<Mutex<Vec<Value>>>,
     fetches: Arc<AtomicUsize>,
+    /// Milliseconds each JWKS answer is held back.
+    delay_ms: Arc<AtomicUsize>,
+    /// When set, the JWKS endpoint answers 503 (the issuer is down).
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TestIssuer {
@@ -75,13 +80,23 @@ impl TestIssuer {
             keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>(),
         ));
         let fetches = Arc::new(AtomicUsize::new(0));
-        let (s, f) = (set.clone(), fetches.clone());
+        let delay_ms = Arc::new(AtomicUsize::new(0));
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, f, d, dn) = (set.clone(), fetches.clone(), delay_ms.clone(), down.clone());
         let app = Router::new().route(
             "/jwks",
             get(move || {
                 f.fetch_add(1, Ordering::SeqCst);
                 let keys = s.lock().unwrap().clone();
-                async move { axum::Json(json!({ "keys": keys })) }
+                let delay = Duration::from_millis(d.load(Ordering::SeqCst) as u64);
+                let down = dn.load(Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(delay).await;
+                    if down {
+                        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    }
+                    axum::Json(json!({ "keys": keys })).into_response()
+                }
             }),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -91,6 +106,8 @@ impl TestIssuer {
             url,
             keys: set,
             fetches,
+            delay_ms,
+            down,
         }
     }
 
@@ -378,6 +395,7 @@ async fn a_real_issuers_access_tokens_identify_agents_on_rest_and_mcp() {
         actiond_store::agents::revoke(&w.env.db, "acme", "oidc-bot")
             .await
             .unwrap()
+            .is_some()
     );
     let before = w.env.proposal_count().await;
     let (status, _, body) = w.rest(&token, "pi_after_revoke").await;
@@ -558,4 +576,157 @@ async fn a_rotated_key_is_fetched_once_per_interval_and_mcp_points_to_metadata()
         .unwrap();
     assert_eq!(mcp_meta["resource"], format!("{}/mcp", w.env.base));
     w.env.finish().await;
+}
+
+/// An api trusting only `issuer`, with the given cache settings, and the agent `jwt-bot` bound
+/// to `spiffe://acme/jwt-bot` there.
+async fn single_issuer_env(issuer: &TestIssuer, cache: &str) -> Env {
+    let yaml = format!(
+        "{cache}
+issuers:
+  - issuer: {u}
+    jwks_uri: {u}/jwks
+    audience: {AUDIENCE}
+    algorithms: [ES256]
+    max_token_lifetime: 10m
+",
+        u = issuer.url
+    );
+    let config = IssuersConfig::from_yaml(&yaml).unwrap();
+    let env = Env::start_with(|s| s.with_jwt(Verifier::new(config).unwrap())).await;
+    actiond_store::agents::create_workload(
+        &env.db,
+        "acme",
+        "jwt-bot",
+        None,
+        &issuer.url,
+        "spiffe://acme/jwt-bot",
+    )
+    .await
+    .unwrap();
+    env
+}
+
+/// `POST /v1/proposals` with `token`; the status.
+async fn post_status(env: &Env, token: &str, payment: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/v1/proposals", env.base))
+        .bearer_auth(token)
+        .json(&refund_args(payment))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A token with an invented `kid` makes the api fetch the issuer's key set, and that fetch
+/// hangs (the issuer is slow, or made slow): agents whose `kid` is known are answered from the
+/// cache meanwhile, and a flood of invented `kid`s adds no fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
+    let key = TestKey::generate("a-1");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let env = single_issuer_env(&issuer, "jwks_refresh_interval: 1s").await;
+    let sub = "spiffe://acme/jwt-bot";
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await,
+        202
+    );
+    assert_eq!(issuer.fetches.load(Ordering::SeqCst), 1);
+    // Past the refresh interval, an unknown kid may fetch again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    // The issuer now takes 4 s to answer; an invented kid starts a fetch and waits for it.
+    issuer.delay_ms.store(4000, Ordering::SeqCst);
+    let invented = key.sign(&issuer.claims(sub), Some("made-up"));
+    let started = std::time::Instant::now();
+    let mut flood = Vec::new();
+    for i in 0..20 {
+        let (base, t) = (env.base.clone(), invented.clone());
+        flood.push(tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/v1/proposals"))
+                .bearer_auth(t)
+                .json(&refund_args(&format!("pi_x{i}")))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A known kid is answered at once, while the fetch hangs.
+    let t = std::time::Instant::now();
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await,
+        202
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "a known kid waited {:?} for another caller's JWKS fetch",
+        t.elapsed()
+    );
+    for f in flood {
+        assert_eq!(f.await.unwrap(), 401);
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(3500),
+        "they waited for the one fetch"
+    );
+    // Twenty invented kids, one fetch (single flight; the interval passed only once).
+    assert_eq!(issuer.fetches.load(Ordering::SeqCst), 2);
+    let rows: i64 = env
+        .sql
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2, "only the two known-kid proposals were stored");
+    env.finish().await;
+}
+
+/// While the issuer is unreachable, its keys stay trusted for `jwks_max_age + jwks_max_stale`
+/// after the last successful fetch (refreshed in the background meanwhile), never longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_an_unreachable_issuer_are_trusted_for_a_bounded_time() {
+    let key = TestKey::generate("a-1");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let env = single_issuer_env(
+        &issuer,
+        "jwks_refresh_interval: 1s\njwks_max_age: 1s\njwks_max_stale: 2s",
+    )
+    .await;
+    let sub = "spiffe://acme/jwt-bot";
+    let fetched = std::time::Instant::now();
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_0").await,
+        202
+    );
+    issuer.down.store(true, Ordering::SeqCst);
+    // Past max_age: stale, served while the refresh fails.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_1").await,
+        202
+    );
+    assert!(fetched.elapsed() < Duration::from_secs(3));
+    // Past max_age + max_stale: refused until a fetch succeeds.
+    tokio::time::sleep(
+        Duration::from_secs(3).saturating_sub(fetched.elapsed()) + Duration::from_millis(300),
+    )
+    .await;
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_2").await,
+        401
+    );
+    // The issuer is back: the next fetch (at most one per second) restores it.
+    issuer.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        post_status(&env, &key.sign(&issuer.claims(sub), None), "pi_3").await,
+        202
+    );
+    env.finish().await;
 }

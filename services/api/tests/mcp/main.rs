@@ -20,6 +20,7 @@ mod support;
 use actiond_api::mcp::McpConfig;
 use actiond_api::mcp::stdio::Bridge;
 use serde_json::{Value, json};
+use std::time::Duration;
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -709,4 +710,98 @@ async fn tenant_openapi(base: &str, token: &str) -> (Value, String) {
             .unwrap()
             .to_owned(),
     )
+}
+
+/// Proposes a refund as `token`; the proposal id (it stays `pending`: no policy worker runs).
+async fn propose_as(env: &Env, token: &str, payment: &str) -> String {
+    let v: Value = reqwest::Client::new()
+        .post(format!("{}/v1/proposals", env.base))
+        .bearer_auth(token)
+        .json(&refund_args(payment))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["proposal_id"].as_str().unwrap().to_owned()
+}
+
+/// `GET /v1/proposals/{id}?wait=N` as `token`: (status, state, seconds it took).
+async fn long_poll(base: String, token: String, id: String, wait: u64) -> (u16, String, f64) {
+    let started = std::time::Instant::now();
+    let resp = reqwest::Client::new()
+        .get(format!("{base}/v1/proposals/{id}?wait={wait}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let v: Value = resp.json().await.unwrap();
+    (
+        status,
+        v["state"].as_str().unwrap_or_default().to_owned(),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// One agent holding its cap of long-polls gets the current state at once for the next one;
+/// another agent's long-poll is still held: one caller cannot take every held wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_polls_are_capped_per_agent() {
+    let env = Env::start_with(|s| s.with_max_waits_per_agent(2)).await;
+    let id = propose_as(&env, &env.token, "pi_wait").await;
+    let other = env.another_agent("other-bot").await;
+    let other_id = propose_as(&env, &other, "pi_other").await;
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn(long_poll(
+                env.base.clone(),
+                env.token.clone(),
+                id.clone(),
+                3,
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Past the cap: answered at once with the current state.
+    let (status, state, secs) = long_poll(env.base.clone(), env.token.clone(), id.clone(), 3).await;
+    assert_eq!((status, state.as_str()), (200, "pending"));
+    assert!(
+        secs < 1.0,
+        "the third long-poll of one agent was held {secs} s"
+    );
+    // MCP's check_proposal shares the cap.
+    let call = RawCall {
+        base: &env.base,
+        token: Some(&env.token),
+        host: None,
+        origin: None,
+    };
+    let started = std::time::Instant::now();
+    let (status, _, body) = call
+        .post(&tools_call(
+            7,
+            "check_proposal",
+            json!({"proposal_id": id, "wait_seconds": 3}),
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1), "{body}");
+    // Another agent is not held up by the first one's cap.
+    let (status, state, secs) = long_poll(env.base.clone(), other, other_id, 2).await;
+    assert_eq!((status, state.as_str()), (200, "pending"));
+    assert!(
+        secs >= 1.9,
+        "the other agent's long-poll was held ({secs} s)"
+    );
+    for h in held {
+        let (status, state, secs) = h.await.unwrap();
+        assert_eq!((status, state.as_str()), (200, "pending"));
+        assert!(secs >= 2.9, "held for the whole wait ({secs} s)");
+    }
+    // Released: the agent may hold a long-poll again.
+    let (_, _, secs) = long_poll(env.base.clone(), env.token.clone(), id, 1).await;
+    assert!(secs >= 0.9, "{secs}");
+    env.finish().await;
 }

@@ -383,7 +383,7 @@ mod tests {
             "max_rows": 1}}})
     }
 
-    /// README promises "integers beyond ±(2^53−1) (send them as strings)": a bigint id past
+    /// docs/ARCHITECTURE.md promises "integers beyond ±(2^53−1) (send them as strings)": a bigint id past
     /// 2^53 could not be proposed at all before (a number is refused by the strict parser, a
     /// string by the type check).
     #[test]

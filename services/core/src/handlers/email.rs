@@ -44,6 +44,108 @@ const ROUTING_CHARS: [char; 2] = ['%', '!'];
 /// The rule broken by a recipient whose local part holds one of [`ROUTING_CHARS`].
 const NO_ROUTING: &str = "must not contain % or ! before the @: relays may route such an address to another domain (percent hack, bang path), past recipient_domains";
 
+/// The rule broken by a header-bound value that holds an encoded word or the start of one.
+pub const NO_ENCODED_WORD: &str = "must not contain \"=?\" or \"?=\": a MIME encoded word (RFC 2047, =?charset?B|Q?text?=) in the Subject is decoded by the recipient's mail client into text the approver and the policy never read";
+
+/// Whether `s` holds what could be, or join with a neighbour to form, a MIME encoded word
+/// (RFC 2047 §2, `=?charset?encoding?encoded-text?=`, any case): its opening `=?` or its
+/// closing `?=`. Mail clients decode encoded words in a Subject, so text that carries one shows
+/// the recipient something other than what it says.
+pub fn has_encoded_word_delimiter(s: &str) -> bool {
+    s.contains("=?") || s.contains("?=")
+}
+
+/// Decodes the MIME encoded words of a header value (RFC 2047: `B` base64, `Q` quoted-printable
+/// -like, either case; UTF-8, US-ASCII and ISO-8859-1 charsets; whitespace between two adjacent
+/// encoded words dropped, as RFC 2047 §6.2 says) as a mail client shows them. `None` when `s`
+/// holds no encoded word. Words in another charset, or that do not decode, are left as written.
+pub fn decode_encoded_words(s: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = s;
+    let mut found = false;
+    let mut pending_ws = String::new();
+    let mut last_was_word = false;
+    while !rest.is_empty() {
+        if let Some((decoded, len)) = rest.starts_with("=?").then(|| encoded_word(rest)).flatten() {
+            if !last_was_word {
+                out.push_str(&pending_ws);
+            }
+            pending_ws.clear();
+            out.push_str(&decoded);
+            rest = &rest[len..];
+            found = true;
+            last_was_word = true;
+            continue;
+        }
+        let Some(c) = rest.chars().next() else { break };
+        if c == ' ' || c == '\t' {
+            pending_ws.push(c);
+        } else {
+            out.push_str(&pending_ws);
+            pending_ws.clear();
+            out.push(c);
+            last_was_word = false;
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out.push_str(&pending_ws);
+    found.then_some(out)
+}
+
+/// One encoded word at the start of `s`: its decoded text and its length in bytes.
+fn encoded_word(s: &str) -> Option<(String, usize)> {
+    let body = s.strip_prefix("=?")?;
+    let mut parts = body.splitn(3, '?');
+    let charset = parts.next()?;
+    let encoding = parts.next()?;
+    let tail = parts.next()?;
+    let end = tail.find("?=")?;
+    let text = &tail[..end];
+    if charset.is_empty() || text.contains(char::is_whitespace) {
+        return None;
+    }
+    let len = 2 + charset.len() + 1 + encoding.len() + 1 + end + 2;
+    let bytes = match encoding {
+        "B" | "b" => {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(text))
+                .ok()?
+        }
+        "Q" | "q" => {
+            let mut b = Vec::new();
+            let raw = text.as_bytes();
+            let mut i = 0;
+            while i < raw.len() {
+                match raw[i] {
+                    b'_' => b.push(b' '),
+                    b'=' => {
+                        let hex = std::str::from_utf8(raw.get(i + 1..i + 3)?).ok()?;
+                        b.push(u8::from_str_radix(hex, 16).ok()?);
+                        i += 2;
+                    }
+                    x => b.push(x),
+                }
+                i += 1;
+            }
+            b
+        }
+        _ => return None,
+    };
+    let charset = charset
+        .split('*')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let decoded = match charset.as_str() {
+        "utf-8" | "utf8" | "us-ascii" => String::from_utf8_lossy(&bytes).into_owned(),
+        "iso-8859-1" | "latin1" => bytes.iter().map(|&b| char::from(b)).collect(),
+        _ => return None,
+    };
+    Some((decoded, len))
+}
+
 /// True when the local part of `s` (before its last `@`) holds a routing character.
 fn has_routing_local_part(s: &str) -> bool {
     s.rsplit_once('@')
@@ -206,6 +308,22 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
             ));
         }
     }
+    // Values that reach the Subject header: the placeholders of the template's subject.
+    let header_bound = placeholders(text("subject"));
+    // An encoded word assembled from pieces none of which holds a whole delimiter
+    // (`{a}{b}{c}` with "=", "?UTF-8?B?…?", "="): the subject as rendered is checked too.
+    if decode_encoded_words(text("subject")).is_none()
+        && decode_encoded_words(&fill(text("subject"), vars)).is_some()
+        && !header_bound
+            .iter()
+            .filter_map(|k| vars.get(k).and_then(Value::as_str))
+            .any(has_encoded_word_delimiter)
+    {
+        errs.push(FieldError::new(
+            "params.variables",
+            format!("the subject they fill {NO_ENCODED_WORD}"),
+        ));
+    }
     for (k, v) in vars {
         let f = super::field(k).replacen("params", "params.variables", 1);
         if !used.contains(k) {
@@ -213,6 +331,8 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
         } else if let Some(s) = v.as_str() {
             if s.chars().any(char::is_control) {
                 errs.push(FieldError::new(f, NO_CRLF));
+            } else if header_bound.contains(k) && has_encoded_word_delimiter(s) {
+                errs.push(FieldError::new(f, NO_ENCODED_WORD));
             } else if s.chars().count() > MAX_VARIABLE_CHARS {
                 errs.push(FieldError::new(
                     f,
@@ -363,6 +483,71 @@ fn derive_target(params: &Value, _settings: &Value) -> String {
                 .join(",")
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod encoded_word_tests {
+    use super::*;
+
+    #[test]
+    fn encoded_words_decode_as_a_mail_client_shows_them() {
+        // "\u{202E}moc.lapyap" and a phishing line, base64 and Q, any case.
+        assert_eq!(
+            decode_encoded_words("Re: =?UTF-8?B?4oCuUGF5IG5vdw==?= ok").as_deref(),
+            Some("Re: \u{202E}Pay now ok")
+        );
+        assert_eq!(
+            decode_encoded_words("=?utf-8?q?Verify_your_account=3A?= =?UTF-8?b?IGhlcmU=?=")
+                .as_deref(),
+            Some("Verify your account: here")
+        );
+        assert_eq!(decode_encoded_words("plain text ?= =? x"), None);
+        for bad in ["=?UTF-8?B?x?=", "a=?", "?=b", "=?utf-8?q?x?="] {
+            assert!(has_encoded_word_delimiter(bad), "{bad}");
+        }
+        assert!(!has_encoded_word_delimiter("Is 2+2=4? Yes = right?"));
+    }
+
+    fn errors(subject: &str, vars: Value) -> Vec<String> {
+        let settings = json!({"templates": {"t": {"subject": subject, "body": "Hi {name}"}}});
+        let params = json!({"template": "t", "variables": vars});
+        let mut errs = Vec::new();
+        check_params(
+            params.as_object().unwrap_or(&Map::new()),
+            &settings,
+            &mut errs,
+        );
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.rule))
+            .collect()
+    }
+
+    #[test]
+    fn encoded_words_in_header_bound_values_are_refused() {
+        let e = errors(
+            "Re: {ticket}",
+            json!({"ticket": "=?UTF-8?B?4oCu?=", "name": "x"}),
+        );
+        assert_eq!(e, [format!("params.variables.ticket: {NO_ENCODED_WORD}")]);
+        // The body is not a header: the same text there is plain text.
+        assert!(
+            errors(
+                "Re: {ticket}",
+                json!({"ticket": "T-1", "name": "=?UTF-8?B?4oCu?="})
+            )
+            .is_empty()
+        );
+        // Assembled from pieces that each hold no whole delimiter.
+        let e = errors(
+            "{a}{b}{c}",
+            json!({"a": "=", "b": "?UTF-8?B?4oCuUGF5?", "c": "=", "name": "x"}),
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("params.variables: the subject they fill must not"),
+            "{e:?}"
+        );
+    }
 }
 
 #[cfg(test)]

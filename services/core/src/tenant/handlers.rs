@@ -64,7 +64,7 @@ fn ser_confirm<S: serde::Serializer>(c: &[ConfirmField], s: S) -> Result<S::Ok, 
 }
 
 /// Settings every handler takes; the rest of an entry goes to the handler's own validation.
-const COMMON_HANDLER_KEYS: [&str; 12] = [
+pub(super) const COMMON_HANDLER_KEYS: [&str; 12] = [
     "summary",
     "risky",
     "grant_lifetime",

@@ -54,6 +54,8 @@
 mod admins;
 mod approvers;
 mod budgets;
+#[cfg(test)]
+mod doc_tests;
 mod handlers;
 mod nesting;
 mod notify;

@@ -1,13 +1,16 @@
 //! `email.send` through the operator's SMTP relay (`--smtp-relay host:port`), with STARTTLS
-//! whenever the relay offers it. The message is text only, built from the approved template
+//! whenever the relay offers it, and always when a credential is sent ([`send`]). The message is text only, built from the approved template
 //! ([`actiond_core::handlers::email::render`]); the grant id is its `Message-ID`.
 
 use super::{Execution, Outcome, credential};
-use actiond_core::handlers::email::{RenderedEmail, is_email_address, render};
+use actiond_core::handlers::email::{
+    RenderedEmail, decode_encoded_words, is_email_address, render,
+};
+use lettre::Message;
 use lettre::message::header::ContentType;
-use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
-use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use lettre::transport::smtp::authentication::{Credentials, DEFAULT_MECHANISMS};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
 
 /// The relay's address as the operator configured it: `host:port` (port 25 when absent).
 pub fn parse_relay(s: &str) -> Result<(String, u16), String> {
@@ -29,11 +32,18 @@ pub fn parse_relay(s: &str) -> Result<(String, u16), String> {
 ///
 /// Every recipient is checked again with [`is_email_address`], so a proposal stored before a
 /// rule tightened (a `%` or `!` in the local part, which a relay may route to another domain)
-/// is refused here rather than sent.
+/// is refused here rather than sent; so is a subject holding a MIME encoded word (refused at
+/// submission since, [`actiond_core::handlers::email::NO_ENCODED_WORD`]).
 pub(crate) fn message(mail: &RenderedEmail, message_id: &str) -> Result<Message, String> {
     if let Some(r) = mail.to.iter().find(|r| !is_email_address(r)) {
         return Err(format!(
             "recipient {r:?}: not an address actiond sends to (a % or ! before the @ may be routed to another domain); nothing was sent"
+        ));
+    }
+    if let Some(shown) = decode_encoded_words(&mail.subject) {
+        return Err(format!(
+            "the subject holds a MIME encoded word that mail clients would show as {:?}, which the approver never read; nothing was sent",
+            actiond_core::text::reveal_invisible(&shown, false)
         ));
     }
     let mut b = Message::builder()
@@ -52,9 +62,18 @@ pub(crate) fn message(mail: &RenderedEmail, message_id: &str) -> Result<Message,
         .map_err(|e| format!("message could not be built: {e}"))
 }
 
-/// Sends the approved email. A relay that refuses (4xx/5xx) or cannot be reached is `Failed`;
-/// a timeout or a connection that breaks once the exchange has begun is `Unknown` (RFC 5321
-/// §6.1: the relay takes responsibility at its reply to the end of DATA, which may be lost).
+/// Sends the approved email in **one** SMTP session: connect, EHLO, STARTTLS, AUTH (when the
+/// approved settings name a credential), then the message.
+///
+/// With a credential, TLS is required (RFC 8314 §3: no credential in clear): a relay that does
+/// not offer STARTTLS — or an on-path attacker who strips it from the EHLO answer — gets
+/// neither the credential nor the message, and the outcome names the refusal. Only
+/// `--smtp-allow-plaintext` (`ACTIOND_SMTP_ALLOW_PLAINTEXT`, off by default) lets a credential
+/// go out in clear. Without a credential STARTTLS is used whenever the relay offers it.
+///
+/// A relay that refuses (4xx/5xx) or cannot be reached is `Failed`; a timeout or a connection
+/// that breaks once the message has begun to travel is `Unknown` (RFC 5321 §6.1: the relay
+/// takes responsibility at its reply to the end of DATA, which may be lost).
 pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
     let Some((host, port)) = &ex.destinations.smtp_relay else {
         return Outcome::Failed(
@@ -68,33 +87,31 @@ pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
         Ok(m) => m,
         Err(e) => return Outcome::Failed(e),
     };
-    let tls = match TlsParameters::new(host.clone()) {
-        Ok(p) => Tls::Opportunistic(p),
-        Err(e) => return Outcome::Failed(format!("TLS setup failed: {e}")),
-    };
-    let mut t = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host.as_str())
-        .port(*port)
-        .tls(tls)
-        .timeout(Some(ex.timeout));
-    match credential(ex) {
+    let credentials = match credential(ex) {
         Ok(Some(c)) => {
             let (user, pass) = c.split_once(':').unwrap_or((c.as_str(), ""));
-            t = t.credentials(Credentials::new(user.to_owned(), pass.to_owned()));
+            Some(Credentials::new(user.to_owned(), pass.to_owned()))
         }
-        Ok(None) => {}
+        Ok(None) => None,
         Err(o) => return o,
-    }
-    let t = t.build();
-    // Reach the relay first: whatever fails before a connection is open sent nothing, so it is
-    // `Failed`. Once the exchange that carries the message has begun, a broken connection may
-    // come after the relay stored it (the answer to the end of DATA is the only receipt), so
-    // it is `Unknown` and never re-run.
-    match t.test_connection().await {
-        Ok(true) => {}
-        Ok(false) => return Outcome::Failed("the SMTP relay did not answer NOOP".into()),
-        Err(e) => return Outcome::Failed(format!("could not reach the SMTP relay: {e}")),
-    }
-    match t.send(msg).await {
+    };
+    let relay = format!("{host}:{port}");
+    // Whatever fails before the message begins to travel sent nothing: `Failed`.
+    let mut conn = match open_session(
+        host,
+        *port,
+        ex.timeout,
+        credentials.as_ref(),
+        ex.destinations.smtp_allow_plaintext,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("{e} (relay {relay})")),
+    };
+    let result = conn.send(msg.envelope(), &msg.formatted()).await;
+    conn.abort().await;
+    match result {
         Ok(r) => Outcome::Succeeded(format!(
             "SMTP relay accepted the message for {} recipient(s): {}",
             mail.to.len(),
@@ -108,6 +125,44 @@ pub(super) async fn send(ex: &Execution<'_>) -> Outcome {
             "the SMTP exchange broke off; the relay may have accepted the message: {e}"
         )),
     }
+}
+
+/// Opens the one session a message is sent in: TCP, the relay's greeting, EHLO, STARTTLS when
+/// offered (required when `credentials` are given, unless `allow_plaintext`), then AUTH.
+/// Nothing of the message has been sent when this fails; the error says why.
+async fn open_session(
+    host: &str,
+    port: u16,
+    timeout: std::time::Duration,
+    credentials: Option<&Credentials>,
+    allow_plaintext: bool,
+) -> Result<AsyncSmtpConnection, String> {
+    let hello = ClientId::default();
+    let mut conn =
+        AsyncSmtpConnection::connect_tokio1((host, port), Some(timeout), &hello, None, None)
+            .await
+            .map_err(|e| format!("could not reach the SMTP relay: {e}"))?;
+    if conn.can_starttls() {
+        let tls =
+            TlsParameters::new(host.to_owned()).map_err(|e| format!("TLS setup failed: {e}"))?;
+        conn.starttls(tls, &hello)
+            .await
+            .map_err(|e| format!("STARTTLS with the SMTP relay failed; nothing was sent: {e}"))?;
+    }
+    let Some(credentials) = credentials else {
+        return Ok(conn);
+    };
+    if !conn.is_encrypted() && !allow_plaintext {
+        let _ = conn.quit().await;
+        return Err("refused: the SMTP relay did not offer STARTTLS, and the credential and the message are never sent in clear (ACTIOND_SMTP_ALLOW_PLAINTEXT allows it); nothing was sent".into());
+    }
+    if let Err(e) = conn.auth(DEFAULT_MECHANISMS, credentials).await {
+        conn.abort().await;
+        return Err(format!(
+            "the SMTP relay refused the credential; nothing was sent: {e}"
+        ));
+    }
+    Ok(conn)
 }
 
 #[cfg(test)]

@@ -24,6 +24,9 @@ pub struct Destinations {
     pub pdns_base_url: Option<url::Url>,
     /// SMTP relay of `email.send` (host, port).
     pub smtp_relay: Option<(String, u16)>,
+    /// Let `email.send` authenticate to a relay that does not offer STARTTLS, sending the
+    /// credential and the message in clear (`--smtp-allow-plaintext`; off by default).
+    pub smtp_allow_plaintext: bool,
     /// Allow private/loopback destinations.
     pub allow_private: bool,
 }
