@@ -221,6 +221,30 @@ END $$;
 
 
 --
+-- Name: audit_events_api_agent(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_events_api_agent() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    bad record;
+BEGIN
+    SELECT n.id, n.tenant_id, n.actor, n.proposal_id INTO bad
+    FROM audit_events_new n
+    LEFT JOIN proposals p ON p.id = n.proposal_id AND p.tenant_id = n.tenant_id
+    WHERE p.id IS NULL OR n.actor IS DISTINCT FROM 'agent:' || p.agent_id::text
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'role % may write audit events only as the agent of the proposal: event % (tenant %) names actor % for proposal %, which is not that agent''s in that tenant',
+            current_user, bad.id, bad.tenant_id, bad.actor, bad.proposal_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
+END $$;
+
+
+--
 -- Name: audit_events_append_only(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -280,6 +304,9 @@ END $$;
 CREATE FUNCTION public.proposals_check_update() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    agent_frozen boolean;
+    agent_revoked boolean;
 BEGIN
     IF NEW.state IS DISTINCT FROM OLD.state THEN
         IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
@@ -289,16 +316,20 @@ BEGIN
         IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
             IF NOT EXISTS (SELECT 1 FROM agents a
                            WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
-                             AND a.frozen_at IS NOT NULL) THEN
-                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen'
+                             AND (a.frozen_at IS NOT NULL OR a.revoked_at IS NOT NULL)) THEN
+                RAISE EXCEPTION 'a pending proposal is denied only when its agent is frozen or revoked'
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
-            IF EXISTS (SELECT 1 FROM agents a
-                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id
-                         AND a.frozen_at IS NOT NULL) THEN
+            SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
+            FROM agents a WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id;
+            IF agent_revoked THEN
+                RAISE EXCEPTION 'the agent of proposal % is revoked: it may not move % -> %', NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF agent_frozen THEN
                 RAISE EXCEPTION 'the agent of proposal % is frozen: it may not move % -> %', NEW.id, OLD.state, NEW.state
                     USING ERRCODE = 'check_violation';
             END IF;
@@ -578,18 +609,25 @@ CREATE TABLE public.grants (
     intent_hash text NOT NULL,
     doc_version integer NOT NULL,
     expires_at_us bigint NOT NULL,
-    expires_at timestamp with time zone NOT NULL,
     key_id text NOT NULL,
     sig bytea NOT NULL,
     issued_by text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     used_at timestamp with time zone,
     used_by text,
+    expires_at timestamp with time zone GENERATED ALWAYS AS (to_timestamp(((expires_at_us)::double precision / (1000000)::double precision))) STORED,
     CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text)))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
 
 ALTER TABLE ONLY public.grants FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: COLUMN grants.expires_at; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.grants.expires_at IS 'expires_at_us (the signed expiry) as timestamptz, generated (V34); the spend and the sweeper compare expires_at_us';
 
 
 --
@@ -614,6 +652,46 @@ ALTER TABLE ONLY public.passkey_challenges FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: passkey_notices; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.passkey_notices (
+    tenant_id text NOT NULL,
+    credential_id bytea NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    email text,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    channels text[] DEFAULT '{}'::text[] NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT passkey_notices_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'skipped'::text])))
+);
+
+ALTER TABLE ONLY public.passkey_notices FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: passkey_user_handles; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.passkey_user_handles (
+    tenant_id text NOT NULL,
+    issuer text NOT NULL,
+    subject text NOT NULL,
+    user_handle bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT passkey_user_handles_user_handle_check CHECK ((octet_length(user_handle) = 32))
+);
+
+ALTER TABLE ONLY public.passkey_user_handles FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: passkeys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -629,7 +707,13 @@ CREATE TABLE public.passkeys (
     label text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
+    backup_eligible boolean DEFAULT false NOT NULL,
+    aaguid bytea DEFAULT '\x00000000000000000000000000000000'::bytea NOT NULL,
+    attestation_fmt text DEFAULT 'none'::text NOT NULL,
+    vouched_by bytea,
+    CONSTRAINT passkeys_aaguid_check CHECK ((octet_length(aaguid) = 16)),
     CONSTRAINT passkeys_alg_check CHECK ((alg = ANY (ARRAY['-7'::integer, '-8'::integer, '-257'::integer]))),
+    CONSTRAINT passkeys_attestation_fmt_check CHECK ((length(attestation_fmt) <= 32)),
     CONSTRAINT passkeys_credential_id_check CHECK (((octet_length(credential_id) >= 1) AND (octet_length(credential_id) <= 1023))),
     CONSTRAINT passkeys_label_check CHECK ((length(label) <= 100)),
     CONSTRAINT passkeys_public_key_check CHECK (((octet_length(public_key) >= 1) AND (octet_length(public_key) <= 2048))),
@@ -1024,6 +1108,30 @@ ALTER TABLE ONLY public.passkey_challenges
 
 
 --
+-- Name: passkey_notices passkey_notices_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_notices
+    ADD CONSTRAINT passkey_notices_pkey PRIMARY KEY (tenant_id, credential_id);
+
+
+--
+-- Name: passkey_user_handles passkey_user_handles_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_user_handles
+    ADD CONSTRAINT passkey_user_handles_pkey PRIMARY KEY (tenant_id, issuer, subject);
+
+
+--
+-- Name: passkey_user_handles passkey_user_handles_user_handle_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_user_handles
+    ADD CONSTRAINT passkey_user_handles_user_handle_key UNIQUE (user_handle);
+
+
+--
 -- Name: passkeys passkeys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1168,6 +1276,13 @@ CREATE INDEX budget_reservations_window ON public.budget_reservations USING btre
 --
 
 CREATE INDEX passkey_challenges_expires ON public.passkey_challenges USING btree (expires_at);
+
+
+--
+-- Name: passkey_notices_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX passkey_notices_due ON public.passkey_notices USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['pending'::text, 'failed'::text, 'sending'::text]));
 
 
 --
@@ -1346,6 +1461,13 @@ CREATE TRIGGER audit_event_hashes_no_update BEFORE DELETE OR UPDATE ON public.au
 
 
 --
+-- Name: audit_events audit_events_api_agent; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_events_api_agent AFTER INSERT ON public.audit_events REFERENCING NEW TABLE AS audit_events_new FOR EACH STATEMENT WHEN (((current_setting('is_superuser'::text) = 'off'::text) AND pg_has_role(CURRENT_USER, 'actiond_api'::name, 'MEMBER'::text))) EXECUTE FUNCTION public.audit_events_api_agent();
+
+
+--
 -- Name: audit_events audit_events_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1459,6 +1581,22 @@ ALTER TABLE ONLY public.passkey_challenges
 
 
 --
+-- Name: passkey_notices passkey_notices_tenant_id_credential_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_notices
+    ADD CONSTRAINT passkey_notices_tenant_id_credential_id_fkey FOREIGN KEY (tenant_id, credential_id) REFERENCES public.passkeys(tenant_id, credential_id);
+
+
+--
+-- Name: passkey_user_handles passkey_user_handles_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.passkey_user_handles
+    ADD CONSTRAINT passkey_user_handles_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
 -- Name: passkeys passkeys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1523,10 +1661,17 @@ ALTER TABLE ONLY public.web_notifications
 
 
 --
--- Name: audit_events api_tenant; Type: POLICY; Schema: public; Owner: -
+-- Name: audit_events admin_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY api_tenant ON public.audit_events TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+CREATE POLICY admin_write ON public.audit_events FOR INSERT TO actiond_admin WITH CHECK ((kind = ANY (ARRAY['tenant.document_applied'::text, 'tenant.shadow_stored'::text, 'tenant.shadow_promoted'::text, 'agent.created'::text, 'agent.revoked'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'approval.breakglass'::text, 'approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text])));
+
+
+--
+-- Name: audit_events api_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_read ON public.audit_events FOR SELECT TO actiond_api USING (public.actiond_tenant_visible(tenant_id));
 
 
 --
@@ -1541,6 +1686,13 @@ CREATE POLICY api_tenant ON public.proposal_delegations TO actiond_api USING (pu
 --
 
 CREATE POLICY api_tenant ON public.proposals TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: audit_events api_write; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_write ON public.audit_events FOR INSERT TO actiond_api WITH CHECK ((public.actiond_tenant_visible(tenant_id) AND (kind = 'proposal.submitted'::text) AND (actor ~~ 'agent:%'::text) AND (proposal_id IS NOT NULL) AND (from_state IS NULL) AND (to_state = 'pending'::text)));
 
 
 --
@@ -1588,6 +1740,13 @@ CREATE POLICY auditor_read ON public.audit_events FOR SELECT TO actiond_auditor 
 ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_events executor_write; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text])));
+
+
+--
 -- Name: grants; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -1600,10 +1759,29 @@ ALTER TABLE public.grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.passkey_challenges ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: passkey_notices; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.passkey_notices ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: passkey_user_handles; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.passkey_user_handles ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: passkeys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.passkeys ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_events policy_write; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY policy_write ON public.audit_events FOR INSERT TO actiond_policy WITH CHECK ((kind = ANY (ARRAY['proposal.decided'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_timed_out'::text])));
+
 
 --
 -- Name: proposal_delegations; Type: ROW SECURITY; Schema: public; Owner: -
@@ -1670,6 +1848,13 @@ ALTER TABLE public.shadow_documents ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.web_notifications ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_events web_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_read ON public.audit_events FOR SELECT TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
 -- Name: approval_passkeys web_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -1691,13 +1876,6 @@ CREATE POLICY web_tenant ON public.approvals TO actiond_web USING (public.action
 
 
 --
--- Name: audit_events web_tenant; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY web_tenant ON public.audit_events TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
-
-
---
 -- Name: grants web_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -1709,6 +1887,20 @@ CREATE POLICY web_tenant ON public.grants TO actiond_web USING (public.actiond_t
 --
 
 CREATE POLICY web_tenant ON public.passkey_challenges TO actiond_web USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: passkey_notices web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.passkey_notices TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
+-- Name: passkey_user_handles web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.passkey_user_handles TO actiond_web USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
 
 
 --
@@ -1761,6 +1953,13 @@ CREATE POLICY web_tenant ON public.web_notifications TO actiond_web USING (publi
 
 
 --
+-- Name: audit_events web_write; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
+
+
+--
 -- Name: approval_passkeys workers; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -1782,13 +1981,6 @@ CREATE POLICY workers ON public.approvals TO actiond_admin USING (true) WITH CHE
 
 
 --
--- Name: audit_events workers; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY workers ON public.audit_events TO actiond_policy, actiond_executor, actiond_admin USING (true) WITH CHECK (true);
-
-
---
 -- Name: budget_reservations workers; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -1800,6 +1992,20 @@ CREATE POLICY workers ON public.budget_reservations TO actiond_policy, actiond_a
 --
 
 CREATE POLICY workers ON public.grants TO actiond_policy, actiond_executor, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: passkey_notices workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.passkey_notices FOR SELECT TO actiond_admin USING (true);
+
+
+--
+-- Name: passkey_user_handles workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.passkey_user_handles FOR SELECT TO actiond_admin USING (true);
 
 
 --
@@ -1842,6 +2048,13 @@ CREATE POLICY workers ON public.shadow_decisions TO actiond_policy, actiond_admi
 --
 
 CREATE POLICY workers ON public.shadow_documents TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: audit_events workers_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers_read ON public.audit_events FOR SELECT TO actiond_policy, actiond_executor, actiond_admin USING (true);
 
 
 --
@@ -2177,6 +2390,64 @@ GRANT UPDATE(used_by) ON TABLE public.grants TO actiond_executor;
 --
 
 GRANT SELECT,INSERT,DELETE ON TABLE public.passkey_challenges TO actiond_web;
+
+
+--
+-- Name: TABLE passkey_notices; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.passkey_notices TO actiond_web;
+GRANT SELECT ON TABLE public.passkey_notices TO actiond_admin;
+
+
+--
+-- Name: COLUMN passkey_notices.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: COLUMN passkey_notices.attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(attempts) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: COLUMN passkey_notices.channels; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(channels) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: COLUMN passkey_notices.last_error; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(last_error) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: COLUMN passkey_notices.updated_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(updated_at) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: COLUMN passkey_notices.next_attempt_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(next_attempt_at) ON TABLE public.passkey_notices TO actiond_web;
+
+
+--
+-- Name: TABLE passkey_user_handles; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.passkey_user_handles TO actiond_web;
+GRANT SELECT ON TABLE public.passkey_user_handles TO actiond_admin;
 
 
 --
