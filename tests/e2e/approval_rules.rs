@@ -15,7 +15,7 @@ const T: Duration = Duration::from_secs(20);
 /// `actiond web` with the dev login, and how to sign in to it.
 pub(crate) struct Web {
     pub(crate) url: String,
-    svc_index: usize,
+    pub(crate) svc_index: usize,
 }
 
 /// A signed-in browser: its cookie jar and the person's subject.

@@ -14,6 +14,7 @@ mod edge;
 mod flows;
 mod freeze;
 mod handlers;
+mod idp_clocks;
 mod privileges;
 mod proposal_checks;
 mod queue_plans;

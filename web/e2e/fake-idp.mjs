@@ -9,6 +9,16 @@
 //   alg_none      {"alg":"none"} and no signature
 //   hs256_pubkey  HS256 "signed" with the public key as HMAC secret (key confusion)
 //   bad_sig       RS256 with a corrupted signature
+// Times (the ID token is otherwise good; `good` itself carries auth_time = now - 1):
+//   auth_time_future    auth_time three hours ahead (an IdP whose clock runs ahead)
+//   auth_time_ms        auth_time in milliseconds (read as seconds: ~55,000 years ahead)
+//   auth_time_us        auth_time in microseconds (beyond any date a client can represent)
+//   auth_time_negative  auth_time -1 (before 1970)
+//   auth_time_fraction  auth_time with a fraction of a second
+//   iat_future          iat (and exp) an hour ahead
+//   nbf_future          nbf an hour ahead
+// Every code, access token and ID token it hands out is listed at GET /issued (the tests
+// assert that none of them ever reaches the web service's log).
 // It also serves attacker pages: /evil-form?action=URL&... (auto-submitting cross-origin POST)
 // and /frame?src=URL (tries to frame a page). Prints {"issuer": "..."} when ready.
 import http from 'node:http';
@@ -21,6 +31,7 @@ const b64u = (b) => Buffer.from(b).toString('base64url');
 
 let mode = 'good';
 const codes = new Map();
+const issued = [];
 
 const server = http.createServer(async (req, res) => {
   const url = new URL(req.url, issuer);
@@ -40,12 +51,14 @@ const server = http.createServer(async (req, res) => {
     });
   }
   if (url.pathname === '/jwks') return send(200, { keys: [jwk] });
+  if (url.pathname === '/issued') return send(200, issued);
   if (url.pathname === '/mode') {
     mode = url.searchParams.get('m') || 'good';
     return send(200, { mode });
   }
   if (url.pathname === '/authorize') {
-    const code = crypto.randomBytes(16).toString('hex');
+    const code = `code-${crypto.randomBytes(16).toString('hex')}`;
+    issued.push({ code });
     codes.set(code, {
       nonce: url.searchParams.get('nonce'),
       clientId: url.searchParams.get('client_id'),
@@ -64,16 +77,26 @@ const server = http.createServer(async (req, res) => {
     codes.delete(form.get('code'));
     if (!rec) return send(400, { error: 'invalid_grant' });
     const now = Math.floor(Date.now() / 1000);
+    const iat = mode === 'iat_future' ? now + 3600 : now;
     const claims = {
       iss: mode === 'wrong_iss' ? 'http://127.0.0.1:1/other-issuer' : issuer,
       sub: 'eve',
       aud: mode === 'wrong_aud' ? 'some-other-client' : rec.clientId,
-      iat: now,
-      exp: mode === 'expired' ? now - 600 : now + 300,
+      iat,
+      exp: mode === 'expired' ? now - 600 : iat + 300,
       nonce: mode === 'wrong_nonce' ? 'not-the-nonce-you-sent' : rec.nonce,
       email: 'eve@attacker.test',
       groups: ['acme-approvers', 'globex-approvers'],
     };
+    const authTimes = {
+      auth_time_future: now + 3 * 3600,
+      auth_time_ms: now * 1000,
+      auth_time_us: now * 1000000,
+      auth_time_negative: -1,
+      auth_time_fraction: now - 10 + 0.5,
+    };
+    claims.auth_time = mode in authTimes ? authTimes[mode] : now - 1;
+    if (mode === 'nbf_future') claims.nbf = now + 3600;
     let header = { alg: 'RS256', typ: 'JWT', kid: 'k1' };
     if (mode === 'alg_none') header = { alg: 'none', typ: 'JWT' };
     if (mode === 'hs256_pubkey') header = { alg: 'HS256', typ: 'JWT', kid: 'k1' };
@@ -86,7 +109,14 @@ const server = http.createServer(async (req, res) => {
     } else if (header.alg === 'HS256') {
       sig = b64u(crypto.createHmac('sha256', publicPem).update(input).digest());
     }
-    return send(200, { access_token: 'at', token_type: 'Bearer', expires_in: 300, id_token: `${input}.${sig}` });
+    const answer = {
+      access_token: `at-${crypto.randomBytes(16).toString('hex')}`,
+      token_type: 'Bearer',
+      expires_in: 300,
+      id_token: `${input}.${sig}`,
+    };
+    issued.push({ access_token: answer.access_token, id_token: answer.id_token });
+    return send(200, answer);
   }
   if (url.pathname === '/evil-form') {
     const target = url.searchParams.get('action');

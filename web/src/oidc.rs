@@ -5,7 +5,10 @@
 //! Discovery is lazy and cached for [`METADATA_TTL`], so the IdP may start after the web
 //! service and rotated signing keys are picked up. The HTTP client follows no redirects.
 
+use actiond_core::external_time::{TimeBound, TimeRefused};
 use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
     CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
@@ -14,9 +17,10 @@ use openidconnect::core::{
 };
 use openidconnect::{
     AdditionalClaims, AuthenticationFlow, AuthorizationCode, Client, ClientId, ClientSecret,
-    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenFields,
-    IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
-    StandardErrorResponse, StandardTokenResponse, TokenResponse as _,
+    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet,
+    HttpClientError, IdTokenFields, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, RequestTokenError, Scope, StandardErrorResponse, StandardTokenResponse,
+    TokenResponse as _,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -26,6 +30,112 @@ use tokio::sync::RwLock;
 
 /// How long discovered metadata (endpoints, JWKS) is reused.
 pub(crate) const METADATA_TTL: Duration = Duration::from_secs(600);
+
+/// The oldest an ID token's `iat` and `nbf` may be: the token endpoint mints the token during
+/// the callback, so ten minutes covers an IdP that back-dates them by a few for its own skew.
+pub(crate) const ID_TOKEN_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// The oldest an ID token's `auth_time` may be: a sign-in at the IdP more than a year ago, or
+/// before 1970, is an IdP fault, not a sign-in. (Whether it is recent enough for an Approve is
+/// judged at decision time against the handler's `reauth_within`.)
+pub(crate) const AUTH_TIME_MAX_AGE: Duration = Duration::from_secs(366 * 86_400);
+
+/// The time claims of an ID token, each in its window (see [`actiond_core::external_time`]):
+/// `iat` (required), `nbf` and `auth_time` (when present).
+const TIME_CLAIMS: [(TimeBound, bool); 3] = [
+    (TimeBound::new("iat", ID_TOKEN_MAX_AGE), true),
+    (TimeBound::new("nbf", ID_TOKEN_MAX_AGE), false),
+    (TimeBound::new("auth_time", AUTH_TIME_MAX_AGE), false),
+];
+
+/// A refused login answer. `reason` is the `web_logins_total` result label; `detail` says what
+/// was wrong and carries no token, authorization code, client secret, nonce or state (it is
+/// logged and shown to the person).
+#[derive(Debug)]
+pub(crate) struct LoginRefused {
+    pub(crate) reason: &'static str,
+    pub(crate) detail: String,
+}
+
+impl LoginRefused {
+    fn new(reason: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What went wrong at the token endpoint, without the response body (it holds the tokens) or
+/// the request (it holds the code, the verifier and the client secret).
+fn exchange_failure(
+    e: &RequestTokenError<
+        HttpClientError<reqwest::Error>,
+        StandardErrorResponse<CoreErrorResponseType>,
+    >,
+) -> String {
+    match e {
+        RequestTokenError::ServerResponse(r) => {
+            let code: String = r
+                .error()
+                .to_string()
+                .chars()
+                .filter(char::is_ascii_graphic)
+                .take(64)
+                .collect();
+            format!("the token endpoint answered the error {code}")
+        }
+        RequestTokenError::Request(HttpClientError::Reqwest(r)) if r.is_timeout() => {
+            "the token endpoint did not answer in time".into()
+        }
+        RequestTokenError::Request(_) => "the token endpoint could not be reached".into(),
+        RequestTokenError::Parse(p, _body) => {
+            // The parser's message names a value only where a string was not expected, and no
+            // secret field (tokens, nonce) is anything but a string; the body is never printed.
+            let why: String = p.inner().to_string().chars().take(200).collect();
+            match p.path().to_string().as_str() {
+                "." => format!("the token response is not a valid one: {why}"),
+                at => format!("the token response is not a valid one (at `{at}`): {why}"),
+            }
+        }
+        RequestTokenError::Other(m) => format!("the token endpoint's answer was refused: {m}"),
+    }
+}
+
+/// Checks the time claims of a verified ID token (compact form `jwt`) against `now` (seconds
+/// since the epoch) and returns its `auth_time`, if any. The raw payload is read because the
+/// OIDC library rounds fractional times and bounds none of them.
+fn check_times(jwt: &str, now: i64) -> Result<Option<i64>, TimeRefused> {
+    let unreadable = TimeRefused::Malformed {
+        field: "id_token",
+        why: "its payload is not readable JSON",
+    };
+    let payload: Value = jwt
+        .split('.')
+        .nth(1)
+        .and_then(|p| URL_SAFE_NO_PAD.decode(p.trim_end_matches('=')).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or(unreadable)?;
+    let mut auth_time = None;
+    for (bound, required) in TIME_CLAIMS {
+        match payload.get(bound.field) {
+            Some(v) => {
+                let t = bound.check_numeric_date(v, now)?;
+                if bound.field == "auth_time" {
+                    auth_time = Some(t);
+                }
+            }
+            None if required => {
+                return Err(TimeRefused::Malformed {
+                    field: bound.field,
+                    why: "missing",
+                });
+            }
+            None => {}
+        }
+    }
+    Ok(auth_time)
+}
 
 /// Every claim of the ID token beyond the standard ones (`groups`, custom claims), kept as
 /// JSON so the tenant documents can name any claim.
@@ -83,7 +193,8 @@ pub(crate) struct Identity {
     pub(crate) email: Option<String>,
     pub(crate) name: Option<String>,
     pub(crate) claims: Value,
-    /// ID-token `auth_time`: when the IdP last authenticated the person.
+    /// ID-token `auth_time`: when the IdP last authenticated the person, within
+    /// [`AUTH_TIME_MAX_AGE`] and the clock skew of now (checked before it is stored).
     pub(crate) auth_time: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -164,7 +275,7 @@ impl Oidc {
         }
         let meta = CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http)
             .await
-            .map_err(|e| anyhow::anyhow!("OIDC discovery at {}: {e:?}", self.issuer.as_str()))?;
+            .map_err(|e| anyhow::anyhow!("OIDC discovery at {}: {e}", self.issuer.as_str()))?;
         let client: OidcClient =
             Client::from_provider_metadata(meta, self.client_id.clone(), Some(self.secret.clone()))
                 .set_redirect_uri(self.redirect.clone());
@@ -203,39 +314,54 @@ impl Oidc {
 
     /// Exchanges the code (with the PKCE verifier) and verifies the ID token: signature with an
     /// allowed algorithm and the IdP's published key, issuer, audience (this client only),
-    /// expiry and nonce.
+    /// expiry and nonce; then its times: `iat`, `nbf` and `auth_time` must be whole seconds in
+    /// their windows ([`TIME_CLAIMS`]), so an impossible `auth_time` is never stored.
+    ///
+    /// Errors: [`LoginRefused`], which never carries a token, the code, the client secret or the
+    /// nonce.
     pub(crate) async fn finish(
         &self,
         code: &str,
         pkce_verifier: &str,
         nonce: &str,
-    ) -> anyhow::Result<Identity> {
-        let client = self.client(false).await?;
+    ) -> Result<Identity, LoginRefused> {
+        let discovery = |e: anyhow::Error| LoginRefused::new("discovery", format!("{e:#}"));
+        let client = self.client(false).await.map_err(discovery)?;
         let token = client
             .exchange_code(AuthorizationCode::new(code.to_owned()))
-            .context("token endpoint")?
+            .map_err(|e| LoginRefused::new("token_exchange", format!("token endpoint: {e}")))?
             .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier.to_owned()))
             .request_async(&self.http)
             .await
-            .map_err(|e| anyhow::anyhow!("code exchange failed: {e:?}"))?;
-        let id_token = token
-            .id_token()
-            .context("the token response carries no ID token")?;
+            .map_err(|e| LoginRefused::new("token_exchange", exchange_failure(&e)))?;
+        let id_token = token.id_token().ok_or_else(|| {
+            LoginRefused::new("token_exchange", "the token response carries no ID token")
+        })?;
         let nonce = Nonce::new(nonce.to_owned());
         let verify = |c: &OidcClient| {
             let verifier = c.id_token_verifier().set_allowed_algs(self.algs.clone());
             id_token.claims(&verifier, &nonce).cloned()
+        };
+        let refused = |e: openidconnect::ClaimsVerificationError| {
+            LoginRefused::new("id_token", format!("ID token refused: {e}"))
         };
         let claims = match verify(&client) {
             Ok(c) => c,
             Err(openidconnect::ClaimsVerificationError::SignatureVerification(e)) => {
                 // The IdP may have rotated its keys: rediscover once, then verify again.
                 tracing::info!(error = %e, "ID token signature did not verify; refreshing JWKS");
-                let fresh = self.client(true).await?;
-                verify(&fresh).map_err(|e| anyhow::anyhow!("ID token refused: {e}"))?
+                let fresh = self.client(true).await.map_err(discovery)?;
+                verify(&fresh).map_err(refused)?
             }
-            Err(e) => anyhow::bail!("ID token refused: {e}"),
+            Err(e) => return Err(refused(e)),
         };
+        let jwt = serde_json::to_value(id_token)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let auth_time = check_times(&jwt, chrono::Utc::now().timestamp())
+            .map_err(|e| LoginRefused::new("token_time", format!("ID token refused: {e}")))?
+            .and_then(|t| chrono::DateTime::from_timestamp(t, 0));
         let email = claims.email().map(|e| e.as_str().to_owned());
         let name = claims
             .name()
@@ -256,7 +382,7 @@ impl Oidc {
             email,
             name,
             claims: claims_json,
-            auth_time: claims.auth_time(),
+            auth_time,
         })
     }
 }

@@ -52,12 +52,12 @@ fn new_nonce() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
 
-/// A local path to come back to (`/p/…` or `/queue`), or empty.
+/// A local path to come back to, or empty: the login's own check
+/// ([`crate::session::local_target`]).
 fn local_next(next: Option<&String>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.clone(),
-        _ => String::new(),
-    }
+    next.and_then(|n| crate::session::local_target(n))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// `?next=` and `?registered=` of `GET /passkeys`.

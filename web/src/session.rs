@@ -87,20 +87,23 @@ pub(crate) fn set_cookie(
     HeaderValue::from_str(&c).map_err(|e| WebError::Internal(e.into()))
 }
 
-/// Keeps `next` only when it is a local path (no open redirect).
+/// The one check of every redirect target a request names (`next` of the login, the dev
+/// login, the OIDC callback and the passkeys page): `Some` only for a path on this site, at most
+/// 512 bytes of printable ASCII without spaces, that starts with one `/` and holds no backslash
+/// anywhere. Browsers drop tabs and newlines from URLs and read a backslash as `/`, so
+/// `/<TAB>/evil`, `/<backslash>evil` and `//evil` all lead off-site; `https://evil` is no path at all.
+pub(crate) fn local_target(next: &str) -> Option<&str> {
+    (next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && next.len() <= 512
+        && next.chars().all(|c| c.is_ascii_graphic()))
+    .then_some(next)
+}
+
+/// `next` when [`local_target`] accepts it, else `/queue` (no open redirect).
 pub(crate) fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n)
-            if n.starts_with('/')
-                && !n.starts_with("//")
-                && !n.starts_with("/\\")
-                && n.len() <= 512
-                && n.chars().all(|c| c.is_ascii_graphic()) =>
-        {
-            n.to_owned()
-        }
-        _ => "/queue".to_owned(),
-    }
+    next.and_then(local_target).unwrap_or("/queue").to_owned()
 }
 
 /// The logged-in person of a request.
@@ -406,12 +409,16 @@ pub(crate) async fn callback(
     let (nonce, verifier, return_to) = (login.nonce, login.pkce_verifier, login.return_to);
     let who = match oidc.finish(code, &verifier, &nonce).await {
         Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %format!("{e:#}"), "OIDC login refused");
+        Err(r) => {
+            // The reason and what was wrong only: never the code, a token, the nonce or state.
+            tracing::warn!(reason = r.reason, detail = %r.detail, "OIDC login refused");
             return Err(login_refused(
                 &state,
-                "token_refused",
-                "The identity provider's answer was refused (token exchange or ID token check failed). Start again; if it keeps failing, tell your operator the time.",
+                r.reason,
+                &format!(
+                    "The identity provider's answer was refused: {}. Nothing was signed in. Start again; if it keeps failing, tell your operator the time and this message.",
+                    r.detail
+                ),
             ));
         }
     };
@@ -456,4 +463,35 @@ pub(crate) async fn logout(
 pub(crate) async fn sweep(state: &AppState) -> anyhow::Result<()> {
     web_sessions::sweep(&state.db, &state.clock, state.session_idle).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_redirect_targets() {
+        for ok in ["/queue", "/p/0b7c?x=1", "/passkeys?next=%2Fp%2F1"] {
+            assert_eq!(local_target(ok), Some(ok));
+        }
+        for bad in [
+            "",
+            "queue",
+            "//evil.example",
+            "/\\evil.example",
+            "\\/evil.example",
+            "/p\\x",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil",
+            "/p/1 x",
+            "https://evil.example",
+            "javascript:alert(1)",
+            "/p/\u{e9}",
+        ] {
+            assert_eq!(local_target(bad), None, "{bad:?}");
+            assert_eq!(safe_next(Some(bad)), "/queue");
+        }
+        assert_eq!(local_target(&format!("/{}", "a".repeat(512))), None);
+    }
 }

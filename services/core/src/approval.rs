@@ -23,6 +23,7 @@
 //!   time; a person approves in one stage only; break-glass cannot show a group, so it cannot
 //!   approve a staged proposal (it may deny).
 
+use crate::external_time::{TimeBound, TimeRefused};
 use crate::handlers::minor_unit_exponent;
 use crate::tenant::{Approvers, HandlerEntry};
 use serde_json::Value;
@@ -135,6 +136,21 @@ pub enum ApprovalRefusal {
         /// The handler's `reauth_within` in seconds.
         within_secs: u64,
     },
+    /// The handler's `reauth_within` applies and the session's `auth_time` lies in the future
+    /// by more than [`CLOCK_SKEW`](crate::external_time::CLOCK_SKEW), by the database clock: an
+    /// identity provider's clock ran ahead or it stated the time in another unit. Such a
+    /// session never counts as a recent sign-in.
+    #[error(
+        "this action needs a sign-in within the last {within_secs} s (reauth_within), and your session's sign-in time (auth_time) lies {ahead_secs} s in the future, more than the {skew_secs} s clock skew allowed; sign in again (tell your operator if this repeats: the identity provider's clock is wrong), then approve"
+    )]
+    AuthTimeAhead {
+        /// Seconds ahead of the database clock.
+        ahead_secs: u64,
+        /// The allowed skew in seconds.
+        skew_secs: u64,
+        /// The handler's `reauth_within` in seconds.
+        within_secs: u64,
+    },
     /// A `confirm:` value was not typed.
     #[error("confirm_{field}: type the {field} shown to approve")]
     ConfirmMissing {
@@ -206,6 +222,7 @@ impl ApprovalRefusal {
             Self::SamePerson { .. } => "same_person",
             Self::ClaimsTooOld { .. } => "max_claims_age",
             Self::ReauthRequired { .. } => "reauth_within",
+            Self::AuthTimeAhead { .. } => "auth_time_future",
             Self::ConfirmMissing { .. } => "confirm_missing",
             Self::ConfirmMismatch { .. } => "confirm_mismatch",
             Self::NotInStage { .. } => "stage_group",
@@ -221,7 +238,9 @@ impl ApprovalRefusal {
     pub fn sign_in_max_age(&self) -> Option<u64> {
         match self {
             Self::ClaimsTooOld { max_secs } => Some(*max_secs),
-            Self::ReauthRequired { within_secs } => Some(*within_secs),
+            Self::ReauthRequired { within_secs } | Self::AuthTimeAhead { within_secs, .. } => {
+                Some(*within_secs)
+            }
             _ => None,
         }
     }
@@ -358,7 +377,9 @@ pub struct Freshness {
 }
 
 /// An Approve from the web counts only with claims younger than `max_claims_age` and, when the
-/// handler sets `reauth_within`, an `auth_time` at most that old. A Deny never needs either
+/// handler sets `reauth_within`, an `auth_time` at most that old and not in the future by more
+/// than [`CLOCK_SKEW`](crate::external_time::CLOCK_SKEW) (a future `auth_time` would make the
+/// session "fresh" until that future comes: [`ApprovalRefusal::AuthTimeAhead`]). A Deny never needs either
 /// (it is the safe direction); break-glass (`fresh` = `None`) has no ID token, and its use is
 /// itself audited and alerted on.
 pub fn check_fresh(
@@ -377,13 +398,24 @@ pub fn check_fresh(
         });
     }
     if let Some(w) = reauth_within {
-        match f.auth_age {
-            Some(age) if age <= w.as_secs_f64() => {}
-            _ => {
-                return Err(ApprovalRefusal::ReauthRequired {
+        let reauth = || ApprovalRefusal::ReauthRequired {
+            within_secs: w.as_secs(),
+        };
+        let age = f.auth_age.ok_or_else(reauth)?;
+        match TimeBound::new("auth_time", w).check_age(age) {
+            Ok(()) => {}
+            Err(TimeRefused::Ahead {
+                ahead_secs,
+                skew_secs,
+                ..
+            }) => {
+                return Err(ApprovalRefusal::AuthTimeAhead {
+                    ahead_secs,
+                    skew_secs,
                     within_secs: w.as_secs(),
                 });
             }
+            Err(_) => return Err(reauth()),
         }
     }
     Ok(())
@@ -580,7 +612,7 @@ mod tests {
             Option<Duration>,
             Result<(), ApprovalRefusal>,
         );
-        let cases: [Case; 9] = [
+        let cases: [Case; 14] = [
             (Approve, f(10.0, Some(10.0)), None, Ok(())),
             (Approve, f(3599.0, None), None, Ok(())),
             (
@@ -605,6 +637,36 @@ mod tests {
             ),
             (Deny, f(10.0, Some(601.0)), ten_min, Ok(())),
             (Approve, None, ten_min, Ok(())),
+            // A stored auth_time in the future: within the skew it counts, beyond it never
+            // (hours ahead, or milliseconds read as seconds: ~55,000 years ahead).
+            (Approve, f(10.0, Some(-60.0)), ten_min, Ok(())),
+            (
+                Approve,
+                f(10.0, Some(-3.0 * 3600.0)),
+                ten_min,
+                Err(ApprovalRefusal::AuthTimeAhead {
+                    ahead_secs: 10_800,
+                    skew_secs: 60,
+                    within_secs: 600,
+                }),
+            ),
+            (
+                Approve,
+                f(10.0, Some(-1.7e12)),
+                ten_min,
+                Err(ApprovalRefusal::AuthTimeAhead {
+                    ahead_secs: 1_700_000_000_000,
+                    skew_secs: 60,
+                    within_secs: 600,
+                }),
+            ),
+            (
+                Approve,
+                f(10.0, Some(f64::NAN)),
+                ten_min,
+                Err(ApprovalRefusal::ReauthRequired { within_secs: 600 }),
+            ),
+            (Deny, f(10.0, Some(-1.7e12)), ten_min, Ok(())),
         ];
         for (verdict, fresh, reauth, want) in cases {
             assert_eq!(

@@ -12,6 +12,7 @@
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
+//! - [`external_time`]: the one window every time taken from outside must fall in.
 //! - [`netaddr`]: which IP addresses are public destinations (every IPv4-in-IPv6 form judged).
 //! - [`injection`]: the phrase list that flags source text giving orders or claiming approval.
 //! - [`text`]: making agent-written text visible and safe (hidden characters named).
@@ -22,6 +23,7 @@ pub mod audit_chain;
 pub mod audit_export;
 pub mod canonical;
 pub mod classifier;
+pub mod external_time;
 pub mod grant;
 pub mod handlers;
 pub mod ids;

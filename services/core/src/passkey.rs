@@ -112,8 +112,9 @@ pub const VOUCH_DOMAIN: &str = "actiond/passkey-registration/v1";
 pub const REGISTER_SIGN_IN_WITHIN_SECS: u64 = 300;
 
 /// How far ahead of the database clock an `auth_time` may be (the IdP's clock skew); a later
-/// one is refused like a stale one.
-pub const AUTH_TIME_SKEW_SECS: u64 = 60;
+/// one is refused like a stale one. The one skew of every time taken from outside
+/// ([`crate::external_time::CLOCK_SKEW`]).
+pub const AUTH_TIME_SKEW_SECS: u64 = crate::external_time::CLOCK_SKEW.as_secs();
 
 /// The 32-byte challenge an existing passkey signs to allow the registration whose challenge
 /// nonce is `nonce` (64 lowercase hex) in `tenant_id`:

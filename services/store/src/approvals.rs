@@ -11,7 +11,8 @@
 //!   document version that were displayed; anything else is refused as stale;
 //! - the agent's recorded owner can never approve its proposals;
 //! - an Approve from the web needs claims younger than `approvers.max_claims_age` and, when the
-//!   handler sets `reauth_within`, an `auth_time` that recent; the handler's `confirm` values
+//!   handler sets `reauth_within`, an `auth_time` that recent and not in the future beyond the
+//!   clock skew ([`actiond_core::external_time`]); the handler's `confirm` values
 //!   must be typed again and match the stored params;
 //! - an Approve the handler (`require_passkey`, `passkey_over`) or the tenant
 //!   (`approvers.require_passkey`) signs with a passkey needs a WebAuthn assertion over the

@@ -221,13 +221,15 @@ pub async fn sign_in_fresh(
 }
 
 /// Whether `auth_time` is within [`pk::REGISTER_SIGN_IN_WITHIN_SECS`] before the database
-/// clock and at most [`pk::AUTH_TIME_SKEW_SECS`] after it.
+/// clock and at most [`pk::AUTH_TIME_SKEW_SECS`] after it (the window of every time taken
+/// from outside, [`actiond_core::external_time::TimeBound`]).
 async fn fresh_sign_in(
     tx: &crate::Tx<'_>,
     auth_time: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<std::result::Result<(), PasskeyError>> {
-    let within = pk::REGISTER_SIGN_IN_WITHIN_SECS as f64;
-    let skew = pk::AUTH_TIME_SKEW_SECS as f64;
+    use actiond_core::external_time::{TimeBound, TimeRefused};
+    let within = pk::REGISTER_SIGN_IN_WITHIN_SECS;
+    let bound = TimeBound::new("auth_time", std::time::Duration::from_secs(within));
     let row = tx
         .query_one(
             "SELECT extract(epoch FROM now() - $1::timestamptz)::float8 AS age",
@@ -235,15 +237,24 @@ async fn fresh_sign_in(
         )
         .await?;
     let age: Option<f64> = row.try_get("age")?;
-    Ok(match age {
-        Some(a) if a <= within && a >= -skew => Ok(()),
-        Some(a) if a < -skew => Err(PasskeyError(format!(
-            "auth_time: the sign-in is dated {:.0} s in the future (more than the {skew:.0} s skew allowed); sign in again",
-            -a
+    let stale = || {
+        PasskeyError(format!(
+            "auth_time: registering a passkey needs a sign-in at the identity provider within the last {within} s; sign in again, then register"
+        ))
+    };
+    let Some(age) = age else {
+        return Ok(Err(stale()));
+    };
+    Ok(match bound.check_age(age) {
+        Ok(()) => Ok(()),
+        Err(TimeRefused::Ahead {
+            ahead_secs,
+            skew_secs,
+            ..
+        }) => Err(PasskeyError(format!(
+            "auth_time: the sign-in is dated {ahead_secs} s in the future (more than the {skew_secs} s skew allowed); sign in again"
         ))),
-        _ => Err(PasskeyError(format!(
-            "auth_time: registering a passkey needs a sign-in at the identity provider within the last {within:.0} s; sign in again, then register"
-        ))),
+        Err(_) => Err(stale()),
     })
 }
 

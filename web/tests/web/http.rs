@@ -1523,3 +1523,59 @@ async fn the_decision_page_refuses_unknown_parameters_and_forged_deny_reasons() 
     assert_eq!(loc, format!("{page}?result=denied"));
     assert_eq!(proposal_facts(&t.db, seeded.p_deny).await.0, "denied");
 }
+
+/// Every page that takes a redirect target (`next`) judges it with the login's one check: a
+/// tab or newline (which browsers drop, turning `/<TAB>/evil` into `//evil`), `//host`, an
+/// absolute URL and any backslash form are refused on the login and on the passkeys page
+/// alike; a local path is kept by both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_redirect_target_passes_the_logins_check() {
+    let t = fresh_db().await;
+    seed(&t.db, None).await;
+    let dev = dev_server(&t, &[]).await;
+    let cookie = dev
+        .login("approver-1", "a1@acme.test", "acme-approvers")
+        .await;
+    let next = |n: &str| {
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", n)
+            .finish()
+    };
+    for evil in [
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "/p/\t",
+        "//evil.example",
+        "https://evil.example",
+        "/\\evil.example",
+        "\\/evil.example",
+        "/\\/evil.example",
+        "/p/x\\y",
+    ] {
+        let q = next(evil);
+        let (st, h, _) = dev.page(&cookie, &format!("/login?{q}")).await;
+        assert_eq!(st, StatusCode::SEE_OTHER, "{evil:?}");
+        assert_eq!(h[LOCATION], "/queue", "login next {evil:?}");
+        let (st, _, html) = dev.page(&cookie, &format!("/passkeys?{q}")).await;
+        assert_eq!(st, StatusCode::OK, "{evil:?}");
+        assert_eq!(hidden(&html, "next"), "", "passkeys next {evil:?}");
+        assert!(!html.contains("id=\"back\""), "passkeys back link {evil:?}");
+        assert!(!html.contains("evil.example"), "{evil:?}: {html}");
+    }
+    // The control: a local path is a target on both.
+    let local = format!("/p/{}", uuid::Uuid::new_v4());
+    let (st, h, _) = dev.page(&cookie, &format!("/login?{}", next(&local))).await;
+    assert_eq!(
+        (st, h[LOCATION].to_str().unwrap()),
+        (StatusCode::SEE_OTHER, local.as_str())
+    );
+    let (_, _, html) = dev
+        .page(&cookie, &format!("/passkeys?{}", next(&local)))
+        .await;
+    assert_eq!(hidden(&html, "next"), local);
+    assert!(
+        html.contains(&format!("<a href=\"{local}\" id=\"back\">")),
+        "{html}"
+    );
+}
