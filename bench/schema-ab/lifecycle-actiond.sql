@@ -18,8 +18,8 @@ BEGIN;
 SET LOCAL ROLE actiond_policy;
 UPDATE proposals p SET state = 'approved', effect = 'allow', rule_name = 'r', decision_reason = 'ok', doc_version = 1, doc_sha256 = repeat('d', 64), decided_at = now()
 WHERE p.id = ':pid'::uuid AND p.state = 'pending';
-INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-VALUES (':gid'::uuid, ':pid'::uuid, 'acme', ':ih'::text, 1, 0, now() + interval '5 minutes', 'k', '\x00', 'policy');
+INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+VALUES (':gid'::uuid, ':pid'::uuid, 'acme', ':ih'::text, 1, (extract(epoch FROM now() + interval '5 minutes') * 1000000)::bigint, 'k', '\x00', 'policy');
 INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
 SELECT 'acme', ':pid'::uuid, 'proposal.decided', 'policy', 'pending', 'approved', ':ih'::text, ':ih'::text, '{}'
 WHERE EXISTS (SELECT 1 FROM proposals p WHERE p.id = ':pid'::uuid);
@@ -31,7 +31,7 @@ UPDATE proposals p SET lease_owner = 'e1', lease_until = now() + interval '30 se
 COMMIT;
 BEGIN;
 SET LOCAL ROLE actiond_executor;
-UPDATE grants SET used_at = now(), used_by = 'e1' WHERE id = ':gid'::uuid AND used_at IS NULL AND expires_at > now();
+UPDATE grants SET used_at = now(), used_by = 'e1' WHERE id = ':gid'::uuid AND used_at IS NULL AND expires_at_us > (extract(epoch FROM now()) * 1000000)::bigint;
 UPDATE proposals SET state = 'executing', lease_until = now() + interval '60 seconds' WHERE id = ':pid'::uuid AND state = 'approved' AND lease_owner = 'e1';
 INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
 SELECT 'acme', ':pid'::uuid, 'grant.spent', 'executor:e1', 'approved', 'executing', ':ih'::text, ':ih'::text, '{}'

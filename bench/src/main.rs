@@ -545,10 +545,9 @@ async fn seed_history(tdb: &TestDb, n: u32) {
             RETURNING id, agent_id, intent_hash, params_sha256, created_at
          ), g AS (
             INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us,
-                                expires_at, key_id, sig, issued_by, created_at, used_at, used_by)
+                                key_id, sig, issued_by, created_at, used_at, used_by)
             SELECT gen_random_uuid(), id, 'history', intent_hash, 1,
-                   (extract(epoch FROM created_at + interval '5 min') * 1e6)::int8,
-                   created_at + interval '5 min', 'history-key', '\\x00', 'policy', created_at,
+                   (extract(epoch FROM created_at + interval '5 min') * 1e6)::int8, 'history-key', '\\x00', 'policy', created_at,
                    created_at, 'executor'
             FROM p
          )

@@ -71,8 +71,8 @@ async fn expired_grant_ends_expired_without_executing() {
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-         VALUES ($1, $2, 'acme', $3, 1, $4::bigint, 'epoch'::timestamptz + ($4::bigint::text || ' microseconds')::interval, 'breakglass-1', $5, 'alice')",
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+         VALUES ($1, $2, 'acme', $3, 1, $4::bigint, 'breakglass-1', $5, 'alice')",
         &[&claims.id, &id, &intent, &claims.expires_at, &sig],
     )
     .await
@@ -94,6 +94,126 @@ async fn expired_grant_ends_expired_without_executing() {
     assert_eq!(used, None, "an expired grant is never spent");
     let (_, v) = s.get(&s.token, &id.to_string(), "").await;
     assert_eq!(v["state"], "expired");
+}
+
+/// Approves the escalated proposal `id` as a superuser would, with a grant signed by the
+/// trusted break-glass key that expires at `expires_at_us` (microseconds since the epoch).
+/// Returns the grant's id.
+async fn approve_with_signed_grant(s: &Stack, id: uuid::Uuid, expires_at_us: i64) -> uuid::Uuid {
+    let c = s.tdb.superuser().await;
+    let intent: String = s.row(id).await.get(3);
+    let claims = GrantClaims {
+        version: GRANT_VERSION,
+        id: uuid::Uuid::new_v4(),
+        proposal_id: id,
+        tenant_id: "acme".into(),
+        intent_hash: intent.clone(),
+        doc_version: 1,
+        expires_at: expires_at_us,
+        key_id: "breakglass-1".into(),
+    };
+    let sig = s.keys.breakglass.sign(&claims).unwrap();
+    c.execute(
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+         VALUES ($1, $2, 'acme', $3, 1, $4, 'breakglass-1', $5, 'alice')",
+        &[&claims.id, &id, &intent, &expires_at_us, &sig],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE proposals SET state = 'approved' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    claims.id
+}
+
+/// A writer of the grants table cannot revive an expired, never-spent grant. Its owner (the
+/// strongest such writer: it may drop V34's generation and write `expires_at` by hand) pushes
+/// the expiry column a day ahead; the spend compares the expiry inside the grant the executor
+/// verified with the database clock, so the proposal ends `expired`, the grant unspent and the
+/// receiver uncalled. Pushing the signed value itself (`expires_at_us`) breaks the signature:
+/// `blocked`, `bad_signature`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_pushed_ahead_in_the_table_does_not_revive_a_grant() {
+    let mut s = Stack::with(
+        "expiry_pushed_ahead",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let c = s.tdb.superuser().await;
+    let now_us: i64 = c
+        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let column = s.propose(&refund("pi_column", 12000)).await;
+    let signed = s.propose(&refund("pi_signed", 13000)).await;
+    s.wait_state(signed, "escalated", T).await;
+    let column_grant = approve_with_signed_grant(&s, column, now_us - 1_000_000).await;
+    let signed_grant = approve_with_signed_grant(&s, signed, now_us - 1_000_000).await;
+    // `expires_at` is generated from the signed value: not even the owner writes it as it is.
+    let e = c
+        .execute(
+            "UPDATE grants SET expires_at = now() + interval '1 day' WHERE id = $1",
+            &[&column_grant],
+        )
+        .await
+        .expect_err("the generated expiry column was written");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::GENERATED_ALWAYS),
+        "{e:?}"
+    );
+    // The owner drops the generation and writes it anyway; and pushes the signed value of
+    // the other grant.
+    c.batch_execute("ALTER TABLE grants ALTER COLUMN expires_at DROP EXPRESSION")
+        .await
+        .unwrap();
+    c.execute(
+        "UPDATE grants SET expires_at = now() + interval '1 day' WHERE id = $1",
+        &[&column_grant],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE grants SET expires_at_us = expires_at_us + 86400000000 WHERE id = $1",
+        &[&signed_grant],
+    )
+    .await
+    .unwrap();
+    s.start_executor("exec-1").await;
+    s.wait_state(column, "expired", T).await;
+    s.wait_state(signed, "blocked", T).await;
+    s.sentinel().await;
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+    for g in [column_grant, signed_grant] {
+        let used: Option<String> = c
+            .query_one("SELECT used_by FROM grants WHERE id = $1", &[&g])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(used, None, "a revived grant was spent");
+    }
+    let (kind, detail) = s.audit_kinds(signed).await.pop().unwrap();
+    assert_eq!(
+        (kind.as_str(), &detail["reason"]),
+        ("grant.rejected", &serde_json::json!("bad_signature")),
+        "{detail}"
+    );
+    // The sweeper (`grant.expired`) or the executor's spend (`grant.rejected`, `expired`)
+    // ends it, whichever comes first.
+    let (kind, detail) = s.audit_kinds(column).await.pop().unwrap();
+    assert!(
+        kind == "grant.expired" || (kind == "grant.rejected" && detail["reason"] == "expired"),
+        "{kind} {detail}"
+    );
+    let (_, v) = s.get(&s.token, &column.to_string(), "").await;
+    assert_eq!(v["state"], "expired", "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -617,12 +737,13 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
     )
     .await
     .unwrap();
-    su.execute(
-        "UPDATE grants SET expires_at = now() - interval '1 second' WHERE proposal_id = $1",
-        &[&expired],
-    )
-    .await
-    .unwrap();
+    // The expiry the spend compares is the one of the verified grant it is given: here one
+    // that passed a second ago.
+    let now_us: i64 = su
+        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
+        .await
+        .unwrap()
+        .get(0);
     let reqs: Vec<StartRequest<'_>> = rows
         .iter()
         .map(|r| {
@@ -631,6 +752,11 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
                 row: r,
                 grant_id: g.claims.id,
                 key_id: &g.claims.key_id,
+                expires_at_us: if r.id == expired {
+                    now_us - 1_000_000
+                } else {
+                    g.claims.expires_at
+                },
                 run_lease: Duration::from_secs(30),
             }
         })

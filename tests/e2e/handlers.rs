@@ -68,6 +68,16 @@ struct Hx {
 
 impl Hx {
     async fn new(name: &str, extra: &[(&'static str, String)], creds: &[(&str, &str)]) -> Self {
+        Self::with_doc(name, DOC, extra, creds).await
+    }
+
+    /// [`Hx::new`] with another document for tenant `hx`.
+    async fn with_doc(
+        name: &str,
+        doc: &str,
+        extra: &[(&'static str, String)],
+        creds: &[(&str, &str)],
+    ) -> Self {
         let mut s = Stack::with(
             name,
             Options {
@@ -76,7 +86,7 @@ impl Hx {
             },
         )
         .await;
-        actiond_store::tenants::apply(&s.tdb.db, DOC, "test")
+        actiond_store::tenants::apply(&s.tdb.db, doc, "test")
             .await
             .unwrap();
         for (k, v) in creds {
@@ -184,8 +194,9 @@ async fn dns_changes_reach_a_real_powerdns() {
             json!(["10 mail.example.net."]),
             vec!["10 mail.example.net."],
         ),
+        // At the apex: below it, NS is a delegation, refused (see the next test).
         (
-            "sub.staging.example.com",
+            "staging.example.com",
             "NS",
             json!(["ns1.example.net.", "ns2.example.net."]),
             vec!["ns1.example.net.", "ns2.example.net."],
@@ -288,6 +299,133 @@ async fn dns_changes_reach_a_real_powerdns() {
         .await
         .unwrap();
     assert_eq!(now, ["203.0.113.9"]);
+}
+
+/// With two allowed zones, one inside the other, a record of the inner zone belongs to it: the
+/// real PowerDNS answers `www.inner.example.com` from `inner.example.com`, so a change submitted
+/// under `example.com` would skip the inner zone's rules (here: the outer zone's changes are
+/// automatic, the inner zone's need a person), run, and be reported `succeeded` while the
+/// server keeps serving the inner zone's record. It is refused at submission (400 naming the
+/// zone it belongs to), as is an NS record below a zone's apex (a delegation); nothing is
+/// stored and nothing reaches PowerDNS. The same change under its own zone escalates and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_names_belong_to_the_most_specific_zone_and_delegations_are_refused() {
+    let pdns = PowerDns::start(&["example.com", "inner.example.com"]).await;
+    let doc = DOC
+        .replace(
+            "zones: [prod.example.com, staging.example.com]",
+            "zones: [example.com, inner.example.com]",
+        )
+        .replace(
+            r#"params.zone == "staging.example.com"'"#,
+            r#"params.zone == "example.com"'"#,
+        );
+    let hx = Hx::with_doc(
+        "dns_most_specific_zone",
+        &doc,
+        &[("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone())],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let inner_record = json!(["192.0.2.66"]);
+    for (params, field, rule) in [
+        (
+            dns(
+                "example.com",
+                "www.inner.example.com",
+                "A",
+                inner_record.clone(),
+            ),
+            "params.zone",
+            "must be inner.example.com: the most specific allowed zone that contains params.name",
+        ),
+        (
+            dns(
+                "example.com",
+                "inner.example.com",
+                "A",
+                inner_record.clone(),
+            ),
+            "params.zone",
+            "must be inner.example.com: the most specific allowed zone that contains params.name",
+        ),
+        (
+            dns(
+                "example.com",
+                "sub.example.com",
+                "NS",
+                json!(["ns1.evil.example."]),
+            ),
+            "params.type",
+            "NS below the zone apex is a delegation",
+        ),
+        (
+            dns(
+                "inner.example.com",
+                "www.inner.example.com",
+                "NS",
+                json!(["ns1.evil.example."]),
+            ),
+            "params.type",
+            "NS below the zone apex is a delegation",
+        ),
+    ] {
+        let (st, v) = hx.post("dns.record.update", params.clone()).await;
+        assert_eq!(st, 400, "{params}: {v}");
+        let named = v["errors"].as_array().is_some_and(|errs| {
+            errs.iter().any(|e| {
+                e["field"] == field && e["rule"].as_str().is_some_and(|r| r.starts_with(rule))
+            })
+        });
+        assert!(named, "{params}: {v}");
+    }
+    let c = hx.s.tdb.db.client().await.unwrap();
+    let stored: i64 = c
+        .query_one("SELECT count(*) FROM proposals WHERE tenant_id = 'hx'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "a refused change was stored");
+    for (zone, name, rtype) in [
+        ("example.com", "www.inner.example.com", "A"),
+        ("example.com", "inner.example.com", "A"),
+        ("example.com", "sub.example.com", "NS"),
+        ("inner.example.com", "www.inner.example.com", "NS"),
+    ] {
+        assert!(
+            pdns.rrset(zone, name, rtype).await.is_none(),
+            "{zone} {name} {rtype} reached PowerDNS"
+        );
+    }
+    // Under its own zone the change meets the inner zone's rule (a person approves) and the
+    // served record changes.
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "inner.example.com",
+                "www.inner.example.com",
+                "A",
+                inner_record,
+            ),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    hx.approve(id).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    let (_, now) = pdns
+        .rrset("inner.example.com", "www.inner.example.com", "A")
+        .await
+        .unwrap();
+    assert_eq!(now, ["192.0.2.66"]);
+    // The outer zone's own names stay automatic.
+    let id = hx
+        .propose(
+            "dns.record.update",
+            dns("example.com", "www.example.com", "A", json!(["192.0.2.1"])),
+        )
+        .await;
+    hx.s.wait_state(id, "succeeded", T).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,7 @@ mod proposal_checks;
 mod queue_plans;
 mod read_plans;
 mod restarts;
+mod revoke;
 mod schema;
 mod shadow;
 mod staged;

@@ -79,8 +79,8 @@ async fn each_role_is_refused_what_it_must_not_do() {
     api.batch_execute("ROLLBACK").await.unwrap();
     denied(
         api.execute(
-            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, now(), 'policy-1', '', 'x')",
+            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, 'policy-1', '', 'x')",
             &[&a],
         )
         .await,
@@ -103,8 +103,8 @@ async fn each_role_is_refused_what_it_must_not_do() {
     let exec = t.as_role("executor").await;
     denied(
         exec.execute(
-            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, now(), 'policy-1', '', 'x')",
+            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+             VALUES (gen_random_uuid(), $1, 'tena', repeat('b', 64), 1, 0, 'policy-1', '', 'x')",
             &[&a],
         )
         .await,
@@ -112,7 +112,7 @@ async fn each_role_is_refused_what_it_must_not_do() {
     );
     denied(
         exec.execute(
-            "UPDATE grants SET expires_at = now() + interval '1 day'",
+            "UPDATE grants SET expires_at_us = expires_at_us + 86400000000",
             &[],
         )
         .await,

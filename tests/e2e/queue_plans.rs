@@ -404,12 +404,13 @@ async fn batched_writes_find_their_rows_by_primary_key() {
             thirty("'pending'", "text"),
         ) + ", array_fill('{}'::jsonb, ARRAY[30]), 'policy', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', 'policy')";
         let spend = format!(
-            "EXECUTE spend({}, {}, {}, 'x', {}, {}, 'executor:x')",
+            "EXECUTE spend({}, {}, {}, 'x', {}, {}, 'executor:x', {})",
             ids_in(&c, "approved", true, 30).await,
             thirty("gen_random_uuid()", "uuid"),
             thirty("60", "float8"),
             thirty("'approved'", "text"),
             thirty("'policy-1'", "text"),
+            thirty("4102444800000000", "int8"),
         );
         let finish = format!(
             "EXECUTE finish({}, {}, {}, 'x', {}, 'executor:x')",
@@ -451,9 +452,10 @@ async fn spends_are_hot_updates() {
     grow(&c, agent_id, 0, 2_000).await;
     c.batch_execute(
         "SET session_replication_role = replica;
-         INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at,
+         INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us,
                              key_id, sig, issued_by)
-         SELECT gen_random_uuid(), id, tenant_id, intent_hash, 1, 0, now() + interval '1 hour',
+         SELECT gen_random_uuid(), id, tenant_id, intent_hash, 1,
+                (extract(epoch FROM now() + interval '1 hour') * 1000000)::bigint,
                 'policy-1', decode(repeat('ab', 64), 'hex'), 'policy'
          FROM proposals WHERE state = 'approved';
          SET session_replication_role = origin",

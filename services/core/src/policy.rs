@@ -758,6 +758,19 @@ impl Decision {
             errors: Vec::new(),
         }
     }
+
+    /// The decision for a proposal whose agent is revoked (an operator ran `actiond agent
+    /// revoke` while it was pending): `block`, rule `agent-revoked`, whatever the rules say.
+    /// The database refuses `pending → approved|escalated` for a revoked agent's proposal (V34).
+    pub fn agent_revoked() -> Self {
+        Self {
+            effect: Effect::Block,
+            rule: Some("agent-revoked".into()),
+            reason: "its agent was revoked: an operator stopped it, so nothing was decided or run"
+                .into(),
+            errors: Vec::new(),
+        }
+    }
 }
 
 /// Raises `decision` because a proposal would take `budget` past its `max`: `allow` becomes

@@ -11,7 +11,8 @@
 //! 3. evaluate the tenant's **current** policy: a `policy-` grant needs `allow` now, a person's
 //!    grant needs "not `block`" now — otherwise `blocked` ("policy changed since approval");
 //! 4. in one statement for the whole batch, for each proposal that passed 1–3: spend the
-//!    grant, move the proposal to `executing` with a run lease, write the audit event (per
+//!    grant if the expiry inside the verified grant is after the database clock (never the
+//!    table's unsigned copy, V34), move the proposal to `executing` with a run lease, write the audit event (per
 //!    proposal all or nothing); not spent → read the grant: `used_at` set = replay, null =
 //!    expired; refusals are recorded in the same transaction, which then commits. Stages 1–3
 //!    are CPU work and reads: no network call runs inside the transaction, and an executor
@@ -405,6 +406,7 @@ impl Worker {
                 row,
                 grant_id: r.grant.claims.id,
                 key_id: &r.grant.claims.key_id,
+                expires_at_us: r.grant.claims.expires_at,
                 run_lease: r.entry.timeout + self.lease_margin,
             })
             .collect();
@@ -488,6 +490,9 @@ impl Worker {
         row: &ClaimedRow,
         signature: Option<Result<KeyKind, GrantError>>,
     ) -> Result<Gathered, Stop> {
+        if row.agent_revoked {
+            return Err(Refusal::AgentRevoked.into());
+        }
         if row.agent_frozen {
             return Err(Refusal::AgentFrozen.into());
         }
@@ -704,6 +709,7 @@ impl Worker {
                 Ok(false)
             }
             Spend::AgentFrozen => Err(Refusal::AgentFrozen.into()),
+            Spend::AgentRevoked => Err(Refusal::AgentRevoked.into()),
         }
     }
 

@@ -75,6 +75,9 @@ pub enum Refusal {
     /// The proposal's agent was frozen after the approval (seen at the claim or in the spend's
     /// own statement): the grant stays unspent and nothing runs.
     AgentFrozen,
+    /// The proposal's agent was revoked after the approval (seen at the claim or in the
+    /// spend's own statement): the grant stays unspent and nothing runs.
+    AgentRevoked,
 }
 
 impl Refusal {
@@ -105,7 +108,8 @@ impl Refusal {
             | Self::ApprovedVersionMissing
             | Self::NoHandler { .. }
             | Self::Replayed { .. }
-            | Self::AgentFrozen => ProposalState::Blocked,
+            | Self::AgentFrozen
+            | Self::AgentRevoked => ProposalState::Blocked,
         }
     }
 
@@ -128,6 +132,10 @@ impl Refusal {
                 "its agent was frozen after the approval: an approver stopped it, so nothing ran"
                     .into()
             }
+            Self::AgentRevoked => {
+                "its agent was revoked after the approval: an operator stopped it, so nothing ran"
+                    .into()
+            }
         }
     }
 
@@ -143,6 +151,7 @@ impl Refusal {
             Self::Replayed { .. } => "replayed",
             Self::Expired { .. } => "expired",
             Self::AgentFrozen => "agent_frozen",
+            Self::AgentRevoked => "agent_revoked",
         }
     }
 
@@ -161,12 +170,14 @@ impl Refusal {
             | Self::NoHandler { .. }
             | Self::Replayed { .. }
             | Self::Expired { .. }
-            | Self::AgentFrozen => AuditKind::GrantRejected,
+            | Self::AgentFrozen
+            | Self::AgentRevoked => AuditKind::GrantRejected,
         }
     }
 
     /// The audit event's detail: `{"reason": <metric label>, "detail": <internal cause>}`, plus
-    /// `"agent_frozen": true` at the top level for [`Self::AgentFrozen`].
+    /// `"agent_frozen": true` at the top level for [`Self::AgentFrozen`] and `"agent_revoked":
+    /// true` for [`Self::AgentRevoked`].
     pub fn audit_detail(&self) -> Value {
         let detail = match self {
             Self::MissingGrant | Self::ApprovedVersionMissing | Self::NoHandler { .. } => {
@@ -194,12 +205,17 @@ impl Refusal {
             }
             Self::Expired { grant_id } => json!({"grant_id": grant_id}),
             Self::AgentFrozen => json!({"agent_frozen": true}),
+            Self::AgentRevoked => json!({"agent_revoked": true}),
         };
         let mut out = json!({"reason": self.metric_label(), "detail": detail});
         if matches!(self, Self::AgentFrozen) {
             // Top level too, like the freeze's denials and policy's `agent-frozen` block, so
             // `detail->>'agent_frozen' = 'true'` finds every proposal a freeze stopped.
             out["agent_frozen"] = json!(true);
+        }
+        if matches!(self, Self::AgentRevoked) {
+            // Likewise `detail->>'agent_revoked' = 'true'` for a revocation.
+            out["agent_revoked"] = json!(true);
         }
         out
     }
@@ -244,6 +260,7 @@ mod tests {
                 grant_id: Uuid::nil(),
             },
             Refusal::AgentFrozen,
+            Refusal::AgentRevoked,
         ];
         for r in &all {
             let expired = matches!(r, Refusal::Expired { .. });

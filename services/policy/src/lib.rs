@@ -207,9 +207,12 @@ impl Worker {
         let mut prepared = Vec::with_capacity(rows.len());
         for row in rows {
             let policy = policies.get(&row.tenant_id).cloned().flatten();
-            // A frozen agent's proposal is blocked without rules: no history read for it.
+            // A frozen or revoked agent's proposal is blocked without rules: no history read
+            // for it.
             let input = match &policy {
-                Some(p) if !row.agent_frozen => Some(policy_queue::rules_input(&tx, p, row).await?),
+                Some(p) if !row.agent_stopped() => {
+                    Some(policy_queue::rules_input(&tx, p, row).await?)
+                }
                 _ => None,
             };
             prepared.push((row, policy, input));
@@ -269,7 +272,7 @@ impl Worker {
             .start_timer();
         let mut jobs = Vec::new();
         for (row, policy, input) in prepared.iter_mut() {
-            if row.agent_frozen {
+            if row.agent_stopped() {
                 continue;
             }
             if let (Some(p), Some(input)) = (policy.as_ref(), input.take()) {
@@ -287,11 +290,16 @@ impl Worker {
         let decisions: Vec<DecidedRow<'a>> = prepared
             .into_iter()
             .map(|(row, policy, _)| match policy {
-                // A frozen agent's proposal is blocked before any rule runs (V20 refuses to
-                // allow or escalate it; the freeze denies the ones it saw).
-                _ if row.agent_frozen => DecidedRow {
+                // A frozen or revoked agent's proposal is blocked before any rule runs (V20 and
+                // V34 refuse to allow or escalate it; the freeze or revocation denies the ones
+                // it saw).
+                _ if row.agent_stopped() => DecidedRow {
                     row,
-                    decision: Decision::agent_frozen(),
+                    decision: if row.agent_revoked {
+                        Decision::agent_revoked()
+                    } else {
+                        Decision::agent_frozen()
+                    },
                     doc_version: None,
                     doc_sha256: None,
                     grant_lifetime: Duration::ZERO,

@@ -39,7 +39,8 @@ pub fn documents(
 
 /// Evaluates the open candidates beside the live decisions (already final, budgets included)
 /// and records the results. Each candidate evaluation runs off the async executor with the
-/// worker's time budget and fails closed like a live one. Rows of frozen agents are skipped.
+/// worker's time budget and fails closed like a live one. Rows of frozen or revoked agents are
+/// skipped.
 /// Returns how many proposals were shadow-evaluated.
 pub async fn evaluate_and_record(
     tx: &Transaction<'_>,
@@ -53,7 +54,7 @@ pub async fn evaluate_and_record(
     let mut results = Vec::new();
     // A frozen agent's proposal is blocked whatever the candidate says (V20 lets nothing of
     // it move forward), so it is neither evaluated nor counted in the shadow report.
-    for d in decided.iter().filter(|d| !d.row.agent_frozen) {
+    for d in decided.iter().filter(|d| !d.row.agent_stopped()) {
         let Some((seq, candidate)) = shadows.get(&d.row.tenant_id) else {
             continue;
         };

@@ -223,38 +223,102 @@ pub async fn get(db: &Db, tenant: &str, id: Uuid) -> Result<Option<Agent>> {
     Ok(c.query_opt(&q, &[&tenant, &id]).await?.as_ref().map(row))
 }
 
-/// Revokes an agent's token (by name). Returns false when no live agent had that name.
-pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<bool> {
+/// The reason a revocation gives the agent's proposals it denies.
+pub const REVOKED_REASON: &str = "agent revoked by an operator: its open requests were denied.";
+
+/// Revokes an agent (by name), as `operator`: sets `revoked_at` (its token and workload
+/// identity stop authenticating at once), denies its pending and escalated proposals with
+/// [`REVOKED_REASON`] (`pending → denied` is legal for a revoked agent, V34), and writes the
+/// audit events (`agent.revoked` with the count, one `proposal.decided` with
+/// `"agent_revoked": true` per denial), in one transaction. An approved proposal is left to the
+/// executor, which refuses it without spending its grant; the database refuses to start it
+/// (V34). Returns how many proposals were denied, or `None` when no live agent had that name.
+pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<Option<u64>> {
+    let by = "operator";
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
+    crate::set_tenant(&tx, tenant).await?;
     let r = tx
         .query_opt("UPDATE agents SET revoked_at = now() WHERE tenant_id = $1 AND name = $2 AND revoked_at IS NULL RETURNING id", &[&tenant, &name])
         .await?;
-    let Some(r) = r else { return Ok(false) };
+    let Some(r) = r else { return Ok(None) };
     let id: Uuid = r.get(0);
-    audit::write(
-        &tx,
-        &audit::Event {
-            tenant_id: tenant,
-            proposal_id: None,
-            kind: actiond_core::audit::AuditKind::AgentRevoked,
-            actor: "operator",
-            from_state: None,
-            to_state: None,
-            intent_hash: None,
-            params_sha256: None,
-            detail: json!({"agent_id": id, "name": name}),
-        },
-    )
-    .await?;
+    let denied = deny_open(&tx, tenant, id, REVOKED_REASON).await?;
+    let mut events = vec![audit::Event::new(
+        tenant,
+        None,
+        actiond_core::audit::AuditKind::AgentRevoked,
+        by,
+        json!({"agent_id": id, "name": name, "denied": denied.len()}),
+    )];
+    events.extend(denial_events(
+        tenant,
+        by,
+        &denied,
+        json!({"reason": REVOKED_REASON, "agent_revoked": true}),
+    ));
+    audit::write_batch(&tx, &events).await?;
     tx.commit().await?;
-    Ok(true)
+    Ok(Some(denied.len() as u64))
 }
 
-/// Freezes `agent` of `tenant` for `by` (`approver:<subject>`): sets `frozen_at`, denies its
-/// pending and escalated proposals with `reason` (`pending → denied` is legal only for a frozen
-/// agent, V18), and writes the audit events, in one transaction. Returns
-/// how many proposals were denied, or `None` when there is no such agent or it is frozen.
+/// One proposal a freeze or a revocation denied: id, intent hash, params hash, former state.
+type Denied = (Uuid, String, String, String);
+
+/// Denies the open (`pending`, `escalated`) proposals of `agent` in `tx` with `reason`; the
+/// caller has frozen or revoked the agent in the same transaction (V18, V34: `pending →
+/// denied` is legal only then).
+async fn deny_open(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &str,
+    agent: Uuid,
+    reason: &str,
+) -> Result<Vec<Denied>> {
+    let denied = tx
+        .query(
+            "WITH open AS (
+                 SELECT id, state FROM proposals
+                 WHERE tenant_id = $1 AND agent_id = $2 AND state IN ('pending', 'escalated')
+                 FOR UPDATE)
+             UPDATE proposals p SET state = 'denied', decision_reason = $3
+             FROM open WHERE p.id = open.id AND p.state = open.state
+             RETURNING p.id, p.intent_hash, p.params_sha256, open.state",
+            &[&tenant, &agent, &reason],
+        )
+        .await?;
+    Ok(denied
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect())
+}
+
+/// The `proposal.decided` events of [`deny_open`]'s denials, by `by`, each with `detail`.
+fn denial_events<'a>(
+    tenant: &'a str,
+    by: &'a str,
+    denied: &'a [Denied],
+    detail: serde_json::Value,
+) -> impl Iterator<Item = audit::Event<'a>> {
+    denied.iter().map(move |(id, intent, params, from)| {
+        let from = actiond_core::state::ProposalState::parse(from)
+            .unwrap_or(actiond_core::state::ProposalState::Escalated);
+        audit::Event::new(
+            tenant,
+            Some(*id),
+            actiond_core::audit::AuditKind::ProposalDecided,
+            by,
+            detail.clone(),
+        )
+        .transition(Some(from), actiond_core::state::ProposalState::Denied)
+        .hashes(intent, params)
+    })
+}
+
+/// Freezes `agent` of `tenant` for `by` (`approver:<subject>`, or `operator:cli`): sets
+/// `frozen_at`, denies its pending and escalated proposals with `reason` (`pending → denied` is
+/// legal only for a frozen or revoked agent, V18, V34), and writes the audit events, in one
+/// transaction. Returns how many proposals were denied, or `None` when there is no such agent
+/// or it is frozen.
 pub async fn freeze(
     db: &Db,
     tenant: &str,
@@ -275,47 +339,23 @@ pub async fn freeze(
     if hit == 0 {
         return Ok(None);
     }
-    let denied = tx
-        .query(
-            "WITH open AS (
-                 SELECT id, state FROM proposals
-                 WHERE tenant_id = $1 AND agent_id = $2 AND state IN ('pending', 'escalated')
-                 FOR UPDATE)
-             UPDATE proposals p SET state = 'denied', decision_reason = $3
-             FROM open WHERE p.id = open.id AND p.state = open.state
-             RETURNING p.id, p.intent_hash, p.params_sha256, open.state",
-            &[&tenant, &agent, &reason],
-        )
-        .await?;
-    let mut events = vec![crate::audit::Event::new(
+    let denied = deny_open(&tx, tenant, agent, reason).await?;
+    let mut events = vec![audit::Event::new(
         tenant,
         None,
         actiond_core::audit::AuditKind::AgentFrozen,
         by,
-        serde_json::json!({"agent_id": agent, "denied": denied.len(), "reason": reason}),
+        json!({"agent_id": agent, "denied": denied.len(), "reason": reason}),
     )];
-    let ids: Vec<(uuid::Uuid, String, String, String)> = denied
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
-    for (id, intent, params, from) in &ids {
-        let from = actiond_core::state::ProposalState::parse(from)
-            .unwrap_or(actiond_core::state::ProposalState::Escalated);
-        events.push(
-            crate::audit::Event::new(
-                tenant,
-                Some(*id),
-                actiond_core::audit::AuditKind::ProposalDecided,
-                by,
-                serde_json::json!({"reason": reason, "agent_frozen": true}),
-            )
-            .transition(Some(from), actiond_core::state::ProposalState::Denied)
-            .hashes(intent, params),
-        );
-    }
-    crate::audit::write_batch(&tx, &events).await?;
+    events.extend(denial_events(
+        tenant,
+        by,
+        &denied,
+        json!({"reason": reason, "agent_frozen": true}),
+    ));
+    audit::write_batch(&tx, &events).await?;
     tx.commit().await?;
-    Ok(Some(ids.len() as u64))
+    Ok(Some(denied.len() as u64))
 }
 
 /// Unfreezes `agent` of `tenant` (the caller checked that `by` is its owner or a tenant admin);

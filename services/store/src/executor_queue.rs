@@ -3,10 +3,12 @@
 //! and start them in that transaction, record outcomes, and sweep expired leases and grants.
 //!
 //! Spend rule (the guide's "grant already spent or expired"): one UPDATE
-//! `… WHERE used_at IS NULL AND expires_at > now()`; on zero rows read the row afterwards:
+//! `… WHERE used_at IS NULL AND <signed expiry> > now()`, where the signed expiry is the
+//! `expires_at` of the grant the executor verified (microseconds since the epoch, passed to the
+//! statement), never a column it did not verify; on zero rows read the row afterwards:
 //! `used_at` set = replay (investigate), null = expired.
 
-use crate::grants::{GRANT_COLUMNS, StoredGrant};
+use crate::grants::{GRANT_COLUMNS, NOW_US_SQL, StoredGrant};
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, Tx, audit};
 use actiond_core::audit::AuditKind;
@@ -99,16 +101,19 @@ pub async fn back_off<C: deadpool_postgres::GenericClient>(
 /// statement (see [`spend_and_start_many`]): `$1` proposal ids, `$2` their grant ids, `$3` run
 /// leases in seconds, `$4` this executor's id (the run lease's owner and the grant's
 /// `used_by`), `$5` the state each proposal must still be in (`approved`), `$6` the grants'
-/// key ids (recorded in the events), `$7` the actor (`executor:<id>`). Returns per request
-/// `(proposal_id, held, started, frozen)`. The proposals are locked by the claim of the same
+/// key ids (recorded in the events), `$7` the actor (`executor:<id>`), `$8` the expiries of
+/// the verified grants (their signed `expires_at`, microseconds since the epoch: the spend
+/// compares these with the database clock, not the table's copy). Returns per request
+/// `(proposal_id, held, started, stopped, events_ok)`, `stopped` being `'revoked'` or
+/// `'frozen'` when the proposal's agent is (revoked first), else null. The proposals are locked by the claim of the same
 /// transaction ([`claim`]); `held` locks them again, which costs nothing then, and makes a
 /// caller that did not claim them wait for whoever did.
 ///
 /// Proposals are found by primary key, one probe per request: the expected state is a column
 /// of the batch, not a constant, so no plan reads the `approved` queue through its partial
 /// index and filters it by id (a plan that reads the whole backlog for every batch), and the
-/// frozen-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
-/// subplan that joins every proposal with every frozen agent). `tests/e2e/queue_plans.rs`
+/// stopped-agent test is one probe per request (`OFFSET 0` keeps it from becoming a hashed
+/// subplan that joins every proposal with every agent). `tests/e2e/queue_plans.rs`
 /// checks the plan. Each started row's event is written from the row the statement moved, so
 /// a proposal is `executing` exactly when its grant is spent and its event exists; an event
 /// that is not written fails the whole statement ([`audit::events_match`]): nothing is spent
@@ -116,18 +121,19 @@ pub async fn back_off<C: deadpool_postgres::GenericClient>(
 pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH req AS (
-            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $5::text[], $6::text[])
-                AS r(proposal_id, grant_id, lease_secs, from_state, key_id)
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $5::text[], $6::text[], $8::int8[])
+                AS r(proposal_id, grant_id, lease_secs, from_state, key_id, expires_at_us)
          ), held AS (
             SELECT p.id FROM req JOIN proposals p ON p.id = req.proposal_id
             WHERE p.state = req.from_state
-              AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id AND a.frozen_at IS NOT NULL)
+              AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id
+                              AND (a.frozen_at IS NOT NULL OR a.revoked_at IS NOT NULL))
             FOR UPDATE OF p
          ), spent AS (
             UPDATE grants g SET used_at = now(), used_by = $4
             FROM req JOIN held ON held.id = req.proposal_id
             WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
-              AND g.used_at IS NULL AND g.expires_at > now()
+              AND g.used_at IS NULL AND req.expires_at_us > {now_us}
             RETURNING g.proposal_id, g.id AS grant_id, req.lease_secs, req.from_state, req.key_id
          ), started AS (
             UPDATE proposals p SET state = 'executing', lease_owner = $4,
@@ -144,11 +150,14 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
          SELECT req.proposal_id,
                 EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
                 EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
-                EXISTS (SELECT 1 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                        WHERE p.id = req.proposal_id AND a.frozen_at IS NOT NULL OFFSET 0) AS frozen,
+                (SELECT CASE WHEN a.revoked_at IS NOT NULL THEN 'revoked'
+                             WHEN a.frozen_at IS NOT NULL THEN 'frozen' END
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id
+                 WHERE p.id = req.proposal_id OFFSET 0) AS stopped,
                 {check} AS events_ok
          FROM req",
         cols = audit::EVENT_COLUMNS,
+        now_us = NOW_US_SQL,
         kind = AuditKind::GrantSpent.as_str(),
         check = audit::events_match(AuditKind::GrantSpent, "ev", "started"),
     )
@@ -203,6 +212,9 @@ pub enum Spend {
     /// The proposal's agent is frozen (read in the spend's own statement): nothing was spent
     /// and nothing ran; the caller blocks it.
     AgentFrozen,
+    /// The proposal's agent is revoked (read in the spend's own statement): nothing was spent
+    /// and nothing ran; the caller blocks it.
+    AgentRevoked,
 }
 
 /// One proposal to start: its claimed row, the grant to spend and the lease covering the
@@ -215,6 +227,10 @@ pub struct StartRequest<'a> {
     pub grant_id: Uuid,
     /// The grant's key id (recorded in the audit event).
     pub key_id: &'a str,
+    /// The grant's signed expiry (`GrantClaims::expires_at`, microseconds since the epoch) as
+    /// the executor verified it: the spend compares this value, not the table's, with the
+    /// database clock.
+    pub expires_at_us: i64,
     /// Lease from the spend until the outcome must be recorded.
     pub run_lease: Duration,
 }
@@ -222,11 +238,12 @@ pub struct StartRequest<'a> {
 /// Spends grants and starts their proposals, all in **one statement** ([`SPEND_AND_START_SQL`])
 /// in the claiming transaction `tx` ([`claim`]), which the caller commits: a claim batch shares
 /// one commit, and nothing runs before that commit. For each request it is all or nothing: the
-/// proposal is held (`FOR UPDATE`) only if it is still `approved`; its grant is spent by the single-spend update (`used_at IS NULL AND
-/// expires_at > now()`); only a proposal whose grant this statement spent moves `approved →
+/// proposal is held (`FOR UPDATE`) only if it is still `approved`; its grant is spent by the
+/// single-spend update (`used_at IS NULL` and the request's signed expiry after the database's
+/// `now()`); only a proposal whose grant this statement spent moves `approved →
 /// executing`, and exactly those get a `grant_spent` event, written by the same statement. A
-/// proposal whose agent is frozen is not held: its grant stays unspent ([`Spend::AgentFrozen`];
-/// V20 refuses the move anyway). Returns one [`Spend`] per request, in order. For a held
+/// proposal whose agent is frozen or revoked is not held: its grant stays unspent
+/// ([`Spend::AgentFrozen`], [`Spend::AgentRevoked`]; V20 and V34 refuse the move anyway). Returns one [`Spend`] per request, in order. For a held
 /// proposal whose grant was not spent, the grant is read afterwards: `used_at` set = replay,
 /// null = expired.
 pub async fn spend_and_start_many(
@@ -241,13 +258,16 @@ pub async fn spend_and_start_many(
     let grants: Vec<Uuid> = reqs.iter().map(|r| r.grant_id).collect();
     let leases: Vec<f64> = reqs.iter().map(|r| r.run_lease.as_secs_f64()).collect();
     let key_ids: Vec<&str> = reqs.iter().map(|r| r.key_id).collect();
+    let expiries: Vec<i64> = reqs.iter().map(|r| r.expires_at_us).collect();
     let actor = format!("executor:{owner}");
     let stmt = tx.prepare_cached(&SPEND_AND_START_SQL).await?;
     let from = vec![ProposalState::Approved.as_str(); ids.len()];
     let rows = tx
         .query(
             &stmt,
-            &[&ids, &grants, &leases, &owner, &from, &key_ids, &actor],
+            &[
+                &ids, &grants, &leases, &owner, &from, &key_ids, &actor, &expiries,
+            ],
         )
         .await?;
     let mut status = HashMap::with_capacity(rows.len());
@@ -258,7 +278,7 @@ pub async fn spend_and_start_many(
             (
                 r.try_get::<_, bool>(1)?,
                 r.try_get::<_, bool>(2)?,
-                r.try_get::<_, bool>(3)?,
+                r.try_get::<_, Option<String>>(3)?,
             ),
         );
     }
@@ -272,8 +292,9 @@ pub async fn spend_and_start_many(
         .iter()
         .map(|r| match status.get(&r.row.id) {
             Some((_, true, _)) => Spend::Started,
-            Some((_, false, true)) => Spend::AgentFrozen,
-            Some((true, false, false)) => match used.get(&r.grant_id) {
+            Some((_, false, Some(stopped))) if stopped == "revoked" => Spend::AgentRevoked,
+            Some((_, false, Some(_))) => Spend::AgentFrozen,
+            Some((true, false, None)) => match used.get(&r.grant_id) {
                 Some(Some(by)) => Spend::Replayed {
                     used_by: by.clone(),
                 },
@@ -390,7 +411,9 @@ pub struct Swept {
 
 /// The executor owns the timeouts of `approved` and of leases:
 /// - `executing` with an expired lease (the grant is spent) → `outcome_unknown`, never re-run;
-/// - `approved` whose grant expired unspent and that no live lease holds → `expired`.
+/// - `approved` whose grant expired unspent and that no live lease holds → `expired`, by the
+///   stored signed expiry (`expires_at_us`; V34 generates `expires_at` from it): a writer who
+///   changes that value breaks the grant's signature, so it can only end a grant early.
 ///
 /// (`approved` with an expired lease and a live grant needs nothing: the claim takes it again.)
 pub async fn sweep(db: &Db) -> Result<Swept> {
@@ -420,16 +443,16 @@ pub async fn sweep(db: &Db) -> Result<Swept> {
     let tx = c.transaction().await?;
     let dead = tx
         .query(
-            "WITH dead AS (
+            &format!("WITH dead AS (
                 SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
-                WHERE p.state = 'approved' AND g.used_at IS NULL AND g.expires_at <= now()
+                WHERE p.state = 'approved' AND g.used_at IS NULL AND g.expires_at_us <= {NOW_US_SQL}
                   AND (p.lease_until IS NULL OR p.lease_until < now())
                 FOR UPDATE OF p SKIP LOCKED
              )
              UPDATE proposals p SET state = 'expired', decision_reason = 'the approval expired before an executor ran it; propose again',
                     lease_owner = NULL, lease_until = NULL
              FROM dead WHERE p.id = dead.id
-             RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256",
+             RETURNING p.id, p.tenant_id, p.intent_hash, p.params_sha256"),
             &[],
         )
         .await?;

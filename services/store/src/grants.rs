@@ -62,13 +62,13 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
 /// microseconds since the epoch, key ids, signatures (arrays, one element per grant, as
 /// [`GrantColumns`] holds them), then `issued_by`. [`issue_many`] runs it alone (`first` = 1);
 /// the policy worker's decision statement (`policy_queue::DECIDE_SQL`) runs it as one of its
-/// parts. The stored expiry is the signed value itself.
+/// parts. The stored expiry is the signed value itself, in `expires_at_us`; `expires_at` is
+/// generated from it (V34), so no second copy can disagree with the signature.
 pub fn insert_sql(first: usize) -> String {
     let n = |i: usize| first + i;
     format!(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at, key_id, sig, issued_by)
-         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp,
-                'epoch'::timestamptz + (g.exp::text || ' microseconds')::interval, g.key_id, g.sig, ${}::text
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp, g.key_id, g.sig, ${}::text
          FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[])
               AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig)",
         n(8),

@@ -362,6 +362,7 @@ pub async fn record_batch(
             // True (else null) like the freeze's denials and the executor's refusal,
             // so `detail->>'agent_frozen' = 'true'` finds all a freeze stopped.
             "agent_frozen": d.row.agent_frozen.then_some(true),
+            "agent_revoked": d.row.agent_revoked.then_some(true),
         }));
     }
     let stmt = tx.prepare_cached(&DECIDE_SQL).await?;

@@ -15,7 +15,7 @@ pub const PROPOSAL_COLUMNS: &str = "p.id, p.tenant_id, p.agent_id, a.name AS age
     p.action, p.target, p.params_json, p.params_sha256, p.intent_hash, p.state, p.effect, p.rule_name, p.decision_reason,
     p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at,
     (SELECT d.on_behalf_of FROM proposal_delegations d WHERE d.proposal_id = p.id) AS on_behalf_of,
-    a.frozen_at IS NOT NULL AS agent_frozen";
+    a.frozen_at IS NOT NULL AS agent_frozen, a.revoked_at IS NOT NULL AS agent_revoked";
 
 /// A proposal with its agent's name and owner, read by column name (see [`PROPOSAL_COLUMNS`]).
 /// Every agent-written field (`agent_reason`, `source_text`, `session_id`, `target`,
@@ -70,6 +70,10 @@ pub struct ProposalRow {
     /// executor block a frozen agent's proposal instead of deciding or running it; the
     /// database refuses to move it forward either way (V20).
     pub agent_frozen: bool,
+    /// Whether the agent was revoked when this row was read (`agents.revoked_at`): policy and
+    /// the executor stop its proposal as they stop a frozen agent's, with a reason of its own;
+    /// the database refuses to move it forward either way (V34).
+    pub agent_revoked: bool,
 }
 
 /// A stored name the core enums do not know: the database and this build disagree.
@@ -108,7 +112,14 @@ impl ProposalRow {
             updated_at: r.try_get("updated_at")?,
             on_behalf_of: r.try_get("on_behalf_of")?,
             agent_frozen: r.try_get("agent_frozen")?,
+            agent_revoked: r.try_get("agent_revoked")?,
         })
+    }
+
+    /// True when the agent was frozen or revoked when this row was read: nothing of this
+    /// proposal may move forward (V20, V34).
+    pub fn agent_stopped(&self) -> bool {
+        self.agent_frozen || self.agent_revoked
     }
 
     /// Reads every row of a query (see [`ProposalRow::from_row`]).

@@ -820,7 +820,7 @@ async fn freeze_an_agent_from_its_proposal() {
             .unwrap_err();
         assert_eq!(
             err.as_db_error().map(|e| e.message()),
-            Some("a pending proposal is denied only when its agent is frozen")
+            Some("a pending proposal is denied only when its agent is frozen or revoked")
         );
     }
     let (_, _, html) = dev.page(&bob, &format!("/p/{}", seeded.p_other)).await;

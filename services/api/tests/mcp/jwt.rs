@@ -378,6 +378,7 @@ async fn a_real_issuers_access_tokens_identify_agents_on_rest_and_mcp() {
         actiond_store::agents::revoke(&w.env.db, "acme", "oidc-bot")
             .await
             .unwrap()
+            .is_some()
     );
     let before = w.env.proposal_count().await;
     let (status, _, body) = w.rest(&token, "pi_after_revoke").await;

@@ -1,4 +1,5 @@
-//! `actiond agent …`: create agents (printing their token once), list, unfreeze and revoke them.
+//! `actiond agent …`: create agents (printing their token once), list, freeze, unfreeze and
+//! revoke them.
 
 use super::DbArgs;
 use super::keys::open_secret;
@@ -50,6 +51,20 @@ pub enum AgentCmd {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Freeze an agent, as an approver's stop button does: its pending and escalated proposals
+    /// are denied, an approved one is refused by the executor without running, and its new
+    /// proposals are refused until it is unfrozen (audited as `agent.frozen`, by
+    /// `operator:cli`).
+    Freeze {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Agent name.
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// Unfreeze an agent an approver froze, so its new proposals are accepted again (the
     /// operator's way out when its owner is not an approver; audited as `agent.unfrozen`).
     Unfreeze {
@@ -62,7 +77,9 @@ pub enum AgentCmd {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Revoke an agent's token.
+    /// Revoke an agent for good: its token and workload identity stop authenticating, its
+    /// pending and escalated proposals are denied, and an approved one is refused by the
+    /// executor without running (audited as `agent.revoked`).
     Revoke {
         /// Tenant id.
         #[arg(long)]
@@ -143,6 +160,7 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::List { tenant, db } => list(&tenant, &db).await,
         AgentCmd::Revoke { tenant, name, db } => revoke(&tenant, &name, &db).await,
+        AgentCmd::Freeze { tenant, name, db } => freeze(&tenant, &name, &db).await,
         AgentCmd::Unfreeze { tenant, name, db } => unfreeze(&tenant, &name, &db).await,
     }
 }
@@ -241,28 +259,55 @@ async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `actiond agent revoke`.
+/// `actiond agent revoke`: exit 3 when there is no live agent of that name.
 async fn revoke(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
-    if agents::revoke(&db, tenant, name).await? {
-        say(&format!("agent {name} in tenant {tenant}: token revoked"));
-    } else {
-        return Err(crate::exit::not_found(format!(
-            "no live agent {name:?} in tenant {tenant:?}"
-        )));
+    match agents::revoke(&db, tenant, name).await? {
+        Some(denied) => say(&format!(
+            "agent {name} in tenant {tenant}: revoked; {denied} open proposal(s) denied, an approved one will not run"
+        )),
+        None => {
+            return Err(crate::exit::not_found(format!(
+                "no live agent {name:?} in tenant {tenant:?}"
+            )));
+        }
     }
     Ok(())
+}
+
+/// The agent named `name` in `tenant`; exit 3 when there is none.
+async fn named(db: &Db, tenant: &str, name: &str) -> anyhow::Result<agents::Agent> {
+    agents::list(db, tenant)
+        .await?
+        .into_iter()
+        .find(|a| a.name == name)
+        .ok_or_else(|| crate::exit::not_found(format!("no agent {name:?} in tenant {tenant:?}")))
+}
+
+/// `actiond agent freeze`: as `operator:cli`; exit 3 when there is no such agent or it is
+/// frozen already.
+async fn freeze(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let agent = named(&db, tenant, name).await?;
+    let reason = "agent frozen by an operator: its open requests were denied.";
+    match agents::freeze(&db, tenant, agent.id, "operator:cli", reason).await? {
+        Some(denied) => {
+            say(&format!(
+                "agent {name} in tenant {tenant}: frozen; {denied} open proposal(s) denied, its new ones are refused until `actiond agent unfreeze`"
+            ));
+            Ok(())
+        }
+        None => Err(crate::exit::not_found(format!(
+            "agent {name:?} in tenant {tenant:?} is frozen already"
+        ))),
+    }
 }
 
 /// `actiond agent unfreeze`: as `operator:cli`; exit 3 when there is no such agent or it is
 /// not frozen.
 async fn unfreeze(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
-    let agent = agents::list(&db, tenant)
-        .await?
-        .into_iter()
-        .find(|a| a.name == name)
-        .ok_or_else(|| crate::exit::not_found(format!("no agent {name:?} in tenant {tenant:?}")))?;
+    let agent = named(&db, tenant, name).await?;
     if agents::unfreeze(&db, tenant, agent.id, "operator:cli").await? {
         say(&format!(
             "agent {name} in tenant {tenant}: unfrozen; its new proposals are accepted again"

@@ -4,6 +4,15 @@
 //! Tenant CEL rules compare `params.zone`, `params.name` and `params.records` as sent, so every
 //! name and record has exactly one accepted spelling: `PROD.example.com` or
 //! `prod.example.com.` would otherwise slip past `params.zone == "prod.example.com"`.
+//!
+//! For the same reason `params.zone` must be the zone that will change: the most specific of
+//! the allowed zones that contains `params.name` ([`most_specific_zone`]). A DNS server that
+//! hosts `example.com` and `inner.example.com` answers `www.inner.example.com` from the inner
+//! zone; a record written into the outer zone under that name is never served, and a rule on
+//! `params.zone == "inner.example.com"` would not have seen the request. And an NS record
+//! below a zone's apex is a delegation (RFC 1034 §4.2.1: the name and everything under it are
+//! handed to other name servers, beyond every later rule on this zone): it is refused unless
+//! the handler's settings say `allow_delegations: true`.
 
 use super::{Spec, param_str};
 use crate::FieldError;
@@ -17,7 +26,7 @@ pub(super) static SPEC: Spec = Spec {
     history_sum_param: None,
     default_risky: &["zone", "name", "type", "records"],
     default_summary: "Set {type} records of {name} in zone {zone} to {records} (TTL {ttl}s)",
-    settings: &["credential", "zones", "server_id"],
+    settings: &["credential", "zones", "server_id", "allow_delegations"],
     credential_required: true,
     params_schema,
     check_params,
@@ -56,6 +65,16 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
             "must be one of A, AAAA, CNAME, TXT, MX, NS",
         ));
     }
+    if rtype == Some("NS")
+        && let (Some(zone), Some(name)) = (
+            obj.get("zone").and_then(Value::as_str),
+            obj.get("name").and_then(Value::as_str),
+        )
+        && is_delegation("NS", zone, name)
+        && !allows_delegations(settings)
+    {
+        errs.push(FieldError::new("params.type", DELEGATION_REFUSED));
+    }
     if let Some(v) = obj.get("ttl")
         && !v.as_i64().is_some_and(|t| (60..=86_400).contains(&t))
     {
@@ -81,7 +100,54 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
     }
 }
 
-/// `zone` must be canonical and one of the tenant's zones; `name` canonical and inside it.
+/// Rule of an NS record below the zone apex when the settings do not allow delegations.
+pub const DELEGATION_REFUSED: &str = "NS below the zone apex is a delegation: it hands params.name and every name under it to other name servers, beyond this zone's rules; refused unless the handler's settings say allow_delegations: true";
+
+/// True when a record of type `rtype` named `name` in `zone` is a delegation: an NS record
+/// anywhere but at the zone's apex (RFC 1034 §4.2.1). Names are canonical (lowercase, no
+/// trailing dot).
+pub fn is_delegation(rtype: &str, zone: &str, name: &str) -> bool {
+    rtype == "NS" && name != zone
+}
+
+/// The handler setting `allow_delegations` (default false).
+pub fn allows_delegations(settings: &Value) -> bool {
+    settings.get("allow_delegations").and_then(Value::as_bool) == Some(true)
+}
+
+/// True when the canonical `name` is `zone` itself or a name under it (label-wise: `wexample.com`
+/// is not under `example.com`).
+pub fn in_zone(name: &str, zone: &str) -> bool {
+    name == zone
+        || name
+            .strip_suffix(zone)
+            .is_some_and(|head| head.ends_with('.'))
+}
+
+/// The most specific of `zones` that contains the canonical `name` ([`in_zone`]): the zone a
+/// server hosting all of them answers `name` from (RFC 1034 §4.3.2, the closest enclosing zone),
+/// so the one whose records a change of `name` must go to. `None` when no zone contains it.
+pub fn most_specific_zone<'a>(
+    name: &str,
+    zones: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    zones
+        .into_iter()
+        .filter(|z| in_zone(name, z))
+        .max_by_key(|z| z.len())
+}
+
+/// The allowed zones of the handler's settings (`zones`), as strings.
+pub fn allowed_zones(settings: &Value) -> Vec<&str> {
+    settings
+        .get("zones")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// `zone` must be canonical and one of the tenant's zones; `name` canonical, inside it, and not
+/// inside a more specific allowed zone.
 fn check_zone_and_name(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<FieldError>) {
     let zone = obj.get("zone").and_then(Value::as_str);
     if let Some(v) = obj.get("zone") {
@@ -107,11 +173,19 @@ fn check_zone_and_name(obj: &Map<String, Value>, settings: &Value, errs: &mut Ve
     if let Some(v) = obj.get("name") {
         match v.as_str() {
             Some(n) if is_canonical_dns_name(n) => {
-                if let Some(z) = zone.filter(|z| is_canonical_dns_name(z))
-                    && n != z
-                    && !n.ends_with(&format!(".{z}"))
-                {
-                    errs.push(FieldError::new("params.name", "must be inside params.zone"));
+                if let Some(z) = zone.filter(|z| is_canonical_dns_name(z)) {
+                    if !in_zone(n, z) {
+                        errs.push(FieldError::new("params.name", "must be inside params.zone"));
+                    } else if let Some(inner) =
+                        most_specific_zone(n, allowed_zones(settings)).filter(|inner| *inner != z)
+                    {
+                        errs.push(FieldError::new(
+                            "params.zone",
+                            format!(
+                                "must be {inner}: the most specific allowed zone that contains params.name is the one that changes (a record of {inner} written into {z} is never served, and {inner}'s rules would not see it)"
+                            ),
+                        ));
+                    }
                 }
             }
             Some(n) if is_dns_name(n) => {
@@ -126,6 +200,15 @@ fn check_zone_and_name(obj: &Map<String, Value>, settings: &Value, errs: &mut Ve
 }
 
 fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    if settings
+        .get("allow_delegations")
+        .is_some_and(|v| !v.is_boolean())
+    {
+        errs.push(FieldError::new(
+            format!("{path}.allow_delegations"),
+            "must be true or false (default false: NS records below a zone's apex are refused)",
+        ));
+    }
     match settings.get("zones") {
         None | Some(Value::Null) => errs.push(FieldError::new(
             format!("{path}.zones"),
@@ -336,8 +419,14 @@ mod tests {
     fn dns_records_must_match_the_type() {
         let h = HandlerKind::DnsRecordUpdate;
         let s = json!({"zones": ["example.com"]});
+        // NS at the apex: below it, NS is a delegation (its own test).
         let check = |rtype: &str, records: Value| {
-            h.validate_params(&dns("example.com", "www.example.com", rtype, records), &s)
+            let name = if rtype == "NS" {
+                "example.com"
+            } else {
+                "www.example.com"
+            };
+            h.validate_params(&dns("example.com", name, rtype, records), &s)
         };
         // Valid input of every type passes.
         for (rtype, records) in [
@@ -508,5 +597,90 @@ mod tests {
         let e = check("SRV", json!(["0 5 5060 sip.example.com."])).unwrap_err();
         let fields: Vec<_> = e.0.iter().map(|f| f.field.as_str()).collect();
         assert_eq!(fields, ["params.type"]);
+    }
+
+    #[test]
+    fn a_name_belongs_to_the_most_specific_allowed_zone() {
+        use super::{in_zone, most_specific_zone};
+        let zones = ["example.com", "inner.example.com", "deep.inner.example.com"];
+        for (name, want) in [
+            ("example.com", Some("example.com")),
+            ("www.example.com", Some("example.com")),
+            ("inner.example.com", Some("inner.example.com")),
+            ("www.inner.example.com", Some("inner.example.com")),
+            ("a.b.deep.inner.example.com", Some("deep.inner.example.com")),
+            ("winner.example.com", Some("example.com")),
+            ("example.net", None),
+            ("wexample.com", None),
+        ] {
+            assert_eq!(most_specific_zone(name, zones), want, "{name}");
+        }
+        assert!(!in_zone("xinner.example.com", "inner.example.com"));
+        let h = HandlerKind::DnsRecordUpdate;
+        let s = json!({"zones": ["example.com", "inner.example.com"]});
+        let e = h
+            .validate_params(
+                &dns(
+                    "example.com",
+                    "www.inner.example.com",
+                    "A",
+                    json!(["192.0.2.1"]),
+                ),
+                &s,
+            )
+            .unwrap_err();
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(e.0[0].field, "params.zone");
+        assert!(
+            e.0[0]
+                .rule
+                .starts_with("must be inner.example.com: the most specific allowed zone"),
+            "{e}"
+        );
+        // The apex of the inner zone is the inner zone's too.
+        assert!(
+            h.validate_params(
+                &dns(
+                    "example.com",
+                    "inner.example.com",
+                    "A",
+                    json!(["192.0.2.1"])
+                ),
+                &s
+            )
+            .is_err()
+        );
+        for (zone, name) in [
+            ("inner.example.com", "www.inner.example.com"),
+            ("inner.example.com", "inner.example.com"),
+            ("example.com", "www.example.com"),
+            ("example.com", "winner.example.com"),
+        ] {
+            let p = dns(zone, name, "A", json!(["192.0.2.1"]));
+            assert!(h.validate_params(&p, &s).is_ok(), "{zone} {name}");
+        }
+    }
+
+    #[test]
+    fn an_ns_record_below_the_apex_is_a_delegation_refused_by_default() {
+        let h = HandlerKind::DnsRecordUpdate;
+        let ns = json!(["ns1.example.net."]);
+        let s = json!({"zones": ["example.com"]});
+        let e = h
+            .validate_params(&dns("example.com", "sub.example.com", "NS", ns.clone()), &s)
+            .unwrap_err();
+        assert_eq!(rules_at(&e, "params.type"), vec![super::DELEGATION_REFUSED]);
+        assert_eq!(e.0.len(), 1, "{e}");
+        // The zone's own name servers are not a delegation inside it.
+        assert!(
+            h.validate_params(&dns("example.com", "example.com", "NS", ns.clone()), &s)
+                .is_ok()
+        );
+        // An explicit setting allows them.
+        let open = json!({"zones": ["example.com"], "allow_delegations": true});
+        assert!(
+            h.validate_params(&dns("example.com", "sub.example.com", "NS", ns), &open)
+                .is_ok()
+        );
     }
 }

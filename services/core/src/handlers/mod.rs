@@ -12,7 +12,7 @@
 //! `toString`, `shell.exec` and every other unknown name simply miss (design, "Handlers").
 
 pub mod db_statement;
-mod dns;
+pub mod dns;
 pub mod email;
 pub(crate) mod refund;
 mod webhook;

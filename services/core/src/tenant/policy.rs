@@ -336,10 +336,12 @@ pub(super) fn rules_refused_on_apply(rules: &[RuleDef]) -> Vec<FieldError> {
 }
 
 /// Rule names that policy itself records as the deciding rule: a budget's escalation, a frozen
-/// agent's block, an unknown action, a handler's `min_effect`, a tenant without a document.
-pub(super) const RESERVED_RULE_NAMES: [&str; 5] = [
+/// or revoked agent's block, an unknown action, a handler's `min_effect`, a tenant without a
+/// document.
+pub(super) const RESERVED_RULE_NAMES: [&str; 6] = [
     "budget",
     "agent-frozen",
+    "agent-revoked",
     "no-handler",
     "min-effect",
     "no-document",

@@ -2,6 +2,9 @@
 //! REPLACE`) in a zone of the approved settings, and the read-only lookup previews use.
 
 use super::{Execution, Outcome, credential, send_with};
+use actiond_core::handlers::dns::{
+    allowed_zones, allows_delegations, is_delegation, most_specific_zone,
+};
 use serde_json::{Value, json};
 
 /// The zone, record name and type of a DNS proposal, as PowerDNS spells them.
@@ -35,24 +38,50 @@ impl Rrset {
     }
 }
 
-/// The zone's API URL and the API key, after checking the zone against the approved settings;
-/// `Err` is the outcome to record.
-fn zone_endpoint(ex: &Execution<'_>, zone: &str) -> Result<(url::Url, String), Outcome> {
+/// Checks `set` against the approved settings as submission did (the settings of the document
+/// version the grant names, which may differ from the submission's): the zone is allowed, it is
+/// the most specific allowed zone that contains the name, and an NS record below the apex (a
+/// delegation) is allowed by `allow_delegations`. `Err` is the reason, before anything is sent.
+fn check_rrset(settings: &Value, set: &Rrset) -> Result<(), String> {
+    let zone = set.zone.as_str();
+    let zones = allowed_zones(settings);
+    if !zones.contains(&zone) {
+        return Err(format!(
+            "zone {zone} is not allowed by the approved settings"
+        ));
+    }
+    let name = set.name.trim_end_matches('.');
+    match most_specific_zone(name, zones) {
+        Some(z) if z == zone => {}
+        Some(z) => {
+            return Err(format!(
+                "{name} belongs to the allowed zone {z}, not {zone}: nothing was sent"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{name} is not inside zone {zone}: nothing was sent"
+            ));
+        }
+    }
+    if is_delegation(&set.rtype, zone, name) && !allows_delegations(settings) {
+        return Err(format!(
+            "NS at {name} is a delegation below the apex of {zone}, and the approved settings do not allow delegations: nothing was sent"
+        ));
+    }
+    Ok(())
+}
+
+/// The zone's API URL and the API key, after checking the record set against the approved
+/// settings ([`check_rrset`]); `Err` is the outcome to record.
+fn zone_endpoint(ex: &Execution<'_>, set: &Rrset) -> Result<(url::Url, String), Outcome> {
     let Some(base) = &ex.destinations.pdns_base_url else {
         return Err(Outcome::Failed(
             "no PowerDNS API is configured on this executor (--pdns-base-url)".into(),
         ));
     };
-    let allowed = ex
-        .settings
-        .get("zones")
-        .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|z| z.as_str() == Some(zone)));
-    if !allowed {
-        return Err(Outcome::Failed(format!(
-            "zone {zone} is not allowed by the approved settings"
-        )));
-    }
+    check_rrset(ex.settings, set).map_err(Outcome::Failed)?;
+    let zone = set.zone.as_str();
     let server = ex
         .settings
         .get("server_id")
@@ -119,7 +148,7 @@ fn refusal_reason(_status: u16, body: &str) -> String {
 pub(super) async fn update(ex: &Execution<'_>) -> Outcome {
     let p = ex.params;
     let set = Rrset::from_params(p);
-    let (url, key) = match zone_endpoint(ex, &set.zone) {
+    let (url, key) = match zone_endpoint(ex, &set) {
         Ok(x) => x,
         Err(o) => return o,
     };
@@ -153,7 +182,7 @@ pub(super) async fn update(ex: &Execution<'_>) -> Outcome {
 /// it does not exist. Read-only (one GET of the zone).
 pub(crate) async fn current(ex: &Execution<'_>) -> Result<Option<(i64, Vec<String>)>, String> {
     let set = Rrset::from_params(ex.params);
-    let (url, key) = zone_endpoint(ex, &set.zone).map_err(|o| o.detail().to_owned())?;
+    let (url, key) = zone_endpoint(ex, &set).map_err(|o| o.detail().to_owned())?;
     let resp = ex
         .http
         .get(url)
@@ -204,6 +233,46 @@ mod tests {
         let c = content("TXT", &long);
         assert_eq!(c, format!("\"{}\" \"{}\"", "é".repeat(127), "é".repeat(73)));
         assert_eq!(content("A", "192.0.2.1"), "192.0.2.1");
+    }
+
+    #[test]
+    fn the_approved_settings_decide_the_zone_and_delegations_again() {
+        let rrset = |zone: &str, name: &str, rtype: &str| {
+            Rrset::from_params(&json!({"zone": zone, "name": name, "type": rtype}))
+        };
+        let s = json!({"zones": ["example.com", "inner.example.com"]});
+        assert_eq!(
+            check_rrset(&s, &rrset("example.com", "www.example.com", "A")),
+            Ok(())
+        );
+        assert_eq!(
+            check_rrset(
+                &s,
+                &rrset("inner.example.com", "www.inner.example.com", "A")
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_rrset(&s, &rrset("example.com", "www.inner.example.com", "A")),
+            Err("www.inner.example.com belongs to the allowed zone inner.example.com, not example.com: nothing was sent".into())
+        );
+        assert_eq!(
+            check_rrset(&s, &rrset("example.net", "www.example.net", "A")),
+            Err("zone example.net is not allowed by the approved settings".into())
+        );
+        assert!(
+            check_rrset(&s, &rrset("example.com", "sub.example.com", "NS"))
+                .is_err_and(|e| e.starts_with("NS at sub.example.com is a delegation"))
+        );
+        assert_eq!(
+            check_rrset(&s, &rrset("example.com", "example.com", "NS")),
+            Ok(())
+        );
+        let open = json!({"zones": ["example.com"], "allow_delegations": true});
+        assert_eq!(
+            check_rrset(&open, &rrset("example.com", "sub.example.com", "NS")),
+            Ok(())
+        );
     }
 
     #[test]
