@@ -1019,6 +1019,64 @@ mod tests {
         }
     }
 
+    fn status(state: &str) -> ProposalStatus {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        ProposalStatus {
+            proposal_id: uuid::Uuid::nil(),
+            action: "billing.refund.issue".into(),
+            target: "pi_1".into(),
+            state: state.into(),
+            reason: None,
+            outcome: (state == "succeeded").then(|| "succeeded".into()),
+            intent_hash: "0".repeat(64),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn tasks_follow_the_proposal_state() {
+        use rmcp::model::TaskStatus;
+        for open in ["pending", "escalated", "approved", "executing"] {
+            let t = serde_json::to_value(tasks::detailed(&status(open))).unwrap();
+            assert_eq!(t["status"], "working", "{t}");
+            assert_eq!(t["taskId"], uuid::Uuid::nil().to_string());
+            assert_eq!(t["createdAt"], "2027-01-15T08:00:00.000Z");
+            assert_eq!(t["pollIntervalMs"], tasks::POLL_INTERVAL_MS);
+            let m = t["statusMessage"].as_str().unwrap();
+            assert!(m.starts_with(&format!("{open}: ")), "{m}");
+            assert!(m.contains("NOT"), "{m}");
+        }
+        for done in ["succeeded", "failed", "outcome_unknown", "blocked", "denied", "expired"] {
+            let t = tasks::detailed(&status(done));
+            assert_eq!(t.status(), TaskStatus::Completed, "{done}");
+            let v = serde_json::to_value(&t).unwrap();
+            assert_eq!(v["result"]["structuredContent"]["state"], done, "{v}");
+            assert_eq!(v["result"]["isError"], false, "{v}");
+        }
+        let t = tasks::detailed(&status("withdrawn"));
+        assert_eq!(t.status(), TaskStatus::Cancelled);
+    }
+
+    #[test]
+    fn cancellation_refusals_say_why() {
+        use actiond_core::state::ProposalState;
+        let e = tasks::not_cancellable("t1", ProposalState::Approved);
+        assert_eq!(e.code.0, -32602);
+        assert!(
+            e.message
+                .contains("an agent cannot withdraw an approved action"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.data.unwrap()["state"], "approved");
+        let e = tasks::not_cancellable("t1", ProposalState::Denied);
+        assert!(e.message.contains("final"), "{}", e.message);
+        let e = tasks::unknown("t1");
+        assert!(e.message.starts_with("unknown task: t1"), "{}", e.message);
+        assert!(tasks::task_id("nope").is_err());
+    }
+
     #[test]
     fn descriptions_tell_the_truth() {
         let d = propose_description(None);
