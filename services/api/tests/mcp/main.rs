@@ -452,7 +452,10 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
         .unwrap();
     let init: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(init["result"]["capabilities"], json!({"tools": {}}));
+    assert_eq!(
+        init["result"]["capabilities"],
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     input
         .write_all(
             send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),
