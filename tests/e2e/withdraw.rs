@@ -4,8 +4,8 @@
 //! the api role may not make any other transition nor write the event in another agent's name.
 
 use crate::support::acme_db;
-use actiond_store::proposals::{self, Withdrawal};
 use actiond_core::state::ProposalState;
+use actiond_store::proposals::{self, Withdrawal};
 use actiond_testkit::TestDb;
 
 /// Inserts a proposal of `agent` in tenant `acme` in `state` (as the superuser); returns its id.
@@ -55,7 +55,9 @@ async fn agents_withdraw_only_their_own_unapproved_proposals() {
     // pending and escalated: withdrawn, with the event by the agent.
     for from in ["pending", "escalated"] {
         let id = proposal_in(&tdb, agent, from).await;
-        let done = proposals::withdraw(&api, "acme", agent, id, "test").await.unwrap();
+        let done = proposals::withdraw(&api, "acme", agent, id, "test")
+            .await
+            .unwrap();
         assert_eq!(
             done,
             Withdrawal::Withdrawn(ProposalState::parse(from).unwrap())
@@ -76,14 +78,18 @@ async fn agents_withdraw_only_their_own_unapproved_proposals() {
         assert_eq!(ev.get::<_, String>(2), "withdrawn");
         assert_eq!(ev.get::<_, String>(3), "test");
         // Final: a second withdrawal is refused, naming the state.
-        let again = proposals::withdraw(&api, "acme", agent, id, "test").await.unwrap();
+        let again = proposals::withdraw(&api, "acme", agent, id, "test")
+            .await
+            .unwrap();
         assert_eq!(again, Withdrawal::Refused(ProposalState::Withdrawn));
     }
 
     // approved and succeeded: refused, unchanged, no event.
     for st in ["approved", "succeeded"] {
         let id = proposal_in(&tdb, agent, st).await;
-        let done = proposals::withdraw(&api, "acme", agent, id, "test").await.unwrap();
+        let done = proposals::withdraw(&api, "acme", agent, id, "test")
+            .await
+            .unwrap();
         assert_eq!(done, Withdrawal::Refused(ProposalState::parse(st).unwrap()));
         assert_eq!(state_of(&tdb, id).await, st);
     }
@@ -91,10 +97,14 @@ async fn agents_withdraw_only_their_own_unapproved_proposals() {
     // Another agent's proposal, and this agent's proposal asked for in another tenant: not
     // found, unchanged.
     let theirs = proposal_in(&tdb, other, "escalated").await;
-    let done = proposals::withdraw(&api, "acme", agent, theirs, "test").await.unwrap();
+    let done = proposals::withdraw(&api, "acme", agent, theirs, "test")
+        .await
+        .unwrap();
     assert_eq!(done, Withdrawal::NotFound);
     let mine = proposal_in(&tdb, agent, "pending").await;
-    let done = proposals::withdraw(&api, "globex", agent, mine, "test").await.unwrap();
+    let done = proposals::withdraw(&api, "globex", agent, mine, "test")
+        .await
+        .unwrap();
     assert_eq!(done, Withdrawal::NotFound);
     assert_eq!(state_of(&tdb, theirs).await, "escalated");
     assert_eq!(state_of(&tdb, mine).await, "pending");

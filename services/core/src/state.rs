@@ -82,8 +82,10 @@ impl ProposalState {
         use ProposalState::*;
         matches!(
             (self, to),
-            (Pending, Approved | Escalated | Blocked | Expired | Denied | Withdrawn)
-                | (Escalated, Approved | Denied | Expired | Withdrawn)
+            (
+                Pending,
+                Approved | Escalated | Blocked | Expired | Denied | Withdrawn
+            ) | (Escalated, Approved | Denied | Expired | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)
         )
@@ -118,7 +120,15 @@ mod tests {
         assert!(Escalated.can_become(Approved));
         assert!(!Pending.can_become(Succeeded));
         assert!(!Denied.can_become(Approved));
-        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown, Withdrawn] {
+        for s in [
+            Blocked,
+            Denied,
+            Expired,
+            Succeeded,
+            Failed,
+            OutcomeUnknown,
+            Withdrawn,
+        ] {
             assert!(s.is_final());
         }
         // An agent withdraws only what nobody approved yet.

@@ -370,12 +370,12 @@ impl ServerHandler for ActiondMcp {
                 .enable_tasks()
                 .build(),
         )
-            .with_server_info(
-                Implementation::new("actiond", env!("CARGO_PKG_VERSION"))
-                    .with_title("actiond approval gateway")
-                    .with_description("Propose actions for approval and follow their state."),
-            )
-            .with_instructions(INSTRUCTIONS)
+        .with_server_info(
+            Implementation::new("actiond", env!("CARGO_PKG_VERSION"))
+                .with_title("actiond approval gateway")
+                .with_description("Propose actions for approval and follow their state."),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     /// The tools as the calling agent's tenant sees them: the tenant is the authenticated
@@ -561,8 +561,10 @@ pub mod tasks {
         let task = Task::new(
             s.proposal_id.to_string(),
             rmcp::model::TaskStatus::Working,
-            s.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            s.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            s.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            s.updated_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         );
         let state = ProposalState::parse(&s.state);
         match state {
@@ -1049,7 +1051,14 @@ mod tests {
                 assert!(m.contains("NOT"), "{m}");
             }
         }
-        for done in ["succeeded", "failed", "outcome_unknown", "blocked", "denied", "expired"] {
+        for done in [
+            "succeeded",
+            "failed",
+            "outcome_unknown",
+            "blocked",
+            "denied",
+            "expired",
+        ] {
             let t = tasks::detailed(&status(done));
             assert_eq!(t.status(), TaskStatus::Completed, "{done}");
             let v = serde_json::to_value(&t).unwrap();

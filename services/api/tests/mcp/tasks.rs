@@ -15,11 +15,7 @@ const TASKS: &str = "io.modelcontextprotocol/tasks";
 /// One 2026-07-28 request to `/mcp` as `token`, declaring the Tasks extension when `tasks`.
 /// Returns the HTTP status and the JSON-RPC answer.
 async fn call(base: &str, token: &str, tasks: bool, method: &str, params: Value) -> (u16, Value) {
-    let extensions = if tasks {
-        json!({TASKS: {}})
-    } else {
-        json!({})
-    };
+    let extensions = if tasks { json!({TASKS: {}}) } else { json!({}) };
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": V2026,
@@ -64,7 +60,14 @@ async fn get(env: &Env, token: &str, task: &str) -> Value {
 }
 
 async fn cancel(env: &Env, token: &str, task: &str) -> Value {
-    let (status, v) = call(&env.base, token, true, "tasks/cancel", json!({"taskId": task})).await;
+    let (status, v) = call(
+        &env.base,
+        token,
+        true,
+        "tasks/cancel",
+        json!({"taskId": task}),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     v
 }
@@ -201,7 +204,10 @@ async fn a_task_follows_its_proposal_and_is_withdrawn_only_before_approval() {
     for params in [json!({"taskId": "nope"}), json!({})] {
         let (_, v) = call(&env.base, &env.token, true, "tasks/cancel", params).await;
         assert_eq!(v["error"]["code"], -32602, "{v}");
-        assert_eq!(v["error"]["data"]["errors"][0]["field"], "params.taskId", "{v}");
+        assert_eq!(
+            v["error"]["data"]["errors"][0]["field"], "params.taskId",
+            "{v}"
+        );
     }
 
     // Its own agent withdraws it while escalated: recorded, final, the task is cancelled.
@@ -210,7 +216,11 @@ async fn a_task_follows_its_proposal_and_is_withdrawn_only_before_approval() {
     assert_eq!(state_of(&env, &task).await, "withdrawn");
     assert_eq!(
         withdrawn_events(&env).await,
-        [(task.clone(), format!("agent:{agent_id}"), "escalated".to_owned())]
+        [(
+            task.clone(),
+            format!("agent:{agent_id}"),
+            "escalated".to_owned()
+        )]
     );
     let g = get(&env, &env.token, &task).await;
     assert_eq!(g["result"]["status"], "cancelled", "{g}");
@@ -345,7 +355,10 @@ async fn python_sdk_follows_and_withdraws_tasks() {
             "got" => {
                 assert_eq!(event["task"]["status"], "working", "{event}");
                 let m = event["task"]["statusMessage"].as_str().unwrap();
-                assert!(m.starts_with("escalated: The action has NOT happened"), "{m}");
+                assert!(
+                    m.starts_with("escalated: The action has NOT happened"),
+                    "{m}"
+                );
             }
             "withdrawn" => {
                 assert_eq!(event["ack"]["resultType"], "complete", "{event}");
