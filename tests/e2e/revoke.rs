@@ -405,7 +405,9 @@ async fn a_tenant_admin_revokes_an_agent_from_the_web_and_what_it_asked_for_stop
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     assert!(
-        r.url().query().is_some_and(|q| q.contains("result=revoked")),
+        r.url()
+            .query()
+            .is_some_and(|q| q.contains("result=revoked")),
         "{}",
         r.url()
     );
@@ -417,7 +419,9 @@ async fn a_tenant_admin_revokes_an_agent_from_the_web_and_what_it_asked_for_stop
     assert_eq!(reason, actiond_store::agents::REVOKED_REASON);
     let events = s.audit_kinds(open).await;
     assert!(
-        events.iter().any(|(k, d)| k == "proposal.decided" && d["agent_revoked"] == true),
+        events
+            .iter()
+            .any(|(k, d)| k == "proposal.decided" && d["agent_revoked"] == true),
         "{events:?}"
     );
     let c = s.tdb.db.client().await.unwrap();
@@ -439,7 +443,9 @@ async fn a_tenant_admin_revokes_an_agent_from_the_web_and_what_it_asked_for_stop
         .await
         .unwrap();
     assert!(
-        r.url().query().is_some_and(|q| q.contains("result=already-revoked")),
+        r.url()
+            .query()
+            .is_some_and(|q| q.contains("result=already-revoked")),
         "{}",
         r.url()
     );
@@ -448,8 +454,10 @@ async fn a_tenant_admin_revokes_an_agent_from_the_web_and_what_it_asked_for_stop
     s.wait_state(approved, "blocked", T).await;
     assert_eq!(grants(&s, approved).await, (1, 0), "the grant was spent");
     assert!(
-        s.audit_kinds(approved).await.iter().any(|(k, d)| k == "grant.rejected"
-            && d["reason"] == "agent_revoked"),
+        s.audit_kinds(approved)
+            .await
+            .iter()
+            .any(|(k, d)| k == "grant.rejected" && d["reason"] == "agent_revoked"),
         "the executor did not name the revocation"
     );
     sentinel_of_another_agent(&s).await;

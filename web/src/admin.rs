@@ -21,8 +21,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use uuid::Uuid;
 use serde::Deserialize;
+use uuid::Uuid;
 
 /// `?tenant=` of the report page (and `?result=` of the agents page after a revocation).
 #[derive(Debug, Default, Deserialize)]
@@ -198,7 +198,9 @@ pub(crate) async fn agents(
         })
         .collect();
     let notice = match q.result.as_deref() {
-        Some("revoked") => "The agent was revoked: its open requests were denied, an approved one will not run, and its credentials no longer work.",
+        Some("revoked") => {
+            "The agent was revoked: its open requests were denied, an approved one will not run, and its credentials no longer work."
+        }
         Some("already-revoked") => "That agent was already revoked; nothing changed.",
         _ => "",
     };

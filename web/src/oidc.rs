@@ -120,7 +120,11 @@ pub(crate) struct MaxAgeAsked {
 /// Connect Core 1.0 §3.1.2.1) and must be at most `max_age` plus [`CLOCK_SKEW`] older than the
 /// start of the login: an identity provider that ignored `max_age` and reused an old sign-in
 /// is refused, naming `auth_time` and `max_age`.
-fn check_times(jwt: &str, now: i64, asked: Option<MaxAgeAsked>) -> Result<Option<i64>, TimeRefused> {
+fn check_times(
+    jwt: &str,
+    now: i64,
+    asked: Option<MaxAgeAsked>,
+) -> Result<Option<i64>, TimeRefused> {
     let unreadable = TimeRefused::Malformed {
         field: "id_token",
         why: "its payload is not readable JSON",
@@ -455,7 +459,10 @@ mod tests {
         }
         // An IdP that ignored max_age and reused an hour-old sign-in.
         let e = check_times(&token(Some(NOW - 3600)), NOW, asked).unwrap_err();
-        assert!(matches!(e, TimeRefused::TooOld { max_secs: 360, .. }), "{e}");
+        assert!(
+            matches!(e, TimeRefused::TooOld { max_secs: 360, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("ignored max_age"), "{e}");
         // No auth_time although max_age was sent.
         let e = check_times(&token(None), NOW, asked).unwrap_err();

@@ -125,7 +125,8 @@ pub fn check_attestation(
     let auth_data = field(map, "authData")
         .and_then(|v| v.as_bytes().cloned())
         .ok_or_else(|| PasskeyError("attestation_object: no authData".into()))?;
-    const RULE: &str = "this tenant requires attested passkeys (approvers.passkey_attestation: required)";
+    const RULE: &str =
+        "this tenant requires attested passkeys (approvers.passkey_attestation: required)";
     match fmt.as_str() {
         "packed" => {}
         "none" => {
@@ -149,7 +150,9 @@ pub fn check_attestation(
         .and_then(|v| v.as_map().cloned())
         .ok_or_else(|| PasskeyError("attestation_object.attStmt: missing or not a map".into()))?;
     if field(&stmt, "ecdaaKeyId").is_some() {
-        return err("attStmt.ecdaaKeyId: ECDAA attestation was withdrawn from WebAuthn and is refused");
+        return err(
+            "attStmt.ecdaaKeyId: ECDAA attestation was withdrawn from WebAuthn and is refused",
+        );
     }
     let alg = field(&stmt, "alg")
         .and_then(|v| v.as_integer())
@@ -254,7 +257,9 @@ fn check_certificate_fields(der: &[u8], aaguid: &[u8; 16]) -> Result<(), Passkey
     if let Ok(Some(bc)) = cert.basic_constraints()
         && bc.value.ca
     {
-        return err("attStmt.x5c[0]: a CA certificate cannot be an attestation certificate (basic constraints CA)");
+        return err(
+            "attStmt.x5c[0]: a CA certificate cannot be an attestation certificate (basic constraints CA)",
+        );
     }
     let oid = x509_parser::oid_registry::Oid::from(&AAGUID_OID)
         .map_err(|_| PasskeyError("internal: the AAGUID extension's OID".into()))?;
@@ -265,7 +270,9 @@ fn check_certificate_fields(der: &[u8], aaguid: &[u8; 16]) -> Result<(), Passkey
             let v = ext.value;
             if v.len() == 18 && v[0] == 0x04 && v[1] == 16 && v[2..] == aaguid[..] {
                 if ext.critical {
-                    return err("attStmt.x5c[0]: the AAGUID extension must not be critical (WebAuthn 8.2.1)");
+                    return err(
+                        "attStmt.x5c[0]: the AAGUID extension must not be critical (WebAuthn 8.2.1)",
+                    );
                 }
                 Ok(())
             } else {
@@ -360,7 +367,10 @@ mod tests {
         let v = Cbor::Map(vec![
             (Cbor::Text("fmt".into()), Cbor::Text(fmt.into())),
             (Cbor::Text("attStmt".into()), Cbor::Map(stmt)),
-            (Cbor::Text("authData".into()), Cbor::Bytes(AUTH_DATA.to_vec())),
+            (
+                Cbor::Text("authData".into()),
+                Cbor::Bytes(AUTH_DATA.to_vec()),
+            ),
         ]);
         let mut out = Vec::new();
         coset::cbor::ser::into_writer(&v, &mut out).unwrap();
@@ -383,13 +393,19 @@ mod tests {
         let (root, issuer) = ca("Test Attestation Root");
         let (cert, key) = leaf(&issuer, ATTESTATION_OU, Some(MODEL));
         assert_eq!(
-            check(&policy(&root), &object("packed", Some(&key), Some(vec![cert]))),
+            check(
+                &policy(&root),
+                &object("packed", Some(&key), Some(vec![cert]))
+            ),
             Ok(())
         );
         // Without the AAGUID extension too (it is optional).
         let (cert, key) = leaf(&issuer, ATTESTATION_OU, None);
         assert_eq!(
-            check(&policy(&root), &object("packed", Some(&key), Some(vec![cert]))),
+            check(
+                &policy(&root),
+                &object("packed", Some(&key), Some(vec![cert]))
+            ),
             Ok(())
         );
         // PEM roots read back to the same DER.
@@ -410,10 +426,16 @@ mod tests {
         let refused = |obj: Vec<u8>, p: &AttestationPolicy| check(p, &obj).unwrap_err().0;
         // none.
         let e = refused(object("none", None, None), &p);
-        assert!(e.starts_with("attestation_object.fmt: none") && e.contains("required"), "{e}");
+        assert!(
+            e.starts_with("attestation_object.fmt: none") && e.contains("required"),
+            "{e}"
+        );
         // Self attestation: packed, signed, no x5c.
         let e = refused(object("packed", Some(&key), None), &p);
-        assert!(e.starts_with("attStmt.x5c: missing: a self attestation"), "{e}");
+        assert!(
+            e.starts_with("attStmt.x5c: missing: a self attestation"),
+            "{e}"
+        );
         // A format this version does not verify.
         let e = refused(object("tpm", Some(&key), Some(vec![cert.clone()])), &p);
         assert!(e.contains("\"tpm\" attestation is not verified"), "{e}");
@@ -432,12 +454,21 @@ mod tests {
         );
         // A bad signature: signed by another key than the certificate's.
         let (_, stranger) = leaf(&issuer, ATTESTATION_OU, Some(MODEL));
-        let e = refused(object("packed", Some(&stranger), Some(vec![cert.clone()])), &p);
+        let e = refused(
+            object("packed", Some(&stranger), Some(vec![cert.clone()])),
+            &p,
+        );
         assert!(e.starts_with("attStmt.sig: does not verify"), "{e}");
         // A certificate that does not chain to the configured root.
         let (foreign, foreign_key) = leaf(&other, ATTESTATION_OU, Some(MODEL));
-        let e = refused(object("packed", Some(&foreign_key), Some(vec![foreign])), &p);
-        assert!(e.contains("does not chain to a trusted attestation root"), "{e}");
+        let e = refused(
+            object("packed", Some(&foreign_key), Some(vec![foreign])),
+            &p,
+        );
+        assert!(
+            e.contains("does not chain to a trusted attestation root"),
+            "{e}"
+        );
         // ...which passes with that root configured: the chain decides, not the shape.
         let (foreign, foreign_key) = leaf(&other, ATTESTATION_OU, Some(MODEL));
         assert_eq!(

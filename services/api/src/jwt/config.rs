@@ -342,6 +342,9 @@ issuers:
     #[test]
     fn a_leeway_line_is_refused_not_ignored() {
         let e = IssuersConfig::from_yaml(&format!("leeway: 30s\n{GOOD}")).unwrap_err();
-        assert!(e.starts_with("leeway: ") && e.contains("60 s clock skew"), "{e}");
+        assert!(
+            e.starts_with("leeway: ") && e.contains("60 s clock skew"),
+            "{e}"
+        );
     }
 }

@@ -33,10 +33,10 @@
 pub mod config;
 pub mod jwks;
 
+use actiond_core::external_time::{CLOCK_SKEW, TimeBound, TimeRefused};
 use base64::Engine as _;
 use config::IssuersConfig;
 use jsonwebtoken::errors::ErrorKind;
-use actiond_core::external_time::{CLOCK_SKEW, TimeBound, TimeRefused};
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -310,11 +310,7 @@ impl Verifier {
 
 /// Judges a verified token's `exp`, `iat` and `nbf` against `now` (seconds since the epoch)
 /// with [`CLOCK_SKEW`], then its lifetime against the issuer's `max_token_lifetime`.
-fn check_times(
-    claims: &Value,
-    issuer: &config::IssuerConfig,
-    now: f64,
-) -> Result<(), Rejection> {
+fn check_times(claims: &Value, issuer: &config::IssuerConfig, now: f64) -> Result<(), Rejection> {
     let time = |name: &str| match claims.get(name) {
         None => Ok(None),
         Some(v) => v
@@ -392,10 +388,7 @@ mod tests {
             at(json!({"exp": now + 300.0, "iat": now - 7200.0})),
             Err(Rejection::LifetimeTooLong)
         );
-        assert_eq!(
-            at(json!({"exp": "soon"})),
-            Err(Rejection::MissingClaim)
-        );
+        assert_eq!(at(json!({"exp": "soon"})), Err(Rejection::MissingClaim));
         // The details state the skew the code applies.
         let skew = format!("{} s clock skew", CLOCK_SKEW.as_secs());
         for r in [

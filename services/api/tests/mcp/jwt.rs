@@ -398,9 +398,9 @@ async fn a_real_issuers_access_tokens_identify_agents_on_rest_and_mcp() {
             actiond_store::agents::AgentRef::Name("oidc-bot"),
             "operator"
         )
-            .await
-            .unwrap()
-            .is_some()
+        .await
+        .unwrap()
+        .is_some()
     );
     let before = w.env.proposal_count().await;
     let (status, _, body) = w.rest(&token, "pi_after_revoke").await;
