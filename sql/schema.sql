@@ -908,7 +908,9 @@ CREATE TABLE public.web_login_states (
     return_to text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    max_age_secs bigint,
     CONSTRAINT web_login_states_binding_sha256_check CHECK ((binding_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT web_login_states_max_age_secs_check CHECK ((max_age_secs >= 0)),
     CONSTRAINT web_login_states_return_to_check CHECK (((return_to ~~ '/%'::text) AND (return_to !~~ '//%'::text))),
     CONSTRAINT web_login_states_state_sha256_check CHECK ((state_sha256 ~ '^[0-9a-f]{64}$'::text))
 );
@@ -1960,7 +1962,7 @@ CREATE POLICY web_tenant ON public.web_notifications TO actiond_web USING (publi
 -- Name: audit_events web_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
+CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'agent.revoked'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
 
 
 --
@@ -2106,6 +2108,7 @@ GRANT SELECT,INSERT ON TABLE public.agents TO actiond_admin;
 --
 
 GRANT UPDATE(revoked_at) ON TABLE public.agents TO actiond_admin;
+GRANT UPDATE(revoked_at) ON TABLE public.agents TO actiond_web;
 
 
 --
