@@ -145,9 +145,8 @@ pub async fn shutdown_signal() {
 
 /// A readiness check: `Ok` when the service can do its work (e.g. Postgres takes writes), else
 /// one line saying why (`/readyz` answers it with 503, e.g. "no writable database: …").
-pub type ReadyCheck = Arc<
-    dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync,
->;
+pub type ReadyCheck =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
 /// A hook run before each scrape (to refresh gauges computed from the database).
 pub type ScrapeHook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;

@@ -507,7 +507,9 @@ mod unavailable_tests {
     /// "try again"; a constraint, syntax, serialization or internal error is not.
     #[test]
     fn server_states_that_pass_are_unavailable_not_internal() {
-        for code in ["57P01", "57P02", "57P03", "08006", "08001", "53300", "25006"] {
+        for code in [
+            "57P01", "57P02", "57P03", "08006", "08001", "53300", "25006",
+        ] {
             assert!(sqlstate_unavailable(code), "{code}");
         }
         for code in ["23505", "42601", "40001", "XX000", "P0001", "42501"] {
