@@ -11,6 +11,7 @@ mod budgets;
 mod classifier;
 mod cli;
 mod edge;
+mod failover;
 mod flows;
 mod freeze;
 mod handlers;

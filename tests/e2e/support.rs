@@ -199,6 +199,13 @@ pub struct Api {
     svc: Service,
 }
 
+impl Api {
+    /// The process, to keep it running with a stack's other services.
+    pub fn into_service(self) -> Service {
+        self.svc
+    }
+}
+
 pub struct Stack {
     pub tdb: TestDb,
     pub keys: Keys,

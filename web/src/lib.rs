@@ -438,7 +438,7 @@ pub async fn serve(
         let db = state.db.clone();
         let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
             let db = db.clone();
-            Box::pin(async move { db.ping().await })
+            Box::pin(async move { db.readiness().await })
         });
         let bound = actiond_runtime::serve_admin(
             admin,

@@ -806,7 +806,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let d = ready_db.clone();
-        Box::pin(async move { d.ping().await })
+        Box::pin(async move { d.readiness().await })
     });
     // The admin listener outlives the drain, so `/readyz` answers 503 throughout it.
     let admin = actiond_runtime::serve_admin(

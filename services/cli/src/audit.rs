@@ -276,7 +276,7 @@ async fn serve_metrics(
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let db = ready_db.clone();
-        Box::pin(async move { db.ping().await })
+        Box::pin(async move { db.readiness().await })
     });
     let bound = actiond_runtime::serve_admin(
         addr,

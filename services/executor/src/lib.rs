@@ -842,7 +842,7 @@ pub async fn run(args: ExecutorArgs) -> anyhow::Result<()> {
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let d = ready_db.clone();
-        Box::pin(async move { d.ping().await })
+        Box::pin(async move { d.readiness().await })
     });
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     // The admin listener outlives the drain (running handlers finish first), so `/readyz`

@@ -653,7 +653,7 @@ pub async fn run(args: PolicyArgs) -> anyhow::Result<()> {
     let ready_db = db.clone();
     let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
         let d = ready_db.clone();
-        Box::pin(async move { d.ping().await })
+        Box::pin(async move { d.readiness().await })
     });
     let w = worker.clone();
     let scrape: actiond_runtime::ScrapeHook = Arc::new(move || {

@@ -143,8 +143,10 @@ pub async fn shutdown_signal() {
     until_draining().await;
 }
 
-/// A readiness check: returns true when the service can do its work (e.g. Postgres answers).
-pub type ReadyCheck = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// A readiness check: `Ok` when the service can do its work (e.g. Postgres takes writes), else
+/// one line saying why (`/readyz` answers it with 503, e.g. "no writable database: …").
+pub type ReadyCheck =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
 /// A hook run before each scrape (to refresh gauges computed from the database).
 pub type ScrapeHook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -310,11 +312,12 @@ async fn metrics_handler(State(s): State<AdminState>) -> impl IntoResponse {
 
 async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
     if draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
-    } else if (s.ready)().await {
-        (StatusCode::OK, "ready\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n".to_owned())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        match (s.ready)().await {
+            Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+        }
     }
 }
 
