@@ -80,6 +80,10 @@ async fn v27_keeps_rows_and_refuses_a_statement_that_breaks_a_rule_for_one_row()
 /// events those writes record (V30) carry the time they were written: each at or after
 /// `created_at`, in the order of their ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the transaction's now() must be earlier than the submission's: the database clock has to move"
+)]
 async fn a_proposals_times_never_go_backwards() {
     use actiond_store::executor_queue::FINISH_SQL;
     use actiond_store::policy_queue::DECIDE_SQL;

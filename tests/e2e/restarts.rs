@@ -107,7 +107,7 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
                 tokio::time::Instant::now() < deadline,
                 "the api never waited on the lock"
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(20)).await;
         }
     };
     let body = refund("pi_bt1", 101);
@@ -151,6 +151,10 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
 /// closes its side, closes the client's side only `linger` later: the network between a
 /// service and Postgres (a proxy, a NAT, a slow link) may show the client a backend's last
 /// message well before its close. Returns the port it listens on.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the proxy keeps each connection open a while after upstream closed: the linger is the fixture"
+)]
 async fn lingering_proxy(upstream: String, linger: Duration) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -178,6 +182,10 @@ async fn lingering_proxy(upstream: String, linger: Duration) -> u16 {
 /// goes back to the pool before its client has seen the socket close; the pool must not hand
 /// it out again: the next statement, on a pool of one, runs on a new connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "terminates the backend while its query runs; the query sleeps 30 s in Postgres, so 200 ms puts the kill inside it"
+)]
 async fn a_terminated_backend_is_not_handed_out_again() {
     let tdb = actiond_testkit::TestDb::new().await;
     let cfg: tokio_postgres::Config = tdb.url.parse().unwrap();
@@ -267,7 +275,7 @@ async fn submit_retrying(s: &Stack, body: &str, key: &str) -> (uuid::Uuid, u32) 
                     tokio::time::Instant::now() < deadline,
                     "submission {key} still 503 after {T:?}: {text}"
                 );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                actiond_testkit::poll_pause(Duration::from_millis(100)).await;
             }
             _ => panic!("submission {key}: {status} {text}"),
         }
@@ -298,6 +306,10 @@ const SLOW: Duration = Duration::from_millis(300);
 /// Takes the private server down in the background: `pg_ctl restart -m <mode>` when `down_for`
 /// is zero, else `pg_ctl stop -m <mode>`, `down_for`, `pg_ctl start`. Ends once it accepts
 /// connections again.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the outage's length is what the test varies"
+)]
 fn outage(pg: &Arc<PgCluster>, mode: StopMode, down_for: Duration) -> tokio::task::JoinHandle<()> {
     let pg = pg.clone();
     tokio::task::spawn_blocking(move || {
@@ -344,6 +356,10 @@ async fn ping_in_flight(s: &Stack, n: usize) -> (String, uuid::Uuid) {
 /// exactly once with the four allow-path events in order, no service exits, and every
 /// service's `/readyz` answers 200 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "paces submissions across the outage: their spread in time is the subject"
+)]
 async fn postgres_restart_under_load_loses_nothing() {
     let pg = Arc::new(PgCluster::start());
     let mut s = Stack::with(

@@ -68,7 +68,7 @@ pub fn spawn_listener_with(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, channel, "LISTEN connection failed; retrying");
-                    tokio::time::sleep(backoff).await;
+                    actiond_runtime::clock::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(10));
                     continue;
                 }
@@ -104,7 +104,7 @@ pub fn spawn_listener_with(
                 }
             }
             let _ = driver.await;
-            tokio::time::sleep(backoff).await;
+            actiond_runtime::clock::sleep(backoff).await;
         }
     })
 }
@@ -132,7 +132,7 @@ impl Notifier {
                     }
                     Err(e) => tracing::debug!(error = %e, "NOTIFY skipped; pollers will catch up"),
                 }
-                tokio::time::sleep(interval).await;
+                actiond_runtime::clock::sleep(interval).await;
             }
         });
         Self { flag }
