@@ -182,10 +182,6 @@ async fn lingering_proxy(upstream: String, linger: Duration) -> u16 {
 /// goes back to the pool before its client has seen the socket close; the pool must not hand
 /// it out again: the next statement, on a pool of one, runs on a new connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "terminates the backend while its query runs; the query sleeps 30 s in Postgres, so 200 ms puts the kill inside it"
-)]
 async fn a_terminated_backend_is_not_handed_out_again() {
     let tdb = actiond_testkit::TestDb::new().await;
     let cfg: tokio_postgres::Config = tdb.url.parse().unwrap();
@@ -212,7 +208,19 @@ async fn a_terminated_backend_is_not_handed_out_again() {
         .get(0);
     let admin = tdb.superuser().await;
     let terminate = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Once the backend runs the query, not before: the kill must land inside it.
+        actiond_testkit::wait_until(Duration::from_secs(10), "pg_sleep running", || async {
+            admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_sleep(30)%' AND state = 'active'",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        })
+        .await;
         admin
             .execute("SELECT pg_terminate_backend($1)", &[&pid])
             .await
