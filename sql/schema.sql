@@ -66,6 +66,10 @@ BEGIN
          OR (from_state = 'pending' AND to_state = 'denied')) THEN
         RETURN true;
     END IF;
+    IF pg_has_role(current_user, 'actiond_api', 'MEMBER')
+       AND from_state IN ('pending','escalated') AND to_state = 'withdrawn' THEN
+        RETURN true;
+    END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
          OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown'))) THEN
@@ -262,7 +266,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -345,7 +349,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
@@ -802,7 +806,7 @@ CREATE TABLE public.proposals (
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
     CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
     CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])))
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 
@@ -1352,7 +1356,7 @@ CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHER
 -- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
 
 
 --
@@ -1692,7 +1696,7 @@ CREATE POLICY api_tenant ON public.proposals TO actiond_api USING (public.action
 -- Name: audit_events api_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY api_write ON public.audit_events FOR INSERT TO actiond_api WITH CHECK ((public.actiond_tenant_visible(tenant_id) AND (kind = 'proposal.submitted'::text) AND (actor ~~ 'agent:%'::text) AND (proposal_id IS NOT NULL) AND (from_state IS NULL) AND (to_state = 'pending'::text)));
+CREATE POLICY api_write ON public.audit_events FOR INSERT TO actiond_api WITH CHECK ((public.actiond_tenant_visible(tenant_id) AND (actor ~~ 'agent:%'::text) AND (proposal_id IS NOT NULL) AND (((kind = 'proposal.submitted'::text) AND (from_state IS NULL) AND (to_state = 'pending'::text)) OR ((kind = 'proposal.withdrawn'::text) AND (from_state = ANY (ARRAY['pending'::text, 'escalated'::text])) AND (to_state = 'withdrawn'::text)))));
 
 
 --
@@ -1812,7 +1816,7 @@ CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (
 -- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
 
 
 --
@@ -2624,6 +2628,7 @@ GRANT UPDATE(state) ON TABLE public.proposals TO actiond_web;
 GRANT UPDATE(state) ON TABLE public.proposals TO actiond_executor;
 GRANT UPDATE(state) ON TABLE public.proposals TO actiond_admin;
 GRANT SELECT(state) ON TABLE public.proposals TO actiond_retention;
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_api;
 
 
 --
@@ -2656,6 +2661,7 @@ GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_web;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_executor;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_admin;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_retention;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_api;
 
 
 --

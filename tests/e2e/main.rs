@@ -34,3 +34,4 @@ mod submission;
 mod support;
 mod web;
 mod wire;
+mod withdraw;
