@@ -562,7 +562,7 @@ impl Stack {
                     logs.join("\n")
                 );
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(50)).await;
         }
     }
 

@@ -398,7 +398,7 @@ impl Oidc {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let auth_time = check_times(&jwt, chrono::Utc::now().timestamp(), asked)
+        let auth_time = check_times(&jwt, actiond_runtime::clock::now_utc().timestamp(), asked)
             .map_err(|e| LoginRefused::new("token_time", format!("ID token refused: {e}")))?
             .and_then(|t| chrono::DateTime::from_timestamp(t, 0));
         let email = claims.email().map(|e| e.as_str().to_owned());

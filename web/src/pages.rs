@@ -405,7 +405,7 @@ pub(crate) async fn queue(
         String::new()
     };
     let c = state.db.client().await?;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     let mut rows = Vec::new();
     for r in page.rows {
         let doc = match r.doc_version {
@@ -493,7 +493,7 @@ pub(crate) async fn history(
         _ => String::new(),
     };
     let c = state.db.client().await?;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     let mut out = Vec::new();
     for r in page.rows {
         let doc = match r.doc_version {
@@ -751,7 +751,7 @@ pub(crate) async fn decision(
         if !page.expires.is_empty() {
             let ttl = doc
                 .as_deref()
-                .map(|d| ttl_left_secs(d, p.created_at, Utc::now()));
+                .map(|d| ttl_left_secs(d, p.created_at, actiond_runtime::clock::now_utc()));
             page.expires = crate::staging::clock(st, ttl);
         }
     }
@@ -811,7 +811,7 @@ fn decision_page(
         .iter()
         .any(|r| r.subject == v.subject && r.issuer == v.issuer);
     let escalated = p.state == ProposalState::Escalated;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     // The stage's clock replaces this one in `decision` when the stage ends first.
     let expires = match (doc, escalated) {
         (Some(doc), true) => {
@@ -1082,7 +1082,7 @@ pub(crate) async fn decide(
             form.get("shown").map(String::as_str),
             id,
             &v.id_sha256,
-            Utc::now().timestamp_millis(),
+            actiond_runtime::clock::now_utc().timestamp_millis(),
         )
         .map_err(|e| WebError::BadRequest(e.to_string()))?;
     let shown = Shown {

@@ -37,7 +37,7 @@ pub async fn run(
             tracing::warn!(error = %e, "preview round failed");
         }
         tokio::select! {
-            () = tokio::time::sleep(every) => {},
+            () = actiond_runtime::clock::sleep(every) => {},
             _ = stop.changed() => {},
         }
     }

@@ -77,7 +77,7 @@ pub fn spawn_listener_with(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, channel, "LISTEN connection failed; retrying");
-                    tokio::time::sleep(backoff).await;
+                    actiond_runtime::clock::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
@@ -115,13 +115,13 @@ pub fn spawn_listener_with(
                     tracing::warn!(error = %e, channel, "LISTEN failed; reconnecting");
                     drop(client);
                     let _ = driver.await;
-                    tokio::time::sleep(backoff).await;
+                    actiond_runtime::clock::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             }
             let _ = driver.await;
-            tokio::time::sleep(backoff).await;
+            actiond_runtime::clock::sleep(backoff).await;
         }
     })
 }
@@ -149,7 +149,7 @@ impl Notifier {
                     }
                     Err(e) => tracing::debug!(error = %e, "NOTIFY skipped; pollers will catch up"),
                 }
-                tokio::time::sleep(interval).await;
+                actiond_runtime::clock::sleep(interval).await;
             }
         });
         Self { flag }

@@ -207,7 +207,10 @@ pub async fn decided_since<C: deadpool_postgres::GenericClient>(
 }
 
 /// The agent's history as it was when `at` was submitted (same rules as [`history`]).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the history query's parameters, one argument each"
+)]
 pub async fn history_at<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
@@ -233,7 +236,10 @@ pub async fn history_at<C: deadpool_postgres::GenericClient>(
 
 /// One query for both: `at = None` means the database's `now()`. A proposal counts unless it
 /// had already reached a final refusal (blocked, denied, expired) by then.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the history query's parameters, one argument each"
+)]
 async fn history_as_of<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,

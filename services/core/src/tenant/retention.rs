@@ -55,7 +55,6 @@ pub(super) fn parse_retention(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
