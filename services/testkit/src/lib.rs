@@ -454,7 +454,10 @@ fn profile_dir() -> PathBuf {
     }
 }
 
-/// Path of the `actiond` binary, built once per test process (`cargo build -p actiond`).
+/// Path of the `actiond` binary, built once per test process. It is built as `cargo test
+/// --workspace` builds it (`cargo build --workspace --all-targets`): `cargo build -p actiond`
+/// would resolve other dependency features and rebuild rustls and friends a second time (minutes
+/// on a cold CI run). `ACTIOND_TEST_NO_BUILD=1` skips the build and uses what is there.
 pub fn actiond_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -463,13 +466,13 @@ pub fn actiond_bin() -> PathBuf {
         if std::env::var_os("ACTIOND_TEST_NO_BUILD").is_none() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "actiond"])
+            cmd.args(["build", "-q", "--workspace", "--all-targets"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }
-            let st = cmd.status().expect("cargo build -p actiond");
-            assert!(st.success(), "cargo build -p actiond failed");
+            let st = cmd.status().expect("cargo build --workspace --all-targets");
+            assert!(st.success(), "cargo build --workspace --all-targets failed");
         }
         assert!(bin.exists(), "{} not found", bin.display());
         bin
