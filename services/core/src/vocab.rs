@@ -69,6 +69,8 @@ pub enum HandlerKind {
     /// `db.statement.execute`: a named SQL statement run as the tenant's role of a target
     /// database, with a cap on rows touched.
     DbStatementExecute,
+    /// `ticket.comment.add`: post a comment to a ticket of the tenant's ticket system.
+    TicketCommentAdd,
 }
 
 /// The params of a handler that carry money: an integer amount in minor units of an ISO 4217

@@ -20,6 +20,7 @@ pub mod dns;
 pub mod email;
 pub(crate) mod refund;
 pub(crate) mod spec;
+pub mod ticket;
 mod webhook;
 
 pub use crate::vocab::{HandlerKind, MoneyFields, format_minor_units, minor_unit_exponent};
@@ -32,12 +33,13 @@ use spec::{Spec, check_headers, field};
 
 impl HandlerKind {
     /// Every handler in the registry.
-    pub const ALL: [HandlerKind; 5] = [
+    pub const ALL: [HandlerKind; 6] = [
         Self::WebhookPost,
         Self::BillingRefundIssue,
         Self::DnsRecordUpdate,
         Self::EmailSend,
         Self::DbStatementExecute,
+        Self::TicketCommentAdd,
     ];
 
     fn spec(self) -> &'static Spec {
@@ -47,6 +49,7 @@ impl HandlerKind {
             Self::DnsRecordUpdate => &dns::SPEC,
             Self::EmailSend => &email::SPEC,
             Self::DbStatementExecute => &db_statement::SPEC,
+            Self::TicketCommentAdd => &ticket::SPEC,
         }
     }
 

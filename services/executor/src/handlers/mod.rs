@@ -7,6 +7,7 @@ pub(crate) mod db;
 pub(crate) mod dns;
 pub mod email;
 mod refund;
+mod ticket;
 mod webhook;
 
 use actiond_core::handlers::HandlerKind;
@@ -119,6 +120,7 @@ pub fn handler(kind: HandlerKind) -> &'static Handler {
         HandlerKind::DnsRecordUpdate => &dns::HANDLER,
         HandlerKind::EmailSend => &email::HANDLER,
         HandlerKind::DbStatementExecute => &db::HANDLER,
+        HandlerKind::TicketCommentAdd => &ticket::HANDLER,
     }
 }
 
