@@ -35,7 +35,7 @@ deploy_tools_install() {
       log "deploy: extracting promtool from the Debian prometheus package"
       tmp=$(mktemp -d)
       if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
-        ${SUDO:-} apt-get update -qq
+        ${SUDO:-} apt-get -o DPkg::Lock::Timeout=600 update -qq
         (cd "$tmp" && apt-get download prometheus >/dev/null)
       fi
       dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"

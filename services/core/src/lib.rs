@@ -34,6 +34,7 @@ pub mod injection;
 pub mod intent;
 pub mod netaddr;
 pub mod passkey;
+pub mod passkey_attestation;
 pub mod policy;
 pub mod rule_check;
 pub mod state;

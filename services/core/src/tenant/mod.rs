@@ -67,7 +67,8 @@ mod stages;
 pub use admins::Admins;
 pub(crate) use approvers::claim_matches;
 pub use approvers::{
-    Approvers, DEFAULT_MAX_CLAIMS_AGE, may_decide, may_decide_by_subject, pinned_issuer,
+    Approvers, DEFAULT_MAX_CLAIMS_AGE, PasskeyAttestation, may_decide, may_decide_by_subject,
+    pinned_issuer,
 };
 pub use budgets::{
     Budget, BudgetScope, MAX_BUDGET_LIMIT, MAX_BUDGET_WINDOW, MAX_BUDGETS, MIN_BUDGET_WINDOW,
