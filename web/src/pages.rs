@@ -240,13 +240,14 @@ fn risky_values(
         .filter_map(|name| {
             params.get(name).map(|v| {
                 let cur = params.get("currency").and_then(Value::as_str);
-                let value = match (name.as_str(), v.as_i64(), cur) {
-                    ("amount", Some(n), Some(cur)) => card::money(n, cur),
-                    ("body", _, _) if kind == Some(HandlerKind::WebhookPost) => {
-                        let (summary, _) = card::body_summary(v);
-                        let (_, to) = card::destination(&reveal_invisible(target, false));
-                        format!("{summary} — to {to}")
-                    }
+                let value = match (
+                    kind.and_then(|k| k.queue_value(name, params, target)),
+                    name.as_str(),
+                    v.as_i64(),
+                    cur,
+                ) {
+                    (Some(said), ..) => said,
+                    (None, "amount", Some(n), Some(cur)) => card::money(n, cur),
                     _ => short(card::plain_value(v).replace('\n', " "), 80),
                 };
                 RiskyValue {
@@ -281,14 +282,17 @@ fn queue_flags(
             format!("⚠ {} hidden: {}", f.hidden_count(), names.join(", ")),
         ));
     }
-    if d.kind == Some(HandlerKind::BillingRefundIssue)
-        && let Some(amount) = params.get("amount").and_then(Value::as_i64)
+    if let Some(money) = d.kind.and_then(HandlerKind::money)
+        && let Some(amount) = params.get(money.amount).and_then(Value::as_i64)
         && let Some(over) = doc
             .and_then(|doc| doc.handler(&r.action))
             .and_then(|h| h.confirm_over)
         && amount > over
     {
-        let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+        let cur = params
+            .get(money.currency)
+            .and_then(Value::as_str)
+            .unwrap_or("");
         out.push(("over", format!("▲ over {}", card::money(over, cur))));
     }
     out

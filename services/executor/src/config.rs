@@ -48,7 +48,8 @@ pub struct ExecutorArgs {
     /// Sweep interval (lease and grant expiry), milliseconds.
     #[arg(long, env = "ACTIOND_EXECUTOR_SWEEP_MS", default_value_t = 2000)]
     pub sweep_ms: u64,
-    /// Hosts `webhook.post` may reach (comma-separated `host` or `host:port`).
+    /// Hosts a URL from a tenant document may reach, for `webhook.post` and every handler whose
+    /// settings name a URL (comma-separated `host` or `host:port`).
     #[arg(long, env = "ACTIOND_WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
     pub webhook_allowed_hosts: Vec<String>,
     /// Base URL of the Stripe-style billing API for `billing.refund.issue`.

@@ -103,86 +103,13 @@ pub fn propose_description(doc: Option<&TenantDocument>) -> String {
     d
 }
 
-/// The limits an agent must respect, in words, from the handler entry. Only settings that
-/// constrain params are shown: URLs, headers and credential names stay with the operator.
+/// The limits an agent must respect, in words, from the handler entry: the handler's own
+/// ([`actiond_core::handlers::HandlerKind::limits`]: only settings that constrain params; URLs,
+/// headers and credential names stay with the operator), then the entry's `min_effect`.
 fn constraints(entry: &HandlerEntry) -> Vec<String> {
-    let s = &entry.settings;
-    let list = |key: &str| {
-        s.get(key).and_then(Value::as_array).map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-    };
-    let mut out = Vec::new();
-    if let Some(c) = list("currencies") {
-        out.push(format!("currency one of {c}"));
-    }
-    if let Some(max) = s.get("max_amount").and_then(Value::as_i64) {
-        out.push(format!(
-            "amount at most {max} (integer minor units of the currency)"
-        ));
-    }
-    if let Some(z) = list("zones") {
-        out.push(format!("zone one of {z}"));
-    }
-    if let Some(d) = list("recipient_domains") {
-        out.push(format!("recipients in the domains {d}"));
-    }
-    if let Some(n) = s.get("max_recipients").and_then(Value::as_u64) {
-        out.push(format!("at most {n} recipients"));
-    }
-    out.extend(named_choices(s));
+    let mut out = entry.kind.limits(&entry.settings);
     if entry.min_effect == Effect::Escalate {
         out.push("always needs a person's approval".to_owned());
-    }
-    out
-}
-
-/// The named templates (`email.send`) and statements (`db.statement.execute`) an agent may
-/// choose, each with the variables or typed values it takes; never their text or SQL.
-fn named_choices(s: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(t) = s.get("templates").and_then(Value::as_object) {
-        let names: Vec<String> = t
-            .iter()
-            .map(|(name, tpl)| {
-                let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
-                let mut vars = actiond_core::handlers::email::placeholders(text("subject"));
-                for v in actiond_core::handlers::email::placeholders(text("body")) {
-                    if !vars.contains(&v) {
-                        vars.push(v);
-                    }
-                }
-                format!("{name} (variables: {})", vars.join(", "))
-            })
-            .collect();
-        out.push(format!("template one of {}", names.join(", ")));
-    }
-    if let Some(st) = s.get("statements").and_then(Value::as_object) {
-        let names: Vec<String> = st
-            .iter()
-            .map(|(name, def)| {
-                let vals: Vec<String> = def
-                    .get("params")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .map(|p| {
-                                format!(
-                                    "{}: {}",
-                                    p["name"].as_str().unwrap_or_default(),
-                                    p["type"].as_str().unwrap_or_default()
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                format!("{name} (values: {})", vals.join(", "))
-            })
-            .collect();
-        out.push(format!("statement one of {}", names.join(", ")));
     }
     out
 }

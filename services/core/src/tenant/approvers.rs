@@ -1,7 +1,7 @@
 //! `approvers:` of a tenant document: who may approve for this tenant, by ID-token claim values
 //! or by subject (design, "Approvers").
 
-use super::{get_duration, get_strings, ser_duration, unknown_keys};
+use super::read::{get_duration, get_strings, ser_duration, unknown_keys};
 use crate::FieldError;
 use serde::Serialize;
 use serde_json::Value;
@@ -210,4 +210,46 @@ pub(crate) fn non_https_issuer(a: &Approvers) -> Option<FieldError> {
             "must be an https:// URL (http:// only on a loopback host such as 127.0.0.1 or localhost)",
         )
     })
+}
+/// True when `claims[claim]` (a string or a list of strings) holds one of `values`.
+pub(crate) fn claim_matches(claims: &Value, claim: &str, values: &[String]) -> bool {
+    match claims.get(claim) {
+        Some(Value::String(s)) => values.iter().any(|v| v == s),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|s| values.iter().any(|v| v == s)),
+        _ => false,
+    }
+}
+
+/// The issuer whose subjects are this tenant's persons: `approvers.issuer` when set, else
+/// `deployment_issuer` (the web app's configured issuer).
+pub fn pinned_issuer<'a>(approvers: &'a Approvers, deployment_issuer: &'a str) -> &'a str {
+    approvers.issuer.as_deref().unwrap_or(deployment_issuer)
+}
+
+/// Whether a person signed in with OIDC (`issuer`, `subject`, ID-token `claims`) may decide
+/// for a tenant with these `approvers`: the issuer must be the pinned one ([`pinned_issuer`],
+/// ignoring a trailing `/`), then the subject is in `approvers.subjects`, or the claim
+/// `approvers.claim` holds one of `approvers.values`.
+pub fn may_decide(
+    approvers: &Approvers,
+    deployment_issuer: &str,
+    issuer: &str,
+    subject: &str,
+    claims: &Value,
+) -> bool {
+    let pinned = pinned_issuer(approvers, deployment_issuer);
+    if pinned.trim_end_matches('/') != issuer.trim_end_matches('/') {
+        return false;
+    }
+    may_decide_by_subject(approvers, subject)
+        || claim_matches(claims, &approvers.claim, &approvers.values)
+}
+
+/// Whether `subject` is listed in `approvers.subjects` (the break-glass CLI sees no ID token,
+/// so only the subject list applies there).
+pub fn may_decide_by_subject(approvers: &Approvers, subject: &str) -> bool {
+    approvers.subjects.iter().any(|s| s == subject)
 }

@@ -2,10 +2,11 @@
 //! escalations and the ordered rules. Every rule's CEL is compiled here, at apply time, so a
 //! rule that does not compile never reaches the policy worker.
 
-use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
+use super::read::{get_duration, get_effect, got, ser_duration, unknown_keys};
 use crate::FieldError;
 use crate::classifier::{self, ClassifierRef};
-use crate::policy::{Effect, MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
+use crate::rule_check::{MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
+use crate::vocab::Effect;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
