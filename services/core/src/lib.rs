@@ -33,6 +33,7 @@ pub mod intent;
 pub mod netaddr;
 pub mod passkey;
 pub mod policy;
+pub mod rule_types;
 pub mod state;
 pub mod tenant;
 pub mod text;

@@ -335,6 +335,34 @@ pub(super) fn rules_refused_on_apply(rules: &[RuleDef]) -> Vec<FieldError> {
     errs
 }
 
+/// Type errors of the rules of a document being applied ([`crate::rule_types`]): undeclared
+/// names, fields the value does not have, operators on types they do not take, comparisons
+/// that can never be true. Each is a field error on `policy.rules[i].when` that starts with
+/// the rule's name. `handlers` are the document's enabled handlers (they type `params`).
+pub(super) fn rule_type_errors(
+    rules: &[RuleDef],
+    handlers: impl IntoIterator<Item = crate::handlers::HandlerKind>,
+) -> Vec<FieldError> {
+    let env = crate::rule_types::RuleEnv::new(handlers);
+    let mut errs = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let Ok(program) = compile_rule(&r.when) else {
+            continue;
+        };
+        // A rule already refused for its shape is not checked again.
+        if non_boolean(&program).is_some() || depth(program.expression()) > MAX_RULE_DEPTH {
+            continue;
+        }
+        for problem in env.check(program.expression()) {
+            errs.push(FieldError::new(
+                format!("policy.rules[{i}].when"),
+                format!("rule {:?}: {problem}", r.name),
+            ));
+        }
+    }
+    errs
+}
+
 /// Rule names that policy itself records as the deciding rule: a budget's escalation, a frozen
 /// or revoked agent's block, an unknown action, a handler's `min_effect`, a tenant without a
 /// document.
