@@ -241,10 +241,7 @@ impl RuleEnv {
                 "history",
                 Ty::Object(
                     "history".into(),
-                    BTreeMap::from([
-                        ("count".to_owned(), Ty::Int),
-                        ("sum".to_owned(), Ty::Int),
-                    ]),
+                    BTreeMap::from([("count".to_owned(), Ty::Int), ("sum".to_owned(), Ty::Int)]),
                 ),
             ),
             ("now", now_type()),
@@ -544,10 +541,11 @@ impl Checker<'_> {
             if let [first, rest @ ..] = call.args.as_slice() {
                 let cond = self.ty(first);
                 self.expect_bool(first, &cond, f);
-                let narrowed = action_equals(first)
-                    .and_then(|a| self.env.handler_params.get(a).cloned().or_else(|| {
+                let narrowed = action_equals(first).and_then(|a| {
+                    self.env.handler_params.get(a).cloned().or_else(|| {
                         HandlerKind::lookup(a).map(|h| Ty::from_schema(&h.params_schema()))
-                    }));
+                    })
+                });
                 let saved = self.params.clone();
                 let mut types = Vec::new();
                 for (i, arg) in rest.iter().enumerate() {
@@ -873,9 +871,18 @@ mod tests {
     #[test]
     fn typos_and_type_errors_are_refused() {
         for (when, says) in [
-            ("parmas.amount > 90000", "undeclared reference to `parmas` (did you mean `params`?)"),
-            ("params.amount <= \"5000\"", "compares `params.amount` (an int) with \"5000\" (a string)"),
-            ("params.amout > 5000", "has no param `amout` (did you mean `amount`?)"),
+            (
+                "parmas.amount > 90000",
+                "undeclared reference to `parmas` (did you mean `params`?)",
+            ),
+            (
+                "params.amount <= \"5000\"",
+                "compares `params.amount` (an int) with \"5000\" (a string)",
+            ),
+            (
+                "params.amout > 5000",
+                "has no param `amout` (did you mean `amount`?)",
+            ),
             (
                 "action == \"billing.refund.issue\" && params.amout > 5000",
                 "has no param `amout` (did you mean `amount`?) for billing.refund.issue",
@@ -884,32 +891,71 @@ mod tests {
                 "action == \"dns.record.update\" && params.amount > 1",
                 "has no param `amount` for dns.record.update",
             ),
-            ("action == \"billing.refund.isue\"", "which is no handler (did you mean `billing.refund.issue`?)"),
-            ("action in [\"billing.refund.issue\", \"shell.exec\"]", "\"shell.exec\", which is no handler"),
+            (
+                "action == \"billing.refund.isue\"",
+                "which is no handler (did you mean `billing.refund.issue`?)",
+            ),
+            (
+                "action in [\"billing.refund.issue\", \"shell.exec\"]",
+                "\"shell.exec\", which is no handler",
+            ),
             ("params.amount == \"5000\"", "never equal"),
             ("params.currency == 978", "never equal"),
-            ("params.reason == \"dupliate\"", "can never be: it is one of duplicate, fraudulent, requested_by_customer"),
+            (
+                "params.reason == \"dupliate\"",
+                "can never be: it is one of duplicate, fraudulent, requested_by_customer",
+            ),
             ("params.reason in [\"fraud\"]", "which it can never be"),
-            ("params.type == \"SRV\"", "it is one of A, AAAA, CNAME, TXT, MX, NS"),
+            (
+                "params.type == \"SRV\"",
+                "it is one of A, AAAA, CNAME, TXT, MX, NS",
+            ),
             ("params.amount in [\"5000\"]", "never equal"),
-            ("agent.email == \"x\"", "`agent` has no field `email`; agent has id, name, owner"),
+            (
+                "agent.email == \"x\"",
+                "`agent` has no field `email`; agent has id, name, owner",
+            ),
             ("history.total > 3", "`history` has no field `total`"),
             ("histroy.count > 3", "did you mean `history`?"),
             ("history.count > \"3\"", "CEL cannot order these"),
-            ("history.sum + 1.5 > 2.0", "applies `+` to `history.sum` (an int) and"),
+            (
+                "history.sum + 1.5 > 2.0",
+                "applies `+` to `history.sum` (an int) and",
+            ),
             ("action + 1 == 2", "applies `+`"),
             ("size(1) > 0", "takes the size of 1 (an int)"),
-            ("params.amount.startsWith(\"1\")", "calls `startsWith` with `params.amount` (an int)"),
-            ("params.amount && true", "`&&` needs booleans, but `params.amount` is an int"),
+            (
+                "params.amount.startsWith(\"1\")",
+                "calls `startsWith` with `params.amount` (an int)",
+            ),
+            (
+                "params.amount && true",
+                "`&&` needs booleans, but `params.amount` is an int",
+            ),
             ("!params.currency", "`!` needs booleans"),
-            ("params.amount", "must be a boolean expression (this one gives an int)"),
-            ("params.currency.foo == 1", "is a string: it has no field `foo`"),
-            ("lower(params.currency) == \"usd\"", "calls `lower`, which is not a function"),
-            ("params.recipients.exists(r, r.endsWith(1))", "calls `endsWith` with 1 (an int)"),
+            (
+                "params.amount",
+                "must be a boolean expression (this one gives an int)",
+            ),
+            (
+                "params.currency.foo == 1",
+                "is a string: it has no field `foo`",
+            ),
+            (
+                "lower(params.currency) == \"usd\"",
+                "calls `lower`, which is not a function",
+            ),
+            (
+                "params.recipients.exists(r, r.endsWith(1))",
+                "calls `endsWith` with 1 (an int)",
+            ),
             ("params.amount.exists(x, x > 1)", "needs a list or a map"),
             ("now.weekdya < 6", "did you mean `weekday`?"),
             ("now.hour >= \"9\"", "CEL cannot order these"),
-            ("timestamp(\"2026-01-01T00:00:00Z\") < 5", "CEL cannot order these"),
+            (
+                "timestamp(\"2026-01-01T00:00:00Z\") < 5",
+                "CEL cannot order these",
+            ),
             ("session == 1", "never equal"),
         ] {
             let problems = check(when);

@@ -158,7 +158,9 @@ async fn what_if(
             }
             None => History::default(),
         };
-        let input = r.eval_input(history);
+        let mut input = r.eval_input(history);
+        // Replayed at the time the proposal was submitted, as its history is.
+        input.now = Some(r.created_at);
         let d = decide_within(&candidate, &input, REPLAY_BUDGET);
         let was = r.effect.map(|e| e.as_str()).unwrap_or_default();
         if d.effect.as_str() == was {

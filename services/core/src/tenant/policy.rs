@@ -42,6 +42,37 @@ pub struct PolicySection {
     pub rules: Vec<RuleDef>,
     /// The classifier asked after the rules, when the tenant names one (it can only raise).
     pub classifier: Option<ClassifierRef>,
+    /// The IANA time zone in which rules read `now` (`policy.time_zone`, default `UTC`).
+    #[serde(serialize_with = "ser_time_zone")]
+    pub time_zone: chrono_tz::Tz,
+}
+
+fn ser_time_zone<S: serde::Serializer>(tz: &chrono_tz::Tz, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(tz.name())
+}
+
+/// `policy.time_zone`: an IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`).
+fn parse_time_zone(errs: &mut Vec<FieldError>, v: Option<&Value>) -> chrono_tz::Tz {
+    match v {
+        None | Some(Value::Null) => chrono_tz::Tz::UTC,
+        Some(Value::String(s)) => s.parse().unwrap_or_else(|_| {
+            errs.push(FieldError::new(
+                "policy.time_zone",
+                format!("must be an IANA time zone name such as Europe/Paris or UTC (got {s:?})"),
+            ));
+            chrono_tz::Tz::UTC
+        }),
+        Some(v) => {
+            errs.push(FieldError::new(
+                "policy.time_zone",
+                format!(
+                    "must be an IANA time zone name such as Europe/Paris or UTC (got {})",
+                    got(v)
+                ),
+            ));
+            chrono_tz::Tz::UTC
+        }
+    }
 }
 
 /// One policy rule as written.
@@ -49,7 +80,7 @@ pub struct PolicySection {
 pub struct RuleDef {
     /// Unique name, `^[a-z0-9][a-z0-9_.-]*$`.
     pub name: String,
-    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `on_behalf_of`, `history`.
+    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `on_behalf_of`, `history`, `now`.
     pub when: String,
     /// Effect when it matches.
     pub effect: Effect,
@@ -87,6 +118,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
             "max_open_escalations_per_agent",
             "rules",
             "classifier",
+            "time_zone",
         ],
     );
     let default = get_effect(errs, "policy.default", m.get("default"));
@@ -129,6 +161,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
     };
     let rules = parse_rules(errs, m.get("rules"));
     let classifier = parse_classifier(errs, m.get("classifier"));
+    let time_zone = parse_time_zone(errs, m.get("time_zone"));
     Some(PolicySection {
         default: default.unwrap_or(Effect::Block),
         escalation_ttl,
@@ -136,6 +169,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         max_open_escalations_per_agent: cap,
         rules,
         classifier,
+        time_zone,
     })
 }
 
