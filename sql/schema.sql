@@ -66,6 +66,10 @@ BEGIN
          OR (from_state = 'pending' AND to_state = 'denied')) THEN
         RETURN true;
     END IF;
+    IF pg_has_role(current_user, 'actiond_api', 'MEMBER')
+       AND from_state IN ('pending','escalated') AND to_state = 'withdrawn' THEN
+        RETURN true;
+    END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
          OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown'))) THEN
@@ -262,7 +266,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -345,7 +349,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
@@ -802,7 +806,7 @@ CREATE TABLE public.proposals (
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
     CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
     CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])))
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 
@@ -904,7 +908,9 @@ CREATE TABLE public.web_login_states (
     return_to text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    max_age_secs bigint,
     CONSTRAINT web_login_states_binding_sha256_check CHECK ((binding_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT web_login_states_max_age_secs_check CHECK ((max_age_secs >= 0)),
     CONSTRAINT web_login_states_return_to_check CHECK (((return_to ~~ '/%'::text) AND (return_to !~~ '//%'::text))),
     CONSTRAINT web_login_states_state_sha256_check CHECK ((state_sha256 ~ '^[0-9a-f]{64}$'::text))
 );
@@ -1352,7 +1358,7 @@ CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHER
 -- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
 
 
 --
@@ -1692,7 +1698,7 @@ CREATE POLICY api_tenant ON public.proposals TO actiond_api USING (public.action
 -- Name: audit_events api_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY api_write ON public.audit_events FOR INSERT TO actiond_api WITH CHECK ((public.actiond_tenant_visible(tenant_id) AND (kind = 'proposal.submitted'::text) AND (actor ~~ 'agent:%'::text) AND (proposal_id IS NOT NULL) AND (from_state IS NULL) AND (to_state = 'pending'::text)));
+CREATE POLICY api_write ON public.audit_events FOR INSERT TO actiond_api WITH CHECK ((public.actiond_tenant_visible(tenant_id) AND (actor ~~ 'agent:%'::text) AND (proposal_id IS NOT NULL) AND (((kind = 'proposal.submitted'::text) AND (from_state IS NULL) AND (to_state = 'pending'::text)) OR ((kind = 'proposal.withdrawn'::text) AND (from_state = ANY (ARRAY['pending'::text, 'escalated'::text])) AND (to_state = 'withdrawn'::text)))));
 
 
 --
@@ -1812,7 +1818,7 @@ CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (
 -- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])));
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
 
 
 --
@@ -1956,7 +1962,7 @@ CREATE POLICY web_tenant ON public.web_notifications TO actiond_web USING (publi
 -- Name: audit_events web_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
+CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'agent.revoked'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
 
 
 --
@@ -2102,6 +2108,7 @@ GRANT SELECT,INSERT ON TABLE public.agents TO actiond_admin;
 --
 
 GRANT UPDATE(revoked_at) ON TABLE public.agents TO actiond_admin;
+GRANT UPDATE(revoked_at) ON TABLE public.agents TO actiond_web;
 
 
 --
@@ -2624,6 +2631,7 @@ GRANT UPDATE(state) ON TABLE public.proposals TO actiond_web;
 GRANT UPDATE(state) ON TABLE public.proposals TO actiond_executor;
 GRANT UPDATE(state) ON TABLE public.proposals TO actiond_admin;
 GRANT SELECT(state) ON TABLE public.proposals TO actiond_retention;
+GRANT UPDATE(state) ON TABLE public.proposals TO actiond_api;
 
 
 --
@@ -2656,6 +2664,7 @@ GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_web;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_executor;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_admin;
 GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_retention;
+GRANT UPDATE(decision_reason) ON TABLE public.proposals TO actiond_api;
 
 
 --

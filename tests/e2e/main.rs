@@ -29,3 +29,4 @@ mod submission;
 mod support;
 mod web;
 mod wire;
+mod withdraw;

@@ -121,6 +121,11 @@ pub struct WebArgs {
     /// SMTP relay `host:port` for email notices (plain SMTP on a trusted network/loopback).
     #[arg(long, env = "ACTIOND_WEB_SMTP_RELAY")]
     pub smtp_relay: Option<String>,
+    /// PEM file of the passkey attestation roots this deployment trusts (authenticator makers'
+    /// root certificates, e.g. from the FIDO Metadata Service). Needed by tenants whose
+    /// `approvers.passkey_attestation` is `required`: without it their registrations are refused.
+    #[arg(long, env = "ACTIOND_WEB_PASSKEY_ATTESTATION_ROOTS")]
+    pub passkey_attestation_roots: Option<std::path::PathBuf>,
     /// Sender address of email notices.
     #[arg(
         long,
@@ -217,6 +222,8 @@ pub struct Inner {
     pub(crate) registry: actiond_runtime::Metrics,
     pub(crate) creds: Option<CredentialsDir>,
     pub(crate) notify: notify::NotifyConfig,
+    /// DER certificates of `--passkey-attestation-roots` (empty: none configured).
+    pub(crate) attestation_roots: Vec<Vec<u8>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -318,9 +325,20 @@ impl AppState {
         if args.migrate {
             db.migrate().await.context("migrations")?;
         }
+        let attestation_roots = match &args.passkey_attestation_roots {
+            None => Vec::new(),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("--passkey-attestation-roots {}", p.display()))?;
+                actiond_core::passkey_attestation::roots_from_pem(&text).map_err(|e| {
+                    anyhow::anyhow!("--passkey-attestation-roots {}: {e}", p.display())
+                })?
+            }
+        };
         let registry = actiond_runtime::Metrics::new("web");
         let metrics = WebMetrics::new(&registry)?;
         Ok(Self(Arc::new(Inner {
+            attestation_roots,
             db,
             signer,
             form_clock: fatigue::FormClock::from_secret(&key),
@@ -376,6 +394,8 @@ pub fn router(state: AppState) -> Router {
         .route("/history", get(pages::history))
         .route("/admin/shadow", get(admin::shadow))
         .route("/admin/approvers", get(admin::approvers))
+        .route("/admin/agents", get(admin::agents))
+        .route("/admin/agents/{id}/revoke", post(admin::revoke))
         .route("/agents/{id}/freeze", post(freeze::freeze))
         .route("/agents/{id}/unfreeze", post(freeze::unfreeze))
         .route("/p/{id}", get(pages::decision))

@@ -629,6 +629,9 @@ fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
     if matches!(state, ProposalState::Escalated | ProposalState::Pending) {
         return String::new();
     }
+    if state == ProposalState::Withdrawn {
+        return "Withdrawn by its agent before anyone approved it; nothing ran.".to_owned();
+    }
     let verdict = if state == ProposalState::Denied {
         "Denied"
     } else {

@@ -550,6 +550,7 @@ mod tests {
             admins: Vec::new(),
             max_claims_age: Duration::from_secs(3600),
             require_passkey: false,
+            ..Approvers::default()
         }
     }
 

@@ -32,6 +32,7 @@ pub mod injection;
 pub mod intent;
 pub mod netaddr;
 pub mod passkey;
+pub mod passkey_attestation;
 pub mod policy;
 pub mod rule_types;
 pub mod state;

@@ -27,11 +27,14 @@ pub enum ProposalState {
     Failed,
     /// Final: the executor lost its lease after spending the grant; never re-run automatically.
     OutcomeUnknown,
+    /// Final: its agent withdrew it while it was `pending` or `escalated` (MCP `tasks/cancel`);
+    /// nothing was approved or performed. An approved proposal is never withdrawn.
+    Withdrawn,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 10] = [
+    pub const ALL: [ProposalState; 11] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -42,6 +45,7 @@ impl ProposalState {
         Self::Succeeded,
         Self::Failed,
         Self::OutcomeUnknown,
+        Self::Withdrawn,
     ];
 
     /// The snake_case name stored in the database.
@@ -57,6 +61,7 @@ impl ProposalState {
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Withdrawn => "withdrawn",
         }
     }
 
@@ -71,13 +76,16 @@ impl ProposalState {
     }
 
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
-    /// when a person freezes the proposal's agent (the database checks that the agent is frozen).
+    /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
+    /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
             (self, to),
-            (Pending, Approved | Escalated | Blocked | Expired | Denied)
-                | (Escalated, Approved | Denied | Expired)
+            (
+                Pending,
+                Approved | Escalated | Blocked | Expired | Denied | Withdrawn
+            ) | (Escalated, Approved | Denied | Expired | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)
         )
@@ -112,8 +120,21 @@ mod tests {
         assert!(Escalated.can_become(Approved));
         assert!(!Pending.can_become(Succeeded));
         assert!(!Denied.can_become(Approved));
-        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown] {
+        for s in [
+            Blocked,
+            Denied,
+            Expired,
+            Succeeded,
+            Failed,
+            OutcomeUnknown,
+            Withdrawn,
+        ] {
             assert!(s.is_final());
+        }
+        // An agent withdraws only what nobody approved yet.
+        assert!(Pending.can_become(Withdrawn) && Escalated.can_become(Withdrawn));
+        for s in [Approved, Executing, Succeeded, Blocked, Denied, Expired] {
+            assert!(!s.can_become(Withdrawn), "{s}");
         }
         for s in ProposalState::ALL {
             assert_eq!(ProposalState::parse(s.as_str()), Some(s));

@@ -392,10 +392,15 @@ async fn a_real_issuers_access_tokens_identify_agents_on_rest_and_mcp() {
 
     // Revoking the agent refuses the very same, still valid token at once.
     assert!(
-        actiond_store::agents::revoke(&w.env.db, "acme", "oidc-bot")
-            .await
-            .unwrap()
-            .is_some()
+        actiond_store::agents::revoke(
+            &w.env.db,
+            "acme",
+            actiond_store::agents::AgentRef::Name("oidc-bot"),
+            "operator"
+        )
+        .await
+        .unwrap()
+        .is_some()
     );
     let before = w.env.proposal_count().await;
     let (status, _, body) = w.rest(&token, "pi_after_revoke").await;
@@ -454,7 +459,12 @@ async fn forged_and_misfit_tokens_are_refused_and_store_nothing() {
         (
             "not yet valid",
             w.a_key.sign(&with("nbf", json!(now + 600)), None),
-            "nbf",
+            "claim nbf",
+        ),
+        (
+            "issued ten minutes in the future",
+            w.a_key.sign(&with("iat", json!(now + 600)), None),
+            "claim iat",
         ),
         ("unknown kid", w.a_key.sign(&good, Some("a-unknown")), "kid"),
         ("a kid of another issuer", other_issuer_kid, "kid"),

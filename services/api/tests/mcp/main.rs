@@ -16,6 +16,7 @@
 
 mod jwt;
 mod support;
+mod tasks;
 
 use actiond_api::mcp::McpConfig;
 use actiond_api::mcp::stdio::Bridge;
@@ -58,8 +59,8 @@ async fn typescript_sdk_over_streamable_http() {
     let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
     assert_eq!(
         connected["capabilities"],
-        json!({"tools": {}}),
-        "tools only: no resources, prompts or list_changed"
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        "tools and the Tasks extension only: no resources, prompts or list_changed"
     );
     let invalid = events.iter().find(|e| e["event"] == "invalid").unwrap();
     assert_eq!(invalid["result"]["status"], 400);
@@ -451,7 +452,10 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
         .unwrap();
     let init: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(init["result"]["capabilities"], json!({"tools": {}}));
+    assert_eq!(
+        init["result"]["capabilities"],
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     input
         .write_all(
             send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),

@@ -48,6 +48,8 @@ impl Admins {
             admins: Vec::new(),
             max_claims_age: approvers.max_claims_age,
             require_passkey: approvers.require_passkey,
+            passkey_attestation: approvers.passkey_attestation,
+            passkey_aaguids: approvers.passkey_aaguids.clone(),
         };
         crate::approval::may_decide(&as_approvers, deployment_issuer, issuer, subject, claims)
     }

@@ -64,7 +64,7 @@ mod retention;
 mod stages;
 
 pub use admins::Admins;
-pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE};
+pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE, PasskeyAttestation};
 pub use budgets::{
     Budget, BudgetScope, MAX_BUDGET_LIMIT, MAX_BUDGET_WINDOW, MAX_BUDGETS, MIN_BUDGET_WINDOW,
 };
