@@ -669,8 +669,8 @@ pub struct AgentFacts {
 }
 
 /// The agent's recent history for the same action (`history.count`, `history.sum`) over the
-/// tenant's `history_window`, excluding the proposal being decided and blocked, denied and
-/// expired ones; `sum` adds only amounts in the decided proposal's currency.
+/// tenant's `history_window`, excluding the proposal being decided and blocked, denied,
+/// expired and withdrawn ones; `sum` adds only amounts in the decided proposal's currency.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct History {
     /// Number of proposals.

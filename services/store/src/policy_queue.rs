@@ -142,8 +142,8 @@ pub async fn rules_input<C: deadpool_postgres::GenericClient>(
 /// The agent's recent history of the same action: count, and the sum of `sum_param` when the
 /// handler has one, over the proposals in the same currency as `exclude` (the proposal being
 /// decided; amounts in other currencies are not added). Every state counts (pending,
-/// escalated, approved, executing, succeeded, failed, outcome_unknown) except blocked, denied
-/// and expired ones; `exclude` itself does not count.
+/// escalated, approved, executing, succeeded, failed, outcome_unknown) except blocked, denied,
+/// expired and withdrawn ones; `exclude` itself does not count.
 pub async fn history<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
@@ -265,7 +265,7 @@ async fn history_as_of<C: deadpool_postgres::GenericClient>(
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
                AND created_at > COALESCE($7::timestamptz, now()) - make_interval(secs => $4)
                AND ($7::timestamptz IS NULL OR created_at <= $7::timestamptz)
-               AND NOT (state IN ('blocked','denied','expired') AND updated_at <= COALESCE($7::timestamptz, now()))",
+               AND NOT (state IN ('blocked','denied','expired','withdrawn') AND updated_at <= COALESCE($7::timestamptz, now()))",
         )
         .await?;
     let r = c
