@@ -537,8 +537,11 @@ impl Checker<'_> {
     fn call(&mut self, call: &cel::common::ast::CallExpr) -> Ty {
         let f = call.func_name.as_str();
         // `action == "X" && …`: the right side reads X's params.
-        if (f == op::LOGICAL_AND || f == op::CONDITIONAL) && call.target.is_none() {
-            if let [first, rest @ ..] = call.args.as_slice() {
+        if (f == op::LOGICAL_AND || f == op::CONDITIONAL)
+            && call.target.is_none()
+            && let [first, rest @ ..] = call.args.as_slice()
+        {
+            {
                 let cond = self.ty(first);
                 self.expect_bool(first, &cond, f);
                 let narrowed = action_equals(first).and_then(|a| {
