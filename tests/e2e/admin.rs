@@ -78,7 +78,9 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     assert!(ok, "{err}");
     assert!(out.contains("failed to evaluate  4"), "{out}");
     assert!(
-        out.contains("allow → block: 2 (rule order-prefix failed to evaluate, so it failed closed)"),
+        out.contains(
+            "allow → block: 2 (rule order-prefix failed to evaluate, so it failed closed)"
+        ),
         "{out}"
     );
     assert!(out.contains(&format!("      {}", ids[0])), "{out}");
@@ -90,7 +92,13 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["failed_to_evaluate"], 4, "{v}");
     assert_eq!(v["changes"][0]["failed_to_evaluate"], true, "{v}");
-    assert!(v["failures"][0]["errors"][0].as_str().unwrap().contains("order-prefix"), "{v}");
+    assert!(
+        v["failures"][0]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("order-prefix"),
+        "{v}"
+    );
     // Nothing was applied by the what-if.
     let c = s.tdb.db.client().await.unwrap();
     let versions: i64 = c

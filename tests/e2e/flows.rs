@@ -454,7 +454,11 @@ async fn splitting_a_large_refund_into_small_ones_escalates() {
             (st != "pending").then_some(())
         })
         .await;
-        assert_eq!(s.state(id).await, want, "{payment}: EUR sums apart from USD");
+        assert_eq!(
+            s.state(id).await,
+            want,
+            "{payment}: EUR sums apart from USD"
+        );
     }
     let id = s.propose(&eur("pi_eur2")).await;
     let s = &s;
@@ -463,5 +467,9 @@ async fn splitting_a_large_refund_into_small_ones_escalates() {
         (st != "pending").then_some(())
     })
     .await;
-    assert_eq!(s.state(id).await, "escalated", "30.00 + 30.00 + 30.00 EUR > 80.00");
+    assert_eq!(
+        s.state(id).await,
+        "escalated",
+        "30.00 + 30.00 + 30.00 EUR > 80.00"
+    );
 }
