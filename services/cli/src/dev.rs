@@ -857,6 +857,7 @@ mod tests {
                 session: String::new(),
                 on_behalf_of: String::new(),
                 history: History::default(),
+                now: None,
             };
             format!("{:?}", decide(&policy, &input).effect)
         };

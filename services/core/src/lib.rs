@@ -37,6 +37,7 @@ pub mod passkey;
 pub mod passkey_attestation;
 pub mod policy;
 pub mod rule_check;
+pub mod rule_types;
 pub mod state;
 pub mod tenant;
 pub mod text;

@@ -508,12 +508,14 @@ pub struct AgentFacts {
 }
 
 /// The agent's recent history for the same action (`history.count`, `history.sum`) over the
-/// tenant's `history_window`, excluding the proposal being decided and blocked/denied ones.
+/// tenant's `history_window`, excluding the proposal being decided and blocked, denied,
+/// expired and withdrawn ones; `sum` adds only amounts in the decided proposal's currency.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct History {
     /// Number of proposals.
     pub count: i64,
-    /// Sum of the handler's summed param (`amount` for refunds), 0 when it has none.
+    /// Sum of the handler's summed param (`amount` for refunds, in minor units) over the
+    /// proposals in the same currency as the one decided, 0 when it has none.
     pub sum: i64,
 }
 
@@ -535,6 +537,47 @@ pub struct EvalInput {
     pub on_behalf_of: String,
     /// Recent history.
     pub history: History,
+    /// The decision time, from the database clock (`now` in rules, in the document's
+    /// `policy.time_zone`). `None` when no rule reads `now`: a rule that reads it then fails
+    /// closed.
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `now` as rules read it: the decision time `at` in time zone `tz`. Fields: `time` (a
+/// timestamp), `year`, `month` (1–12), `day` (1–31), `weekday` (ISO: 1 Monday … 7 Sunday),
+/// `hour` (0–23), `minute`, `date` (`YYYY-MM-DD`) and `time_zone` (its IANA name).
+pub fn now_value(at: chrono::DateTime<chrono::Utc>, tz: chrono_tz::Tz) -> Cel {
+    use chrono::{Datelike, Timelike};
+    let local = at.with_timezone(&tz);
+    let int = |k: &str, v: i64| (k.to_owned(), Cel::Int(v));
+    let fields: HashMap<String, Cel> = HashMap::from([
+        ("time".to_owned(), Cel::Timestamp(local.fixed_offset())),
+        int("year", i64::from(local.year())),
+        int("month", i64::from(local.month())),
+        int("day", i64::from(local.day())),
+        int("weekday", i64::from(local.weekday().number_from_monday())),
+        int("hour", i64::from(local.hour())),
+        int("minute", i64::from(local.minute())),
+        (
+            "date".to_owned(),
+            Cel::String(Arc::new(local.format("%Y-%m-%d").to_string())),
+        ),
+        (
+            "time_zone".to_owned(),
+            Cel::String(Arc::new(tz.name().to_owned())),
+        ),
+    ]);
+    Cel::Map(fields.into())
+}
+
+/// Whether any rule of `policy` reads `now` (the caller then reads the database clock).
+pub fn reads_now(policy: &CompiledPolicy) -> bool {
+    policy
+        .doc
+        .policy
+        .rules
+        .iter()
+        .any(|r| r.when.contains("now"))
 }
 
 /// The outcome of evaluating a tenant's policy on one proposal.
@@ -726,6 +769,9 @@ fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Ins
     ctx.add_variable_from_value("agent", to_cel(&agent));
     let history = serde_json::to_value(input.history).unwrap_or(Value::Null);
     ctx.add_variable_from_value("history", to_cel(&history));
+    if let Some(at) = input.now {
+        ctx.add_variable_from_value("now", now_value(at, policy.doc.policy.time_zone));
+    }
 
     let _deadline = deadline.map(DeadlineGuard::set);
     let mut best: Option<(Effect, &CompiledRule, bool)> = None;
@@ -819,8 +865,70 @@ handlers:
     min_effect: {min_effect}
 "#
         );
-        let doc = TenantDocument::parse(&src).unwrap();
+        // Loaded as a stored document: these tests run rules that the type check refuses on
+        // apply (fields no handler has), to show what the worker does with them at run time.
+        let doc = TenantDocument::parse_stored(&src).unwrap();
         CompiledPolicy::new(doc, 1, "x".into()).unwrap()
+    }
+
+    /// `now` is the decision time in the document's time zone: a rule about office hours
+    /// reads the local hour and weekday, and without a time a rule that reads `now` fails
+    /// closed.
+    #[test]
+    fn rules_read_the_decision_time_in_the_tenant_time_zone() {
+        let src = r#"
+tenant: acme
+policy:
+  default: allow
+  time_zone: Europe/Paris
+  rules:
+    - name: office-hours
+      when: 'now.weekday >= 6 || now.hour < 9 || now.hour >= 17'
+      effect: escalate
+      reason: Outside office hours a person decides.
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+"#;
+        let p = CompiledPolicy::new(TenantDocument::parse(src).unwrap(), 1, "x".into()).unwrap();
+        let at = |s: &str| Some(chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc());
+        let mut i = input("billing.refund.issue", 100);
+        // Friday 2026-12-04 08:30 UTC is 09:30 in Paris: office hours.
+        i.now = at("2026-12-04T08:30:00Z");
+        assert_eq!(decide(&p, &i).effect, Effect::Allow);
+        // 07:30 UTC is 08:30 in Paris: before nine.
+        i.now = at("2026-12-04T07:30:00Z");
+        assert_eq!(decide(&p, &i).effect, Effect::Escalate);
+        // Saturday.
+        i.now = at("2026-12-05T10:00:00Z");
+        assert_eq!(decide(&p, &i).rule.as_deref(), Some("office-hours"));
+        // No time: fails closed.
+        i.now = None;
+        let d = decide(&p, &i);
+        assert_eq!(d.effect, Effect::Escalate);
+        assert!(!d.errors.is_empty(), "{d:?}");
+        let v = now_value(
+            at("2026-07-01T22:15:00Z").unwrap(),
+            "America/New_York".parse().unwrap(),
+        );
+        let Cel::Map(m) = v else { panic!() };
+        let get = |k: &str| m.map.get(&cel::objects::Key::from(k)).cloned();
+        assert_eq!(get("hour"), Some(Cel::Int(18)));
+        assert_eq!(get("weekday"), Some(Cel::Int(3)));
+        assert_eq!(
+            get("date"),
+            Some(Cel::String(Arc::new("2026-07-01".into())))
+        );
+        for bad in ["Mars/Olympus", "CET+1", "", "5"] {
+            let e = TenantDocument::parse(&src.replace("Europe/Paris", &format!("'{bad}'")))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("policy.time_zone: must be an IANA time zone name"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     fn input(action: &str, amount: i64) -> EvalInput {
@@ -832,6 +940,7 @@ handlers:
             session: String::new(),
             on_behalf_of: String::new(),
             history: History::default(),
+            now: None,
         }
     }
 
@@ -977,7 +1086,7 @@ handlers:
     /// when applied, with the field and the way out.
     #[test]
     fn a_rule_nested_too_deep_is_refused_on_apply() {
-        let chain = format!("{} > 0", vec!["params.n"; 130].join("+"));
+        let chain = format!("{} > 0", vec!["params.amount"; 130].join("+"));
         let src = format!(
             "tenant: acme\npolicy:\n  default: allow\n  rules:\n    - name: long\n      when: '{chain}'\n      effect: block\n      reason: x\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 100\n"
         );
@@ -992,7 +1101,7 @@ handlers:
         let alternatives = vec!["action == \"x\""; 130].join(" || ");
         let program = compile_rule(&alternatives).unwrap();
         assert!(depth(program.expression()) < 12);
-        let shorter = format!("{} > 0", vec!["params.n"; 120].join("+"));
+        let shorter = format!("{} > 0", vec!["params.amount"; 120].join("+"));
         assert!(TenantDocument::parse(&src.replace(&chain, &shorter)).is_ok());
     }
 

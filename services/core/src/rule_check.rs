@@ -26,7 +26,7 @@ pub fn non_boolean(program: &Program) -> Option<&'static str> {
     non_boolean_expr(program.expression())
 }
 
-fn non_boolean_expr(e: &cel::IdedExpr) -> Option<&'static str> {
+pub(crate) fn non_boolean_expr(e: &cel::IdedExpr) -> Option<&'static str> {
     use cel::common::ast::{Expr, LiteralValue};
     match &e.expr {
         Expr::Literal(LiteralValue::Boolean(_)) => None,

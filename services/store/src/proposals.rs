@@ -141,6 +141,7 @@ impl ProposalRow {
             session: self.session_id.clone().unwrap_or_default(),
             on_behalf_of: self.on_behalf_of.clone().unwrap_or_default(),
             history,
+            now: None,
         }
     }
 

@@ -126,6 +126,10 @@ impl TenantDocument {
         let doc = Self::parse_stored(source)?;
         let mut errs = policy::rules_refused_on_apply(&doc.policy.rules);
         errs.extend(policy::reserved_rule_names(&doc.policy.rules));
+        errs.extend(policy::rule_type_errors(
+            &doc.policy.rules,
+            doc.handlers.values().map(|h| h.kind),
+        ));
         errs.extend(approvers::non_https_issuer(&doc.approvers));
         for (name, h) in &doc.handlers {
             if let Some(settings) = h.settings.as_object() {
@@ -467,18 +471,22 @@ handlers:
         // What may be a boolean passes: a field read, a comparison, a macro that ends in one, a
         // conditional with one boolean branch; a missing field is the policy worker's to handle.
         for when in [
-            "'params.urgent'",
-            "'params.nope > 1'",
             "'true'",
             "'has(params.amount)'",
             "'[1, 2].exists(x, x > 1)'",
             "'[1, 2].exists_one(x, x > 1)'",
             "'[1, 2].all(x, x > 1)'",
             "'params.amount > 5 ? true : 1'",
-            "'params.tags[0]'",
-            "'!(action in [\"a\", \"b\"])'",
+            "'!(action in [\"billing.refund.issue\", \"webhook.post\"])'",
         ] {
             TenantDocument::parse(&with(when)).unwrap_or_else(|e| panic!("{when}: {e}"));
+        }
+        // A field no enabled handler has is the type check's to refuse on apply
+        // (`crate::rule_types`); stored, it still loads and fails closed when run.
+        for when in ["'params.urgent'", "'params.nope > 1'", "'params.tags[0]'"] {
+            let e = TenantDocument::parse(&with(when)).unwrap_err().to_string();
+            assert!(e.contains("has no param"), "{when}: {e}");
+            TenantDocument::parse_stored(&with(when)).unwrap_or_else(|e| panic!("{when}: {e}"));
         }
     }
 
@@ -561,11 +569,11 @@ policy:
   default: escalate
   rules:
     - name: shell
-      when: 'params.items[0] == "{open}" || action.startsWith("shell.")'
+      when: 'params.payment_id == "{open}" || action.startsWith("shell.")'
       effect: block
       reason: No shell [{open}] {{c}} # {open}
     - name: items
-      when: "params.items[0] == '{open}'"
+      when: "params.payment_id == '{open}'"
       effect: escalate
       reason: |
         {open}
