@@ -367,7 +367,7 @@ postgresql:
             if Instant::now() > deadline {
                 panic!("HA cluster: no {what} within {T:?}\n{}", self.logs_tail());
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(100)).await;
         }
     }
 
@@ -475,7 +475,7 @@ impl Drop for HaCluster {
         for n in &self.nodes {
             let deadline = Instant::now() + Duration::from_secs(10);
             while n.data.join("postmaster.pid").exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
+                actiond_testkit::poll_pause_blocking(Duration::from_millis(50));
             }
         }
     }
@@ -708,7 +708,7 @@ async fn under_load(
                     let body = r.text().await.unwrap_or_default();
                     out.lock().unwrap().push((st, body));
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                actiond_testkit::poll_pause(Duration::from_millis(100)).await;
             }
         });
         (seen, h)
@@ -738,7 +738,7 @@ async fn under_load(
                     g.logs_tail()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(20)).await;
         }
     };
     let first_accepted_after = first.answered - lost_at;
@@ -756,7 +756,7 @@ async fn under_load(
                 g.logs_tail()
             );
         } else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(20)).await;
         }
     }
     // Keep the load on until the new primary leads (a switchover may still be under way),
@@ -768,9 +768,12 @@ async fn under_load(
             "node {new_primary} did not become the primary\n{}",
             ha.logs_tail()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Keep the load on the new primary for a while: the submissions after the change are
+    // what shows the services really write there (time is the point of this pause).
+    #[expect(clippy::disallowed_methods, reason = "load runs for a fixed time on the new primary")]
+    let () = tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
     let _ = readyz.1.await;
@@ -806,7 +809,7 @@ async fn under_load(
                 g.logs_tail()
             );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(200)).await;
     };
     assert_eq!(
         states.len(),
@@ -1063,7 +1066,7 @@ impl PgBouncer {
                 "pgbouncer did not answer:\n{}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(100)).await;
         }
         b
     }

@@ -208,7 +208,7 @@ async fn checked_registration(
             Err(e) => return Ok(Err(e)),
         };
     if let Some(policy) = r.attestation {
-        let now = std::time::SystemTime::now()
+        let now = actiond_runtime::clock::now_system()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
