@@ -772,7 +772,10 @@ async fn under_load(
     }
     // Keep the load on the new primary for a while: the submissions after the change are
     // what shows the services really write there (time is the point of this pause).
-    #[expect(clippy::disallowed_methods, reason = "load runs for a fixed time on the new primary")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "load runs for a fixed time on the new primary"
+    )]
     let () = tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::SeqCst);
     load.await.unwrap();

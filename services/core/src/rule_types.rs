@@ -261,7 +261,8 @@ impl RuleEnv {
             errors: Vec::new(),
         };
         let ty = c.ty(expr);
-        if !matches!(ty, Ty::Bool | Ty::Dyn) && crate::rule_check::non_boolean_expr(expr).is_none() {
+        if !matches!(ty, Ty::Bool | Ty::Dyn) && crate::rule_check::non_boolean_expr(expr).is_none()
+        {
             c.errors.push(format!(
                 "must be a boolean expression (this one gives {})",
                 ty.describe()
