@@ -179,6 +179,29 @@ mod embedded {
     refinery::embed_migrations!("../../sql/migrations");
 }
 
+/// Every schema source compiled into this binary, as `(name, SQL)`: each embedded migration
+/// (`V<n>__<name>`) in version order, then each function file of `sql/functions` by stem. What
+/// [`Db::migrate`] would create is a function of exactly these (test kits key their migrated
+/// template databases by them, not by the files on disk, which a stale build may not match).
+pub fn embedded_schema_sources() -> Vec<(String, String)> {
+    let mut migrations = embedded::migrations::runner().get_migrations().clone();
+    migrations.sort_by_key(refinery::Migration::version);
+    migrations
+        .iter()
+        .map(|m| {
+            (
+                format!("V{}__{}", m.version(), m.name()),
+                m.sql().unwrap_or_default().to_owned(),
+            )
+        })
+        .chain(
+            sql_objects::FILES
+                .iter()
+                .map(|(stem, sql)| ((*stem).to_owned(), (*sql).to_owned())),
+        )
+        .collect()
+}
+
 /// The versions of the embedded migrations (`sql/migrations/V<version>__*.sql`), ascending.
 pub fn migration_versions() -> Vec<i32> {
     let mut v: Vec<i32> = embedded::migrations::runner()

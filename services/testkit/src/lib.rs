@@ -92,26 +92,17 @@ async fn admin_client(server: &str) -> tokio_postgres::Client {
         .unwrap_or_else(|e| panic!("cannot connect to the test Postgres at {server} ({e}); start it or set ACTIOND_TEST_DATABASE_URL"))
 }
 
+/// Key of the migrated template database: a hash of the schema sources compiled into this
+/// binary ([`actiond_store::embedded_schema_sources`]), so a template is never reused by a build
+/// whose migrations or function files differ.
 fn migrations_hash() -> String {
     use sha2::{Digest, Sha256};
-    let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql");
-    let mut files: Vec<PathBuf> = ["migrations", "functions"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(sql.join(d)).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            // Only migrations (`V<n>__<name>.sql`) and function files: editing a README keeps
-            // the template.
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.ends_with(".sql")
-                && (name.starts_with('V') || p.parent().is_some_and(|d| d.ends_with("functions")))
-        })
-        .collect();
-    files.sort();
     let mut h = Sha256::new();
-    for f in files {
-        h.update(f.file_name().unwrap().to_string_lossy().as_bytes());
-        h.update(std::fs::read(&f).unwrap());
+    for (name, sql) in actiond_store::embedded_schema_sources() {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(sql.as_bytes());
+        h.update([0]);
     }
     hex::encode(&h.finalize()[..8])
 }

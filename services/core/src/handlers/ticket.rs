@@ -152,7 +152,7 @@ mod tests {
         };
         let c = k.card(&input("Ticket T-7: \"Printer on fire\" (open)"));
         assert_eq!(c.facts[0].value, "Ticket T-7: \"Printer on fire\" (open)");
-        assert_eq!(c.facts[1].value, "22 characters, 2 lines");
+        assert_eq!(c.facts[1].value, "20 characters, 2 lines");
         assert!(c.facts[1].hot && !c.facts[0].hot);
         assert_eq!(c.approve_label, "Approve comment on ticket T-7");
         assert_eq!(
@@ -161,7 +161,7 @@ mod tests {
         );
         assert_eq!(
             k.summary(None, p, "T-7"),
-            "Comment on ticket T-7 (22 characters)"
+            "Comment on ticket T-7 (20 characters)"
         );
     }
 }
