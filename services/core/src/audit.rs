@@ -47,6 +47,10 @@ pub enum AuditKind {
     /// The executor's lease ran out after the spend (`executing → outcome_unknown`).
     #[serde(rename = "proposal.outcome_unknown")]
     ProposalOutcomeUnknown,
+    /// A person approved an escalated proposal with an edit (`escalated → amended`);
+    /// `detail` names the new proposal (`amended_to`) and the field-by-field `diff`.
+    #[serde(rename = "proposal.amended")]
+    ProposalAmended,
     /// An agent was registered.
     #[serde(rename = "agent.created")]
     AgentCreated,
@@ -93,7 +97,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 26] = [
+    pub const ALL: [AuditKind; 27] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -107,6 +111,7 @@ impl AuditKind {
         Self::ProposalBlockedPolicyChanged,
         Self::ProposalExecuted,
         Self::ProposalOutcomeUnknown,
+        Self::ProposalAmended,
         Self::AgentCreated,
         Self::AgentRevoked,
         Self::AgentFrozen,
@@ -138,6 +143,7 @@ impl AuditKind {
             Self::ProposalBlockedPolicyChanged => "proposal.blocked_policy_changed",
             Self::ProposalExecuted => "proposal.executed",
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
+            Self::ProposalAmended => "proposal.amended",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
             Self::AgentFrozen => "agent.frozen",

@@ -17,6 +17,7 @@
 //! - [`injection`]: the phrase list that flags source text giving orders or claiming approval.
 //! - [`text`]: making agent-written text visible and safe (hidden characters named).
 
+pub mod amend;
 pub mod approval;
 pub mod audit;
 pub mod audit_chain;

@@ -27,11 +27,14 @@ pub enum ProposalState {
     Failed,
     /// Final: the executor lost its lease after spending the grant; never re-run automatically.
     OutcomeUnknown,
+    /// Final: a person approved it with an edit; the edited intent is a new proposal whose
+    /// `amended_from` names this one ([`crate::amend`]).
+    Amended,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 10] = [
+    pub const ALL: [ProposalState; 11] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -42,6 +45,7 @@ impl ProposalState {
         Self::Succeeded,
         Self::Failed,
         Self::OutcomeUnknown,
+        Self::Amended,
     ];
 
     /// The snake_case name stored in the database.
@@ -57,6 +61,7 @@ impl ProposalState {
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Amended => "amended",
         }
     }
 
@@ -71,13 +76,15 @@ impl ProposalState {
     }
 
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
-    /// when a person freezes the proposal's agent (the database checks that the agent is frozen).
+    /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
+    /// `escalated → amended` only when a person approves it with an edit (the database checks
+    /// that the proposal amending it exists).
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
             (self, to),
             (Pending, Approved | Escalated | Blocked | Expired | Denied)
-                | (Escalated, Approved | Denied | Expired)
+                | (Escalated, Approved | Denied | Expired | Amended)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)
         )
@@ -112,7 +119,9 @@ mod tests {
         assert!(Escalated.can_become(Approved));
         assert!(!Pending.can_become(Succeeded));
         assert!(!Denied.can_become(Approved));
-        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown] {
+        assert!(Escalated.can_become(Amended));
+        assert!(!Pending.can_become(Amended) && !Approved.can_become(Amended));
+        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown, Amended] {
             assert!(s.is_final());
         }
         for s in ProposalState::ALL {

@@ -51,6 +51,10 @@ struct Spec {
     history_sum_param: Option<&'static str>,
     /// Params highlighted to approvers unless the tenant says otherwise.
     default_risky: &'static [&'static str],
+    /// Params a person may change when approving with an edit (`actiond approvals amend`, the
+    /// decision page's "Edit and approve"); every other param, and the target, stay as the
+    /// agent proposed them.
+    editable: &'static [&'static str],
     /// Summary template unless the tenant gives one.
     default_summary: &'static str,
     /// Handler-specific setting keys a tenant may write (besides the common ones).
@@ -123,6 +127,12 @@ impl HandlerKind {
     /// Params that carry the risk, highlighted to approvers by default.
     pub fn default_risky(self) -> &'static [&'static str] {
         self.spec().default_risky
+    }
+
+    /// Params a person may change when approving with an edit; the edited params are
+    /// validated again with [`HandlerKind::validate_params`] (see [`crate::amend`]).
+    pub fn editable(self) -> &'static [&'static str] {
+        self.spec().editable
     }
 
     /// Default one-sentence summary template; `{param}` is replaced by the param's value and
