@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod admin;
+mod amend;
 mod api;
 mod approval_rules;
 mod attacks;

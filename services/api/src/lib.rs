@@ -684,7 +684,7 @@ impl WaitQuery {
             } else {
                 return Err(SubmitError::field(
                     "state",
-                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed or outcome_unknown",
+                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed, outcome_unknown or amended",
                 ));
             }
         }

@@ -66,6 +66,8 @@ the action has NOT happened. Tell the user it is awaiting approval; check again 
 tell the user to verify.
 - \"blocked\", \"denied\", \"expired\": final; the action did NOT happen. reason says why. Tell \
 the user; do not just propose the same action again.
+- \"amended\": final; a person approved it with an edit, so it will NOT run as filed. \
+amended_to gives the new proposal's id, state and the changes; follow that id instead.
 Only the agent that filed a proposal can read it.";
 
 /// Written in place of the action list when the tenant enables nothing (or has no document).
@@ -578,6 +580,7 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "succeeded" => format!("The action was performed and succeeded.{why}"),
         "failed" => format!("The action was attempted and failed.{why} Tell the user; do not retry on your own."),
         "outcome_unknown" => "The action may or may not have happened (the executor lost track of it); it will not be re-run automatically. Tell the user to verify it.".to_owned(),
+        "amended" => format!("A person approved it with an edit: this proposal will NOT run as you filed it; the edited version is a new proposal (amended_to: its id, state and what changed), which you may follow with check_proposal.{why} Tell the user what the person changed."),
         "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
@@ -586,6 +589,20 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
 }
 
 fn status_result(s: &ProposalStatus) -> CallToolResult {
+    let mut message = state_advice(&s.state, s.reason.as_deref());
+    if let Some(to) = &s.amended_to {
+        message = format!(
+            "{message} New proposal {} is {}: {}",
+            to.proposal_id,
+            to.state,
+            state_advice(&to.state, None)
+        );
+    }
+    if let Some(from) = s.amended_from {
+        message = format!(
+            "{message} This proposal is a person's edit of your proposal {from}."
+        );
+    }
     CallToolResult::structured(json!({
         "proposal_id": s.proposal_id,
         "action": s.action,
@@ -595,7 +612,9 @@ fn status_result(s: &ProposalStatus) -> CallToolResult {
         "outcome": s.outcome,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
-        "message": state_advice(&s.state, s.reason.as_deref()),
+        "amended_from": s.amended_from,
+        "amended_to": s.amended_to,
+        "message": message,
     }))
 }
 
