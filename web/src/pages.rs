@@ -723,11 +723,7 @@ pub(crate) async fn decision(
         agent,
     );
     {
-        let mut c = state.db.client().await?;
-        let tx = c.transaction().await?;
-        actiond_store::set_tenant(&tx, &p.tenant_id).await?;
-        let l = actiond_store::approvals::amend::links(&tx, id).await?;
-        tx.commit().await?;
+        let l = actiond_store::approvals::amend::links(&state.db, &p.tenant_id, id).await?;
         if let (Some(from), Some(diff)) = (l.amended_from, &l.diff) {
             page.amended_from = from.to_string();
             page.amended_by = reveal_invisible(l.amended_by.as_deref().unwrap_or_default(), false);

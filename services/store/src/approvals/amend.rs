@@ -77,11 +77,18 @@ pub struct Links {
     pub amended_to_diff: Option<Value>,
 }
 
-/// The amendment links of proposal `id` in `tenant` (empty when it has none).
-pub async fn links<C: deadpool_postgres::GenericClient>(
-    c: &C,
-    id: Uuid,
-) -> Result<Links> {
+/// The amendment links of proposal `id` in `tenant` (empty when it has none), read with the
+/// tenant set (row-level security).
+pub async fn links(db: &Db, tenant: &str, id: Uuid) -> Result<Links> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let l = links_on(&tx, id).await?;
+    tx.commit().await?;
+    Ok(l)
+}
+
+async fn links_on(c: &crate::Tx<'_>, id: Uuid) -> Result<Links> {
     let own = c
         .query_opt(
             "SELECT amended_from, amended_by, amendment_diff FROM proposals WHERE id = $1",
