@@ -77,7 +77,10 @@ async fn an_amended_refund_runs_the_edited_amount_and_the_agent_is_told() {
     // Policy escalated the new intent (8000 > 5000); alice's edit is her approval of it.
     s.wait_state(new, "succeeded", T).await;
     assert_eq!(approvals_of(&s, new).await, ["alice"]);
-    assert!(approvals_of(&s, id).await.is_empty(), "the original got no approval");
+    assert!(
+        approvals_of(&s, id).await.is_empty(),
+        "the original got no approval"
+    );
     s.sentinel().await;
     let calls = s.calls();
     assert_eq!(calls.len(), 1, "one provider call");
@@ -104,13 +107,22 @@ async fn an_amended_refund_runs_the_edited_amount_and_the_agent_is_told() {
     assert_eq!(m["state"], "amended");
     assert_eq!(m["amended_to"]["proposal_id"], new.to_string());
     let msg = m["message"].as_str().unwrap();
-    assert!(msg.contains("approved it with an edit") && msg.contains(&new.to_string()), "{msg}");
+    assert!(
+        msg.contains("approved it with an edit") && msg.contains(&new.to_string()),
+        "{msg}"
+    );
     // Audit: the original's amendment and the new proposal's submission by the person.
     let kinds = s.audit_kinds(id).await;
-    let amended = kinds.iter().find(|(k, _)| k == "proposal.amended").expect("proposal.amended");
+    let amended = kinds
+        .iter()
+        .find(|(k, _)| k == "proposal.amended")
+        .expect("proposal.amended");
     assert_eq!(amended.1["amended_to"], new.to_string());
     let new_kinds = s.audit_kind_names(new).await;
-    assert_eq!(new_kinds.first().map(String::as_str), Some("proposal.submitted"));
+    assert_eq!(
+        new_kinds.first().map(String::as_str),
+        Some("proposal.submitted")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,7 +133,10 @@ async fn amendments_that_break_a_rule_are_refused_and_change_nothing() {
     for (edits, field) in [
         (r#"{"amount": 200000}"#, "params.amount"),
         (r#"{"state": "approved"}"#, "params.state"),
-        (r#"{"amount": 8000, "payment_id": "pi_other"}"#, "params.payment_id"),
+        (
+            r#"{"amount": 8000, "payment_id": "pi_other"}"#,
+            "params.payment_id",
+        ),
         (r#"{"amount": 8000, "extra": 1}"#, "params.extra"),
         (r#"{"amount": 8000, "amount": 9000}"#, "amount"),
     ] {
@@ -161,7 +176,10 @@ async fn an_amendment_policy_blocks_is_blocked_without_the_persons_approval() {
     assert!(ok, "{out}{err}");
     let new = amended_to(&s, id).await.unwrap();
     s.wait_state(new, "blocked", T).await;
-    assert!(approvals_of(&s, new).await.is_empty(), "no approval of a blocked intent");
+    assert!(
+        approvals_of(&s, new).await.is_empty(),
+        "no approval of a blocked intent"
+    );
     assert_eq!(s.state(id).await, "amended");
 }
 
@@ -203,32 +221,51 @@ async fn the_web_edit_creates_the_new_proposal_and_refuses_bad_edits() {
     let alice = web.login(&s, "alice", "", None).await;
     let (st, page) = web.page(&alice, id).await;
     assert_eq!(st, 200);
-    assert!(page.contains("name=\"edit.amount\"") && page.contains("value=\"120.00\""), "{page}");
+    assert!(
+        page.contains("name=\"edit.amount\"") && page.contains("value=\"120.00\""),
+        "{page}"
+    );
     // Out of limits: 400 naming the field; a non-editable param: 400 naming it.
     let form = web.form(&alice, id, "amend").await;
-    let (st, _, body) = web.post(&alice, id, form, &[("edit.amount", "2000.00")]).await;
+    let (st, _, body) = web
+        .post(&alice, id, form, &[("edit.amount", "2000.00")])
+        .await;
     assert_eq!(st, 400, "{body}");
     assert!(body.contains("params.amount"), "{body}");
     let form = web.form(&alice, id, "amend").await;
-    let (st, _, body) = web.post(&alice, id, form, &[("edit.payment_id", "pi_x")]).await;
+    let (st, _, body) = web
+        .post(&alice, id, form, &[("edit.payment_id", "pi_x")])
+        .await;
     assert_eq!(st, 400, "{body}");
     assert!(body.contains("params.payment_id"), "{body}");
     // Without the CSRF token: refused before anything is read.
     let mut form = web.form(&alice, id, "amend").await;
     form.retain(|(k, _)| k != "csrf");
-    let (st, _, _) = web.post(&alice, id, form, &[("edit.amount", "80.00")]).await;
+    let (st, _, _) = web
+        .post(&alice, id, form, &[("edit.amount", "80.00")])
+        .await;
     assert_eq!(st, 403);
     // Someone who may not approve for this tenant, with a valid session and CSRF token of
     // their own: refused, nothing filed.
     let mallory = web.login(&s, "mallory", "", None).await;
-    let queue = mallory.http.get(format!("{}/queue", web.url)).send().await.unwrap().text().await.unwrap();
+    let queue = mallory
+        .http
+        .get(format!("{}/queue", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let mut form = web.form(&alice, id, "amend").await;
     for (k, v) in &mut form {
         if k == "csrf" {
             *v = crate::web::hidden(&queue, "csrf");
         }
     }
-    let (st, _, body) = web.post(&mallory, id, form, &[("edit.amount", "80.00")]).await;
+    let (st, _, body) = web
+        .post(&mallory, id, form, &[("edit.amount", "80.00")])
+        .await;
     assert!(st == 403 || st == 404, "{st} {body}");
     assert_eq!(s.state(id).await, "escalated");
     // Bob reads the page now and submits an edit after alice's: 409.
@@ -236,16 +273,30 @@ async fn the_web_edit_creates_the_new_proposal_and_refuses_bad_edits() {
     let bob_form = web.form(&bob, id, "amend").await;
     // The edit.
     let form = web.form(&alice, id, "amend").await;
-    let (st, loc, body) = web.post(&alice, id, form, &[("edit.amount", "80.00")]).await;
+    let (st, loc, body) = web
+        .post(&alice, id, form, &[("edit.amount", "80.00")])
+        .await;
     assert_eq!(st, 303, "{body}");
     let new = amended_to(&s, id).await.unwrap();
     assert_eq!(loc, format!("/p/{new}?result=amended"));
     assert_eq!(s.state(id).await, "amended");
-    assert_eq!(s.state(new).await, "approved", "alice's edit approved the escalated new intent");
+    assert_eq!(
+        s.state(new).await,
+        "approved",
+        "alice's edit approved the escalated new intent"
+    );
     let (_, page) = web.page(&alice, new).await;
-    assert!(page.contains("id=\"amended-from\"") && page.contains("amount 12000 → 8000"), "{page}");
+    assert!(
+        page.contains("id=\"amended-from\"") && page.contains("amount 12000 → 8000"),
+        "{page}"
+    );
     let (_, page) = web.page(&alice, id).await;
-    assert!(page.contains("id=\"amended-to\"") && page.contains(&format!("/p/{new}")), "{page}");
-    let (st, _, body) = web.post(&bob, id, bob_form, &[("edit.amount", "70.00")]).await;
+    assert!(
+        page.contains("id=\"amended-to\"") && page.contains(&format!("/p/{new}")),
+        "{page}"
+    );
+    let (st, _, body) = web
+        .post(&bob, id, bob_form, &[("edit.amount", "70.00")])
+        .await;
     assert_eq!(st, 409, "{body}");
 }

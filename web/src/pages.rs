@@ -732,7 +732,8 @@ pub(crate) async fn decision(
         if let Some((to, st)) = l.amended_to {
             page.amended_to = to.to_string();
             page.amended_to_state = st.to_string();
-            page.amended_by = reveal_invisible(l.amended_to_by.as_deref().unwrap_or_default(), false);
+            page.amended_by =
+                reveal_invisible(l.amended_to_by.as_deref().unwrap_or_default(), false);
             page.amended_diff = l
                 .amended_to_diff
                 .as_ref()
@@ -1065,7 +1066,10 @@ fn amend_edits(form: &HashMap<String, String>, p: &approvals::ProposalDetail) ->
             let n = actiond_core::approval::parse_major_units(raw, currency).ok_or_else(|| {
                 WebError::BadRequest(format!(
                     "params.amount: \"{}\" is not an amount in {currency} like 80.00",
-                    reveal_invisible(raw, false).chars().take(32).collect::<String>()
+                    reveal_invisible(raw, false)
+                        .chars()
+                        .take(32)
+                        .collect::<String>()
                 ))
             })?;
             Value::from(n)
@@ -1291,9 +1295,17 @@ async fn amend(
         Amended::Filed(f) => {
             tracing::info!(proposal = %p.id, amended_to = %f.id, tenant = %p.tenant_id, subject = %v.subject, state = %f.state, "amended");
             if matches!(f.approval, Some(Decided::Approved { .. })) {
-                let _ = actiond_store::listen::notify(&state.db, actiond_store::listen::CHANNEL_APPROVED).await;
+                let _ = actiond_store::listen::notify(
+                    &state.db,
+                    actiond_store::listen::CHANNEL_APPROVED,
+                )
+                .await;
             }
-            state.metrics.decisions.with_label_values(&[label, "amended"]).inc();
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[label, "amended"])
+                .inc();
             Ok((
                 StatusCode::SEE_OTHER,
                 [(header::LOCATION, format!("/p/{}?result=amended", f.id))],
@@ -1305,7 +1317,11 @@ async fn amend(
         ))),
         Amended::Invalid(e) => Err(WebError::BadRequest(format!("{e}. Nothing was amended."))),
         Amended::Refused(r) => {
-            state.metrics.decisions.with_label_values(&[label, "refused"]).inc();
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[label, "refused"])
+                .inc();
             refused(state, v, &p.tenant_id, p.id, r).await
         }
     }

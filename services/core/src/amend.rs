@@ -69,7 +69,10 @@ pub fn apply(
         ));
     };
     if edits.is_empty() {
-        return Err(FieldErrors::one("edits", "is empty: change at least one param"));
+        return Err(FieldErrors::one(
+            "edits",
+            "is empty: change at least one param",
+        ));
     }
     let editable = kind.editable();
     let mut errs = Vec::new();
@@ -124,7 +127,9 @@ pub fn apply(
     if target != original_target {
         return Err(FieldErrors::one(
             "edits",
-            format!("would change the target ({original_target} → {target}); file a new proposal instead"),
+            format!(
+                "would change the target ({original_target} → {target}); file a new proposal instead"
+            ),
         ));
     }
     let params_json = canonicalize(&params).map_err(|e| FieldErrors::one("edits", e.rule))?;

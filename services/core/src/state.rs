@@ -121,7 +121,15 @@ mod tests {
         assert!(!Denied.can_become(Approved));
         assert!(Escalated.can_become(Amended));
         assert!(!Pending.can_become(Amended) && !Approved.can_become(Amended));
-        for s in [Blocked, Denied, Expired, Succeeded, Failed, OutcomeUnknown, Amended] {
+        for s in [
+            Blocked,
+            Denied,
+            Expired,
+            Succeeded,
+            Failed,
+            OutcomeUnknown,
+            Amended,
+        ] {
             assert!(s.is_final());
         }
         for s in ProposalState::ALL {

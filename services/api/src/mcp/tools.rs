@@ -599,9 +599,7 @@ fn status_result(s: &ProposalStatus) -> CallToolResult {
         );
     }
     if let Some(from) = s.amended_from {
-        message = format!(
-            "{message} This proposal is a person's edit of your proposal {from}."
-        );
+        message = format!("{message} This proposal is a person's edit of your proposal {from}.");
     }
     CallToolResult::structured(json!({
         "proposal_id": s.proposal_id,

@@ -437,7 +437,11 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
     let edits = actiond_core::canonical::parse_strict(a.edits.as_bytes()).map_err(|e| {
         crate::exit::invalid(format!(
             "--edits: {}{}",
-            if e.path.is_empty() { String::new() } else { format!("{}: ", e.path) },
+            if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path)
+            },
             e.rule
         ))
     })?;
@@ -481,7 +485,10 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
                     r.rule()
                 )),
                 Some(out) => {
-                    let mut again = DecideArgs { id: f.id, ..d.clone() };
+                    let mut again = DecideArgs {
+                        id: f.id,
+                        ..d.clone()
+                    };
                     again.intent = f.intent_hash.clone();
                     report(&db, &again, out).await?;
                 }

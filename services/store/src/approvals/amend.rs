@@ -132,7 +132,14 @@ pub fn describe_diff(diff: &Value) -> String {
     diff.as_array()
         .map(|a| {
             a.iter()
-                .map(|c| format!("{} {} → {}", show(&c["field"]), show(&c["from"]), show(&c["to"])))
+                .map(|c| {
+                    format!(
+                        "{} {} → {}",
+                        show(&c["field"]),
+                        show(&c["from"]),
+                        show(&c["to"])
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         })
@@ -275,11 +282,7 @@ pub async fn amend(
         .transition(None, ProposalState::Pending),
     )
     .await?;
-    let reason = format!(
-        "amended by {}: {}",
-        approver.subject,
-        describe_diff(&diff)
-    );
+    let reason = format!("amended by {}: {}", approver.subject, describe_diff(&diff));
     tx.execute(
         "UPDATE proposals SET state = 'amended', decision_reason = $2 WHERE id = $1",
         &[&id, &reason],
@@ -301,7 +304,8 @@ pub async fn amend(
     tx.commit().await?;
     drop(c);
     let _ = crate::listen::notify(db, crate::listen::CHANNEL_PENDING).await;
-    let (state, approval) = approve_after_policy(db, signer, tenant, new_id, approver, shown, comment).await?;
+    let (state, approval) =
+        approve_after_policy(db, signer, tenant, new_id, approver, shown, comment).await?;
     Ok(Amended::Filed(Filed {
         id: new_id,
         intent_hash,
@@ -321,11 +325,20 @@ fn prepare(
     let Some(entry) = doc.handler(&original.action) else {
         return Err(FieldErrors::one(
             "action",
-            format!("no handler for {} in the tenant's document", original.action),
+            format!(
+                "no handler for {} in the tenant's document",
+                original.action
+            ),
         ));
     };
     let params: Value = serde_json::from_str(&original.params_json).unwrap_or(Value::Null);
-    actiond_core::amend::apply(entry.kind, &entry.settings, &params, &original.target, edits)
+    actiond_core::amend::apply(
+        entry.kind,
+        &entry.settings,
+        &params,
+        &original.target,
+        edits,
+    )
 }
 
 /// Waits (up to [`POLICY_WAIT`]) for policy to move the new proposal out of `pending`; when it
