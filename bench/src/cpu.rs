@@ -171,6 +171,10 @@ pub struct Meter {
 impl Meter {
     /// Starts metering `fixed` processes (label, pid) and, if given, the database's Postgres
     /// processes. Several pids may share a label (two executors); their times add up.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a sampler: one CPU reading every INTERVAL"
+    )]
     pub fn start(fixed: Vec<(&'static str, u32)>, pg: Option<Postgres>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

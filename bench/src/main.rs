@@ -17,11 +17,12 @@
 //! - `submit`: submission only (escalating proposals, no executor work): API + Postgres.
 //!
 //! Speed is measured here, never asserted in tests.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::print_stdout
+    clippy::print_stdout,
+    reason = "benchmark tool: a failed step stops the run loudly; its report goes to stdout"
 )]
 
 mod cpu;
@@ -482,6 +483,10 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
     }
     drop(services);
     // The services' backends flush their table statistics when they exit.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "no event says the exited backends' statistics are flushed; a second is the margin"
+    )]
     tokio::time::sleep(Duration::from_secs(1)).await;
     let activity = match (activity_before, proposal_activity(&su).await) {
         (Some(before), Some(after)) => Some(after.since(&before)),

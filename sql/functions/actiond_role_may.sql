@@ -1,5 +1,6 @@
 -- Which service role may make which proposal state transition (web and admin decide escalations,
--- policy decides pending rows, the executor runs approved ones, …). Called by
+-- policy decides pending rows, the executor runs approved ones, the agent-facing api withdraws
+-- an agent's own pending or escalated proposal, …). Called by
 -- proposals_check_update() after the legal-transition check; the superuser lookup comes last.
 CREATE OR REPLACE FUNCTION actiond_role_may(from_state text, to_state text)
  RETURNS boolean
@@ -15,6 +16,10 @@ BEGIN
     IF (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER'))
        AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired','amended'))
          OR (from_state = 'pending' AND to_state = 'denied')) THEN
+        RETURN true;
+    END IF;
+    IF pg_has_role(current_user, 'actiond_api', 'MEMBER')
+       AND from_state IN ('pending','escalated') AND to_state = 'withdrawn' THEN
         RETURN true;
     END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')

@@ -25,7 +25,7 @@ CREATE UNIQUE INDEX proposals_amended_from ON proposals (amended_from) WHERE ame
 
 ALTER TABLE proposals DROP CONSTRAINT proposals_state_check;
 ALTER TABLE proposals ADD CONSTRAINT proposals_state_check CHECK (state = ANY (ARRAY['pending', 'escalated',
-    'approved', 'blocked', 'denied', 'expired', 'executing', 'succeeded', 'failed', 'outcome_unknown', 'amended']));
+    'approved', 'blocked', 'denied', 'expired', 'executing', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended']));
 
 INSERT INTO proposal_transitions (from_state, to_state) VALUES ('escalated', 'amended');
 
@@ -40,15 +40,22 @@ CREATE POLICY amendments_only ON proposals AS RESTRICTIVE FOR INSERT TO actiond_
 -- An amended proposal is decided: retention may purge it as it purges the other final states.
 DROP POLICY retention_decided ON proposals;
 CREATE POLICY retention_decided ON proposals TO actiond_retention
-    USING (state IN ('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'amended'))
-    WITH CHECK (state IN ('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'amended'));
+    USING (state IN ('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended'))
+    WITH CHECK (state IN ('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended'));
+
+-- The purge and history index covers every final state, amended included, so the queries that
+-- name all final states (retention.rs, queue_views.rs) still match its predicate.
+DROP INDEX proposals_purge;
+CREATE INDEX proposals_purge ON proposals (tenant_id, updated_at)
+    WHERE purged_at IS NULL
+      AND state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn','amended');
 
 DROP POLICY web_write ON audit_events;
 CREATE POLICY web_write ON audit_events FOR INSERT TO actiond_web
     WITH CHECK (actiond_tenant_visible(tenant_id, true)
                 AND (kind IN ('approval.recorded', 'approval.decided', 'approval.refused', 'proposal.expired',
                               'approval.stage_opened', 'approval.stage_completed', 'approval.stage_timed_out',
-                              'agent.frozen', 'agent.unfrozen', 'proposal.decided', 'passkey.registered',
+                              'agent.frozen', 'agent.unfrozen', 'agent.revoked', 'proposal.decided', 'passkey.registered',
                               'passkey.registration_refused', 'proposal.amended')
                      OR (kind = 'proposal.submitted' AND actor LIKE 'approver:%'
                          AND from_state IS NULL AND to_state = 'pending')));

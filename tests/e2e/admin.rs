@@ -59,6 +59,46 @@ async fn policy_test_reports_what_a_candidate_document_would_change() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["changed"], 1);
     assert_eq!(v["changes"][0]["from"], "allow");
+    assert_eq!(v["changes"][0]["proposal_ids"][0], ids[1].to_string());
+    assert_eq!(v["failed_to_evaluate"], 0);
+    // A rule that passes the type check but fails on the data (`order_id` is optional and
+    // these refunds leave it out) is reported as failed to evaluate, apart from a match,
+    // with the proposals it would change.
+    let failing = TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace(
+            "  rules:\n",
+            "  rules:\n    - name: order-prefix\n      when: 'action == \"billing.refund.issue\" && params.order_id.startsWith(\"ord_\")'\n      effect: block\n      reason: x\n",
+        );
+    let failing_file = s.keys.dir.join("failing.yaml");
+    std::fs::write(&failing_file, &failing).unwrap();
+    let ff = failing_file.display().to_string();
+    let (ok, out, err) = cli(&["policy", "test", "-f", &ff, "--since", "1h"], &env);
+    assert!(ok, "{err}");
+    assert!(out.contains("failed to evaluate  4"), "{out}");
+    assert!(
+        out.contains(
+            "allow → block: 2 (rule order-prefix failed to evaluate, so it failed closed)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains(&format!("      {}", ids[0])), "{out}");
+    let (ok, out, err) = cli(
+        &["policy", "test", "-f", &ff, "--since", "1h", "--json"],
+        &env,
+    );
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["failed_to_evaluate"], 4, "{v}");
+    assert_eq!(v["changes"][0]["failed_to_evaluate"], true, "{v}");
+    assert!(
+        v["failures"][0]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("order-prefix"),
+        "{v}"
+    );
     // Nothing was applied by the what-if.
     let c = s.tdb.db.client().await.unwrap();
     let versions: i64 = c

@@ -847,7 +847,7 @@ async fn agent_cache_forgets_a_revoked_or_frozen_agent_at_once_in_every_api() {
             if lookups(&s, api, "cache").await > 0 {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(50)).await;
         }
         assert!(
             lookups(&s, api, "cache").await > 0,

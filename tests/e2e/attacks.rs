@@ -483,7 +483,7 @@ async fn a_small_order_trusted_key_stops_the_executor_at_start() {
             child.wait().unwrap();
             panic!("the executor is still running with a small-order trusted key");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(100)).await;
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -849,6 +849,10 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
 /// blocked (the tenant has a `block` rule, which the overrun cannot rule out: fail closed), and
 /// the refunds claimed in the same batch before and after it are decided by their rules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "measures the CPU policy spends in one second after deciding: the second is the measurement"
+)]
 async fn a_rule_made_slow_by_params_blocks_only_its_own_proposal() {
     let mut s = Stack::with(
         "slow_rule_escalates",

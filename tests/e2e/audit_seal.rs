@@ -522,7 +522,7 @@ async fn purge_clears_only_decided_and_verify_passes() {
             .await
             .unwrap();
         longest = longest.max(r.get(0));
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(20)).await;
     }
     let (ok, out, err) = purge.await.unwrap();
     assert!(ok, "{err}");
@@ -930,6 +930,10 @@ async fn owner_rewriting_the_middle_is_refused_and_named() {
 /// The running sealer with a state directory: while the database's chain does not continue
 /// its head it seals nothing, keeps running and exports `actiond_audit_seal_refused 1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "asserts the refusing sealer writes no seal over two of its rounds: a negative over time"
+)]
 async fn running_sealer_refuses_and_raises_the_metric() {
     let a = Audit::alone().await;
     a.events(6).await;

@@ -145,7 +145,7 @@ async fn fifty_parallel_submits_cannot_jointly_overrun_a_budget() {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         while s.state(*id).await == "pending" {
             assert!(tokio::time::Instant::now() < deadline, "{id} still pending");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(50)).await;
         }
     }
     let rows = count_by_state(&s).await;

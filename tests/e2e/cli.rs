@@ -691,7 +691,7 @@ async fn dev_banner_commands_work_in_the_order_printed() {
         if small.as_deref() == Some("succeeded") {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(std::time::Duration::from_millis(100)).await;
         small = state_of("pi_1").await;
     }
     let large = state_of("pi_4242").await;
@@ -792,7 +792,7 @@ async fn start_dev(
                 "actiond dev did not come up ({stopped:?}, banner read: {read:?}):\n{text}"
             );
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        actiond_testkit::poll_pause(std::time::Duration::from_millis(50)).await;
     };
     // SIGTERM: `dev` stops the services it started (a SIGKILL would leave them running).
     if let Some(pid) = dev.id() {

@@ -36,6 +36,10 @@ async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Durati
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a client dribbling its headers one line a second: the slowness is the attack"
+)]
 async fn idle_and_dribbling_clients_are_closed_and_never_delay_a_submit() {
     raise_fd_limit();
     let s = Stack::with(
@@ -339,12 +343,16 @@ async fn exited(svc: &mut Service, limit: Duration) -> (Option<i32>, Duration) {
         if let Some(st) = svc.child.try_wait().unwrap() {
             return (st.code(), start.elapsed());
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(10)).await;
     }
     panic!("{} did not exit within {limit:?}", svc.role);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "lets the half-sent request reach the server; nothing outside the process shows it arrived"
+)]
 async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
     let s = Stack::with(
         "edge_sigterm",
@@ -406,7 +414,7 @@ async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
                 not_ready = Some(sent.elapsed());
                 break;
             }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Ok(_) => actiond_testkit::poll_pause(Duration::from_millis(5)).await,
             Err(_) => break,
         }
     }
@@ -429,6 +437,10 @@ async fn sigterm_turns_readyz_503_at_once_and_answers_long_polls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "lets the half-sent request reach the server, then checks the process is still up a second into the drain: time is the subject"
+)]
 async fn a_second_signal_ends_the_drain_at_once() {
     let s = Stack::with(
         "edge_second_signal",
@@ -492,13 +504,19 @@ async fn executor_readyz_is_503_while_a_handler_drains() {
     })
     .await;
     signal(&ex, nix::sys::signal::Signal::SIGTERM);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let r = s.http.get(&readyz).send().await;
-    let status = r.as_ref().map(|r| r.status().as_u16());
-    assert!(
-        matches!(status, Ok(503)),
-        "readyz while the handler drains: {status:?}"
-    );
+    // 503 while the process is still up (a refused connection is not an answer).
+    actiond_testkit::wait_until(
+        Duration::from_secs(5),
+        "readyz 503 while the handler drains",
+        || {
+            let (http, readyz) = (s.http.clone(), readyz.clone());
+            async move {
+                let r = http.get(&readyz).send().await;
+                matches!(r.map(|r| r.status().as_u16()), Ok(503))
+            }
+        },
+    )
+    .await;
     let (code, _) = exited(&mut ex, Duration::from_secs(15)).await;
     assert_eq!(code, Some(0));
     s.wait_state(id, "succeeded", Duration::from_secs(5)).await;

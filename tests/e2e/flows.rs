@@ -443,4 +443,33 @@ async fn splitting_a_large_refund_into_small_ones_escalates() {
         row.get::<_, Option<String>>(6).as_deref(),
         Some("refund-splitting")
     );
+    // `history.sum` adds amounts of one currency only: 60.00 USD (and 30.00 USD escalated)
+    // before it, a 30.00 EUR refund sums 30.00 EUR and is allowed; a second EUR one is 60.00.
+    let eur = |p: &str| refund(p, 3000).replace("\"USD\"", "\"EUR\"");
+    for (payment, want) in [("pi_eur0", "approved"), ("pi_eur1", "approved")] {
+        let id = s.propose(&eur(payment)).await;
+        let s = &s;
+        actiond_testkit::eventually(T, "decided", || async move {
+            let st = s.state(id).await;
+            (st != "pending").then_some(())
+        })
+        .await;
+        assert_eq!(
+            s.state(id).await,
+            want,
+            "{payment}: EUR sums apart from USD"
+        );
+    }
+    let id = s.propose(&eur("pi_eur2")).await;
+    let s = &s;
+    actiond_testkit::eventually(T, "decided", || async move {
+        let st = s.state(id).await;
+        (st != "pending").then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.state(id).await,
+        "escalated",
+        "30.00 + 30.00 + 30.00 EUR > 80.00"
+    );
 }

@@ -1,6 +1,7 @@
 //! Handlers against real servers: PowerDNS (Debian `pdns-server`, sqlite3 backend), an SMTP
 //! server (aiosmtpd) and a second Postgres database with its own role; and the previews the
-//! executor builds from them for escalated proposals.
+//! executor builds from them for escalated proposals; and a loopback ticket API (axum, in the
+//! test) for `ticket.comment.add`.
 
 use crate::support::{Options, Stack};
 use actiond_testkit::providers::{PowerDns, SmtpSink, TargetDb};
@@ -745,4 +746,252 @@ async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
     for i in 1..=3 {
         assert_eq!(status(i).await, "open");
     }
+}
+
+/// A loopback ticket API (`/api/tickets/{id}`, `/api/tickets/{id}/comments`) that records
+/// every comment request: (Authorization, Idempotency-Key, JSON body).
+struct TicketApi {
+    url: String,
+    host_port: String,
+    comments: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+}
+
+impl TicketApi {
+    async fn start() -> Self {
+        use axum::extract::Path;
+        use axum::http::{HeaderMap, StatusCode};
+        let comments = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = comments.clone();
+        let header = |h: &HeaderMap, k: &str| {
+            h.get(k)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let app = axum::Router::new()
+            .route(
+                "/api/tickets/{id}",
+                axum::routing::get(move |Path(id): Path<String>, h: HeaderMap| async move {
+                    if header(&h, "authorization") != "Bearer tok-ticket-1" {
+                        return (StatusCode::UNAUTHORIZED, axum::Json(json!({})));
+                    }
+                    match id.as_str() {
+                        "T-100" => (
+                            StatusCode::OK,
+                            axum::Json(
+                                json!({"id": id, "title": "Printer on fire", "status": "open"}),
+                            ),
+                        ),
+                        _ => (
+                            StatusCode::NOT_FOUND,
+                            axum::Json(json!({"error": "no such ticket"})),
+                        ),
+                    }
+                }),
+            )
+            .route(
+                "/api/tickets/{id}/comments",
+                axum::routing::post(
+                    move |Path(id): Path<String>,
+                          h: HeaderMap,
+                          axum::Json(body): axum::Json<Value>| {
+                        let seen = seen.clone();
+                        async move {
+                            seen.lock().unwrap().push((
+                                header(&h, "authorization"),
+                                header(&h, "idempotency-key"),
+                                json!({"ticket": id, "body": body}),
+                            ));
+                            (StatusCode::CREATED, axum::Json(json!({"id": "c-1"})))
+                        }
+                    },
+                ),
+            );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host_port = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        Self {
+            url: format!("http://{host_port}"),
+            host_port,
+            comments,
+        }
+    }
+
+    fn comments(&self) -> Vec<(String, String, Value)> {
+        self.comments.lock().unwrap().clone()
+    }
+}
+
+/// Signs in to a fresh web app as alice (dev login) and returns the decision page of `id`.
+async fn decision_page(s: &mut Stack, id: uuid::Uuid) -> String {
+    let mut web = Service::spawn(
+        "web",
+        "web-hx",
+        &[],
+        &[
+            ("DATABASE_URL", s.tdb.role_url("web").await),
+            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
+            (
+                "ACTIOND_WEB_CREDENTIALS_DIR",
+                s.keys.web_dir.display().to_string(),
+            ),
+            ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
+            ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
+        ],
+        &s.logs,
+    );
+    let web_url = web.url("http").await;
+    let code = eventually(T, "dev login code on stderr", || {
+        let log = web.log_text();
+        async move {
+            log.lines()
+                .find_map(|l| l.split("one-time code: ").nth(1))
+                .map(|rest| {
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+        }
+    })
+    .await;
+    s.services.push(web);
+    let http = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let login = http
+        .get(format!("{web_url}/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prelogin = crate::web::hidden(&login, "prelogin");
+    let r = http
+        .post(format!("{web_url}/dev-login"))
+        .header("origin", &web_url)
+        .form(&[
+            ("prelogin", prelogin.as_str()),
+            ("next", "/queue"),
+            ("code", code.as_str()),
+            ("subject", "alice"),
+            ("email", "alice@acme.test"),
+            ("groups", ""),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    http.get(format!("{web_url}/p/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_comment_is_previewed_with_its_title_and_posted_once() {
+    let api = TicketApi::start().await;
+    let doc = DOC.replace(
+        "handlers:\n",
+        &format!(
+            "handlers:\n  ticket.comment.add:\n    credential: tickets\n    base_url: {}/api\n",
+            api.url
+        ),
+    );
+    let mut hx = Hx::with_doc(
+        "a_ticket_comment_is_previewed_with_its_title_and_posted_once",
+        &doc,
+        &[("ACTIOND_WEBHOOK_ALLOWED_HOSTS", api.host_port.clone())],
+        &[("tickets", "tok-ticket-1")],
+    )
+    .await;
+    // The agent chooses a ticket and text; a path, a URL or an empty comment is a 400 naming
+    // the field.
+    for (params, field) in [
+        (
+            json!({"ticket_id": "../admin", "body": "hi"}),
+            "params.ticket_id",
+        ),
+        (json!({"ticket_id": "T-100", "body": " "}), "params.body"),
+        (
+            json!({"ticket_id": "T-100", "body": "x".repeat(4001)}),
+            "params.body",
+        ),
+        (
+            json!({"ticket_id": "T-100", "body": "hi", "url": "http://evil.example"}),
+            "params.url",
+        ),
+    ] {
+        let (st, v) = hx.post("ticket.comment.add", params.clone()).await;
+        assert_eq!(st, 400, "{params}: {v}");
+        assert!(v.to_string().contains(field), "{params}: {v}");
+    }
+    let text = "Restarted the printer.\nPlease confirm it prints.";
+    let id = hx
+        .propose(
+            "ticket.comment.add",
+            json!({"ticket_id": "T-100", "body": text}),
+        )
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(
+        hx.preview(id).await,
+        (true, "Ticket T-100: \"Printer on fire\" (open)".to_owned())
+    );
+    // The approver's card shows which ticket it is, by its title, and the comment.
+    let page = decision_page(&mut hx.s, id).await;
+    assert!(page.contains("Printer on fire"), "{page}");
+    assert!(page.contains("Approve comment on ticket T-100"), "{page}");
+    assert!(page.contains("Please confirm it prints."), "{page}");
+    assert!(
+        api.comments().is_empty(),
+        "nothing is posted before approval"
+    );
+    hx.approve(id).await;
+    hx.s.wait_state(id, "succeeded", T).await;
+    let grant: uuid::Uuid =
+        hx.s.tdb
+            .db
+            .client()
+            .await
+            .unwrap()
+            .query_one("SELECT id FROM grants WHERE proposal_id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+    // A base_url the executor's destination guard does not list: failed, nothing sent.
+    let moved = doc.replace(&api.url, "http://127.0.0.1:9");
+    actiond_store::tenants::apply(&hx.s.tdb.db, &moved, "test")
+        .await
+        .unwrap();
+    let refused = hx
+        .propose(
+            "ticket.comment.add",
+            json!({"ticket_id": "T-100", "body": "second"}),
+        )
+        .await;
+    hx.s.wait_state(refused, "escalated", T).await;
+    hx.approve(refused).await;
+    hx.s.wait_state(refused, "failed", T).await;
+    let detail = hx.detail(refused).await;
+    assert!(
+        detail.contains(
+            "destination refused: host 127.0.0.1 is not in the executor's allowed destinations"
+        ),
+        "{detail}"
+    );
+    // Exactly one comment arrived, with the tenant's token and the grant as idempotency key.
+    assert_eq!(
+        api.comments(),
+        vec![(
+            "Bearer tok-ticket-1".to_owned(),
+            grant.to_string(),
+            json!({"ticket": "T-100", "body": {"body": text}}),
+        )]
+    );
 }

@@ -3,7 +3,9 @@
 //!
 //! An ID token whose `auth_time`, `iat` or `nbf` is impossible (hours ahead, in milliseconds or
 //! microseconds, before 1970, fractional; `iat`/`nbf` ahead) is refused at sign-in naming the
-//! claim, and no session is stored. A session whose stored `auth_time` lies in the future (a
+//! claim, and no session is stored. A sign-in started with OIDC `max_age` (a step-up) is
+//! refused when the provider ignores it: an `auth_time` older than `max_age` before the login
+//! began, or none at all (OpenID Connect Core 1.0 §3.1.2.1). A session whose stored `auth_time` lies in the future (a
 //! row written before the sign-in check existed) never counts as a recent sign-in for a
 //! handler's `reauth_within`: the Approve is refused (`auth_time_future`), nothing is granted or
 //! executed. No code, access token, ID token, nonce, state or client secret reaches the web
@@ -133,7 +135,8 @@ struct SignIn {
     sent: Vec<String>,
 }
 
-async fn sign_in(web: &Web, idp: &FakeIdp, mode: &str) -> SignIn {
+/// The login started with OIDC `max_age` seconds when given.
+async fn sign_in_with(web: &Web, idp: &FakeIdp, mode: &str, max_age: Option<u64>) -> SignIn {
     idp.mode(mode).await;
     let http = reqwest::Client::builder()
         .cookie_store(true)
@@ -146,13 +149,22 @@ async fn sign_in(web: &Web, idp: &FakeIdp, mode: &str) -> SignIn {
             .map(|v| v.to_str().unwrap().to_owned())
             .unwrap_or_default()
     };
+    let extra = max_age.map(|m| format!("&max_age={m}")).unwrap_or_default();
     let r = http
-        .get(format!("{}/login/oidc?next=%2Fqueue", web.url))
+        .get(format!("{}/login/oidc?next=%2Fqueue{extra}", web.url))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{mode}: start");
     let authorize = reqwest::Url::parse(&location(&r)).unwrap();
+    if let Some(m) = max_age {
+        assert!(
+            authorize
+                .query_pairs()
+                .any(|(k, v)| k == "max_age" && v == m.to_string()),
+            "{authorize}"
+        );
+    }
     let sent: Vec<String> = authorize
         .query_pairs()
         .filter(|(k, _)| k == "state" || k == "nonce")
@@ -229,18 +241,30 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
     // Impossible times, and the classic refusals: refused at sign-in, naming the claim and
     // the rule; no session is stored.
     let mut sent = Vec::new();
-    for (mode, named) in [
-        ("auth_time_future", "auth_time: 10800 s in the future"),
-        ("auth_time_ms", "auth_time: "),
-        ("auth_time_us", "as UTC datetime (in seconds)"),
-        ("auth_time_negative", "auth_time: "),
-        ("auth_time_fraction", "auth_time: not a JSON integer"),
-        ("iat_future", "iat: 3600 s in the future"),
-        ("nbf_future", "nbf: 3600 s in the future"),
-        ("wrong_nonce", "nonce mismatch"),
-        ("wrong_aud", "Invalid audiences"),
+    for (mode, max_age, named) in [
+        ("auth_time_future", None, "auth_time: 10800 s in the future"),
+        ("auth_time_ms", None, "auth_time: "),
+        ("auth_time_us", None, "as UTC datetime (in seconds)"),
+        ("auth_time_negative", None, "auth_time: "),
+        ("auth_time_fraction", None, "auth_time: not a JSON integer"),
+        ("iat_future", None, "iat: 3600 s in the future"),
+        ("nbf_future", None, "nbf: 3600 s in the future"),
+        ("wrong_nonce", None, "nonce mismatch"),
+        ("wrong_aud", None, "Invalid audiences"),
+        // A step-up sign-in (max_age 10 minutes) answered with an hour-old sign-in, or with
+        // no auth_time: the provider ignored max_age.
+        (
+            "auth_time_old",
+            Some(600),
+            "auth_time (the identity provider ignored max_age): ",
+        ),
+        (
+            "no_auth_time",
+            Some(600),
+            "auth_time: missing although the sign-in was requested with max_age",
+        ),
     ] {
-        let r = sign_in(&web, &idp, mode).await;
+        let r = sign_in_with(&web, &idp, mode, max_age).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{mode}: {}", r.body);
         assert!(r.body.contains(named), "{mode}: {}", r.body);
         assert!(
@@ -251,6 +275,7 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
         if mode.starts_with("auth_time_") && mode != "auth_time_us" {
             let rule = match mode {
                 "auth_time_negative" => "older than",
+                "auth_time_old" => "s old, older than the 660 s allowed",
                 "auth_time_fraction" => "whole seconds",
                 _ => "more than the 60 s clock skew allowed",
             };
@@ -264,8 +289,8 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
         ("escalated".into(), 0)
     );
 
-    // The control: a good token signs eve in.
-    let good = sign_in(&web, &idp, "good").await;
+    // The control: a good token signs eve in, also when the login asked for max_age.
+    let good = sign_in_with(&web, &idp, "good", Some(600)).await;
     assert_eq!(
         (good.status, good.location.as_str()),
         (StatusCode::SEE_OTHER, "/queue"),

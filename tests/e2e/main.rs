@@ -1,6 +1,11 @@
 //! End-to-end tests: the gateway's services as real processes on a fresh Postgres database per
 //! test, with a real local HTTP receiver counting what the executor sends.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test harness: a failed step stops the test loudly"
+)]
 
 mod admin;
 mod amend;
@@ -12,6 +17,7 @@ mod budgets;
 mod classifier;
 mod cli;
 mod edge;
+mod failover;
 mod flows;
 mod freeze;
 mod handlers;
@@ -30,3 +36,4 @@ mod submission;
 mod support;
 mod web;
 mod wire;
+mod withdraw;

@@ -95,7 +95,7 @@ async fn a_proposals_times_never_go_backwards() {
         .await
         .unwrap();
     let started: std::time::SystemTime = tx.query_one("SELECT now()", &[]).await.unwrap().get(0);
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    clock_past(&s.c, started).await;
     let id = s.submit().await;
     let none: Vec<String> = Vec::new();
     let n: i64 = tx
@@ -144,8 +144,8 @@ async fn a_proposals_times_never_go_backwards() {
     tx.batch_execute("SET LOCAL ROLE actiond_executor")
         .await
         .unwrap();
-    tx.query_one("SELECT now()", &[]).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let began: std::time::SystemTime = tx.query_one("SELECT now()", &[]).await.unwrap().get(0);
+    clock_past(&s.c, began).await;
     s.c.batch_execute(&format!(
         "SET ROLE actiond_executor;
          UPDATE proposals SET lease_owner = 'e1', state = 'executing' WHERE id = '{id}';
@@ -317,4 +317,20 @@ async fn v28_refuses_what_v1_refused() {
         drop(tx);
     }
     s.drop_now().await;
+}
+
+/// Waits until the database clock has moved past `t` (a transaction's `now()`), so what is
+/// written next is stamped later than that transaction began.
+async fn clock_past(c: &tokio_postgres::Client, t: std::time::SystemTime) {
+    actiond_testkit::wait_until(
+        std::time::Duration::from_secs(5),
+        "the database clock to move past the transaction's now()",
+        || async move {
+            c.query_one("SELECT clock_timestamp() > $1", &[&t])
+                .await
+                .unwrap()
+                .get::<_, bool>(0)
+        },
+    )
+    .await;
 }

@@ -107,7 +107,7 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
                 tokio::time::Instant::now() < deadline,
                 "the api never waited on the lock"
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(20)).await;
         }
     };
     let body = refund("pi_bt1", 101);
@@ -151,6 +151,10 @@ async fn a_backend_terminated_mid_request_is_503_and_loses_nothing() {
 /// closes its side, closes the client's side only `linger` later: the network between a
 /// service and Postgres (a proxy, a NAT, a slow link) may show the client a backend's last
 /// message well before its close. Returns the port it listens on.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the proxy keeps each connection open a while after upstream closed: the linger is the fixture"
+)]
 async fn lingering_proxy(upstream: String, linger: Duration) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -204,7 +208,19 @@ async fn a_terminated_backend_is_not_handed_out_again() {
         .get(0);
     let admin = tdb.superuser().await;
     let terminate = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Once the backend runs the query, not before: the kill must land inside it.
+        actiond_testkit::wait_until(Duration::from_secs(10), "pg_sleep running", || async {
+            admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_sleep(30)%' AND state = 'active'",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        })
+        .await;
         admin
             .execute("SELECT pg_terminate_backend($1)", &[&pid])
             .await
@@ -267,7 +283,7 @@ async fn submit_retrying(s: &Stack, body: &str, key: &str) -> (uuid::Uuid, u32) 
                     tokio::time::Instant::now() < deadline,
                     "submission {key} still 503 after {T:?}: {text}"
                 );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                actiond_testkit::poll_pause(Duration::from_millis(100)).await;
             }
             _ => panic!("submission {key}: {status} {text}"),
         }
@@ -298,6 +314,10 @@ const SLOW: Duration = Duration::from_millis(300);
 /// Takes the private server down in the background: `pg_ctl restart -m <mode>` when `down_for`
 /// is zero, else `pg_ctl stop -m <mode>`, `down_for`, `pg_ctl start`. Ends once it accepts
 /// connections again.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the outage's length is what the test varies"
+)]
 fn outage(pg: &Arc<PgCluster>, mode: StopMode, down_for: Duration) -> tokio::task::JoinHandle<()> {
     let pg = pg.clone();
     tokio::task::spawn_blocking(move || {
@@ -344,6 +364,10 @@ async fn ping_in_flight(s: &Stack, n: usize) -> (String, uuid::Uuid) {
 /// exactly once with the four allow-path events in order, no service exits, and every
 /// service's `/readyz` answers 200 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "paces submissions across the outage: their spread in time is the subject"
+)]
 async fn postgres_restart_under_load_loses_nothing() {
     let pg = Arc::new(PgCluster::start());
     let mut s = Stack::with(

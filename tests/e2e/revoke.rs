@@ -2,10 +2,12 @@
 //! its open proposals are denied, nobody can approve them afterwards (web or break-glass), an
 //! approved, unspent grant of it never runs, and the database moves none of its proposals
 //! forward. The operator's `actiond agent freeze` denies like an approver's stop button.
+//! Revocation works the same from the web: a tenant admin's Revoke button on `/admin/agents`
+//! calls the store function the CLI calls; an approver who is not an admin is refused.
 
 use crate::support::{Options, Stack, refund};
 use crate::web::hidden;
-use actiond_testkit::{Service, cli, eventually};
+use actiond_testkit::cli;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -59,63 +61,8 @@ async fn sentinel_of_another_agent(s: &Stack) {
 /// A signed-in web session of alice (dev login) on a web process of the stack: the client
 /// (cookies kept) and the web app's base URL.
 async fn alice_on_the_web(s: &mut Stack) -> (reqwest::Client, String) {
-    let mut web = Service::spawn(
-        "web",
-        "web",
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
-            (
-                "ACTIOND_WEB_CREDENTIALS_DIR",
-                s.keys.web_dir.display().to_string(),
-            ),
-            ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
-            ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
-        ],
-        &s.logs,
-    );
-    let url = web.url("http").await;
-    let code = eventually(T, "dev login code on stderr", || {
-        let log = web.log_text();
-        async move {
-            log.lines()
-                .find_map(|l| l.split("one-time code: ").nth(1))
-                .and_then(|rest| rest.split_whitespace().next().map(str::to_owned))
-        }
-    })
-    .await;
-    s.services.push(web);
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .build()
-        .unwrap();
-    let login = http
-        .get(format!("{url}/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let prelogin = hidden(&login, "prelogin");
-    let r = http
-        .post(format!("{url}/dev-login"))
-        .header("origin", &url)
-        .form(&[
-            ("prelogin", prelogin.as_str()),
-            ("next", "/queue"),
-            ("code", code.as_str()),
-            ("subject", "alice"),
-            ("email", "alice@acme.test"),
-            ("groups", ""),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
-    (http, url)
+    let web = s.start_dev_web().await;
+    (s.dev_sign_in(&web, "alice").await, web.url)
 }
 
 /// An operator revokes a compromised agent while its refund waits for a person. The revocation
@@ -359,4 +306,160 @@ async fn the_operator_cli_freezes_and_unfreezes_an_agent() {
     assert!(ok, "{out}{err}");
     let (st, v) = s.post(&refund("pi_cli_unfrozen_new", 100), None).await;
     assert_eq!(st, 202, "{v}");
+}
+
+/// Revocation from the web admin page, by carol (a tenant admin): the agent's escalated refund
+/// is denied (audited as carol, with the revocation's reason), and its approved refund whose
+/// grant was issued but not spent is refused by the executor without spending it; the receiver
+/// gets nothing. alice, an approver but not an admin, is refused (403) and changes nothing; a
+/// form without the session's CSRF token changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_admin_revokes_an_agent_from_the_web_and_what_it_asked_for_stops() {
+    let mut s = Stack::with(
+        "revoke_web",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let doc = crate::support::TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        + "admins:\n  subjects: [carol]\n";
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let approved = s.propose(&refund("pi_web_revoke_approved", 12000)).await;
+    let open = s.propose(&refund("pi_web_revoke_open", 13000)).await;
+    s.wait_state(approved, "escalated", T).await;
+    s.wait_state(open, "escalated", T).await;
+    s.approve_as_alice(approved).await;
+    assert_eq!(s.state(approved).await, "approved");
+    assert_eq!(grants(&s, approved).await, (1, 0));
+
+    let web = s.start_dev_web().await;
+    let revoke_url = format!("{}/admin/agents/{}/revoke", web.url, s.agent_id);
+    // alice approves but does not administer acme: no page, no revocation.
+    let alice = s.dev_sign_in(&web, "alice").await;
+    let r = alice
+        .get(format!("{}/admin/agents", web.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let alice_csrf = {
+        let q = alice
+            .get(format!("{}/queue", web.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        hidden(&q, "csrf")
+    };
+    let r = alice
+        .post(&revoke_url)
+        .header("origin", &web.url)
+        .form(&[("csrf", alice_csrf.as_str()), ("tenant", "acme")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "{}", r.text().await.unwrap());
+
+    let carol = s.dev_sign_in(&web, "carol").await;
+    let page = carol
+        .get(format!("{}/admin/agents?tenant=acme", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("support-bot"), "{page}");
+    assert!(
+        page.contains(&format!("action=\"/admin/agents/{}/revoke\"", s.agent_id)),
+        "{page}"
+    );
+    // A forged form (no CSRF token of carol's session) does nothing.
+    let r = carol
+        .post(&revoke_url)
+        .header("origin", &web.url)
+        .form(&[("csrf", "forged"), ("tenant", "acme")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        (s.state(open).await, s.state(approved).await),
+        ("escalated".into(), "approved".into())
+    );
+
+    let r = carol
+        .post(&revoke_url)
+        .header("origin", &web.url)
+        .form(&[("csrf", hidden(&page, "csrf").as_str()), ("tenant", "acme")])
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert!(
+        r.url()
+            .query()
+            .is_some_and(|q| q.contains("result=revoked")),
+        "{}",
+        r.url()
+    );
+    let after = r.text().await.unwrap();
+    assert!(after.contains("badge bad\">revoked "), "{after}");
+    // The open refund: denied with the revocation's reason, audited as carol.
+    assert_eq!(s.state(open).await, "denied");
+    let reason: String = s.row(open).await.get("decision_reason");
+    assert_eq!(reason, actiond_store::agents::REVOKED_REASON);
+    let events = s.audit_kinds(open).await;
+    assert!(
+        events
+            .iter()
+            .any(|(k, d)| k == "proposal.decided" && d["agent_revoked"] == true),
+        "{events:?}"
+    );
+    let c = s.tdb.db.client().await.unwrap();
+    let actor: String = c
+        .query_one(
+            "SELECT actor FROM audit_events WHERE kind = 'agent.revoked' AND tenant_id = 'acme'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(actor, "approver:carol");
+    // A second revocation changes nothing.
+    let r = carol
+        .post(&revoke_url)
+        .header("origin", &web.url)
+        .form(&[("csrf", hidden(&page, "csrf").as_str()), ("tenant", "acme")])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.url()
+            .query()
+            .is_some_and(|q| q.contains("result=already-revoked")),
+        "{}",
+        r.url()
+    );
+    // The approved, unspent grant never runs.
+    s.start_executor("exec-1").await;
+    s.wait_state(approved, "blocked", T).await;
+    assert_eq!(grants(&s, approved).await, (1, 0), "the grant was spent");
+    assert!(
+        s.audit_kinds(approved)
+            .await
+            .iter()
+            .any(|(k, d)| k == "grant.rejected" && d["reason"] == "agent_revoked"),
+        "the executor did not name the revocation"
+    );
+    sentinel_of_another_agent(&s).await;
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
 }

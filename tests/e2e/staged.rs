@@ -225,6 +225,10 @@ async fn on_timeout_expire_expires_at_the_first_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the stage's time must pass by the database clock (3 s): time is the subject"
+)]
 async fn the_database_refuses_what_the_web_app_would_refuse() {
     let (mut s, web) = stack("staged_database", staged("3s", "next")).await;
     let id = escalated(&s, "pi_staged_db").await;

@@ -121,7 +121,7 @@ async fn no_transaction_left_open(s: &Stack) {
         if idle_in_transaction(s).await == 0 {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(50)).await;
     }
     let c = s.tdb.superuser().await;
     let rows = c
@@ -188,6 +188,10 @@ async fn one_submitted_event_per_proposal(s: &Stack) {
 /// answer is anything but 202 or 400, and exactly the accepted submissions are stored, each
 /// with one event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "staggers submissions around a document apply: their spread in time is the subject"
+)]
 async fn documents_applied_under_racing_submissions_govern_every_later_one_in_two_apis() {
     let s = Stack::with("submit_race_apply", no_workers()).await;
     let apis = [
@@ -293,6 +297,10 @@ async fn documents_applied_under_racing_submissions_govern_every_later_one_in_tw
 /// with another body is a 422 in both; the same intent without a key is the open proposal,
 /// `"replayed": true`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "staggers submissions around a document apply: their spread in time is the subject"
+)]
 async fn idempotency_holds_across_two_apis_while_a_document_is_applied() {
     let s = Stack::with("submit_idem_two_apis", no_workers()).await;
     let apis = [
@@ -482,6 +490,10 @@ async fn an_insert_failing_inside_the_pipeline_stores_nothing_and_the_connection
 /// the abandoned submission is stored whole (one event) or not at all: the same key then
 /// answers it, or files it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a client gone mid-request: the server must see the disconnect before the lock is released, and nothing outside it shows when it has"
+)]
 async fn a_client_abandoning_a_submission_leaves_no_transaction_open() {
     let s = Stack::with("submit_abandoned", no_workers()).await;
     let api = start_api(&s, "api-1", &[("ACTIOND_API_POOL_SIZE", "1".into())]).await;
@@ -807,6 +819,10 @@ impl Issuer {
 /// `Idempotency-Key` or by open intent writes none, and an undelegated agent's proposals have
 /// none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "staggers submissions around a document apply: their spread in time is the subject"
+)]
 async fn delegated_submissions_write_exactly_one_delegation_each() {
     let s = Stack::with("submit_delegations", no_workers()).await;
     let iss = Issuer::start().await;
@@ -1059,6 +1075,10 @@ async fn a_retry_after_a_stricter_document_answers_the_stored_proposal() {
 /// dropped is not recorded (the executor retries it); once the events can be written again,
 /// the proposal ends `succeeded` with all four of its events and one handler call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "asserts a grant stays unspent while the executor keeps trying (every 200 ms): a negative over time"
+)]
 async fn a_change_whose_event_is_not_written_does_not_happen() {
     let s = Stack::new("submit_event_dropped").await;
     let (doomed, doomed_token) =
@@ -1321,6 +1341,10 @@ async fn batched_submissions_get_the_answers_of_one_at_a_time() {
 /// the pool's one connection: preparing an INSERT takes the table's lock too, and that wait
 /// has no timeout.
 #[tokio::test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "holds the lock for 7 s: the length of the wait is the subject"
+)]
 async fn a_batch_stuck_past_its_statement_timeout_is_stored_one_by_one() {
     use actiond_store::proposals::{NewProposal, Submitted, Submitter};
     let t = actiond_testkit::TestDb::new().await;

@@ -199,6 +199,13 @@ pub struct Api {
     svc: Service,
 }
 
+impl Api {
+    /// The process, to keep it running with a stack's other services.
+    pub fn into_service(self) -> Service {
+        self.svc
+    }
+}
+
 pub struct Stack {
     pub tdb: TestDb,
     pub keys: Keys,
@@ -210,6 +217,16 @@ pub struct Stack {
     pub logs: PathBuf,
     pub services: Vec<Service>,
     pub http: reqwest::Client,
+}
+
+/// A web process started by [`Stack::start_dev_web`].
+pub struct DevWeb {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// Its index in [`Stack::services`].
+    pub svc_index: usize,
+    /// Dev login codes used so far (each works once).
+    used: std::sync::Mutex<Vec<String>>,
 }
 
 pub struct Options {
@@ -357,6 +374,90 @@ impl Stack {
         ]
     }
 
+    /// Starts `actiond web` with the dev login (the loopback-only stand-in for SSO) on a free
+    /// port, signing grants as `web-1`; sign people in with [`Stack::dev_sign_in`].
+    pub async fn start_dev_web(&mut self) -> DevWeb {
+        let mut web = Service::spawn(
+            "web",
+            "web",
+            &[],
+            &[
+                ("DATABASE_URL", self.tdb.role_url("web").await),
+                ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
+                (
+                    "ACTIOND_WEB_CREDENTIALS_DIR",
+                    self.keys.web_dir.display().to_string(),
+                ),
+                ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
+                ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
+            ],
+            &self.logs,
+        );
+        let url = web.url("http").await;
+        self.services.push(web);
+        DevWeb {
+            url,
+            svc_index: self.services.len() - 1,
+            used: Default::default(),
+        }
+    }
+
+    /// Signs `subject` (email `SUBJECT@acme.test`, no groups) in on `web` with the dev login's
+    /// current one-time code (a new one is printed after every use); returns the client, which
+    /// keeps the session cookie and follows redirects.
+    pub async fn dev_sign_in(&self, web: &DevWeb, subject: &str) -> reqwest::Client {
+        let svc = &self.services[web.svc_index];
+        let used = web.used.lock().unwrap().clone();
+        let code = eventually(Duration::from_secs(30), "a fresh dev login code", || {
+            let log = svc.log_text();
+            let used = used.clone();
+            async move {
+                let code = log
+                    .lines()
+                    .rev()
+                    .find_map(|l| l.split("one-time code").nth(1))?
+                    .split(": ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .to_owned();
+                (!used.contains(&code)).then_some(code)
+            }
+        })
+        .await;
+        web.used.lock().unwrap().push(code.clone());
+        let http = reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .build()
+            .unwrap();
+        let login = http
+            .get(format!("{}/login", web.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let email = format!("{subject}@acme.test");
+        let r = http
+            .post(format!("{}/dev-login", web.url))
+            .header("origin", &web.url)
+            .form(&[
+                ("prelogin", crate::web::hidden(&login, "prelogin").as_str()),
+                ("next", "/queue"),
+                ("code", code.as_str()),
+                ("subject", subject),
+                ("email", email.as_str()),
+                ("groups", ""),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{subject}: {}", r.status());
+        http
+    }
+
     /// Starts an executor; returns its index in `services`.
     pub async fn start_executor(&mut self, id: &str) -> usize {
         let env = self.executor_env(id).await;
@@ -461,7 +562,7 @@ impl Stack {
                     logs.join("\n")
                 );
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            actiond_testkit::poll_pause(Duration::from_millis(50)).await;
         }
     }
 

@@ -17,6 +17,9 @@
 //   auth_time_fraction  auth_time with a fraction of a second
 //   iat_future          iat (and exp) an hour ahead
 //   nbf_future          nbf an hour ahead
+//   auth_time_old       auth_time an hour ago, whatever max_age the request asked for (an IdP
+//                       that ignores max_age and reuses an old sign-in)
+//   no_auth_time        no auth_time claim at all
 // Every code, access token and ID token it hands out is listed at GET /issued (the tests
 // assert that none of them ever reaches the web service's log).
 // It also serves attacker pages: /evil-form?action=URL&... (auto-submitting cross-origin POST)
@@ -94,8 +97,9 @@ const server = http.createServer(async (req, res) => {
       auth_time_us: now * 1000000,
       auth_time_negative: -1,
       auth_time_fraction: now - 10 + 0.5,
+      auth_time_old: now - 3600,
     };
-    claims.auth_time = mode in authTimes ? authTimes[mode] : now - 1;
+    if (mode !== 'no_auth_time') claims.auth_time = mode in authTimes ? authTimes[mode] : now - 1;
     if (mode === 'nbf_future') claims.nbf = now + 3600;
     let header = { alg: 'RS256', typ: 'JWT', kid: 'k1' };
     if (mode === 'alg_none') header = { alg: 'none', typ: 'JWT' };

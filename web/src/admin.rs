@@ -1,5 +1,8 @@
 //! Tenant-admin pages: `GET /admin/shadow`, the report of a tenant's shadow (candidate)
-//! document — how many live decisions it would have flipped, which way, by rule, with examples.
+//! document — how many live decisions it would have flipped, which way, by rule, with examples;
+//! `GET /admin/approvers`; and `GET /admin/agents` with `POST /admin/agents/{id}/revoke`, which
+//! revokes an agent exactly as `actiond agent revoke` does (one store function: its open
+//! proposals are denied and audited, its approved unspent grants never run).
 //!
 //! Tenant admins are the people the tenant's current document lists under `admins:` (identified
 //! like approvers: `approvers.issuer` and `approvers.claim`). Anyone else gets 403; the report
@@ -7,19 +10,25 @@
 
 use crate::AppState;
 use crate::error::{WebError, WebResult};
-use crate::pages::{chrome, path_and_query};
-use crate::session::{Viewer, require_viewer};
-use crate::views::{ApproverRow, ApproversPage, ShadowFlipRow, ShadowPage, ShadowSummary, render};
+use crate::pages::{chrome, parse_form, path_and_query};
+use crate::session::{Viewer, require_post, require_viewer};
+use crate::views::{
+    AgentAdminRow, AgentsPage, ApproverRow, ApproversPage, ShadowFlipRow, ShadowPage,
+    ShadowSummary, render,
+};
 use actiond_core::text::reveal_invisible;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use uuid::Uuid;
 
-/// `?tenant=` of the report page.
+/// `?tenant=` of the report page (and `?result=` of the agents page after a revocation).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct TenantQuery {
     tenant: Option<String>,
+    result: Option<String>,
 }
 
 /// The tenants `v` administers and the one asked for (the first by default): another
@@ -162,4 +171,115 @@ pub(crate) async fn shadow(
         tenant,
         report,
     }))
+}
+
+/// `GET /admin/agents[?tenant=T]`: the tenant's agents, each live one with a Revoke button.
+pub(crate) async fn agents(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(q): Query<TenantQuery>,
+) -> WebResult<Response> {
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
+    let client = state.db.client().await?;
+    let (admin_tenants, tenant) = admin_tenant(&state, &v, &client, &q).await?;
+    drop(client);
+    let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    let rows = actiond_store::agents::list(&state.db, &tenant)
+        .await?
+        .into_iter()
+        .map(|a| AgentAdminRow {
+            id: a.id.to_string(),
+            name: reveal_invisible(&a.name, false),
+            owner: reveal_invisible(a.owner_subject.as_deref().unwrap_or(""), false),
+            created: when(a.created_at),
+            frozen: a.frozen_at.is_some(),
+            revoked: a.revoked_at.map(when).unwrap_or_default(),
+        })
+        .collect();
+    let notice = match q.result.as_deref() {
+        Some("revoked") => {
+            "The agent was revoked: its open requests were denied, an approved one will not run, and its credentials no longer work."
+        }
+        Some("already-revoked") => "That agent was already revoked; nothing changed.",
+        _ => "",
+    };
+    Ok(render(&AgentsPage {
+        chrome: chrome(&v),
+        admin_tenants,
+        tenant,
+        rows,
+        notice: notice.to_owned(),
+    }))
+}
+
+/// `POST /admin/agents/{id}/revoke` (form: `csrf`, `tenant`): an admin of that tenant only
+/// (anyone else: 403; an agent of another tenant: 404). Same store function as the CLI
+/// ([`actiond_store::agents::revoke`]), audited as `approver:SUBJECT`.
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(agent): Path<String>,
+    body: Bytes,
+) -> WebResult<Response> {
+    let form = parse_form(&body)?;
+    let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
+    let agent = Uuid::parse_str(&agent)
+        .map_err(|_| WebError::BadRequest("agent id: must be a UUID".into()))?;
+    let Some(asked) = form.get("tenant").filter(|t| !t.trim().is_empty()) else {
+        return Err(WebError::BadRequest(
+            "tenant: required, the agent's tenant".into(),
+        ));
+    };
+    let client = state.db.client().await?;
+    let docs = state.docs.latest_of_every_tenant(&client).await?;
+    drop(client);
+    let admin_of = crate::authz::admin_tenants(
+        &docs,
+        state.person_issuer(),
+        &v.issuer,
+        &v.subject,
+        &v.claims,
+    );
+    let tenant = asked.trim().to_owned();
+    if !admin_of.contains(&tenant) {
+        // An approver of the tenant learns why; anyone else sees no such tenant.
+        return Err(if v.tenants.contains(&tenant) {
+            WebError::Forbidden(
+                "agent: only a tenant admin (the tenant document's admins) may revoke an agent; nothing was done.".into(),
+            )
+        } else {
+            WebError::NotFound
+        });
+    }
+    let result = match actiond_store::agents::get(&state.db, &tenant, agent).await? {
+        None => return Err(WebError::NotFound),
+        Some(a) if a.revoked_at.is_some() => "already-revoked",
+        Some(_) => {
+            let by = format!("approver:{}", v.subject);
+            match actiond_store::agents::revoke(
+                &state.db,
+                &tenant,
+                actiond_store::agents::AgentRef::Id(agent),
+                &by,
+            )
+            .await?
+            {
+                Some((name, denied)) => {
+                    tracing::info!(%agent, %tenant, name = %name, subject = %v.subject, denied, "agent revoked from the web");
+                    "revoked"
+                }
+                None => "already-revoked",
+            }
+        }
+    };
+    let to = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("tenant", &tenant)
+        .append_pair("result", result)
+        .finish();
+    Ok((
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/admin/agents?{to}"))],
+    )
+        .into_response())
 }

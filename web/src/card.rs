@@ -7,8 +7,8 @@
 //! external", "A 192.0.2.7 → 203.0.113.9") and an Approve label that says what it does.
 
 use crate::fact_text::{FactText, fact_text};
-use actiond_core::handlers::email::decode_encoded_words;
-use actiond_core::handlers::{HandlerKind, format_minor_units};
+use actiond_core::handlers::HandlerKind;
+use actiond_core::handlers::card::{self, CardInput};
 use actiond_core::injection::find_phrases;
 use actiond_core::tenant::TenantDocument;
 use actiond_core::text::{PieceKind, annotate, char_name, hidden_chars, reveal_invisible};
@@ -254,6 +254,20 @@ pub(crate) struct Fact {
     pub(crate) text: FactText,
 }
 
+impl From<card::Fact> for Fact {
+    fn from(f: card::Fact) -> Self {
+        Fact {
+            label: f.label,
+            value: f.value,
+            hot: f.hot,
+            note: f.note,
+            more: f.more,
+            warn: f.warn,
+            text: f.values.as_ref().map(fact_text).unwrap_or_default(),
+        }
+    }
+}
+
 impl Fact {
     fn new(label: &str, value: String, hot: bool) -> Self {
         Fact {
@@ -265,10 +279,6 @@ impl Fact {
             warn: false,
             text: FactText::default(),
         }
-    }
-    fn note(mut self, n: String) -> Self {
-        self.note = n;
-        self
     }
     /// Shows the values of `v` under the fact (see `fact_text`).
     fn values(mut self, v: &Value) -> Self {
@@ -327,47 +337,7 @@ pub(crate) fn plain_value(v: &Value) -> String {
         .unwrap_or_else(|| reveal_invisible(&v.to_string(), false))
 }
 
-/// Money in major units with its currency: "999.99 USD".
-pub(crate) fn money(amount: i64, currency: &str) -> String {
-    format!(
-        "{} {}",
-        format_minor_units(amount, currency),
-        reveal_invisible(currency, false)
-    )
-}
-
-fn str_of<'a>(p: &'a Value, k: &str) -> &'a str {
-    p.get(k).and_then(Value::as_str).unwrap_or_default()
-}
-
-/// Every string in `v` that looks like an email address, in order.
-fn emails(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => {
-            for w in s.split(|c: char| c.is_whitespace() || ",;<>\"'".contains(c)) {
-                if let Some((l, d)) = w.split_once('@')
-                    && !l.is_empty()
-                    && d.contains('.')
-                    && !d.starts_with('.')
-                {
-                    out.push(reveal_invisible(w, false));
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| emails(x, out)),
-        Value::Object(m) => m.values().for_each(|x| emails(x, out)),
-        _ => {}
-    }
-}
-
-/// True unless `host` is loopback, a private address or a `.internal`/`.local` name.
-fn external(host: &str) -> bool {
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(a)) => !(a.is_private() || a.is_loopback() || a.is_link_local()),
-        Ok(std::net::IpAddr::V6(a)) => !a.is_loopback(),
-        Err(_) => !(host == "localhost" || host.ends_with(".internal") || host.ends_with(".local")),
-    }
-}
+pub(crate) use actiond_core::handlers::card::money;
 
 /// The plain-words facts of a proposal and the Approve label, per handler.
 pub(crate) struct Plain {
@@ -395,23 +365,22 @@ pub(crate) fn plain_words(
         .unwrap_or(Value::Null);
     let target_shown = reveal_invisible(target, false);
     let (mut plain, covered): (Plain, &[&str]) = match kind {
-        Some(HandlerKind::BillingRefundIssue) => (
-            refund(params, &settings, &is_hot),
-            &["amount", "currency", "payment_id", "order_id", "reason"],
-        ),
-        Some(HandlerKind::WebhookPost) => (webhook(params, &target_shown, &is_hot), &["body"]),
-        Some(HandlerKind::DnsRecordUpdate) => (
-            dns(params, preview, &is_hot),
-            &["zone", "name", "type", "records", "ttl"],
-        ),
-        Some(HandlerKind::EmailSend) => (
-            email(params, &is_hot),
-            &["recipients", "template", "variables"],
-        ),
-        Some(HandlerKind::DbStatementExecute) => (
-            db_statement(params, &settings, &is_hot),
-            &["statement", "values"],
-        ),
+        Some(kind) => {
+            let card = kind.card(&CardInput {
+                params,
+                settings: &settings,
+                target: &target_shown,
+                preview,
+                hot: &is_hot,
+            });
+            (
+                Plain {
+                    facts: card.facts.into_iter().map(Fact::from).collect(),
+                    approve_label: card.approve_label,
+                },
+                kind.card_covers(),
+            )
+        }
         None => (
             Plain {
                 facts: vec![Fact::new("Target", target_shown, true)],
@@ -432,219 +401,6 @@ pub(crate) fn plain_words(
         }
     }
     plain
-}
-
-fn email(params: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
-    let mut to = Vec::new();
-    emails(params.get("recipients").unwrap_or(&Value::Null), &mut to);
-    let n = to.len();
-    let vars = params.get("variables").unwrap_or(&Value::Null);
-    let count = vars.as_object().map_or(0, |m| m.len());
-    // What the recipient's mail client would show of a value holding MIME encoded words
-    // (refused at submission; a proposal stored before that rule still shows it plainly).
-    let decoded: Vec<Fact> = vars
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| {
-            let shown = decode_encoded_words(v.as_str()?)?;
-            let mut f = Fact::new(
-                &format!("Mail clients show {}", reveal_invisible(k, false)),
-                reveal_invisible(&shown, false),
-                true,
-            );
-            f.warn = true;
-            f.note = "a MIME encoded word: the recipient reads this, not the text above".into();
-            Some(f)
-        })
-        .collect();
-    Plain {
-        facts: vec![
-            Fact::new("To", to.join(", "), is_hot("recipients")),
-            Fact::new(
-                "Template",
-                reveal_invisible(str_of(params, "template"), false),
-                is_hot("template"),
-            ),
-            Fact::new(
-                "Filled with",
-                format!("{count} variable{}", if count == 1 { "" } else { "s" }),
-                is_hot("variables"),
-            )
-            .values(vars),
-        ]
-        .into_iter()
-        .chain(decoded)
-        .collect(),
-        approve_label: format!(
-            "Approve email to {n} recipient{}",
-            if n == 1 { "" } else { "s" }
-        ),
-    }
-}
-
-fn db_statement(params: &Value, settings: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
-    let st = reveal_invisible(str_of(params, "statement"), false);
-    // The SQL the name stands for, from the tenant's settings (what will run).
-    let sql = settings
-        .get("statements")
-        .and_then(|s| s.get(str_of(params, "statement")))
-        .and_then(|s| s.get("sql"))
-        .and_then(Value::as_str)
-        .map(|s| reveal_invisible(s, false))
-        .unwrap_or_else(|| "(not in the tenant's statements)".into());
-    let mut with = Fact::new("With", String::new(), is_hot("values"));
-    match params.get("values") {
-        Some(v) => with = with.values(v),
-        None => with.value = "(no values)".into(),
-    }
-    Plain {
-        facts: vec![
-            Fact::new("Statement", st.clone(), is_hot("statement")),
-            with,
-            Fact::new("Runs", sql, false),
-        ],
-        approve_label: format!("Approve running {st}"),
-    }
-}
-
-fn refund(params: &Value, settings: &Value, is_hot: &dyn Fn(&str) -> bool) -> Plain {
-    let cur = str_of(params, "currency");
-    let amount = params.get("amount").and_then(Value::as_i64).unwrap_or(0);
-    let shown = money(amount, cur);
-    let mut fact = Fact::new("Amount", shown.clone(), is_hot("amount"));
-    if let Some(max) = settings.get("max_amount").and_then(Value::as_i64) {
-        fact = fact.note(format!("handler maximum {}", money(max, cur)));
-    }
-    let mut facts = vec![
-        fact,
-        Fact::new(
-            "Payment",
-            reveal_invisible(str_of(params, "payment_id"), false),
-            is_hot("payment_id"),
-        ),
-    ];
-    for (k, label) in [("order_id", "Order"), ("reason", "Refund reason")] {
-        if let Some(v) = params.get(k) {
-            let shown = v
-                .as_str()
-                .map_or_else(|| v.to_string(), |s| reveal_invisible(s, false));
-            facts.push(Fact::new(label, shown, is_hot(k)));
-        }
-    }
-    Plain {
-        facts,
-        approve_label: format!("Approve refund of {shown}"),
-    }
-}
-
-/// Where a webhook goes: its host and "host — external" or "host — internal" (loopback,
-/// private addresses, `.internal` and `.local` names). `target` must already have its
-/// invisible characters revealed (a URL parser would silently drop some of them).
-pub(crate) fn destination(target: &str) -> (String, String) {
-    let host = url::Url::parse(target)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_owned))
-        .unwrap_or_else(|| target.to_owned());
-    let where_ = if external(&host) {
-        "external"
-    } else {
-        "internal"
-    };
-    let shown = format!("{host} — {where_}");
-    (host, shown)
-}
-
-/// A webhook body in plain words and every email address in it: "30 email addresses, 3
-/// shown: a@x, b@x, c@x" (the addresses, for "show all"), or "2 fields" when it holds none.
-pub(crate) fn body_summary(body: &Value) -> (String, Vec<String>) {
-    let mut found = Vec::new();
-    emails(body, &mut found);
-    if found.is_empty() {
-        let fields = body.as_object().map_or(0, |m| m.len());
-        return (
-            format!("{fields} field{}", if fields == 1 { "" } else { "s" }),
-            found,
-        );
-    }
-    let n = found.len();
-    let shown: Vec<String> = found.iter().take(3).cloned().collect();
-    let text = format!(
-        "{n} email address{}, {} shown: {}",
-        if n == 1 { "" } else { "es" },
-        shown.len(),
-        shown.join(", ")
-    );
-    (text, found)
-}
-
-fn webhook(params: &Value, target: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
-    let (host, to) = destination(target);
-    let raw = params.get("body").unwrap_or(&Value::Null);
-    let (summary, found) = body_summary(raw);
-    // The values themselves, not only their names: what is sent is what is approved.
-    let mut body = Fact::new("Body", summary, is_hot("body")).values(raw);
-    if found.len() > 3 {
-        body.more = found;
-    }
-    Plain {
-        // The whole address too: its path and query may say as much as the body.
-        facts: vec![Fact::new("To", to, false).note(target.to_owned()), body],
-        approve_label: format!("Approve sending to {host}"),
-    }
-}
-
-fn dns(params: &Value, preview: &str, is_hot: &dyn Fn(&str) -> bool) -> Plain {
-    let name = reveal_invisible(str_of(params, "name"), false);
-    let rtype = reveal_invisible(str_of(params, "type"), false);
-    let records: Vec<String> = params
-        .get("records")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|r| reveal_invisible(r.as_str().unwrap_or_default(), false))
-                .collect()
-        })
-        .unwrap_or_default();
-    let change = if preview.is_empty() || preview == "preview unavailable" {
-        format!("(now: unknown) → {}", records.join(", "))
-    } else {
-        preview.lines().next().unwrap_or_default().to_owned()
-    };
-    let mut facts = vec![
-        Fact::new("Record", format!("{name} {rtype}"), is_hot("name")).note(format!(
-            "zone {}",
-            reveal_invisible(str_of(params, "zone"), false)
-        )),
-        Fact::new("Change", change, is_hot("records")),
-    ];
-    if matches!(rtype.as_str(), "NS" | "MX") {
-        let mut w = Fact::new(
-            "Warning",
-            if rtype == "NS" {
-                "NS change: moves who answers for this name".into()
-            } else {
-                "MX change: moves where this domain's email goes".into()
-            },
-            false,
-        );
-        w.warn = true;
-        facts.push(w);
-    }
-    let ttl = params.get("ttl").and_then(Value::as_i64).unwrap_or(3600);
-    let mut t = Fact::new("TTL", format!("{ttl} s"), is_hot("ttl"));
-    if ttl > 3600 {
-        t.note = format!(
-            "long TTL: a mistake stays cached for up to {} h",
-            ttl / 3600
-        );
-        t.warn = true;
-    }
-    facts.push(t);
-    Plain {
-        facts,
-        approve_label: format!("Approve DNS change of {name}"),
-    }
 }
 
 #[cfg(test)]
@@ -845,10 +601,15 @@ mod tests {
             "{kinds:?}"
         );
         // An encoded word in an email variable: the card shows what mail clients will show.
-        let plain = email(
+        let plain = plain_words(
+            HandlerKind::lookup("email.send"),
+            None,
+            "email.send",
             &json!({"recipients": ["a@acme.example"], "template": "t",
                 "variables": {"ticket": "=?UTF-8?B?4oCuUGF5IG5vdw==?="}}),
-            &|_| false,
+            "a@acme.example",
+            &[],
+            "",
         );
         let shown = plain
             .facts

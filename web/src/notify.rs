@@ -98,7 +98,7 @@ pub(crate) async fn background(state: AppState) {
             tracing::warn!(error = %format!("{e:#}"), "session sweep failed");
         }
         tick = tick.wrapping_add(1);
-        tokio::time::sleep(state.notify.interval).await;
+        actiond_runtime::clock::sleep(state.notify.interval).await;
     }
 }
 
@@ -144,7 +144,7 @@ async fn send_one(state: &AppState, tenant: &str, id: Uuid) -> anyhow::Result<Ve
     let d = describe(escalated_by.as_deref(), &p.action, &params, &p.target);
     let ttl = chrono::Duration::from_std(current.policy.escalation_ttl).unwrap_or_default();
     let deadline = p.created_at + ttl;
-    let left = (deadline - chrono::Utc::now()).num_seconds();
+    let left = (deadline - actiond_runtime::clock::now_utc()).num_seconds();
     let mut limit = format!(
         "expires {} (in {})",
         deadline.format("%Y-%m-%d %H:%M UTC"),

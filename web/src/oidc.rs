@@ -5,7 +5,7 @@
 //! Discovery is lazy and cached for [`METADATA_TTL`], so the IdP may start after the web
 //! service and rotated signing keys are picked up. The HTTP client follows no redirects.
 
-use actiond_core::external_time::{TimeBound, TimeRefused};
+use actiond_core::external_time::{CLOCK_SKEW, TimeBound, TimeRefused};
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -102,10 +102,29 @@ fn exchange_failure(
     }
 }
 
+/// The `max_age` a login was started with, and how long ago it was started (seconds, by the
+/// database clock that stored the login).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MaxAgeAsked {
+    /// The OIDC `max_age` sent in the authorization request.
+    pub(crate) max_age: Duration,
+    /// Seconds since the login was started.
+    pub(crate) login_age_secs: f64,
+}
+
 /// Checks the time claims of a verified ID token (compact form `jwt`) against `now` (seconds
 /// since the epoch) and returns its `auth_time`, if any. The raw payload is read because the
 /// OIDC library rounds fractional times and bounds none of them.
-fn check_times(jwt: &str, now: i64) -> Result<Option<i64>, TimeRefused> {
+///
+/// With `asked` (the login was started with `max_age`), `auth_time` is required (OpenID
+/// Connect Core 1.0 §3.1.2.1) and must be at most `max_age` plus [`CLOCK_SKEW`] older than the
+/// start of the login: an identity provider that ignored `max_age` and reused an old sign-in
+/// is refused, naming `auth_time` and `max_age`.
+fn check_times(
+    jwt: &str,
+    now: i64,
+    asked: Option<MaxAgeAsked>,
+) -> Result<Option<i64>, TimeRefused> {
     let unreadable = TimeRefused::Malformed {
         field: "id_token",
         why: "its payload is not readable JSON",
@@ -134,8 +153,24 @@ fn check_times(jwt: &str, now: i64) -> Result<Option<i64>, TimeRefused> {
             None => {}
         }
     }
+    if let Some(a) = asked {
+        let Some(t) = auth_time else {
+            return Err(TimeRefused::Malformed {
+                field: "auth_time",
+                why: "missing although the sign-in was requested with max_age (OpenID Connect Core 1.0 §3.1.2.1)",
+            });
+        };
+        // Its age when the login began; a sign-in after that is what max_age asks for.
+        let started = now as f64 - a.login_age_secs.max(0.0);
+        let age_at_start = (started - t as f64).max(0.0);
+        TimeBound::new(MAX_AGE_FIELD, a.max_age.saturating_add(CLOCK_SKEW))
+            .check_age(age_at_start)?;
+    }
     Ok(auth_time)
 }
+
+/// How a refusal of an `auth_time` older than the requested `max_age` names its field.
+const MAX_AGE_FIELD: &str = "auth_time (the identity provider ignored max_age)";
 
 /// Every claim of the ID token beyond the standard ones (`groups`, custom claims), kept as
 /// JSON so the tenant documents can name any claim.
@@ -317,6 +352,9 @@ impl Oidc {
     /// expiry and nonce; then its times: `iat`, `nbf` and `auth_time` must be whole seconds in
     /// their windows ([`TIME_CLAIMS`]), so an impossible `auth_time` is never stored.
     ///
+    /// With `asked` (the login was started with `max_age`), `auth_time` must be present and
+    /// recent enough ([`check_times`]).
+    ///
     /// Errors: [`LoginRefused`], which never carries a token, the code, the client secret or the
     /// nonce.
     pub(crate) async fn finish(
@@ -324,6 +362,7 @@ impl Oidc {
         code: &str,
         pkce_verifier: &str,
         nonce: &str,
+        asked: Option<MaxAgeAsked>,
     ) -> Result<Identity, LoginRefused> {
         let discovery = |e: anyhow::Error| LoginRefused::new("discovery", format!("{e:#}"));
         let client = self.client(false).await.map_err(discovery)?;
@@ -359,7 +398,7 @@ impl Oidc {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let auth_time = check_times(&jwt, chrono::Utc::now().timestamp())
+        let auth_time = check_times(&jwt, actiond_runtime::clock::now_utc().timestamp(), asked)
             .map_err(|e| LoginRefused::new("token_time", format!("ID token refused: {e}")))?
             .and_then(|t| chrono::DateTime::from_timestamp(t, 0));
         let email = claims.email().map(|e| e.as_str().to_owned());
@@ -384,5 +423,56 @@ impl Oidc {
             claims: claims_json,
             auth_time,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_790_000_000;
+
+    fn jwt(claims: Value) -> String {
+        format!(
+            "e30.{}.sig",
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap())
+        )
+    }
+
+    #[test]
+    fn max_age_requires_a_recent_auth_time() {
+        let asked = Some(MaxAgeAsked {
+            max_age: Duration::from_secs(300),
+            login_age_secs: 120.0,
+        });
+        let token = |auth_time: Option<i64>| {
+            let mut c = serde_json::json!({"iat": NOW});
+            if let Some(t) = auth_time {
+                c["auth_time"] = t.into();
+            }
+            jwt(c)
+        };
+        // Signed in after the login began (at the IdP, two minutes ago), or within max_age
+        // (and the skew) before it.
+        for t in [NOW - 1, NOW - 120 - 300, NOW - 120 - 360] {
+            assert_eq!(check_times(&token(Some(t)), NOW, asked), Ok(Some(t)), "{t}");
+        }
+        // An IdP that ignored max_age and reused an hour-old sign-in.
+        let e = check_times(&token(Some(NOW - 3600)), NOW, asked).unwrap_err();
+        assert!(
+            matches!(e, TimeRefused::TooOld { max_secs: 360, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("ignored max_age"), "{e}");
+        // No auth_time although max_age was sent.
+        let e = check_times(&token(None), NOW, asked).unwrap_err();
+        assert_eq!(e.field(), "auth_time");
+        assert!(e.to_string().contains("max_age"), "{e}");
+        // Without max_age, neither is required.
+        assert_eq!(check_times(&token(None), NOW, None), Ok(None));
+        assert_eq!(
+            check_times(&token(Some(NOW - 3600)), NOW, None),
+            Ok(Some(NOW - 3600))
+        );
     }
 }

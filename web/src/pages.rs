@@ -240,13 +240,14 @@ fn risky_values(
         .filter_map(|name| {
             params.get(name).map(|v| {
                 let cur = params.get("currency").and_then(Value::as_str);
-                let value = match (name.as_str(), v.as_i64(), cur) {
-                    ("amount", Some(n), Some(cur)) => card::money(n, cur),
-                    ("body", _, _) if kind == Some(HandlerKind::WebhookPost) => {
-                        let (summary, _) = card::body_summary(v);
-                        let (_, to) = card::destination(&reveal_invisible(target, false));
-                        format!("{summary} — to {to}")
-                    }
+                let value = match (
+                    kind.and_then(|k| k.queue_value(name, params, target)),
+                    name.as_str(),
+                    v.as_i64(),
+                    cur,
+                ) {
+                    (Some(said), ..) => said,
+                    (None, "amount", Some(n), Some(cur)) => card::money(n, cur),
                     _ => short(card::plain_value(v).replace('\n', " "), 80),
                 };
                 RiskyValue {
@@ -281,14 +282,17 @@ fn queue_flags(
             format!("⚠ {} hidden: {}", f.hidden_count(), names.join(", ")),
         ));
     }
-    if d.kind == Some(HandlerKind::BillingRefundIssue)
-        && let Some(amount) = params.get("amount").and_then(Value::as_i64)
+    if let Some(money) = d.kind.and_then(HandlerKind::money)
+        && let Some(amount) = params.get(money.amount).and_then(Value::as_i64)
         && let Some(over) = doc
             .and_then(|doc| doc.handler(&r.action))
             .and_then(|h| h.confirm_over)
         && amount > over
     {
-        let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+        let cur = params
+            .get(money.currency)
+            .and_then(Value::as_str)
+            .unwrap_or("");
         out.push(("over", format!("▲ over {}", card::money(over, cur))));
     }
     out
@@ -405,7 +409,7 @@ pub(crate) async fn queue(
         String::new()
     };
     let c = state.db.client().await?;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     let mut rows = Vec::new();
     for r in page.rows {
         let doc = match r.doc_version {
@@ -493,7 +497,7 @@ pub(crate) async fn history(
         _ => String::new(),
     };
     let c = state.db.client().await?;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     let mut out = Vec::new();
     for r in page.rows {
         let doc = match r.doc_version {
@@ -628,6 +632,9 @@ fn young_passkey(age_secs: Option<f64>) -> String {
 fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
     if matches!(state, ProposalState::Escalated | ProposalState::Pending) {
         return String::new();
+    }
+    if state == ProposalState::Withdrawn {
+        return "Withdrawn by its agent before anyone approved it; nothing ran.".to_owned();
     }
     let verdict = if state == ProposalState::Denied {
         "Denied"
@@ -770,7 +777,7 @@ pub(crate) async fn decision(
         if !page.expires.is_empty() {
             let ttl = doc
                 .as_deref()
-                .map(|d| ttl_left_secs(d, p.created_at, Utc::now()));
+                .map(|d| ttl_left_secs(d, p.created_at, actiond_runtime::clock::now_utc()));
             page.expires = crate::staging::clock(st, ttl);
         }
     }
@@ -830,7 +837,7 @@ fn decision_page(
         .iter()
         .any(|r| r.subject == v.subject && r.issuer == v.issuer);
     let escalated = p.state == ProposalState::Escalated;
-    let now = Utc::now();
+    let now = actiond_runtime::clock::now_utc();
     // The stage's clock replaces this one in `decision` when the stage ends first.
     let expires = match (doc, escalated) {
         (Some(doc), true) => {
@@ -1184,7 +1191,7 @@ pub(crate) async fn decide(
             form.get("shown").map(String::as_str),
             id,
             &v.id_sha256,
-            Utc::now().timestamp_millis(),
+            actiond_runtime::clock::now_utc().timestamp_millis(),
         )
         .map_err(|e| WebError::BadRequest(e.to_string()))?;
     let shown = Shown {

@@ -186,11 +186,14 @@ pub(crate) fn param_rows(
         };
         let mut value = show_value(val);
         // Integer minor units read wrong at a glance: show the amount in major units beside.
-        if d.kind == Some(HandlerKind::BillingRefundIssue)
-            && name == "amount"
+        if let Some(money) = d.kind.and_then(HandlerKind::money)
+            && name == money.amount
             && let Some(n) = val.as_i64()
         {
-            let cur = params.get("currency").and_then(Value::as_str).unwrap_or("");
+            let cur = params
+                .get(money.currency)
+                .and_then(Value::as_str)
+                .unwrap_or("");
             value = format!(
                 "{n}   (= {} {})",
                 format_minor_units(n, cur),

@@ -184,6 +184,14 @@ async fn register_challenge(
     let mine = passkeys::list(&state.db, std::slice::from_ref(tenant), person(v)).await?;
     let user_id = passkeys::user_handle(&state.db, tenant, person(v)).await?;
     let ids: Vec<String> = mine.into_iter().map(|p| p.credential_id).collect();
+    // A tenant that requires attestation asks the browser to pass the authenticator's on
+    // (WebAuthn `attestation: "direct"`); otherwise browsers replace it with `none`.
+    let attested = {
+        let c = state.db.client().await?;
+        state.docs.latest_of(&c, tenant).await?.is_some_and(|d| {
+            d.approvers.passkey_attestation == actiond_core::tenant::PasskeyAttestation::Required
+        })
+    };
     let vouch = if ids.is_empty() {
         serde_json::Value::Null
     } else {
@@ -200,6 +208,7 @@ async fn register_challenge(
         "user_name": v.email.clone().unwrap_or_else(|| v.subject.clone()),
         "exclude": ids,
         "vouch": vouch,
+        "attestation": if attested { "direct" } else { "none" },
     }))
     .into_response())
 }
@@ -287,9 +296,21 @@ pub(crate) async fn register(
             signature: b64_field(&form, "vouch_signature")?,
         }),
     };
+    let policy = {
+        let c = state.db.client().await?;
+        let doc = state.docs.latest_of(&c, tenant).await?;
+        doc.filter(|d| {
+            d.approvers.passkey_attestation == actiond_core::tenant::PasskeyAttestation::Required
+        })
+        .map(|d| actiond_core::passkey_attestation::AttestationPolicy {
+            aaguids: d.approvers.passkey_aaguids.clone(),
+            roots: state.attestation_roots.clone(),
+        })
+    };
     let out = passkeys::register(
         &state.db,
         &passkeys::Registration {
+            attestation: policy.as_ref(),
             tenant,
             person: person(&v),
             email: v.email.as_deref(),

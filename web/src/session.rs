@@ -320,13 +320,20 @@ pub(crate) async fn login_oidc(
         return Err(WebError::NotFound);
     };
     let next = safe_next(q.next.as_deref());
-    let started = oidc.start(q.max_age.map(Duration::from_secs)).await?;
+    // A `max_age` beyond the oldest `auth_time` believed at all asks for nothing more.
+    let max_age = q
+        .max_age
+        .filter(|m| *m < crate::oidc::AUTH_TIME_MAX_AGE.as_secs())
+        .map(Duration::from_secs);
+    let started = oidc.start(max_age).await?;
     let binding = random_token();
     let login = web_sessions::LoginState {
         binding_sha256: sha256_hex(binding.as_bytes()),
         nonce: started.nonce,
         pkce_verifier: started.pkce_verifier,
         return_to: next,
+        // Below a year, so it fits.
+        max_age_secs: max_age.map(|m| m.as_secs() as i64),
     };
     web_sessions::start_login(
         &state.db,
@@ -390,7 +397,11 @@ pub(crate) async fn callback(
     };
     let binding = cookie(&headers, &cookie_name(&state, "actiond_login"));
     let row = web_sessions::take_login(&state.db, &state.clock, &sha256_hex(st.as_bytes())).await?;
-    let Some(login) = row else {
+    let Some(web_sessions::TakenLogin {
+        login,
+        age_secs: login_age_secs,
+    }) = row
+    else {
         return Err(login_refused(
             &state,
             "unknown_state",
@@ -407,7 +418,11 @@ pub(crate) async fn callback(
         ));
     }
     let (nonce, verifier, return_to) = (login.nonce, login.pkce_verifier, login.return_to);
-    let who = match oidc.finish(code, &verifier, &nonce).await {
+    let asked = login.max_age_secs.map(|m| crate::oidc::MaxAgeAsked {
+        max_age: Duration::from_secs(m.max(0) as u64),
+        login_age_secs,
+    });
+    let who = match oidc.finish(code, &verifier, &nonce, asked).await {
         Ok(w) => w,
         Err(r) => {
             // The reason and what was wrong only: never the code, a token, the nonce or state.

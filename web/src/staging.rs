@@ -79,7 +79,7 @@ mod tests {
             required: 1,
             within_secs: 1800.0,
             on_timeout: "next".into(),
-            opened_at: opened.then(chrono::Utc::now),
+            opened_at: opened.then(actiond_runtime::clock::now_utc),
             due_at: None,
             completed_at: None,
             timed_out_at: None,
@@ -102,8 +102,8 @@ mod tests {
         assert!(line.ends_with(" left"), "{line}");
         assert_eq!(next, "next: finance");
         let mut last = two.clone();
-        last[0].completed_at = Some(chrono::Utc::now());
-        last[1].opened_at = Some(chrono::Utc::now());
+        last[0].completed_at = Some(actiond_runtime::clock::now_utc());
+        last[1].opened_at = Some(actiond_runtime::clock::now_utc());
         last[1].left_secs = Some(-1.0);
         assert_eq!(
             stage_line(&last),

@@ -334,6 +334,29 @@ pub(crate) struct ApproverRow {
     pub(crate) flag: bool,
 }
 
+/// One agent on `/admin/agents`.
+pub(crate) struct AgentAdminRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) owner: String,
+    pub(crate) created: String,
+    pub(crate) frozen: bool,
+    /// When it was revoked (empty: live).
+    pub(crate) revoked: String,
+}
+
+/// `/admin/agents`.
+#[derive(Template)]
+#[template(path = "agents.html")]
+pub(crate) struct AgentsPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) rows: Vec<AgentAdminRow>,
+    /// What the last revocation did (empty: nothing to say).
+    pub(crate) notice: String,
+}
+
 /// `/admin/approvers`.
 #[derive(Template)]
 #[template(path = "approvers.html")]

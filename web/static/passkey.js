@@ -59,7 +59,7 @@
           pubKeyCredParams: [{ type: 'public-key', alg: -7 }, { type: 'public-key', alg: -8 }, { type: 'public-key', alg: -257 }],
           authenticatorSelection: { userVerification: 'required', residentKey: 'discouraged' },
           excludeCredentials: o.exclude.map((id) => ({ type: 'public-key', id: unb64u(id) })),
-          attestation: 'none',
+          attestation: o.attestation === 'direct' ? 'direct' : 'none',
           timeout: 120000,
         } });
         reg.nonce.value = o.nonce;

@@ -59,17 +59,10 @@ fn base() -> Result<Value, String> {
 /// The `oneOf` branch of one action: `action` its name, `params` its handler's schema, with
 /// the tenant's limits when `settings` are given.
 fn action_branch(kind: HandlerKind, settings: Option<&Value>) -> Value {
-    let mut params = kind.params_schema();
-    if let Some(settings) = settings
-        && kind == HandlerKind::BillingRefundIssue
-    {
-        if let Some(max) = settings.get("max_amount").and_then(Value::as_i64) {
-            params["properties"]["amount"]["maximum"] = json!(max);
-        }
-        if let Some(cur) = settings.get("currencies").and_then(Value::as_array) {
-            params["properties"]["currency"]["enum"] = json!(cur);
-        }
-    }
+    let params = match settings {
+        Some(settings) => kind.params_schema_for(settings),
+        None => kind.params_schema(),
+    };
     json!({
         "title": kind.action(),
         "properties": {"action": {"const": kind.action()}, "params": params}

@@ -213,11 +213,6 @@ impl IntoResponse for Problem {
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        reason = "test: a failed step stops the test loudly"
-    )]
-
     use super::*;
 
     /// Every variant has its status, type and headers; a new variant must be added here too.

@@ -22,7 +22,7 @@ use actiond_core::audit_export::{Format, Record, parse_line};
 use actiond_core::audit_head::Anchor;
 use actiond_core::ids::parse_duration;
 use actiond_runtime::credentials::CredentialsDir;
-use actiond_runtime::{Metrics, say};
+use actiond_runtime::{Metrics, Running, Service, Stop, say};
 use actiond_store::Db;
 use actiond_store::audit_export::{Export, ExportOptions};
 use actiond_store::seals::Sealer;
@@ -31,7 +31,6 @@ use std::io::BufRead as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Name of the sealer's key in its credentials directory.
@@ -266,28 +265,30 @@ fn seal_metrics() -> SealMetrics {
     }
 }
 
-async fn serve_metrics(
-    addr: Option<SocketAddr>,
-    m: &Metrics,
+/// The [`Service`] of a database worker (`sealer`, `retention`): its metrics, a ready check
+/// that pings Postgres, and the admin listener when `--admin-listen` is given.
+fn db_service(
+    role: &'static str,
+    metrics: &Metrics,
     db: &Db,
-    scrape: Option<actiond_runtime::ScrapeHook>,
-) -> anyhow::Result<()> {
-    let Some(addr) = addr else { return Ok(()) };
+    admin: Option<SocketAddr>,
+) -> Service {
     let ready_db = db.clone();
-    let ready: actiond_runtime::ReadyCheck = Arc::new(move || {
-        let db = ready_db.clone();
-        Box::pin(async move { db.ping().await })
-    });
-    let bound = actiond_runtime::serve_admin(
-        addr,
-        m.clone(),
-        ready,
-        scrape,
-        actiond_runtime::shutdown_signal(),
-    )
-    .await?;
-    tracing::info!(admin = %bound, "metrics listener started");
-    Ok(())
+    Service::with_metrics(role, metrics.clone())
+        .admin(admin)
+        .ready(move || {
+            let db = ready_db.clone();
+            async move { db.readiness().await }
+        })
+}
+
+/// Starts `service`, logging its admin listener's address when it has one.
+async fn start(service: Service) -> anyhow::Result<Running> {
+    let running = service.start().await?;
+    if let Some(bound) = running.admin_addr() {
+        tracing::info!(admin = %bound, "metrics listener started");
+    }
+    Ok(running)
 }
 
 async fn seal(a: SealArgs) -> anyhow::Result<()> {
@@ -297,17 +298,32 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
     let db = Db::connect(&a.db.database_url, 2)?;
     let m = seal_metrics();
     let (lag, unsealed, sdb) = (m.lag.clone(), m.unsealed.clone(), db.clone());
-    let scrape: actiond_runtime::ScrapeHook = Arc::new(move || {
+    let service = db_service("sealer", &m.metrics, &db, a.admin_listen).on_scrape(move || {
         let (lag, unsealed, db) = (lag.clone(), unsealed.clone(), sdb.clone());
-        Box::pin(async move {
+        async move {
             if let Ok((age, n)) = actiond_store::seals::lag(&db).await {
                 lag.with_label_values(&[] as &[&str]).set(age);
                 unsealed.with_label_values(&[] as &[&str]).set(n as f64);
             }
-        })
+        }
     });
-    serve_metrics(a.admin_listen, &m.metrics, &db, Some(scrape)).await?;
-    let stop = actiond_runtime::shutdown_signal();
+    start(service)
+        .await?
+        .run_worker(|stop| sealing(a, key, state, db, m, stop))
+        .await
+}
+
+/// The sealer's work until `stop`: rounds every `--interval` while it holds the lock, standing
+/// by while another sealer holds it.
+async fn sealing(
+    a: SealArgs,
+    key: String,
+    state: Option<StateDir>,
+    db: Db,
+    m: SealMetrics,
+    mut stop: Stop,
+) -> anyhow::Result<()> {
+    let stop = stop.wait();
     tokio::pin!(stop);
     // A lost database connection (Postgres restarted, the backend terminated) ends a round,
     // never the sealer: it lets the lock go with the connection, takes it again (or stands by
@@ -329,7 +345,7 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
                 Err(e) => return Err(e.into()),
             }
             tokio::select! {
-                () = tokio::time::sleep(a.interval) => {}
+                () = actiond_runtime::clock::sleep(a.interval) => {}
                 () = &mut stop => return Ok(()),
             }
         };
@@ -355,7 +371,7 @@ async fn seal(a: SealArgs) -> anyhow::Result<()> {
         drop(sealer);
         tracing::warn!(error = %failed, "sealing round failed; the lock went with its connection, taking it again");
         tokio::select! {
-            () = tokio::time::sleep(a.interval) => {}
+            () = actiond_runtime::clock::sleep(a.interval) => {}
             () = &mut stop => return Ok(()),
         }
     }
@@ -504,7 +520,7 @@ async fn seal_once(
         if tokio::time::Instant::now() >= deadline {
             break None;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        actiond_runtime::clock::sleep(Duration::from_millis(20)).await;
     };
     let Some(bound) = bound else {
         say(
@@ -747,7 +763,7 @@ async fn export(a: ExportArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = actiond_runtime::clock::sleep(Duration::from_secs(1)) => {}
             () = &mut stop => return Ok(()),
         }
     }
@@ -761,8 +777,20 @@ async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
         "Decided proposals whose params, source text and reasons were purged.",
         &["tenant"],
     );
-    serve_metrics(a.admin_listen, &metrics, &db, None).await?;
-    let stop = actiond_runtime::shutdown_signal();
+    start(db_service("retention", &metrics, &db, a.admin_listen))
+        .await?
+        .run_worker(|stop| purging(a, db, purged, stop))
+        .await
+}
+
+/// Purge rounds: one, or one every `--interval` until `stop`.
+async fn purging(
+    a: PurgeArgs,
+    db: Db,
+    purged: prometheus::IntCounterVec,
+    mut stop: Stop,
+) -> anyhow::Result<()> {
+    let stop = stop.wait();
     tokio::pin!(stop);
     loop {
         // With --interval a failed round (Postgres restarting, a lost connection) is logged
@@ -783,7 +811,7 @@ async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
             return Ok(());
         };
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            () = actiond_runtime::clock::sleep(every) => {}
             () = &mut stop => return Ok(()),
         }
     }

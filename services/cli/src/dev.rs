@@ -252,7 +252,7 @@ async fn start_pg() -> anyhow::Result<ThrowawayPg> {
         if tokio_postgres_connect(&url).await {
             return Ok(ThrowawayPg { child, dir, url });
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_runtime::clock::sleep(Duration::from_millis(100)).await;
     }
     bail!(
         "postgres did not start; see {}",
@@ -830,12 +830,11 @@ async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
                 return name;
             }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        actiond_runtime::clock::sleep(Duration::from_millis(200)).await;
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::DEMO_TENANT;
     use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
@@ -858,6 +857,7 @@ mod tests {
                 session: String::new(),
                 on_behalf_of: String::new(),
                 history: History::default(),
+                now: None,
             };
             format!("{:?}", decide(&policy, &input).effect)
         };

@@ -24,8 +24,11 @@
 //!   approve a staged proposal (it may deny).
 
 use crate::external_time::{TimeBound, TimeRefused};
-use crate::handlers::minor_unit_exponent;
-use crate::tenant::{Approvers, HandlerEntry};
+use crate::tenant::HandlerEntry;
+use crate::tenant::claim_matches;
+pub use crate::tenant::{may_decide, may_decide_by_subject, pinned_issuer};
+pub use crate::vocab::ConfirmField;
+use crate::vocab::minor_unit_exponent;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -45,40 +48,6 @@ impl Verdict {
             Self::Approve => "approve",
             Self::Deny => "deny",
         }
-    }
-}
-
-/// A parameter an approver must type again before an Approve counts (`confirm:` of a handler).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ConfirmField {
-    /// `params.amount`, typed in major units of `params.currency` (`120.00` for 12000 USD).
-    Amount,
-    /// The proposal's target, typed exactly.
-    Target,
-}
-
-impl ConfirmField {
-    /// The name in tenant documents and forms (`amount`, `target`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Amount => "amount",
-            Self::Target => "target",
-        }
-    }
-
-    /// Parses a name of a tenant document's `confirm:` list.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "amount" => Some(Self::Amount),
-            "target" => Some(Self::Target),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for ConfirmField {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -263,49 +232,6 @@ pub fn passkey_required(tenant_wide: bool, handler: &HandlerEntry, params: &Valu
             .and_then(Value::as_i64)
             .is_none_or(|a| a > over),
     }
-}
-
-/// True when `claims[claim]` (a string or a list of strings) holds one of `values`.
-fn claim_matches(claims: &Value, claim: &str, values: &[String]) -> bool {
-    match claims.get(claim) {
-        Some(Value::String(s)) => values.iter().any(|v| v == s),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|s| values.iter().any(|v| v == s)),
-        _ => false,
-    }
-}
-
-/// The issuer whose subjects are this tenant's persons: `approvers.issuer` when set, else
-/// `deployment_issuer` (the web app's configured issuer).
-pub fn pinned_issuer<'a>(approvers: &'a Approvers, deployment_issuer: &'a str) -> &'a str {
-    approvers.issuer.as_deref().unwrap_or(deployment_issuer)
-}
-
-/// Whether a person signed in with OIDC (`issuer`, `subject`, ID-token `claims`) may decide
-/// for a tenant with these `approvers`: the issuer must be the pinned one ([`pinned_issuer`],
-/// ignoring a trailing `/`), then the subject is in `approvers.subjects`, or the claim
-/// `approvers.claim` holds one of `approvers.values`.
-pub fn may_decide(
-    approvers: &Approvers,
-    deployment_issuer: &str,
-    issuer: &str,
-    subject: &str,
-    claims: &Value,
-) -> bool {
-    let pinned = pinned_issuer(approvers, deployment_issuer);
-    if pinned.trim_end_matches('/') != issuer.trim_end_matches('/') {
-        return false;
-    }
-    may_decide_by_subject(approvers, subject)
-        || claim_matches(claims, &approvers.claim, &approvers.values)
-}
-
-/// Whether `subject` is listed in `approvers.subjects` (the break-glass CLI sees no ID token,
-/// so only the subject list applies there).
-pub fn may_decide_by_subject(approvers: &Approvers, subject: &str) -> bool {
-    approvers.subjects.iter().any(|s| s == subject)
 }
 
 /// How many hex characters of the intent hash every channel shows and asks for: `approvals
@@ -539,6 +465,7 @@ pub fn tally(have: i64, required: u32) -> Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tenant::Approvers;
     use serde_json::json;
 
     fn approvers(issuer: Option<&str>) -> Approvers {
@@ -550,6 +477,7 @@ mod tests {
             admins: Vec::new(),
             max_claims_age: Duration::from_secs(3600),
             require_passkey: false,
+            ..Approvers::default()
         }
     }
 

@@ -51,6 +51,10 @@ pub enum AuditKind {
     /// `detail` names the new proposal (`amended_to`) and the field-by-field `diff`.
     #[serde(rename = "proposal.amended")]
     ProposalAmended,
+    /// The proposal's agent withdrew it before any approval (`pending | escalated → withdrawn`;
+    /// the actor is `agent:<id>`, `detail.via` says how, e.g. `mcp tasks/cancel`).
+    #[serde(rename = "proposal.withdrawn")]
+    ProposalWithdrawn,
     /// An agent was registered.
     #[serde(rename = "agent.created")]
     AgentCreated,
@@ -112,6 +116,7 @@ impl AuditKind {
         Self::ProposalExecuted,
         Self::ProposalOutcomeUnknown,
         Self::ProposalAmended,
+        Self::ProposalWithdrawn,
         Self::AgentCreated,
         Self::AgentRevoked,
         Self::AgentFrozen,
@@ -144,6 +149,7 @@ impl AuditKind {
             Self::ProposalExecuted => "proposal.executed",
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
             Self::ProposalAmended => "proposal.amended",
+            Self::ProposalWithdrawn => "proposal.withdrawn",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
             Self::AgentFrozen => "agent.frozen",

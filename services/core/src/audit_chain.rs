@@ -611,7 +611,6 @@ pub fn generate_seal_key() -> Result<(String, String), ChainError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

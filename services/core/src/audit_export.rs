@@ -148,7 +148,6 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

@@ -240,7 +240,6 @@ impl Anchor {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::audit_chain::{SealSigner, generate_seal_key};

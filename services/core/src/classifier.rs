@@ -17,7 +17,7 @@
 //! (`reason` optional, at most [`MAX_REASON_CHARS`] characters; longer is cut). Anything else
 //! (another status, not JSON, an unknown effect, over [`MAX_ANSWER_BYTES`]) is malformed.
 
-use crate::policy::Effect;
+use crate::vocab::Effect;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -9,6 +9,7 @@
 //! - [`audit`]: the kinds of audit event.
 //! - [`approval`]: the rules for decisions by people (who, how many, no self-approval).
 //! - [`policy`]: effects, CEL rules, and the deterministic decision procedure.
+//! - [`rule_check`]: what a CEL rule must be when its document is applied.
 //! - [`tenant`]: the versioned tenant document (policy, handlers, approvers, notify).
 //! - [`handlers`]: the fixed handler registry's specs (param schema, target, summary).
 //! - [`ids`]: validated identifiers and durations.
@@ -16,6 +17,7 @@
 //! - [`netaddr`]: which IP addresses are public destinations (every IPv4-in-IPv6 form judged).
 //! - [`injection`]: the phrase list that flags source text giving orders or claiming approval.
 //! - [`text`]: making agent-written text visible and safe (hidden characters named).
+//! - [`vocab`]: the shared words (effects, handler kinds, field kinds), importing nothing else.
 
 pub mod amend;
 pub mod approval;
@@ -33,10 +35,14 @@ pub mod injection;
 pub mod intent;
 pub mod netaddr;
 pub mod passkey;
+pub mod passkey_attestation;
 pub mod policy;
+pub mod rule_check;
+pub mod rule_types;
 pub mod state;
 pub mod tenant;
 pub mod text;
+pub mod vocab;
 
 /// One rejected input field: `field` is a dotted path (`params.amount`,
 /// `handlers["billing.refund.issue"].max_amount`), `rule` says what it must be.

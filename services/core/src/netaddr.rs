@@ -114,7 +114,6 @@ fn v6_reason(ip: Ipv6Addr) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "test")]
     use super::*;
 
     /// (address, refused?, what the reason must mention)

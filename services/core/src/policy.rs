@@ -15,134 +15,16 @@
 //!   being applied are held to [`MAX_RULE_DEPTH`]. Callers still run it off the async
 //!   executor with a timeout, for what the deadline cannot interrupt.
 
+pub use crate::rule_check::{MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
 use crate::tenant::TenantDocument;
-use cel::{Context, Env, Program, Value as Cel};
-use serde::{Deserialize, Serialize};
+pub use crate::vocab::Effect;
+use cel::{Context, Env, Value as Cel};
+use serde::Serialize;
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A policy outcome, ordered by severity (`Allow < Escalate < Block`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Effect {
-    /// Approve automatically; the policy worker issues the grant.
-    Allow,
-    /// A person must decide.
-    Escalate,
-    /// Final refusal.
-    Block,
-}
-
-impl Effect {
-    /// Parses `allow` / `escalate` / `block`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "allow" => Some(Self::Allow),
-            "escalate" => Some(Self::Escalate),
-            "block" => Some(Self::Block),
-            _ => None,
-        }
-    }
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Escalate => "escalate",
-            Self::Block => "block",
-        }
-    }
-}
-
-impl std::str::FromStr for Effect {
-    type Err = crate::UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s).ok_or_else(|| crate::UnknownName::new("effect", s))
-    }
-}
-
-impl std::fmt::Display for Effect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Compiles one CEL expression; the error is CEL's message with line, column and caret.
-pub fn compile_rule(src: &str) -> Result<Program, String> {
-    // The cel parser panics on nothing we know of, but a panic here must never take down apply
-    // or the policy worker; it becomes a compile error.
-    let src = src.to_owned();
-    std::panic::catch_unwind(move || Program::compile(&src))
-        .map_err(|_| "the CEL parser failed on this expression".to_owned())?
-        .map_err(|e| e.to_string())
-}
-
-/// What a compiled rule certainly gives when that is not a boolean (`"an int"`, `"a list"`,
-/// `"the result of +"`, ...); `None` when it gives or may give one.
-///
-/// The cel crate has no type checker, so this reads the expression's outermost shape: a
-/// literal, a list or map, arithmetic, a conversion such as `size()` or `string()`, a `map` or
-/// `filter` macro, or a conditional whose two branches are all of these. A field read such as
-/// `params.flag` may be a boolean, so it passes here and is checked when it runs.
-pub fn non_boolean(program: &Program) -> Option<&'static str> {
-    non_boolean_expr(program.expression())
-}
-
-fn non_boolean_expr(e: &cel::IdedExpr) -> Option<&'static str> {
-    use cel::common::ast::{Expr, LiteralValue};
-    match &e.expr {
-        Expr::Literal(LiteralValue::Boolean(_)) => None,
-        Expr::Literal(LiteralValue::Int(_)) => Some("an int"),
-        Expr::Literal(LiteralValue::UInt(_)) => Some("a uint"),
-        Expr::Literal(LiteralValue::Double(_)) => Some("a double"),
-        Expr::Literal(LiteralValue::String(_)) => Some("a string"),
-        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
-        Expr::Literal(LiteralValue::Null) => Some("null"),
-        Expr::List(_) => Some("a list"),
-        Expr::Map(_) => Some("a map"),
-        Expr::Struct(_) => Some("a message"),
-        Expr::Call(call) => non_boolean_call(call),
-        // `map` and `filter` build a list in their accumulator; `all`, `exists` and
-        // `exists_one` end in a boolean.
-        Expr::Comprehension(c) => match &c.result.expr {
-            Expr::Ident(name) if *name == c.accu_var => non_boolean_expr(&c.accu_init),
-            _ => non_boolean_expr(&c.result),
-        },
-        Expr::Ident(_) | Expr::Select(_) | Expr::Unspecified => None,
-    }
-}
-
-fn non_boolean_call(call: &cel::common::ast::CallExpr) -> Option<&'static str> {
-    use cel::common::ast::operators as op;
-    let f = call.func_name.as_str();
-    match f {
-        op::CONDITIONAL => match call.args.as_slice() {
-            [_, yes, no] => non_boolean_expr(yes).and(non_boolean_expr(no)),
-            _ => None,
-        },
-        op::ADD => Some("the result of +"),
-        op::SUBSTRACT => Some("the result of -"),
-        op::MULTIPLY => Some("the result of *"),
-        op::DIVIDE => Some("the result of /"),
-        op::MODULO => Some("the result of %"),
-        op::NEGATE => Some("the result of unary -"),
-        "size" | "int" => Some("an int"),
-        "uint" => Some("a uint"),
-        "double" => Some("a double"),
-        "string" => Some("a string"),
-        "bytes" => Some("bytes"),
-        "timestamp" => Some("a timestamp"),
-        "duration" => Some("a duration"),
-        "type" => Some("a type"),
-        "getFullYear" | "getMonth" | "getDayOfMonth" | "getDayOfYear" | "getDate"
-        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
-            Some("an int")
-        }
-        _ => None,
-    }
-}
 
 /// A compiled rule.
 #[derive(Clone)]
@@ -508,49 +390,6 @@ fn check_result(e: &mut cel::IdedExpr) {
     }
 }
 
-/// How deeply a compiled rule nests, counting its root as 1.
-pub fn depth(e: &cel::IdedExpr) -> usize {
-    use cel::common::ast::{EntryExpr, Expr};
-    let entry = |entry: &cel::common::ast::IdedEntryExpr| match &entry.expr {
-        EntryExpr::MapEntry(m) => depth(&m.key).max(depth(&m.value)),
-        EntryExpr::StructField(f) => depth(&f.value),
-    };
-    1 + match &e.expr {
-        Expr::Call(call) => call
-            .target
-            .as_deref()
-            .into_iter()
-            .chain(call.args.iter())
-            .map(depth)
-            .max()
-            .unwrap_or(0),
-        Expr::Select(select) => depth(&select.operand),
-        Expr::List(list) => list.elements.iter().map(depth).max().unwrap_or(0),
-        Expr::Map(map) => map.entries.iter().map(entry).max().unwrap_or(0),
-        Expr::Struct(strct) => strct.entries.iter().map(entry).max().unwrap_or(0),
-        Expr::Comprehension(c) => [
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ]
-        .into_iter()
-        .map(depth)
-        .max()
-        .unwrap_or(0),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
-    }
-}
-
-/// How deeply a rule may nest when its document is applied ([`depth`]): `a + b + c` nests
-/// one level per operator (the parser balances chains of `&&` and `||`, so 130 alternatives
-/// nest 9 levels). The evaluator recurses once per level, and twice with the checks of
-/// [`with_deadline_checks`], on a thread of the blocking pool with a 2 MiB stack; a chain of
-/// a thousand operators, which fits in [`crate::tenant::MAX_RULE_LEN`] characters, could
-/// overflow it and abort the process.
-pub const MAX_RULE_DEPTH: usize = 128;
-
 /// `e` becomes `@actiond_deadline(e)`: checked after it is evaluated.
 fn wrap_in_deadline_check(e: &mut cel::IdedExpr) {
     use cel::common::ast::{CallExpr, Expr};
@@ -669,12 +508,14 @@ pub struct AgentFacts {
 }
 
 /// The agent's recent history for the same action (`history.count`, `history.sum`) over the
-/// tenant's `history_window`, excluding the proposal being decided and blocked/denied ones.
+/// tenant's `history_window`, excluding the proposal being decided and blocked, denied,
+/// expired and withdrawn ones; `sum` adds only amounts in the decided proposal's currency.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct History {
     /// Number of proposals.
     pub count: i64,
-    /// Sum of the handler's summed param (`amount` for refunds), 0 when it has none.
+    /// Sum of the handler's summed param (`amount` for refunds, in minor units) over the
+    /// proposals in the same currency as the one decided, 0 when it has none.
     pub sum: i64,
 }
 
@@ -696,6 +537,47 @@ pub struct EvalInput {
     pub on_behalf_of: String,
     /// Recent history.
     pub history: History,
+    /// The decision time, from the database clock (`now` in rules, in the document's
+    /// `policy.time_zone`). `None` when no rule reads `now`: a rule that reads it then fails
+    /// closed.
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `now` as rules read it: the decision time `at` in time zone `tz`. Fields: `time` (a
+/// timestamp), `year`, `month` (1–12), `day` (1–31), `weekday` (ISO: 1 Monday … 7 Sunday),
+/// `hour` (0–23), `minute`, `date` (`YYYY-MM-DD`) and `time_zone` (its IANA name).
+pub fn now_value(at: chrono::DateTime<chrono::Utc>, tz: chrono_tz::Tz) -> Cel {
+    use chrono::{Datelike, Timelike};
+    let local = at.with_timezone(&tz);
+    let int = |k: &str, v: i64| (k.to_owned(), Cel::Int(v));
+    let fields: HashMap<String, Cel> = HashMap::from([
+        ("time".to_owned(), Cel::Timestamp(local.fixed_offset())),
+        int("year", i64::from(local.year())),
+        int("month", i64::from(local.month())),
+        int("day", i64::from(local.day())),
+        int("weekday", i64::from(local.weekday().number_from_monday())),
+        int("hour", i64::from(local.hour())),
+        int("minute", i64::from(local.minute())),
+        (
+            "date".to_owned(),
+            Cel::String(Arc::new(local.format("%Y-%m-%d").to_string())),
+        ),
+        (
+            "time_zone".to_owned(),
+            Cel::String(Arc::new(tz.name().to_owned())),
+        ),
+    ]);
+    Cel::Map(fields.into())
+}
+
+/// Whether any rule of `policy` reads `now` (the caller then reads the database clock).
+pub fn reads_now(policy: &CompiledPolicy) -> bool {
+    policy
+        .doc
+        .policy
+        .rules
+        .iter()
+        .any(|r| r.when.contains("now"))
 }
 
 /// The outcome of evaluating a tenant's policy on one proposal.
@@ -887,6 +769,9 @@ fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Ins
     ctx.add_variable_from_value("agent", to_cel(&agent));
     let history = serde_json::to_value(input.history).unwrap_or(Value::Null);
     ctx.add_variable_from_value("history", to_cel(&history));
+    if let Some(at) = input.now {
+        ctx.add_variable_from_value("now", now_value(at, policy.doc.policy.time_zone));
+    }
 
     let _deadline = deadline.map(DeadlineGuard::set);
     let mut best: Option<(Effect, &CompiledRule, bool)> = None;
@@ -980,8 +865,70 @@ handlers:
     min_effect: {min_effect}
 "#
         );
-        let doc = TenantDocument::parse(&src).unwrap();
+        // Loaded as a stored document: these tests run rules that the type check refuses on
+        // apply (fields no handler has), to show what the worker does with them at run time.
+        let doc = TenantDocument::parse_stored(&src).unwrap();
         CompiledPolicy::new(doc, 1, "x".into()).unwrap()
+    }
+
+    /// `now` is the decision time in the document's time zone: a rule about office hours
+    /// reads the local hour and weekday, and without a time a rule that reads `now` fails
+    /// closed.
+    #[test]
+    fn rules_read_the_decision_time_in_the_tenant_time_zone() {
+        let src = r#"
+tenant: acme
+policy:
+  default: allow
+  time_zone: Europe/Paris
+  rules:
+    - name: office-hours
+      when: 'now.weekday >= 6 || now.hour < 9 || now.hour >= 17'
+      effect: escalate
+      reason: Outside office hours a person decides.
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 100000
+"#;
+        let p = CompiledPolicy::new(TenantDocument::parse(src).unwrap(), 1, "x".into()).unwrap();
+        let at = |s: &str| Some(chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc());
+        let mut i = input("billing.refund.issue", 100);
+        // Friday 2026-12-04 08:30 UTC is 09:30 in Paris: office hours.
+        i.now = at("2026-12-04T08:30:00Z");
+        assert_eq!(decide(&p, &i).effect, Effect::Allow);
+        // 07:30 UTC is 08:30 in Paris: before nine.
+        i.now = at("2026-12-04T07:30:00Z");
+        assert_eq!(decide(&p, &i).effect, Effect::Escalate);
+        // Saturday.
+        i.now = at("2026-12-05T10:00:00Z");
+        assert_eq!(decide(&p, &i).rule.as_deref(), Some("office-hours"));
+        // No time: fails closed.
+        i.now = None;
+        let d = decide(&p, &i);
+        assert_eq!(d.effect, Effect::Escalate);
+        assert!(!d.errors.is_empty(), "{d:?}");
+        let v = now_value(
+            at("2026-07-01T22:15:00Z").unwrap(),
+            "America/New_York".parse().unwrap(),
+        );
+        let Cel::Map(m) = v else { panic!() };
+        let get = |k: &str| m.map.get(&cel::objects::Key::from(k)).cloned();
+        assert_eq!(get("hour"), Some(Cel::Int(18)));
+        assert_eq!(get("weekday"), Some(Cel::Int(3)));
+        assert_eq!(
+            get("date"),
+            Some(Cel::String(Arc::new("2026-07-01".into())))
+        );
+        for bad in ["Mars/Olympus", "CET+1", "", "5"] {
+            let e = TenantDocument::parse(&src.replace("Europe/Paris", &format!("'{bad}'")))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("policy.time_zone: must be an IANA time zone name"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     fn input(action: &str, amount: i64) -> EvalInput {
@@ -993,6 +940,7 @@ handlers:
             session: String::new(),
             on_behalf_of: String::new(),
             history: History::default(),
+            now: None,
         }
     }
 
@@ -1138,7 +1086,7 @@ handlers:
     /// when applied, with the field and the way out.
     #[test]
     fn a_rule_nested_too_deep_is_refused_on_apply() {
-        let chain = format!("{} > 0", vec!["params.n"; 130].join("+"));
+        let chain = format!("{} > 0", vec!["params.amount"; 130].join("+"));
         let src = format!(
             "tenant: acme\npolicy:\n  default: allow\n  rules:\n    - name: long\n      when: '{chain}'\n      effect: block\n      reason: x\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 100\n"
         );
@@ -1153,7 +1101,7 @@ handlers:
         let alternatives = vec!["action == \"x\""; 130].join(" || ");
         let program = compile_rule(&alternatives).unwrap();
         assert!(depth(program.expression()) < 12);
-        let shorter = format!("{} > 0", vec!["params.n"; 120].join("+"));
+        let shorter = format!("{} > 0", vec!["params.amount"; 120].join("+"));
         assert!(TenantDocument::parse(&src.replace(&chain, &shorter)).is_ok());
     }
 

@@ -30,11 +30,14 @@ pub enum ProposalState {
     /// Final: a person approved it with an edit; the edited intent is a new proposal whose
     /// `amended_from` names this one ([`crate::amend`]).
     Amended,
+    /// Final: its agent withdrew it while it was `pending` or `escalated` (MCP `tasks/cancel`);
+    /// nothing was approved or performed. An approved proposal is never withdrawn.
+    Withdrawn,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 11] = [
+    pub const ALL: [ProposalState; 12] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -46,6 +49,7 @@ impl ProposalState {
         Self::Failed,
         Self::OutcomeUnknown,
         Self::Amended,
+        Self::Withdrawn,
     ];
 
     /// The snake_case name stored in the database.
@@ -62,6 +66,7 @@ impl ProposalState {
             Self::Failed => "failed",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Amended => "amended",
+            Self::Withdrawn => "withdrawn",
         }
     }
 
@@ -79,12 +84,15 @@ impl ProposalState {
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
     /// `escalated → amended` only when a person approves it with an edit (the database checks
     /// that the proposal amending it exists).
+    /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
             (self, to),
-            (Pending, Approved | Escalated | Blocked | Expired | Denied)
-                | (Escalated, Approved | Denied | Expired | Amended)
+            (
+                Pending,
+                Approved | Escalated | Blocked | Expired | Denied | Withdrawn
+            ) | (Escalated, Approved | Denied | Expired | Amended | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)
         )
@@ -129,8 +137,14 @@ mod tests {
             Failed,
             OutcomeUnknown,
             Amended,
+            Withdrawn,
         ] {
             assert!(s.is_final());
+        }
+        // An agent withdraws only what nobody approved yet.
+        assert!(Pending.can_become(Withdrawn) && Escalated.can_become(Withdrawn));
+        for s in [Approved, Executing, Succeeded, Blocked, Denied, Expired] {
+            assert!(!s.can_become(Withdrawn), "{s}");
         }
         for s in ProposalState::ALL {
             assert_eq!(ProposalState::parse(s.as_str()), Some(s));

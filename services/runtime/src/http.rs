@@ -263,7 +263,7 @@ pub async fn serve(
                 Err(e) => {
                     // EMFILE and friends: wait a little instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    crate::clock::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -461,12 +461,6 @@ pub fn check_json_media_type(value: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        reason = "test: a failed step stops the test loudly"
-    )]
-
     use super::*;
     use axum::routing::get;
 
@@ -641,7 +635,7 @@ mod tests {
                 served = true;
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            crate::clock::sleep(Duration::from_millis(50)).await;
         }
         assert!(served);
         drop(b);

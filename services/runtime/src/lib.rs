@@ -11,9 +11,16 @@
 //! - [`http::observe`]: the layer stack of every HTTP listener (`X-Request-Id`, per-request
 //!   tracing span); [`http::serve`]: the connection handling of every listener (header-read
 //!   timeout, connection cap, bounded drain).
+//! - [`clock`]: the one place the wall clock is read and timers are made.
+//! - [`Service`]: the one way a role starts: admin listener, ready check, its routes or
+//!   worker, bounded drain and the `actiond <role> stopped` line.
 
+pub mod clock;
 pub mod credentials;
 pub mod http;
+pub mod service;
+
+pub use service::{Running, Service, Stop};
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use prometheus::{Encoder, Registry, TextEncoder};
@@ -143,8 +150,10 @@ pub async fn shutdown_signal() {
     until_draining().await;
 }
 
-/// A readiness check: returns true when the service can do its work (e.g. Postgres answers).
-pub type ReadyCheck = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// A readiness check: `Ok` when the service can do its work (e.g. Postgres takes writes), else
+/// one line saying why (`/readyz` answers it with 503, e.g. "no writable database: …").
+pub type ReadyCheck =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
 /// A hook run before each scrape (to refresh gauges computed from the database).
 pub type ScrapeHook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -310,11 +319,12 @@ async fn metrics_handler(State(s): State<AdminState>) -> impl IntoResponse {
 
 async fn ready_handler(State(s): State<AdminState>) -> impl IntoResponse {
     if draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
-    } else if (s.ready)().await {
-        (StatusCode::OK, "ready\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n".to_owned())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        match (s.ready)().await {
+            Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+        }
     }
 }
 
@@ -478,6 +488,10 @@ mod tests {
     /// thread has taken it: the item was never evaluated, so it runs on its own, and every
     /// answer stays at its item's position (one answer per item, none shifted).
     #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "keeps the blocking pool busy for longer than the budget: the delay is the subject"
+    )]
     fn with_budget_each_keeps_positions_when_the_pool_is_busy() {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -506,6 +520,10 @@ mod tests {
     /// An item over budget gets `None`, a panicking one too; every other item is answered, in
     /// order, and the slow item delays the batch by about one budget, not more.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "an item slower than its budget: the delay is the subject"
+    )]
     async fn with_budget_each_gives_up_on_a_slow_or_panicking_item_only() {
         let budget = std::time::Duration::from_millis(200);
         let started = std::time::Instant::now();

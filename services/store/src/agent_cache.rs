@@ -117,7 +117,9 @@ impl AgentCache {
             let entries = inner.entries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((agent, stored)) = entries.get(&key)
                 && now.duration_since(*stored) < inner.ttl
-                && agent.expires_at.is_none_or(|e| e > chrono::Utc::now())
+                && agent
+                    .expires_at
+                    .is_none_or(|e| e > actiond_runtime::clock::now_utc())
             {
                 return Ok((Some(agent.clone()), true));
             }

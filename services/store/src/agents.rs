@@ -224,25 +224,53 @@ pub async fn get(db: &Db, tenant: &str, id: Uuid) -> Result<Option<Agent>> {
 }
 
 /// The reason a revocation gives the agent's proposals it denies.
-pub const REVOKED_REASON: &str = "agent revoked by an operator: its open requests were denied.";
+pub const REVOKED_REASON: &str = "agent revoked: its open requests were denied.";
 
-/// Revokes an agent (by name), as `operator`: sets `revoked_at` (its token and workload
-/// identity stop authenticating at once), denies its pending and escalated proposals with
-/// [`REVOKED_REASON`] (`pending → denied` is legal for a revoked agent, V34), and writes the
-/// audit events (`agent.revoked` with the count, one `proposal.decided` with
+/// Which agent of a tenant a revocation names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentRef<'a> {
+    /// By name (the CLI: `actiond agent revoke --tenant T NAME`).
+    Name(&'a str),
+    /// By id (the web admin page).
+    Id(Uuid),
+}
+
+/// Revokes an agent, as `by` (the audit actor: `operator` for the CLI, `approver:SUBJECT` for
+/// a tenant admin on the web; the caller checked it may): sets `revoked_at` (its token and
+/// workload identity stop authenticating at once), denies its pending and escalated proposals
+/// with [`REVOKED_REASON`] (`pending → denied` is legal for a revoked agent, V34), and writes
+/// the audit events (`agent.revoked` with the count, one `proposal.decided` with
 /// `"agent_revoked": true` per denial), in one transaction. An approved proposal is left to the
 /// executor, which refuses it without spending its grant; the database refuses to start it
-/// (V34). Returns how many proposals were denied, or `None` when no live agent had that name.
-pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<Option<u64>> {
-    let by = "operator";
+/// (V34). Returns the agent's name and how many proposals were denied, or `None` when no live
+/// agent of the tenant matched.
+pub async fn revoke(
+    db: &Db,
+    tenant: &str,
+    agent: AgentRef<'_>,
+    by: &str,
+) -> Result<Option<(String, u64)>> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     crate::set_tenant(&tx, tenant).await?;
-    let r = tx
-        .query_opt("UPDATE agents SET revoked_at = now() WHERE tenant_id = $1 AND name = $2 AND revoked_at IS NULL RETURNING id", &[&tenant, &name])
-        .await?;
+    let r = match agent {
+        AgentRef::Name(name) => {
+            tx.query_opt(
+                "UPDATE agents SET revoked_at = now() WHERE tenant_id = $1 AND name = $2 AND revoked_at IS NULL RETURNING id, name",
+                &[&tenant, &name],
+            )
+            .await?
+        }
+        AgentRef::Id(id) => {
+            tx.query_opt(
+                "UPDATE agents SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id, name",
+                &[&tenant, &id],
+            )
+            .await?
+        }
+    };
     let Some(r) = r else { return Ok(None) };
-    let id: Uuid = r.get(0);
+    let (id, name): (Uuid, String) = (r.get(0), r.get(1));
     let denied = deny_open(&tx, tenant, id, REVOKED_REASON).await?;
     let mut events = vec![audit::Event::new(
         tenant,
@@ -259,7 +287,7 @@ pub async fn revoke(db: &Db, tenant: &str, name: &str) -> Result<Option<u64>> {
     ));
     audit::write_batch(&tx, &events).await?;
     tx.commit().await?;
-    Ok(Some(denied.len() as u64))
+    Ok(Some((name, denied.len() as u64)))
 }
 
 /// One proposal a freeze or a revocation denied: id, intent hash, params hash, former state.

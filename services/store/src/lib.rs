@@ -93,7 +93,8 @@ impl StoreError {
     /// no server error (I/O, TLS), or a server error of SQLSTATE class 08 (connection
     /// exception), 53 (insufficient resources, e.g. `53300` too many connections) or 57
     /// (operator intervention: `57P01` admin shutdown during a restart, `57P02` crash
-    /// shutdown, `57P03` still starting up). Source for the classes: PostgreSQL, Appendix A
+    /// shutdown, `57P03` still starting up), or `25006` (read-only transaction: a server that
+    /// became a standby under a failover). Source for the classes: PostgreSQL, Appendix A
     /// "Error Codes". The api answers these with 503 and `Retry-After`, the web app with a 503
     /// page, the CLI with its "unreachable" exit code.
     pub fn is_unavailable(&self) -> bool {
@@ -117,9 +118,12 @@ impl StoreError {
 /// Whether a SQLSTATE names a server that cannot serve now (classes 08, 53, 57; see
 /// [`StoreError::is_unavailable`]).
 pub fn sqlstate_unavailable(sqlstate: &str) -> bool {
-    ["08", "53", "57"]
-        .iter()
-        .any(|class| sqlstate.starts_with(class))
+    // 25006 read_only_sql_transaction: the connection reached a server that is (now) a
+    // standby, as a demoted primary is after a switchover: another host takes the writes.
+    sqlstate == "25006"
+        || ["08", "53", "57"]
+            .iter()
+            .any(|class| sqlstate.starts_with(class))
 }
 
 pub(crate) fn db_detail(e: &tokio_postgres::Error) -> String {
@@ -237,6 +241,7 @@ impl Db {
         if cfg.get_connect_timeout().is_none() {
             cfg.connect_timeout(Duration::from_secs(5));
         }
+        dead_peer_defaults(&mut cfg, &tls::given_keys(url));
         let mgr = Manager::from_config(
             cfg.clone(),
             connector.clone(),
@@ -352,12 +357,74 @@ impl Db {
         Ok(applied)
     }
 
-    /// True when a trivial query succeeds (readiness).
+    /// True when the database can take writes now ([`Db::readiness`]).
     pub async fn ping(&self) -> bool {
-        match self.client().await {
-            Ok(c) => c.simple_query("SELECT 1").await.is_ok(),
-            Err(_) => false,
+        self.readiness().await.is_ok()
+    }
+
+    /// Readiness: `Ok` when a pooled connection answers and its session may write (`SHOW
+    /// transaction_read_only` is `off`: a primary, not a hot standby or a server made
+    /// read-only); otherwise [`NO_WRITABLE_DATABASE`] and why, one line for `/readyz`.
+    /// While a failover runs, no host of a multi-host `DATABASE_URL` is a writable primary
+    /// (`target_session_attrs=read-write` refuses the standby), and this says so until one is.
+    pub async fn readiness(&self) -> std::result::Result<(), String> {
+        let c = self
+            .client()
+            .await
+            .map_err(|e| format!("{NO_WRITABLE_DATABASE}: {}", e.detail()))?;
+        let rows = c
+            .simple_query("SHOW transaction_read_only")
+            .await
+            .map_err(|e| format!("{NO_WRITABLE_DATABASE}: {}", db_detail(&e)))?;
+        let read_only = rows.iter().any(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0) == Some("on"),
+            _ => false,
+        });
+        if read_only {
+            return Err(format!(
+                "{NO_WRITABLE_DATABASE}: the server connected to is read-only (a standby?)"
+            ));
         }
+        Ok(())
+    }
+}
+
+/// What `/readyz` answers (with 503) while no host of `DATABASE_URL` takes writes: down,
+/// refusing connections, or a standby (see [`Db::readiness`]).
+pub const NO_WRITABLE_DATABASE: &str = "no writable database";
+
+/// TCP keepalive idle time of every connection unless the connection string sets
+/// `keepalives_idle` (tokio-postgres' default is two hours, the kernel's).
+pub const KEEPALIVES_IDLE: Duration = Duration::from_secs(5);
+/// Interval between keepalive probes unless `keepalives_interval` is set.
+pub const KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
+/// Unanswered probes before the connection is dropped unless `keepalives_retries` is set.
+pub const KEEPALIVES_RETRIES: u32 = 3;
+/// How long sent data may stay unacknowledged before the connection is dropped
+/// (`TCP_USER_TIMEOUT`) unless `tcp_user_timeout` is set.
+pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Makes a connection to a server that vanished without closing it (a lost machine, a
+/// partition: nothing answers, no reset arrives) fail within seconds instead of hanging on the
+/// kernel's defaults (hours): TCP keepalives after [`KEEPALIVES_IDLE`] of silence, every
+/// [`KEEPALIVES_INTERVAL`], [`KEEPALIVES_RETRIES`] unanswered probes (about 11 s), and
+/// [`TCP_USER_TIMEOUT`] for a request the server never acknowledged. A server that is alive
+/// answers probes from its kernel, so a long statement is never cut by these. Each applies
+/// only when the connection string (`given`: its keywords) does not set it; `keepalives=0`
+/// turns keepalives off as in libpq.
+fn dead_peer_defaults(cfg: &mut tokio_postgres::Config, given: &[String]) {
+    let has = |k: &str| given.iter().any(|g| g == k);
+    if !has("keepalives_idle") {
+        cfg.keepalives_idle(KEEPALIVES_IDLE);
+    }
+    if !has("keepalives_interval") {
+        cfg.keepalives_interval(KEEPALIVES_INTERVAL);
+    }
+    if !has("keepalives_retries") {
+        cfg.keepalives_retries(KEEPALIVES_RETRIES);
+    }
+    if !has("tcp_user_timeout") {
+        cfg.tcp_user_timeout(TCP_USER_TIMEOUT);
     }
 }
 
@@ -393,6 +460,46 @@ pub async fn set_all_tenants(tx: &tokio_postgres::Transaction<'_>) -> Result<()>
 }
 
 #[cfg(test)]
+mod dead_peer_tests {
+    use super::*;
+
+    /// Without settings of its own a pool's connections give up on a silent server within
+    /// seconds; a connection string's own values win, and a multi-host string keeps its hosts
+    /// and `target_session_attrs`.
+    #[test]
+    fn keepalives_and_user_timeout_default_to_seconds_unless_the_string_sets_them() {
+        let db = Db::connect(
+            "host=127.0.0.1,127.0.0.2 port=5432,5433 user=u dbname=d target_session_attrs=read-write",
+            1,
+        )
+        .unwrap();
+        let c = db.config();
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), KEEPALIVES_IDLE);
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVES_INTERVAL));
+        assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVES_RETRIES));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT));
+        assert_eq!(c.get_hosts().len(), 2);
+        assert_eq!(c.get_ports(), &[5432, 5433]);
+        assert_eq!(
+            c.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+
+        let db = Db::connect(
+            "postgres://u@h/d?keepalives_idle=30&keepalives_interval=7&keepalives_retries=9&tcp_user_timeout=60",
+            1,
+        )
+        .unwrap();
+        let c = db.config();
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(c.get_keepalives_interval(), Some(Duration::from_secs(7)));
+        assert_eq!(c.get_keepalives_retries(), Some(9));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(60)));
+    }
+}
+
+#[cfg(test)]
 mod unavailable_tests {
     use super::sqlstate_unavailable;
 
@@ -400,7 +507,9 @@ mod unavailable_tests {
     /// "try again"; a constraint, syntax, serialization or internal error is not.
     #[test]
     fn server_states_that_pass_are_unavailable_not_internal() {
-        for code in ["57P01", "57P02", "57P03", "08006", "08001", "53300"] {
+        for code in [
+            "57P01", "57P02", "57P03", "08006", "08001", "53300", "25006",
+        ] {
             assert!(sqlstate_unavailable(code), "{code}");
         }
         for code in ["23505", "42601", "40001", "XX000", "P0001", "42501"] {

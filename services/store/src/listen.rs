@@ -48,8 +48,17 @@ pub fn spawn_listener(
     })
 }
 
+/// The longest wait between two attempts to open the LISTEN connection again. Short, as a
+/// failover is usually over in seconds and the new primary should hear LISTEN soon after;
+/// one connection attempt every 2 s per process costs the server next to nothing.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
 /// Spawns a task that LISTENs on `channel` forever on its own connection (outside the pool),
-/// reconnecting with backoff, and calls `on` for every [`ListenEvent`].
+/// reconnecting with backoff (at most [`MAX_BACKOFF`]), and calls `on` for every
+/// [`ListenEvent`]. The connection is opened with the pool's configuration: with a
+/// multi-host `DATABASE_URL` and `target_session_attrs=read-write`, a reconnect after a
+/// failover LISTENs on the new primary (a standby cannot LISTEN: NOTIFY is sent only on the
+/// primary).
 pub fn spawn_listener_with(
     db: &Db,
     channel: &'static str,
@@ -68,8 +77,8 @@ pub fn spawn_listener_with(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, channel, "LISTEN connection failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    actiond_runtime::clock::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             };
@@ -91,20 +100,28 @@ pub fn spawn_listener_with(
                 lost_in_driver.store(true, Ordering::SeqCst);
                 o(ListenEvent::Lost);
             });
-            if client
-                .batch_execute(&format!("LISTEN {channel}"))
-                .await
-                .is_ok()
-            {
-                // Notifications during the gap were lost: the callee re-reads what it needs.
-                on(ListenEvent::Subscribed);
-                if lost.load(Ordering::SeqCst) {
-                    // The connection died while subscribing: `Lost` may have come first.
-                    on(ListenEvent::Lost);
+            match client.batch_execute(&format!("LISTEN {channel}")).await {
+                Ok(()) => {
+                    // Notifications during the gap were lost: the callee re-reads what it needs.
+                    on(ListenEvent::Subscribed);
+                    if lost.load(Ordering::SeqCst) {
+                        // The connection died while subscribing: `Lost` may have come first.
+                        on(ListenEvent::Lost);
+                    }
+                }
+                Err(e) => {
+                    // E.g. a standby ("cannot execute LISTEN during recovery"): close this
+                    // connection (dropping the client ends it) and try again.
+                    tracing::warn!(error = %e, channel, "LISTEN failed; reconnecting");
+                    drop(client);
+                    let _ = driver.await;
+                    actiond_runtime::clock::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
                 }
             }
             let _ = driver.await;
-            tokio::time::sleep(backoff).await;
+            actiond_runtime::clock::sleep(backoff).await;
         }
     })
 }
@@ -132,7 +149,7 @@ impl Notifier {
                     }
                     Err(e) => tracing::debug!(error = %e, "NOTIFY skipped; pollers will catch up"),
                 }
-                tokio::time::sleep(interval).await;
+                actiond_runtime::clock::sleep(interval).await;
             }
         });
         Self { flag }

@@ -147,6 +147,9 @@ pub struct Registration<'a> {
     /// An assertion by one of the person's passkeys for the tenant over
     /// [`pk::vouch_challenge`]; required when they have one.
     pub vouch: Option<&'a Assertion>,
+    /// The tenant's attestation policy when it requires attestation
+    /// (`approvers.passkey_attestation: required`), with the operator's roots.
+    pub attestation: Option<&'a actiond_core::passkey_attestation::AttestationPolicy>,
 }
 
 /// Finishes a registration, in one transaction: consumes the challenge `nonce`; requires a
@@ -204,6 +207,21 @@ async fn checked_registration(
             Ok(reg) => reg,
             Err(e) => return Ok(Err(e)),
         };
+    if let Some(policy) = r.attestation {
+        let now = actiond_runtime::clock::now_system()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        if let Err(e) = actiond_core::passkey_attestation::check_attestation(
+            policy,
+            r.client_data_json,
+            r.attestation_object,
+            &reg.aaguid,
+            now,
+        ) {
+            return Ok(Err(e));
+        }
+    }
     Ok(Ok(reg))
 }
 

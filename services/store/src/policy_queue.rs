@@ -129,11 +129,21 @@ pub async fn rules_input<C: deadpool_postgres::GenericClient>(
         }
         _ => History::default(),
     };
-    Ok(row.eval_input(history))
+    let mut input = row.eval_input(history);
+    // `now` in rules is the database clock (the transaction's `now()`), read only when a rule
+    // reads it.
+    if actiond_core::policy::reads_now(policy) {
+        let stmt = c.prepare_cached("SELECT now()").await?;
+        input.now = Some(c.query_one(&stmt, &[]).await?.try_get(0)?);
+    }
+    Ok(input)
 }
 
 /// The agent's recent history of the same action: count, and the sum of `sum_param` when the
-/// handler has one. Blocked, denied and expired proposals and `exclude` itself do not count.
+/// handler has one, over the proposals in the same currency as `exclude` (the proposal being
+/// decided; amounts in other currencies are not added). Every state counts (pending,
+/// escalated, approved, executing, succeeded, failed, outcome_unknown) except blocked, denied,
+/// expired and withdrawn ones; `exclude` itself does not count.
 pub async fn history<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
@@ -207,7 +217,10 @@ pub async fn decided_since<C: deadpool_postgres::GenericClient>(
 }
 
 /// The agent's history as it was when `at` was submitted (same rules as [`history`]).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the history query's parameters, one argument each"
+)]
 pub async fn history_at<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
@@ -233,7 +246,10 @@ pub async fn history_at<C: deadpool_postgres::GenericClient>(
 
 /// One query for both: `at = None` means the database's `now()`. A proposal counts unless it
 /// had already reached a final refusal (blocked, denied, expired) by then.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the history query's parameters, one argument each"
+)]
 async fn history_as_of<C: deadpool_postgres::GenericClient>(
     c: &C,
     tenant: &str,
@@ -248,12 +264,14 @@ async fn history_as_of<C: deadpool_postgres::GenericClient>(
     let stmt = c
         .prepare_cached(
             "SELECT count(*), COALESCE(sum(CASE WHEN $5::text IS NOT NULL AND jsonb_typeof(params_json::jsonb -> $5::text) = 'number'
+                        AND (params_json::jsonb -> 'currency') IS NOT DISTINCT FROM
+                            (SELECT params_json::jsonb -> 'currency' FROM proposals WHERE id = $6)
                         THEN (params_json::jsonb ->> $5::text)::numeric ELSE 0 END), 0)::bigint
              FROM proposals
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
                AND created_at > COALESCE($7::timestamptz, now()) - make_interval(secs => $4)
                AND ($7::timestamptz IS NULL OR created_at <= $7::timestamptz)
-               AND NOT (state IN ('blocked','denied','expired') AND updated_at <= COALESCE($7::timestamptz, now()))",
+               AND NOT (state IN ('blocked','denied','expired','withdrawn','amended') AND updated_at <= COALESCE($7::timestamptz, now()))",
         )
         .await?;
     let r = c

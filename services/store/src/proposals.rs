@@ -141,6 +141,7 @@ impl ProposalRow {
             session: self.session_id.clone().unwrap_or_default(),
             on_behalf_of: self.on_behalf_of.clone().unwrap_or_default(),
             history,
+            now: None,
         }
     }
 
@@ -942,4 +943,77 @@ pub async fn get_for_agent(
             changes: r.get(12),
         }),
     }))
+}
+
+/// What [`withdraw`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// The proposal was `pending` or `escalated` (the state given) and is now `withdrawn`, with
+    /// its `proposal.withdrawn` event.
+    Withdrawn(ProposalState),
+    /// Not withdrawn: it is already in this state (approved, executing, final), and nobody can
+    /// withdraw it any more. Nothing was written.
+    Refused(ProposalState),
+    /// No proposal with this id was filed by this agent in this tenant. Nothing was written.
+    NotFound,
+}
+
+/// The reason a withdrawn proposal carries (`decision_reason`), shown to approvers and the agent.
+pub const WITHDRAWN_REASON: &str = "withdrawn by the agent that proposed it, before any approval";
+
+/// Withdraws proposal `id` for the agent that filed it: `pending | escalated → withdrawn`
+/// (V40), with a `proposal.withdrawn` event by `agent:<agent>` whose `detail.via` is `via`, in
+/// one transaction. The row is locked first, so a concurrent decision either lands before (the
+/// withdrawal is then [`Withdrawal::Refused`] with the new state) or waits for it (and finds the
+/// proposal `withdrawn`). Another agent's or tenant's proposal is [`Withdrawal::NotFound`].
+pub async fn withdraw(
+    db: &Db,
+    tenant: &str,
+    agent: Uuid,
+    id: Uuid,
+    via: &str,
+) -> Result<Withdrawal> {
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let row = tx
+        .query_opt(
+            "SELECT state, intent_hash, params_sha256 FROM proposals
+             WHERE tenant_id = $1 AND agent_id = $2 AND id = $3 FOR UPDATE",
+            &[&tenant, &agent, &id],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(Withdrawal::NotFound);
+    };
+    let state: String = row.get(0);
+    let from = ProposalState::parse(&state).ok_or_else(|| {
+        crate::StoreError::Config(format!("proposal {id} has an unknown state {state:?}"))
+    })?;
+    if !from.can_become(ProposalState::Withdrawn) {
+        return Ok(Withdrawal::Refused(from));
+    }
+    let (intent, params): (String, String) = (row.get(1), row.get(2));
+    tx.execute(
+        "UPDATE proposals SET state = 'withdrawn', decision_reason = $2 WHERE id = $1",
+        &[&id, &WITHDRAWN_REASON],
+    )
+    .await?;
+    let actor = format!("agent:{agent}");
+    let event = audit::Event::new(
+        tenant,
+        Some(id),
+        AuditKind::ProposalWithdrawn,
+        &actor,
+        json!({"via": via, "reason": WITHDRAWN_REASON}),
+    )
+    .transition(Some(from), ProposalState::Withdrawn)
+    .hashes(&intent, &params);
+    if audit::write(&tx, &event).await? != 1 {
+        return Err(crate::StoreError::Conflict(format!(
+            "proposal {id}: the proposal.withdrawn event was not written; nothing changed"
+        )));
+    }
+    tx.commit().await?;
+    Ok(Withdrawal::Withdrawn(from))
 }

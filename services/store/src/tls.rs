@@ -746,6 +746,14 @@ fn split_params(
     }
 }
 
+/// The keywords a connection string gives itself (URL query or keyword/value form, TLS ones
+/// included), for defaults that apply only where the operator set nothing.
+pub(crate) fn given_keys(s: &str) -> Vec<String> {
+    split_params(s, |_| true)
+        .map(|(_, all)| all.into_iter().map(|(k, _)| k).collect())
+        .unwrap_or_default()
+}
+
 fn is_url(s: &str) -> bool {
     let trimmed = s.trim_start();
     trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://")

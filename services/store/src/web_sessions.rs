@@ -167,6 +167,18 @@ pub struct LoginState {
     pub pkce_verifier: String,
     /// Local path to return to after the login.
     pub return_to: String,
+    /// The OIDC `max_age` sent in the authorization request, in seconds, if any.
+    pub max_age_secs: Option<i64>,
+}
+
+/// A login taken back at the callback: what [`start_login`] stored, and how long ago (by the
+/// database clock) it was started.
+#[derive(Debug, Clone)]
+pub struct TakenLogin {
+    /// What was stored.
+    pub login: LoginState,
+    /// Seconds since the login was started.
+    pub age_secs: f64,
 }
 
 /// Records a started login under the SHA-256 (hex) of its `state`, valid for `ttl`.
@@ -180,8 +192,8 @@ pub async fn start_login(
     let c = db.client().await?;
     c.execute(
         &format!(
-            "INSERT INTO web_login_states (state_sha256, binding_sha256, nonce, pkce_verifier, return_to, created_at, expires_at)
-             VALUES ($2, $3, $4, $5, $6, {NOW}, {NOW} + make_interval(secs => $7::float8))"
+            "INSERT INTO web_login_states (state_sha256, binding_sha256, nonce, pkce_verifier, return_to, created_at, expires_at, max_age_secs)
+             VALUES ($2, $3, $4, $5, $6, {NOW}, {NOW} + make_interval(secs => $7::float8), $8)"
         ),
         &[
             &clock.ahead_secs(),
@@ -191,6 +203,7 @@ pub async fn start_login(
             &login.pkce_verifier,
             &login.return_to,
             &ttl.as_secs_f64(),
+            &login.max_age_secs,
         ],
     )
     .await?;
@@ -199,22 +212,27 @@ pub async fn start_login(
 
 /// Consumes the unexpired login whose `state` hashes to `state_sha256` (one `DELETE …
 /// RETURNING`, so a replayed callback finds nothing).
-pub async fn take_login(db: &Db, clock: &Clock, state_sha256: &str) -> Result<Option<LoginState>> {
+pub async fn take_login(db: &Db, clock: &Clock, state_sha256: &str) -> Result<Option<TakenLogin>> {
     let c = db.client().await?;
     let row = c
         .query_opt(
             &format!(
                 "DELETE FROM web_login_states WHERE state_sha256 = $2 AND expires_at > {NOW}
-                 RETURNING binding_sha256, nonce, pkce_verifier, return_to"
+                 RETURNING binding_sha256, nonce, pkce_verifier, return_to, max_age_secs,
+                           extract(epoch FROM {NOW} - created_at)::float8 AS age_secs"
             ),
             &[&clock.ahead_secs(), &state_sha256],
         )
         .await?;
-    Ok(row.map(|r| LoginState {
-        binding_sha256: r.get("binding_sha256"),
-        nonce: r.get("nonce"),
-        pkce_verifier: r.get("pkce_verifier"),
-        return_to: r.get("return_to"),
+    Ok(row.map(|r| TakenLogin {
+        login: LoginState {
+            binding_sha256: r.get("binding_sha256"),
+            nonce: r.get("nonce"),
+            pkce_verifier: r.get("pkce_verifier"),
+            return_to: r.get("return_to"),
+            max_age_secs: r.get("max_age_secs"),
+        },
+        age_secs: r.get("age_secs"),
     }))
 }
 

@@ -3,7 +3,11 @@
 //! - a throwaway cluster started here (initdb, `hostssl`-only pg_hba) whose CA, server and
 //!   client certificates are generated at run time with rcgen.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test harness: a failed step stops the test loudly"
+)]
 
 use actiond_store::{Db, tls};
 use rcgen::{
@@ -302,7 +306,7 @@ async fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("throwaway cluster exited ({status})"));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(100)).await;
     }
 }
 

@@ -15,11 +15,11 @@
 //!   another process took one first.
 //! - [`providers`]: real PowerDNS, SMTP and target-Postgres servers for handler tests.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::print_stdout
+    reason = "test kit: a failed set-up step stops the test loudly"
 )]
 
 pub mod cluster;
@@ -219,7 +219,7 @@ impl TestDb {
             {
                 Ok(()) => break,
                 Err(_) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    poll_pause(Duration::from_millis(100)).await;
                 }
                 Err(e) => panic!("CREATE DATABASE failed: {e}"),
             }
@@ -415,7 +415,7 @@ impl Receiver {
                     body: body.to_vec(),
                 });
                 if path.starts_with("/slow") {
-                    tokio::time::sleep(slow_delay).await;
+                    answer_late(slow_delay).await;
                 }
                 axum::Json(serde_json::json!({"id": "re_test", "status": "succeeded"}))
             }
@@ -454,7 +454,10 @@ fn profile_dir() -> PathBuf {
     }
 }
 
-/// Path of the `actiond` binary, built once per test process (`cargo build -p actiond`).
+/// Path of the `actiond` binary, built once per test process. It is built as `cargo test
+/// --workspace` builds it (`cargo build --workspace --all-targets`): `cargo build -p actiond`
+/// would resolve other dependency features and rebuild rustls and friends a second time (minutes
+/// on a cold CI run). `ACTIOND_TEST_NO_BUILD=1` skips the build and uses what is there.
 pub fn actiond_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -463,13 +466,13 @@ pub fn actiond_bin() -> PathBuf {
         if std::env::var_os("ACTIOND_TEST_NO_BUILD").is_none() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "actiond"])
+            cmd.args(["build", "-q", "--workspace", "--all-targets"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }
-            let st = cmd.status().expect("cargo build -p actiond");
-            assert!(st.success(), "cargo build -p actiond failed");
+            let st = cmd.status().expect("cargo build --workspace --all-targets");
+            assert!(st.success(), "cargo build --workspace --all-targets failed");
         }
         assert!(bin.exists(), "{} not found", bin.display());
         bin
@@ -608,7 +611,7 @@ impl Service {
                     self.log.display()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            poll_pause(Duration::from_millis(20)).await;
         }
     }
 
@@ -673,7 +676,40 @@ pub fn cli(args: &[&str], envs: &[(&str, String)]) -> (bool, String, String) {
     )
 }
 
-/// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
+/// How often [`eventually`] and [`wait_until`] check their condition.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The pause between two checks of a condition: the test kit's clock, the one place test
+/// code waits for time to pass without naming what it waits for ([`wait_until`],
+/// [`eventually`], and the start-up loops of this crate go through it).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test kit's clock: the pause between two checks of a condition"
+)]
+pub async fn poll_pause(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// The receiver's `/slow…` paths answer after `d`: a provider that answers late.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a provider that answers late: the delay is the fixture itself"
+)]
+async fn answer_late(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// [`poll_pause`] for a blocking loop.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test kit's clock: the pause between two checks of a condition"
+)]
+pub fn poll_pause_blocking(d: Duration) {
+    std::thread::sleep(d);
+}
+
+/// Polls `f` every [`POLL_INTERVAL`] until it returns `Some`, or panics with `what` after
+/// `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -687,8 +723,22 @@ where
         if tokio::time::Instant::now() > deadline {
             panic!("timed out waiting for: {what}");
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        poll_pause(POLL_INTERVAL).await;
     }
+}
+
+/// Waits until `condition` is true, checking every [`POLL_INTERVAL`]; panics with `what`
+/// after `timeout`. What a test waits on instead of a fixed sleep.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually(timeout, what, || {
+        let c = condition();
+        async move { c.await.then_some(()) }
+    })
+    .await;
 }
 
 /// Creates an agent and returns (agent id, token).

@@ -40,7 +40,7 @@ fn wait_up(
             let text = std::fs::read_to_string(log).unwrap_or_default();
             return Err(format!("{what} did not start ({status}):\n{text}"));
         }
-        std::thread::sleep(Duration::from_millis(25));
+        crate::poll_pause_blocking(Duration::from_millis(25));
     }
 }
 

@@ -215,7 +215,7 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
             std::time::Instant::now() < deadline,
             "notices: {n} webhooks, {m} mails"
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(200)).await;
     }
     // Sentinel instead of "wait, then the count is unchanged": once every escalation's notice
     // row is settled (sent, or skipped for globex), none is claimed again, so no more notices.
@@ -692,7 +692,7 @@ async fn sessions_survive_restarts_and_time_out() {
         if last.2.contains("no tenant lists you") {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(100)).await;
     }
     let (status, headers, html) = last;
     assert!(
@@ -1445,7 +1445,7 @@ async fn the_queue_is_503_while_postgres_is_down_and_comes_back() {
         if last.0 == StatusCode::OK {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(100)).await;
     }
     let (st, headers, html) = last;
     assert_eq!(st, StatusCode::OK, "{headers:?} {html}");

@@ -118,7 +118,7 @@ async fn staged_by_policy(
             assert_eq!(group, "team-leads");
             return (id, policy);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        actiond_testkit::poll_pause(Duration::from_millis(200)).await;
     }
     panic!("actiond policy did not escalate {id} with its stages within 30 s");
 }

@@ -828,3 +828,42 @@ async fn registration_needs_a_recent_sign_in_and_the_existing_passkey() {
     let (_, _, html) = dev.page(&alice.cookie, &format!("/p/{p}")).await;
     assert!(!html.contains("less than a day"), "{html}");
 }
+
+/// A tenant that requires attestation (`approvers.passkey_attestation: required`) asks the
+/// browser for `attestation: "direct"` and refuses a passkey without one (the scripted
+/// authenticator's `fmt: none`, what every software "passkey" can send), naming the rule:
+/// nothing stored, the refusal audited. (The attestation verifier itself is attacked with
+/// generated CAs and certificates in `actiond_core::passkey_attestation`'s tests.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_that_requires_attestation_refuses_an_unattested_passkey() {
+    let (t, dev, _cap, _creds, _) = setup().await;
+    let [acme, _] = docs();
+    let required = acme.replace(
+        "  require_passkey: true\n",
+        "  require_passkey: true\n  passkey_attestation: required\n  passkey_aaguids: [cb69481e-8ff7-4039-93ec-0a2729a154a8]\n",
+    );
+    assert_ne!(required, acme);
+    actiond_store::tenants::apply(&t.db, &required, "test")
+        .await
+        .unwrap();
+    let mallory = sign_in(&dev, "mallory", "acme-approvers").await;
+    let o = register_challenge(&dev, &mallory, "acme").await;
+    assert_eq!(o["attestation"], "direct", "{o}");
+    let mut key = Scripted::new(7);
+    let (status, body) = register(&dev, &mallory, &mut key, UP | UV, None, false).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        unfold(&body).contains("attestation_object.fmt: none")
+            && unfold(&body).contains("passkey_attestation: required"),
+        "{body}"
+    );
+    assert_eq!(stored(&t, "mallory").await, 0);
+    assert!(
+        refusals(&t)
+            .await
+            .iter()
+            .any(|r| r.starts_with("attestation_object.fmt: none")),
+        "{:?}",
+        refusals(&t).await
+    );
+}

@@ -4,7 +4,6 @@
 //! jwks_refresh_interval: 60s   # optional: at most one JWKS fetch per issuer per interval on an unknown `kid`
 //! jwks_max_age: 1h             # optional: keys are fetched again after this long (in the background)
 //! jwks_max_stale: 1h           # optional: past jwks_max_age, how long keys stay trusted while no fetch succeeds
-//! leeway: 30s                  # optional: clock leeway for `exp`, `nbf`, `iat` (at most 5m)
 //! issuers:
 //!   - issuer: https://kubernetes.default.svc.cluster.local   # the exact `iss` (RFC 7519 §4.1.1)
 //!     jwks_uri: https://10.0.0.1/openid/v1/jwks              # the issuer's JWK Set (RFC 7517 §5)
@@ -21,7 +20,10 @@
 //! Refused at startup, naming the field: HMAC algorithms (`HS256`…: a shared secret is not a
 //! workload identity, and HMAC with a public key is a classic forgery), `none`, an empty
 //! audience or algorithm list, both or neither of `jwks_uri` and `discovery`, plain `http` to a
-//! host other than loopback, and an issuer listed twice.
+//! host other than loopback, and an issuer listed twice. There is no clock `leeway` setting:
+//! `exp`, `nbf` and `iat` are judged with the one clock skew every time from outside gets
+//! ([`actiond_core::external_time::CLOCK_SKEW`]), and a file that still sets `leeway` is refused
+//! naming it rather than silently ignored.
 
 use jsonwebtoken::{Algorithm, AlgorithmFamily};
 use serde::Deserialize;
@@ -33,8 +35,6 @@ pub const MAX_TOKEN_LIFETIME_CAP: Duration = Duration::from_secs(24 * 3600);
 /// Longest `jwks_max_stale` accepted: a key the issuer may have withdrawn is not trusted for
 /// longer than a day past `jwks_max_age` however long the issuer stays unreachable.
 pub const MAX_JWKS_STALE: Duration = Duration::from_secs(24 * 3600);
-/// Largest clock `leeway` accepted.
-pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
 
 /// One trusted issuer, validated.
 #[derive(Debug, Clone)]
@@ -73,8 +73,6 @@ pub struct IssuersConfig {
     /// Past `jwks_max_age`, how long keys stay trusted while no fetch succeeds (the issuer is
     /// unreachable): afterwards its tokens are refused until a fetch succeeds.
     pub jwks_max_stale: Duration,
-    /// Clock leeway for `exp`, `nbf` and `iat`.
-    pub leeway: Duration,
 }
 
 #[derive(Deserialize)]
@@ -84,7 +82,8 @@ struct RawFile {
     jwks_refresh_interval: Option<String>,
     jwks_max_age: Option<String>,
     jwks_max_stale: Option<String>,
-    leeway: Option<String>,
+    /// Refused when present (see the module documentation); read only to say so by name.
+    leeway: Option<serde_yaml_ng::Value>,
 }
 
 #[derive(Deserialize)]
@@ -217,9 +216,11 @@ impl IssuersConfig {
         if jwks_max_stale > MAX_JWKS_STALE {
             return Err("jwks_max_stale: must be at most 24h".into());
         }
-        let leeway = duration("leeway", raw.leeway.as_deref(), Duration::from_secs(30))?;
-        if leeway > MAX_LEEWAY {
-            return Err("leeway: must be at most 5m".into());
+        if raw.leeway.is_some() {
+            return Err(format!(
+                "leeway: no longer a setting; exp, nbf and iat are judged with the fixed {} s clock skew every time from outside gets (remove the line)",
+                actiond_core::external_time::CLOCK_SKEW.as_secs()
+            ));
         }
         let mut issuers = Vec::new();
         for (i, r) in raw.issuers.into_iter().enumerate() {
@@ -237,7 +238,6 @@ impl IssuersConfig {
             jwks_refresh_interval,
             jwks_max_age,
             jwks_max_stale,
-            leeway,
         })
     }
 
@@ -279,7 +279,6 @@ issuers:
         let c = IssuersConfig::from_yaml(GOOD).unwrap();
         assert_eq!(c.issuers.len(), 2);
         assert_eq!(c.jwks_refresh_interval, Duration::from_secs(60));
-        assert_eq!(c.leeway, Duration::from_secs(30));
         assert_eq!(
             c.issuers[1].keys,
             KeySource::Discovery(
@@ -338,5 +337,14 @@ issuers:
             let e = IssuersConfig::from_yaml(&text).unwrap_err();
             assert!(e.contains(field), "{to}: {e}");
         }
+    }
+
+    #[test]
+    fn a_leeway_line_is_refused_not_ignored() {
+        let e = IssuersConfig::from_yaml(&format!("leeway: 30s\n{GOOD}")).unwrap_err();
+        assert!(
+            e.starts_with("leeway: ") && e.contains("60 s clock skew"),
+            "{e}"
+        );
     }
 }

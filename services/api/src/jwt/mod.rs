@@ -13,9 +13,12 @@
 //!    the set again at most once per interval, without holding up known keys) whose type and
 //!    `alg` fit the token's `alg`.
 //! 4. The signature verifies (`jsonwebtoken`), and `exp`, `iss`, `aud`, `sub` are present;
-//!    `exp` and `nbf` hold within the leeway; `aud` contains the issuer's configured audience.
-//! 5. Its lifetime, `exp - iat` (`exp - now` without `iat`), is at most the issuer's
-//!    `max_token_lifetime`, and `iat` is not in the future.
+//!    `aud` contains the issuer's configured audience.
+//! 5. Its times are judged like every time from outside ([`actiond_core::external_time`]):
+//!    `exp` has not passed by more than [`CLOCK_SKEW`], `iat` and `nbf` (when present) lie at
+//!    most [`CLOCK_SKEW`] in the future, and its lifetime, `exp - iat` (`exp - now` without
+//!    `iat`), is at most the issuer's `max_token_lifetime`. Times are NumericDates (RFC 7519
+//!    §2: seconds, fractions allowed).
 //!
 //! The agent is the one bound to `(iss, sub)` by `actiond agent create --jwt-issuer ISS
 //! --jwt-subject SUB`, looked up on every request, so revoking it refuses its JWTs at once.
@@ -30,6 +33,7 @@
 pub mod config;
 pub mod jwks;
 
+use actiond_core::external_time::{CLOCK_SKEW, TimeBound, TimeRefused};
 use base64::Engine as _;
 use config::IssuersConfig;
 use jsonwebtoken::errors::ErrorKind;
@@ -69,9 +73,11 @@ pub enum Rejection {
     UnknownKey,
     /// The signature does not verify.
     BadSignature,
-    /// `exp` has passed.
+    /// `exp` has passed (by more than [`CLOCK_SKEW`]).
     Expired,
-    /// `nbf` or `iat` is in the future.
+    /// `iat` lies in the future by more than [`CLOCK_SKEW`].
+    IssuedInFuture,
+    /// `nbf` lies in the future by more than [`CLOCK_SKEW`].
     NotYetValid,
     /// `aud` does not contain the configured audience.
     WrongAudience,
@@ -100,8 +106,15 @@ impl Rejection {
             Self::MissingKid => "JWT header kid: required, the id of the issuer's signing key",
             Self::UnknownKey => "JWT header kid: no such key in the issuer's JWK Set",
             Self::BadSignature => "JWT: the signature does not verify with the issuer's key",
-            Self::Expired => "JWT claim exp: the token has expired",
-            Self::NotYetValid => "JWT claim nbf/iat: the token is not valid yet",
+            Self::Expired => {
+                "JWT claim exp: the token has expired (more than the 60 s clock skew ago)"
+            }
+            Self::IssuedInFuture => {
+                "JWT claim iat: in the future by more than the 60 s clock skew allowed; the issuer's clock is wrong or the value is not in seconds"
+            }
+            Self::NotYetValid => {
+                "JWT claim nbf: the token is not valid yet (more than the 60 s clock skew allowed)"
+            }
             Self::WrongAudience => "JWT claim aud: does not name this API's configured audience",
             Self::MissingClaim => {
                 "JWT claims exp, iss, aud and sub are required (exp a number, sub a string of 1 to 512 characters)"
@@ -126,7 +139,9 @@ impl Rejection {
             Self::UnknownIssuer => "jwt_issuer",
             Self::MissingKid | Self::UnknownKey => "jwt_key",
             Self::BadSignature => "jwt_signature",
-            Self::Expired | Self::NotYetValid | Self::LifetimeTooLong => "jwt_time",
+            Self::Expired | Self::IssuedInFuture | Self::NotYetValid | Self::LifetimeTooLong => {
+                "jwt_time"
+            }
             Self::WrongAudience => "jwt_audience",
             Self::MissingClaim | Self::BadActor => "jwt_claims",
             Self::NoAgent => "jwt_no_agent",
@@ -142,7 +157,6 @@ struct Issuer {
 /// The trusted issuers with their cached key sets.
 pub struct Verifier {
     issuers: HashMap<String, Issuer>,
-    leeway: Duration,
 }
 
 /// Whether a bearer value has the shape of a JWS compact serialization (three dot-separated
@@ -222,10 +236,7 @@ impl Verifier {
                 (c.issuer.clone(), Issuer { config: c, keys })
             })
             .collect();
-        Ok(Self {
-            issuers,
-            leeway: config.leeway,
-        })
+        Ok(Self { issuers })
     }
 
     /// The trusted issuers' identifiers, sorted (the `authorization_servers` of RFC 9728).
@@ -273,15 +284,21 @@ impl Verifier {
             return Err(Rejection::AlgorithmNotAllowed);
         }
         let mut validation = Validation::new(alg);
-        validation.leeway = self.leeway.as_secs();
-        validation.validate_nbf = true;
+        // The times are judged below, with the one clock skew of `external_time`.
+        validation.leeway = 0;
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.set_audience(&[&issuer.config.audience]);
         validation.set_issuer(&[&issuer.config.issuer]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let claims = jsonwebtoken::decode::<Value>(token, &key.key, &validation)
             .map_err(|e| kind_to_rejection(e.kind()))?
             .claims;
-        self.check_lifetime(&claims, &issuer.config)?;
+        check_times(
+            &claims,
+            &issuer.config,
+            jsonwebtoken::get_current_timestamp() as f64,
+        )?;
         let (subject, on_behalf_of) = actor(&claims, &issuer.config.issuer)?;
         Ok(WorkloadIdentity {
             issuer: issuer.config.issuer.clone(),
@@ -289,37 +306,99 @@ impl Verifier {
             on_behalf_of,
         })
     }
+}
 
-    fn check_lifetime(
-        &self,
-        claims: &Value,
-        issuer: &config::IssuerConfig,
-    ) -> Result<(), Rejection> {
-        let now = jsonwebtoken::get_current_timestamp() as f64;
-        let leeway = self.leeway.as_secs_f64();
-        let exp = claims
-            .get("exp")
-            .and_then(Value::as_f64)
-            .ok_or(Rejection::MissingClaim)?;
-        let iat = match claims.get("iat") {
-            None => None,
-            Some(v) => Some(v.as_f64().ok_or(Rejection::MissingClaim)?),
-        };
-        if iat.is_some_and(|i| i > now + leeway) {
-            return Err(Rejection::NotYetValid);
-        }
-        let lifetime = exp - iat.unwrap_or(now);
-        if lifetime > issuer.max_token_lifetime.as_secs_f64() {
-            return Err(Rejection::LifetimeTooLong);
-        }
-        Ok(())
+/// Judges a verified token's `exp`, `iat` and `nbf` against `now` (seconds since the epoch)
+/// with [`CLOCK_SKEW`], then its lifetime against the issuer's `max_token_lifetime`.
+fn check_times(claims: &Value, issuer: &config::IssuerConfig, now: f64) -> Result<(), Rejection> {
+    let time = |name: &str| match claims.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(Some)
+            .ok_or(Rejection::MissingClaim),
+    };
+    let exp = time("exp")?.ok_or(Rejection::MissingClaim)?;
+    if now - exp > CLOCK_SKEW.as_secs_f64() {
+        return Err(Rejection::Expired);
     }
+    let max_lifetime = issuer.max_token_lifetime;
+    if let Some(iat) = time("iat")? {
+        // Older than the longest lifetime (and the skew) cannot be a live token either.
+        TimeBound::new("iat", max_lifetime.saturating_add(CLOCK_SKEW))
+            .check_unix(iat, now)
+            .map_err(|e| match e {
+                TimeRefused::Ahead { .. } => Rejection::IssuedInFuture,
+                TimeRefused::TooOld { .. } => Rejection::LifetimeTooLong,
+                TimeRefused::Malformed { .. } => Rejection::MissingClaim,
+            })?;
+    }
+    if let Some(nbf) = time("nbf")? {
+        // Only the future side bounds `nbf`: an old one is every token's normal case.
+        TimeBound::new("nbf", Duration::MAX)
+            .check_unix(nbf, now)
+            .map_err(|e| match e {
+                TimeRefused::Ahead { .. } => Rejection::NotYetValid,
+                _ => Rejection::MissingClaim,
+            })?;
+    }
+    let lifetime = exp - time("iat")?.unwrap_or(now);
+    if lifetime > max_lifetime.as_secs_f64() {
+        return Err(Rejection::LifetimeTooLong);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn times_are_judged_with_the_one_clock_skew() {
+        let issuer = config::IssuerConfig {
+            issuer: "i".into(),
+            keys: config::KeySource::JwksUri("https://i.example/jwks".parse().unwrap()),
+            audience: "a".into(),
+            algorithms: vec![Algorithm::ES256],
+            max_token_lifetime: Duration::from_secs(3600),
+        };
+        let now = 1_790_000_000.0;
+        let at = |c: Value| check_times(&c, &issuer, now);
+        assert_eq!(at(json!({"exp": now + 300.0, "iat": now})), Ok(()));
+        // Inside the skew on both sides.
+        assert_eq!(at(json!({"exp": now - 59.0, "iat": now + 59.0})), Ok(()));
+        assert_eq!(at(json!({"exp": now + 300.0, "nbf": now + 60.0})), Ok(()));
+        // Ten minutes ahead is refused naming the claim.
+        let e = at(json!({"exp": now + 900.0, "iat": now + 600.0})).unwrap_err();
+        assert_eq!(e, Rejection::IssuedInFuture);
+        assert!(e.detail().starts_with("JWT claim iat:"), "{}", e.detail());
+        assert_eq!(
+            at(json!({"exp": now + 900.0, "nbf": now + 600.0})),
+            Err(Rejection::NotYetValid)
+        );
+        assert_eq!(at(json!({"exp": now - 61.0})), Err(Rejection::Expired));
+        // iat in milliseconds.
+        assert_eq!(
+            at(json!({"exp": now + 300.0, "iat": now * 1000.0})),
+            Err(Rejection::IssuedInFuture)
+        );
+        assert_eq!(
+            at(json!({"exp": now + 300.0, "iat": now - 7200.0})),
+            Err(Rejection::LifetimeTooLong)
+        );
+        assert_eq!(at(json!({"exp": "soon"})), Err(Rejection::MissingClaim));
+        // The details state the skew the code applies.
+        let skew = format!("{} s clock skew", CLOCK_SKEW.as_secs());
+        for r in [
+            Rejection::Expired,
+            Rejection::IssuedInFuture,
+            Rejection::NotYetValid,
+        ] {
+            assert!(r.detail().contains(&skew), "{}", r.detail());
+        }
+    }
 
     #[test]
     fn act_names_the_agent_and_sub_the_user() {

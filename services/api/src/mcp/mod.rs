@@ -30,6 +30,13 @@
 //!   same [`crate::error::SubmitError`] values as on REST and come back as tool results with
 //!   `isError: true` ([`tools::tool_result`]) carrying the problem's detail and field errors, so
 //!   the model learns why.
+//! - **Tasks** ([`tools::tasks`]): the MCP Tasks extension (`io.modelcontextprotocol/tasks`,
+//!   SEP-2663, protocol 2026-07-28) is advertised; a `tools/call` of `propose_action` whose
+//!   request declares it (`_meta` client capabilities) is answered with a task whose id is the
+//!   proposal id. `tasks/get` follows the proposal for its own agent only; `tasks/cancel`
+//!   withdraws a `pending` or `escalated` proposal (final state `withdrawn`, audited) and is
+//!   refused for anything approved, running or final. A request without the extension gets
+//!   today's two tools and results, unchanged.
 //! - **Bridge** ([`stdio`]): a small proxy from newline-delimited JSON-RPC on stdin to
 //!   `POST <url>/mcp`, holding only the agent token read from a file.
 
@@ -511,6 +518,7 @@ fn json_kind(v: &Value) -> &'static str {
 /// (HTTP 200, like rmcp's own errors); other methods, known or not, are left to rmcp:
 /// - `tools/call` without a string `params.name`, or with `params.arguments` that is neither
 ///   an object nor null: -32602 naming the field (MCP `CallToolRequestParams`);
+/// - `tasks/get` or `tasks/cancel` without a string `params.taskId`: -32602 naming it;
 /// - `initialize` without `params`, a string `params.protocolVersion`, an object
 ///   `params.capabilities`, or an object `params.clientInfo` with string `name` and `version`:
 ///   -32602 naming the field (MCP `InitializeRequestParams`).
@@ -534,6 +542,15 @@ fn check_call(message: &Value) -> Option<Value> {
             }
             if field("arguments").is_some_and(|a| !(a.is_object() || a.is_null())) {
                 return wrong("params.arguments", "must be a JSON object");
+            }
+            None
+        }
+        "tasks/get" | "tasks/cancel" => {
+            if !field("taskId").is_some_and(Value::is_string) {
+                return wrong(
+                    "params.taskId",
+                    "is required: a string, the task id that propose_action returned",
+                );
             }
             None
         }

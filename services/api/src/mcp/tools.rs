@@ -8,12 +8,12 @@ use crate::{AppState, MAX_WAIT_SECS, submit};
 use actiond_core::policy::Effect;
 use actiond_core::tenant::{HandlerEntry, TenantDocument};
 use actiond_store::agents::Agent;
-use actiond_store::proposals::ProposalStatus;
+use actiond_store::proposals::{self, ProposalStatus, Withdrawal};
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -68,6 +68,7 @@ tell the user to verify.
 the user; do not just propose the same action again.
 - \"amended\": final; a person approved it with an edit, so it will NOT run as filed. \
 amended_to gives the new proposal's id, state and the changes; follow that id instead.
+- \"withdrawn\": final; you withdrew it before approval; the action did NOT happen.
 Only the agent that filed a proposal can read it.";
 
 /// Written in place of the action list when the tenant enables nothing (or has no document).
@@ -104,86 +105,13 @@ pub fn propose_description(doc: Option<&TenantDocument>) -> String {
     d
 }
 
-/// The limits an agent must respect, in words, from the handler entry. Only settings that
-/// constrain params are shown: URLs, headers and credential names stay with the operator.
+/// The limits an agent must respect, in words, from the handler entry: the handler's own
+/// ([`actiond_core::handlers::HandlerKind::limits`]: only settings that constrain params; URLs,
+/// headers and credential names stay with the operator), then the entry's `min_effect`.
 fn constraints(entry: &HandlerEntry) -> Vec<String> {
-    let s = &entry.settings;
-    let list = |key: &str| {
-        s.get(key).and_then(Value::as_array).map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-    };
-    let mut out = Vec::new();
-    if let Some(c) = list("currencies") {
-        out.push(format!("currency one of {c}"));
-    }
-    if let Some(max) = s.get("max_amount").and_then(Value::as_i64) {
-        out.push(format!(
-            "amount at most {max} (integer minor units of the currency)"
-        ));
-    }
-    if let Some(z) = list("zones") {
-        out.push(format!("zone one of {z}"));
-    }
-    if let Some(d) = list("recipient_domains") {
-        out.push(format!("recipients in the domains {d}"));
-    }
-    if let Some(n) = s.get("max_recipients").and_then(Value::as_u64) {
-        out.push(format!("at most {n} recipients"));
-    }
-    out.extend(named_choices(s));
+    let mut out = entry.kind.limits(&entry.settings);
     if entry.min_effect == Effect::Escalate {
         out.push("always needs a person's approval".to_owned());
-    }
-    out
-}
-
-/// The named templates (`email.send`) and statements (`db.statement.execute`) an agent may
-/// choose, each with the variables or typed values it takes; never their text or SQL.
-fn named_choices(s: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(t) = s.get("templates").and_then(Value::as_object) {
-        let names: Vec<String> = t
-            .iter()
-            .map(|(name, tpl)| {
-                let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
-                let mut vars = actiond_core::handlers::email::placeholders(text("subject"));
-                for v in actiond_core::handlers::email::placeholders(text("body")) {
-                    if !vars.contains(&v) {
-                        vars.push(v);
-                    }
-                }
-                format!("{name} (variables: {})", vars.join(", "))
-            })
-            .collect();
-        out.push(format!("template one of {}", names.join(", ")));
-    }
-    if let Some(st) = s.get("statements").and_then(Value::as_object) {
-        let names: Vec<String> = st
-            .iter()
-            .map(|(name, def)| {
-                let vals: Vec<String> = def
-                    .get("params")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .map(|p| {
-                                format!(
-                                    "{}: {}",
-                                    p["name"].as_str().unwrap_or_default(),
-                                    p["type"].as_str().unwrap_or_default()
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                format!("{name} (values: {})", vals.join(", "))
-            })
-            .collect();
-        out.push(format!("statement one of {}", names.join(", ")));
     }
     out
 }
@@ -365,13 +293,18 @@ fn agent_of(ctx: &RequestContext<RoleServer>) -> Result<Agent, McpError> {
 
 impl ServerHandler for ActiondMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("actiond", env!("CARGO_PKG_VERSION"))
-                    .with_title("actiond approval gateway")
-                    .with_description("Propose actions for approval and follow their state."),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("actiond", env!("CARGO_PKG_VERSION"))
+                .with_title("actiond approval gateway")
+                .with_description("Propose actions for approval and follow their state."),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     /// The tools as the calling agent's tenant sees them: the tenant is the authenticated
@@ -425,12 +358,171 @@ impl ServerHandler for ActiondMcp {
             .mcp_tool_calls
             .with_label_values(&[name])
             .inc();
+        // The Tasks extension, when this request declares it (2026-07-28: per request, in
+        // `_meta`): `propose_action` becomes a task the client follows with `tasks/get`.
+        let as_task = name == PROPOSE_ACTION
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if as_task {
+            return Ok(self.propose_as_task(&agent, args).await);
+        }
         let result = if name == PROPOSE_ACTION {
             self.propose(&agent, args).await
         } else {
             self.check(&agent, args).await
         };
         Ok(result.into())
+    }
+
+    /// `tasks/get`: the proposal behind the task, read for the calling agent only; another
+    /// agent's or tenant's id is "unknown task" (-32602), exactly like an id never issued.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let agent = agent_of(&context)?;
+        let id = tasks::task_id(&request.task_id)?;
+        match crate::wait_for_change(&self.state, &agent, id, Duration::ZERO, None).await {
+            Ok(Some(status)) => Ok(GetTaskResult::new(tasks::detailed(&status))),
+            Ok(None) => Err(tasks::unknown(&request.task_id)),
+            Err(p) => Err(tasks::unavailable(p)),
+        }
+    }
+
+    /// `tasks/cancel`: withdraws the proposal while nobody approved it (`pending`,
+    /// `escalated` → `withdrawn`, with a `proposal.withdrawn` event naming the agent); refuses
+    /// (-32602, `data.state`, `data.reason`) once it is approved, running or final.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let agent = agent_of(&context)?;
+        let id = tasks::task_id(&request.task_id)?;
+        let done = proposals::withdraw(
+            &self.state.db,
+            &agent.tenant_id,
+            agent.id,
+            id,
+            "mcp tasks/cancel",
+        )
+        .await
+        .map_err(|e| tasks::unavailable(SubmitError::Store(e)))?;
+        match done {
+            Withdrawal::Withdrawn(from) => {
+                tracing::info!(tenant = %agent.tenant_id, agent = %agent.id, proposal = %id, from = %from, "proposal withdrawn by its agent (tasks/cancel)");
+                Ok(())
+            }
+            Withdrawal::Refused(state) => Err(tasks::not_cancellable(&request.task_id, state)),
+            Withdrawal::NotFound => Err(tasks::unknown(&request.task_id)),
+        }
+    }
+}
+
+/// `propose_action` as an MCP task (the Tasks extension, `io.modelcontextprotocol/tasks`,
+/// SEP-2663, MCP 2026-07-28): the task id is the proposal id, and the task's status follows
+/// the proposal's state.
+///
+/// | proposal state | task status | payload |
+/// |---|---|---|
+/// | `pending`, `escalated`, `approved`, `executing` | `working` | `statusMessage`: what the state means ("has NOT happened") |
+/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired` | `completed` | `result`: the `check_proposal` result |
+/// | `withdrawn` | `cancelled` | `statusMessage`: withdrawn, nothing happened |
+pub mod tasks {
+    use super::{McpError, ProposalStatus, SubmitError, Value, json, state_advice, status_result};
+    use actiond_core::state::ProposalState;
+    use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload};
+
+    /// Suggested `tasks/get` interval: an approval takes a person, seconds to hours.
+    pub const POLL_INTERVAL_MS: u64 = 5_000;
+
+    /// The proposal id in a task id, or -32602 naming `params.taskId`.
+    pub fn task_id(raw: &str) -> Result<uuid::Uuid, McpError> {
+        uuid::Uuid::parse_str(raw).map_err(|_| {
+            McpError::invalid_params(
+                "Invalid params: params.taskId: must be a task id that propose_action returned (a UUID)",
+                Some(json!({"errors": [{"field": "params.taskId", "rule": "must be a task id that propose_action returned (a UUID)"}]})),
+            )
+        })
+    }
+
+    /// -32602 for an id this agent never received: never issued, another agent's, another
+    /// tenant's — the same answer, so an id reveals nothing.
+    pub fn unknown(raw: &str) -> McpError {
+        let shown: String = raw.chars().take(64).collect();
+        McpError::invalid_params(
+            format!("unknown task: {shown}: no proposal with this id was filed by this agent"),
+            Some(json!({"taskId": shown})),
+        )
+    }
+
+    /// -32602 for a cancellation that cannot be: the proposal is approved, running or final.
+    pub fn not_cancellable(raw: &str, state: ProposalState) -> McpError {
+        let reason = match state {
+            ProposalState::Approved | ProposalState::Executing => format!(
+                "the proposal is {state}: it was approved, and an agent cannot withdraw an approved action; only the approvers' side (an operator) can stop it"
+            ),
+            ProposalState::Withdrawn => "the proposal is already withdrawn".to_owned(),
+            s => format!("the proposal is {s}, which is final: there is nothing left to withdraw"),
+        };
+        McpError::invalid_params(
+            format!("task {raw} cannot be cancelled: {reason}"),
+            Some(json!({"taskId": raw, "state": state.as_str(), "reason": reason})),
+        )
+    }
+
+    /// -32603 when the store could not answer: the proposal is unchanged.
+    pub fn unavailable(e: SubmitError) -> McpError {
+        let p = crate::problem::Problem::from(e);
+        McpError::internal_error(
+            format!(
+                "actiond could not read or change the proposal: {} The proposal is unchanged; try again later.",
+                p.detail
+            ),
+            None,
+        )
+    }
+
+    /// The task for a proposal (see the module table).
+    pub fn detailed(s: &ProposalStatus) -> DetailedTask {
+        let task = Task::new(
+            s.proposal_id.to_string(),
+            rmcp::model::TaskStatus::Working,
+            s.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            s.updated_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        );
+        let state = ProposalState::parse(&s.state);
+        match state {
+            Some(ProposalState::Withdrawn) => DetailedTask::new(
+                task.with_status_message(
+                    "Withdrawn by you before anyone approved it: the action did NOT happen and will not.",
+                ),
+                TaskPayload::Cancelled,
+            ),
+            Some(st) if st.is_final() => {
+                let result = match serde_json::to_value(status_result(s)) {
+                    Ok(Value::Object(m)) => m,
+                    _ => JsonObject::new(),
+                };
+                DetailedTask::new(
+                    task.with_status_message(state_advice(&s.state, s.reason.as_deref())),
+                    TaskPayload::Completed { result },
+                )
+            }
+            _ => DetailedTask::new(
+                task.with_status_message(format!(
+                    "{}: {}",
+                    s.state,
+                    state_advice(&s.state, s.reason.as_deref())
+                ))
+                .with_poll_interval_ms(POLL_INTERVAL_MS),
+                TaskPayload::Working,
+            ),
+        }
     }
 }
 
@@ -452,7 +544,13 @@ impl ActiondMcp {
         })
     }
 
-    async fn propose(&self, agent: &Agent, mut args: JsonObject) -> CallToolResult {
+    /// Files a proposal from `propose_action`'s arguments, exactly as `POST /v1/proposals`; a
+    /// refusal is the tool result to answer with.
+    async fn file(
+        &self,
+        agent: &Agent,
+        mut args: JsonObject,
+    ) -> Result<submit::SubmitResponse, CallToolResult> {
         let key = match args.remove("idempotency_key") {
             None | Some(Value::Null) => None,
             Some(Value::String(s))
@@ -463,13 +561,13 @@ impl ActiondMcp {
                 Some(s)
             }
             Some(_) => {
-                return tool_result(
+                return Err(tool_result(
                     Failed::Propose,
                     SubmitError::field(
                         "idempotency_key",
                         "must be 1 to 255 printable ASCII characters",
                     ),
-                );
+                ));
             }
         };
         let req = match submit::SubmitRequest::from_value(Value::Object(args)) {
@@ -480,10 +578,16 @@ impl ActiondMcp {
                     .submissions
                     .with_label_values(&["invalid"])
                     .inc();
-                return tool_result(Failed::Propose, p);
+                return Err(tool_result(Failed::Propose, p));
             }
         };
-        match submit::submit(&self.state, agent, req, key).await {
+        submit::submit(&self.state, agent, req, key)
+            .await
+            .map_err(|p| tool_result(Failed::Propose, p))
+    }
+
+    async fn propose(&self, agent: &Agent, args: JsonObject) -> CallToolResult {
+        match self.file(agent, args).await {
             Ok(resp) => {
                 let message = if resp.replayed {
                     format!(
@@ -505,7 +609,42 @@ impl ActiondMcp {
                     "message": message,
                 }))
             }
-            Err(p) => tool_result(Failed::Propose, p),
+            Err(refused) => refused,
+        }
+    }
+
+    /// `propose_action` for a client that declared the Tasks extension: a filed proposal is
+    /// answered with a task whose id is the proposal id ([`tasks`]); a refusal (nothing filed)
+    /// is the same tool result as without the extension.
+    async fn propose_as_task(&self, agent: &Agent, args: JsonObject) -> CallToolResponse {
+        let resp = match self.file(agent, args).await {
+            Ok(r) => r,
+            Err(refused) => return refused.into(),
+        };
+        match crate::wait_for_change(
+            &self.state,
+            agent,
+            resp.proposal_id,
+            Duration::ZERO,
+            None,
+        )
+        .await
+        {
+            Ok(Some(status)) => {
+                CallToolResponse::Task(CreateTaskResult::new(tasks::detailed(&status).task))
+            }
+            // Filed a moment ago by this agent: unreadable only if the store failed; the
+            // proposal exists, so say so rather than invite a second filing.
+            Ok(None) | Err(_) => CallToolResult::structured(json!({
+                "proposal_id": resp.proposal_id,
+                "state": resp.state,
+                "replayed": resp.replayed,
+                "message": format!(
+                    "Proposal {} filed; the action has NOT happened. Follow it with check_proposal.",
+                    resp.proposal_id
+                ),
+            }))
+            .into(),
         }
     }
 
@@ -584,6 +723,7 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
+        "withdrawn" => "You withdrew it (tasks/cancel) before anyone approved it: the action did NOT happen and will not. Propose again only if the user still wants it.".to_owned(),
         _ => "Unknown state; treat the action as NOT performed.".to_owned(),
     }
 }
@@ -823,6 +963,73 @@ mod tests {
                 json!([])
             );
         }
+    }
+
+    fn status(state: &str) -> ProposalStatus {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        ProposalStatus {
+            proposal_id: uuid::Uuid::nil(),
+            action: "billing.refund.issue".into(),
+            target: "pi_1".into(),
+            state: state.into(),
+            reason: None,
+            outcome: (state == "succeeded").then(|| "succeeded".into()),
+            intent_hash: "0".repeat(64),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn tasks_follow_the_proposal_state() {
+        use rmcp::model::TaskStatus;
+        for open in ["pending", "escalated", "approved", "executing"] {
+            let t = serde_json::to_value(tasks::detailed(&status(open))).unwrap();
+            assert_eq!(t["status"], "working", "{t}");
+            assert_eq!(t["taskId"], uuid::Uuid::nil().to_string());
+            assert_eq!(t["createdAt"], "2027-01-15T08:00:00.000Z");
+            assert_eq!(t["pollIntervalMs"], tasks::POLL_INTERVAL_MS);
+            let m = t["statusMessage"].as_str().unwrap();
+            assert!(m.starts_with(&format!("{open}: ")), "{m}");
+            if open != "executing" {
+                assert!(m.contains("NOT"), "{m}");
+            }
+        }
+        for done in [
+            "succeeded",
+            "failed",
+            "outcome_unknown",
+            "blocked",
+            "denied",
+            "expired",
+        ] {
+            let t = tasks::detailed(&status(done));
+            assert_eq!(t.status(), TaskStatus::Completed, "{done}");
+            let v = serde_json::to_value(&t).unwrap();
+            assert_eq!(v["result"]["structuredContent"]["state"], done, "{v}");
+            assert_eq!(v["result"]["isError"], false, "{v}");
+        }
+        let t = tasks::detailed(&status("withdrawn"));
+        assert_eq!(t.status(), TaskStatus::Cancelled);
+    }
+
+    #[test]
+    fn cancellation_refusals_say_why() {
+        use actiond_core::state::ProposalState;
+        let e = tasks::not_cancellable("t1", ProposalState::Approved);
+        assert_eq!(e.code.0, -32602);
+        assert!(
+            e.message
+                .contains("an agent cannot withdraw an approved action"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.data.unwrap()["state"], "approved");
+        let e = tasks::not_cancellable("t1", ProposalState::Denied);
+        assert!(e.message.contains("final"), "{}", e.message);
+        let e = tasks::unknown("t1");
+        assert!(e.message.starts_with("unknown task: t1"), "{}", e.message);
+        assert!(tasks::task_id("nope").is_err());
     }
 
     #[test]

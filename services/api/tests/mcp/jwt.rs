@@ -75,6 +75,10 @@ struct TestIssuer {
 }
 
 impl TestIssuer {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "an issuer that answers late: the delay is the fixture"
+    )]
     async fn start(keys: &[&TestKey]) -> Self {
         let set = Arc::new(Mutex::new(
             keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>(),
@@ -392,10 +396,15 @@ async fn a_real_issuers_access_tokens_identify_agents_on_rest_and_mcp() {
 
     // Revoking the agent refuses the very same, still valid token at once.
     assert!(
-        actiond_store::agents::revoke(&w.env.db, "acme", "oidc-bot")
-            .await
-            .unwrap()
-            .is_some()
+        actiond_store::agents::revoke(
+            &w.env.db,
+            "acme",
+            actiond_store::agents::AgentRef::Name("oidc-bot"),
+            "operator"
+        )
+        .await
+        .unwrap()
+        .is_some()
     );
     let before = w.env.proposal_count().await;
     let (status, _, body) = w.rest(&token, "pi_after_revoke").await;
@@ -454,7 +463,12 @@ async fn forged_and_misfit_tokens_are_refused_and_store_nothing() {
         (
             "not yet valid",
             w.a_key.sign(&with("nbf", json!(now + 600)), None),
-            "nbf",
+            "claim nbf",
+        ),
+        (
+            "issued ten minutes in the future",
+            w.a_key.sign(&with("iat", json!(now + 600)), None),
+            "claim iat",
         ),
         ("unknown kid", w.a_key.sign(&good, Some("a-unknown")), "kid"),
         ("a kid of another issuer", other_issuer_kid, "kid"),
@@ -515,6 +529,10 @@ async fn forged_and_misfit_tokens_are_refused_and_store_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the JWKS refresh interval must pass: time is the subject"
+)]
 async fn a_rotated_key_is_fetched_once_per_interval_and_mcp_points_to_metadata() {
     let w = World::start().await;
     let sub = "spiffe://acme/jwt-bot";
@@ -624,6 +642,10 @@ async fn post_status(env: &Env, token: &str, payment: &str) -> u16 {
 /// hangs (the issuer is slow, or made slow): agents whose `kid` is known are answered from the
 /// cache meanwhile, and a flood of invented `kid`s adds no fetch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the JWKS refresh interval and a slow issuer: time is the subject"
+)]
 async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
     let key = TestKey::generate("a-1");
     let issuer = TestIssuer::start(&[&key]).await;
@@ -690,6 +712,10 @@ async fn an_unknown_kid_fetch_that_hangs_holds_up_no_known_key() {
 /// While the issuer is unreachable, its keys stay trusted for `jwks_max_age + jwks_max_stale`
 /// after the last successful fetch (refreshed in the background meanwhile), never longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the JWKS max_age and max_stale must pass: time is the subject"
+)]
 async fn keys_of_an_unreachable_issuer_are_trusted_for_a_bounded_time() {
     let key = TestKey::generate("a-1");
     let issuer = TestIssuer::start(&[&key]).await;

@@ -7,7 +7,7 @@
 //! `python3 -m venv services/api/e2e/.venv && services/api/e2e/.venv/bin/pip install -r services/api/e2e/requirements.txt`,
 //! and `cargo build -p actiond` (for `actiond mcp-stdio`).
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
@@ -16,6 +16,7 @@
 
 mod jwt;
 mod support;
+mod tasks;
 
 use actiond_api::mcp::McpConfig;
 use actiond_api::mcp::stdio::Bridge;
@@ -58,8 +59,8 @@ async fn typescript_sdk_over_streamable_http() {
     let connected = events.iter().find(|e| e["event"] == "connected").unwrap();
     assert_eq!(
         connected["capabilities"],
-        json!({"tools": {}}),
-        "tools only: no resources, prompts or list_changed"
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        "tools and the Tasks extension only: no resources, prompts or list_changed"
     );
     let invalid = events.iter().find(|e| e["event"] == "invalid").unwrap();
     assert_eq!(invalid["result"]["status"], 400);
@@ -451,7 +452,10 @@ async fn stdio_bridge_forwards_and_answers_refusals() {
         .unwrap();
     let init: Value = serde_json::from_str(&output.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(init["result"]["capabilities"], json!({"tools": {}}));
+    assert_eq!(
+        init["result"]["capabilities"],
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     input
         .write_all(
             send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),
@@ -748,6 +752,10 @@ async fn long_poll(base: String, token: String, id: String, wait: u64) -> (u16, 
 /// One agent holding its cap of long-polls gets the current state at once for the next one;
 /// another agent's long-poll is still held: one caller cannot take every held wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "lets the long-polls take their slots; nothing outside the api shows that they have"
+)]
 async fn long_polls_are_capped_per_agent() {
     let env = Env::start_with(|s| s.with_max_waits_per_agent(2)).await;
     let id = propose_as(&env, &env.token, "pi_wait").await;

@@ -224,6 +224,10 @@ pub async fn escalate(sql: &tokio_postgres::Client, id: uuid::Uuid) {
 
 /// A person approves, then an executor runs it: `escalated → approved → executing → succeeded`,
 /// with pauses so a long-polling client sees the steps.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "pauses between state changes so a long-polling client sees each step: the pacing is the fixture"
+)]
 pub async fn approve_and_execute(sql: Arc<tokio_postgres::Client>, id: uuid::Uuid) {
     let pause = || tokio::time::sleep(Duration::from_millis(1500));
     tokio::time::sleep(Duration::from_millis(800)).await;

@@ -262,8 +262,8 @@ async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
 /// `actiond agent revoke`: exit 3 when there is no live agent of that name.
 async fn revoke(tenant: &str, name: &str, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
-    match agents::revoke(&db, tenant, name).await? {
-        Some(denied) => say(&format!(
+    match agents::revoke(&db, tenant, agents::AgentRef::Name(name), "operator").await? {
+        Some((_, denied)) => say(&format!(
             "agent {name} in tenant {tenant}: revoked; {denied} open proposal(s) denied, an approved one will not run"
         )),
         None => {

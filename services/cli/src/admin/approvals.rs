@@ -4,7 +4,6 @@
 use super::DbArgs;
 use actiond_core::approval::ApprovalRefusal;
 use actiond_core::grant::GrantSigner;
-use actiond_core::handlers::HandlerKind;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_runtime::say;
 use actiond_store::approvals::{self, Approver, Decided, Verdict};
@@ -300,10 +299,8 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
             .and_then(|d| d.handlers.get(&p.action).and_then(|h| h.summary.clone())),
         _ => None,
     };
-    match HandlerKind::lookup(&p.action) {
-        Some(k) => k.summary(template.as_deref(), &params, &p.target),
-        None => format!("{} (no handler)", p.action),
-    }
+    actiond_core::handlers::summary_of(&p.action, template.as_deref(), &params, &p.target)
+        .unwrap_or_else(|| format!("{} (no handler)", p.action))
 }
 
 /// `actiond approvals approve|deny`: checks the operator is in `approvers.subjects`, records

@@ -139,8 +139,11 @@ async fn what_if(
     let db = db.connect()?;
     let c = db.client().await?;
     let recorded = actiond_store::policy_queue::decided_since(&c, &tenant, since).await?;
-    let mut changed: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    // (from, to, deciding rule, whether that rule failed to evaluate) → proposal ids.
+    let mut changed: BTreeMap<(String, String, String, bool), Vec<String>> = BTreeMap::new();
     let mut unchanged = 0u64;
+    // Proposals on which a candidate rule failed to evaluate, with the errors.
+    let mut failures: Vec<(String, Vec<String>)> = Vec::new();
     for r in &recorded {
         let history = match candidate.doc.handler(&r.action) {
             Some(h) => {
@@ -158,27 +161,45 @@ async fn what_if(
             }
             None => History::default(),
         };
-        let input = r.eval_input(history);
+        let mut input = r.eval_input(history);
+        // Replayed at the time the proposal was submitted, as its history is.
+        input.now = Some(r.created_at);
         let d = decide_within(&candidate, &input, REPLAY_BUDGET);
+        let failed = !d.errors.is_empty();
+        if failed {
+            failures.push((r.id.to_string(), d.errors.clone()));
+        }
         let was = r.effect.map(|e| e.as_str()).unwrap_or_default();
         if d.effect.as_str() == was {
             unchanged += 1;
         } else {
             let rule = d.rule.clone().unwrap_or_else(|| "(default)".into());
-            *changed
-                .entry((was.to_owned(), d.effect.as_str().to_owned(), rule))
-                .or_default() += 1;
+            changed
+                .entry((was.to_owned(), d.effect.as_str().to_owned(), rule, failed))
+                .or_default()
+                .push(r.id.to_string());
         }
     }
-    let total_changed: u64 = changed.values().sum();
+    let total_changed: usize = changed.values().map(Vec::len).sum();
     if json {
         let rows: Vec<serde_json::Value> = changed
             .iter()
-            .map(|((from, to, rule), n)| serde_json::json!({"from": from, "to": to, "rule": rule, "count": n}))
+            .map(|((from, to, rule, failed), ids)| {
+                serde_json::json!({
+                    "from": from, "to": to, "rule": rule, "count": ids.len(),
+                    "failed_to_evaluate": failed, "proposal_ids": ids,
+                })
+            })
+            .collect();
+        let failures: Vec<serde_json::Value> = failures
+            .iter()
+            .map(|(id, errors)| serde_json::json!({"proposal_id": id, "errors": errors}))
             .collect();
         say(&crate::output::json(
             &serde_json::json!({
-                "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged, "changed": total_changed, "changes": rows
+                "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged,
+                "changed": total_changed, "changes": rows,
+                "failed_to_evaluate": failures.len(), "failures": failures,
             }),
             true,
         )?);
@@ -189,10 +210,23 @@ async fn what_if(
         ));
         say(&format!("  unchanged  {unchanged}"));
         say(&format!("  changed    {total_changed}"));
-        for ((from, to, rule), n) in &changed {
-            say(&format!(
-                "    {from} → {to}: {n} (deciding rule now: {rule})"
-            ));
+        for ((from, to, rule, failed), ids) in &changed {
+            let why = if *failed {
+                format!("rule {rule} failed to evaluate, so it failed closed")
+            } else {
+                format!("deciding rule now: {rule}")
+            };
+            say(&format!("    {from} → {to}: {} ({why})", ids.len()));
+            for id in ids {
+                say(&format!("      {id}"));
+            }
+        }
+        say(&format!(
+            "  failed to evaluate  {} (a rule that fails counts as matched with at least escalate)",
+            failures.len()
+        ));
+        for (id, errors) in &failures {
+            say(&format!("    {id}: {}", errors.join("; ")));
         }
     }
     Ok(())

@@ -4,9 +4,11 @@
 //! `statement_timeout` and a cap on the rows it may touch. The agent chooses only the
 //! statement's name and its typed values.
 
-use super::{Spec, check_token};
+use super::card::{Card, CardInput, Fact, str_of};
+use super::spec::{Spec, check_token};
 use crate::FieldError;
 use crate::ids::parse_duration;
+use crate::text::reveal_invisible;
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
@@ -26,6 +28,10 @@ pub(super) static SPEC: Spec = Spec {
     check_settings,
     derive_target,
     placeholder,
+    card,
+    card_covers: &["statement", "values"],
+    limits,
+    ..Spec::BASE
 };
 
 /// Default of `statement_timeout`.
@@ -198,7 +204,7 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
     for k in values.keys() {
         if !st.params.iter().any(|(n, _)| n == k) {
             errs.push(FieldError::new(
-                super::field(k).replacen("params", "params.values", 1),
+                super::spec::field(k).replacen("params", "params.values", 1),
                 "is not a parameter of the statement",
             ));
         }
@@ -352,7 +358,7 @@ fn highest_placeholder(sql: &str) -> usize {
 
 /// The target is the statement's name.
 fn derive_target(params: &Value, _settings: &Value) -> String {
-    super::param_str(params, "statement")
+    super::spec::param_str(params, "statement")
 }
 
 /// `{values}` reads as `name = value, …`.
@@ -370,6 +376,62 @@ fn placeholder(key: &str, params: &Value) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", "),
     )
+}
+
+/// The card: the statement's name, its values and the SQL it stands for.
+fn card(c: &CardInput<'_>) -> Card {
+    let (params, settings) = (c.params, c.settings);
+    let st = reveal_invisible(str_of(params, "statement"), false);
+    // The SQL the name stands for, from the tenant's settings (what will run).
+    let sql = settings
+        .get("statements")
+        .and_then(|s| s.get(str_of(params, "statement")))
+        .and_then(|s| s.get("sql"))
+        .and_then(Value::as_str)
+        .map(|s| reveal_invisible(s, false))
+        .unwrap_or_else(|| "(not in the tenant's statements)".into());
+    let mut with = Fact::new("With", String::new(), c.is_hot("values"));
+    match params.get("values") {
+        Some(v) => with = with.values(v),
+        None => with.value = "(no values)".into(),
+    }
+    Card {
+        facts: vec![
+            Fact::new("Statement", st.clone(), c.is_hot("statement")),
+            with,
+            Fact::new("Runs", sql, false),
+        ],
+        approve_label: format!("Approve running {st}"),
+    }
+}
+
+/// For agents: the named statements with the typed values each takes (never their SQL).
+fn limits(s: &Value) -> Vec<String> {
+    let Some(st) = s.get("statements").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let names: Vec<String> = st
+        .iter()
+        .map(|(name, def)| {
+            let vals: Vec<String> = def
+                .get("params")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|p| {
+                            format!(
+                                "{}: {}",
+                                p["name"].as_str().unwrap_or_default(),
+                                p["type"].as_str().unwrap_or_default()
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{name} (values: {})", vals.join(", "))
+        })
+        .collect();
+    vec![format!("statement one of {}", names.join(", "))]
 }
 
 #[cfg(test)]

@@ -14,8 +14,10 @@
 //! handed to other name servers, beyond every later rule on this zone): it is refused unless
 //! the handler's settings say `allow_delegations: true`.
 
-use super::{Spec, param_str};
+use super::card::{Card, CardInput, Fact, str_of};
+use super::spec::{Spec, listed, param_str};
 use crate::FieldError;
+use crate::text::reveal_invisible;
 use serde_json::{Map, Value, json};
 
 /// The registry entry of `dns.record.update`.
@@ -33,7 +35,11 @@ pub(super) static SPEC: Spec = Spec {
     check_params,
     check_settings,
     derive_target,
-    placeholder: super::no_placeholder,
+    placeholder: super::spec::no_placeholder,
+    card,
+    card_covers: &["zone", "name", "type", "records", "ttl"],
+    limits,
+    ..Spec::BASE
 };
 
 /// Record types the handler accepts.
@@ -319,6 +325,70 @@ pub fn is_dns_name(s: &str) -> bool {
                 && l.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
+}
+
+/// The card: the record, the change (the preview's "before → after" when there is one),
+/// warnings for NS and MX changes and long TTLs.
+fn card(c: &CardInput<'_>) -> Card {
+    let (params, preview) = (c.params, c.preview);
+    let name = reveal_invisible(str_of(params, "name"), false);
+    let rtype = reveal_invisible(str_of(params, "type"), false);
+    let records: Vec<String> = params
+        .get("records")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|r| reveal_invisible(r.as_str().unwrap_or_default(), false))
+                .collect()
+        })
+        .unwrap_or_default();
+    let change = if preview.is_empty() || preview == "preview unavailable" {
+        format!("(now: unknown) → {}", records.join(", "))
+    } else {
+        preview.lines().next().unwrap_or_default().to_owned()
+    };
+    let mut facts = vec![
+        Fact::new("Record", format!("{name} {rtype}"), c.is_hot("name")).note(format!(
+            "zone {}",
+            reveal_invisible(str_of(params, "zone"), false)
+        )),
+        Fact::new("Change", change, c.is_hot("records")),
+    ];
+    if matches!(rtype.as_str(), "NS" | "MX") {
+        let mut w = Fact::new(
+            "Warning",
+            if rtype == "NS" {
+                "NS change: moves who answers for this name".into()
+            } else {
+                "MX change: moves where this domain's email goes".into()
+            },
+            false,
+        );
+        w.warn = true;
+        facts.push(w);
+    }
+    let ttl = params.get("ttl").and_then(Value::as_i64).unwrap_or(3600);
+    let mut t = Fact::new("TTL", format!("{ttl} s"), c.is_hot("ttl"));
+    if ttl > 3600 {
+        t.note = format!(
+            "long TTL: a mistake stays cached for up to {} h",
+            ttl / 3600
+        );
+        t.warn = true;
+    }
+    facts.push(t);
+    Card {
+        facts,
+        approve_label: format!("Approve DNS change of {name}"),
+    }
+}
+
+/// For agents: the zones.
+fn limits(s: &Value) -> Vec<String> {
+    listed(s, "zones")
+        .map(|z| format!("zone one of {z}"))
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]

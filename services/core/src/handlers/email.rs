@@ -3,8 +3,11 @@
 //! document. The agent picks the template and fills its `{placeholders}` with plain text; it
 //! never writes a header, a subject line or HTML.
 
-use super::{Spec, check_token, is_canonical_dns_name};
+use super::card::{Card, CardInput, Fact, emails, str_of};
+use super::dns::is_canonical_dns_name;
+use super::spec::{Spec, check_token, listed};
 use crate::FieldError;
+use crate::text::reveal_invisible;
 use serde_json::{Map, Value, json};
 
 /// The registry entry of `email.send`.
@@ -28,7 +31,11 @@ pub(super) static SPEC: Spec = Spec {
     check_params,
     check_settings,
     derive_target,
-    placeholder: super::no_placeholder,
+    placeholder: super::spec::no_placeholder,
+    card,
+    card_covers: &["recipients", "template", "variables"],
+    limits,
+    ..Spec::BASE
 };
 
 /// Default of the `max_recipients` setting.
@@ -326,7 +333,7 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
         ));
     }
     for (k, v) in vars {
-        let f = super::field(k).replacen("params", "params.variables", 1);
+        let f = super::spec::field(k).replacen("params", "params.variables", 1);
         if !used.contains(k) {
             errs.push(FieldError::new(f, "is not a placeholder of the template"));
         } else if let Some(s) = v.as_str() {
@@ -484,6 +491,87 @@ fn derive_target(params: &Value, _settings: &Value) -> String {
                 .join(",")
         })
         .unwrap_or_default()
+}
+
+/// The card: who receives it, the template, the variables (and what a mail client would
+/// show of an encoded word).
+fn card(c: &CardInput<'_>) -> Card {
+    let params = c.params;
+    let mut to = Vec::new();
+    emails(params.get("recipients").unwrap_or(&Value::Null), &mut to);
+    let n = to.len();
+    let vars = params.get("variables").unwrap_or(&Value::Null);
+    let count = vars.as_object().map_or(0, |m| m.len());
+    // What the recipient's mail client would show of a value holding MIME encoded words
+    // (refused at submission; a proposal stored before that rule still shows it plainly).
+    let decoded: Vec<Fact> = vars
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let shown = decode_encoded_words(v.as_str()?)?;
+            let mut f = Fact::new(
+                &format!("Mail clients show {}", reveal_invisible(k, false)),
+                reveal_invisible(&shown, false),
+                true,
+            );
+            f.warn = true;
+            f.note = "a MIME encoded word: the recipient reads this, not the text above".into();
+            Some(f)
+        })
+        .collect();
+    Card {
+        facts: vec![
+            Fact::new("To", to.join(", "), c.is_hot("recipients")),
+            Fact::new(
+                "Template",
+                reveal_invisible(str_of(params, "template"), false),
+                c.is_hot("template"),
+            ),
+            Fact::new(
+                "Filled with",
+                format!("{count} variable{}", if count == 1 { "" } else { "s" }),
+                c.is_hot("variables"),
+            )
+            .values(vars),
+        ]
+        .into_iter()
+        .chain(decoded)
+        .collect(),
+        approve_label: format!(
+            "Approve email to {n} recipient{}",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+/// For agents: the recipient domains, how many recipients, and the named templates with the
+/// variables each takes (never their text).
+fn limits(s: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(d) = listed(s, "recipient_domains") {
+        out.push(format!("recipients in the domains {d}"));
+    }
+    if let Some(n) = s.get("max_recipients").and_then(Value::as_u64) {
+        out.push(format!("at most {n} recipients"));
+    }
+    if let Some(t) = s.get("templates").and_then(Value::as_object) {
+        let names: Vec<String> = t
+            .iter()
+            .map(|(name, tpl)| {
+                let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
+                let mut vars = placeholders(text("subject"));
+                for v in placeholders(text("body")) {
+                    if !vars.contains(&v) {
+                        vars.push(v);
+                    }
+                }
+                format!("{name} (variables: {})", vars.join(", "))
+            })
+            .collect();
+        out.push(format!("template one of {}", names.join(", ")));
+    }
+    out
 }
 
 #[cfg(test)]

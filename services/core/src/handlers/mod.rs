@@ -3,90 +3,43 @@
 //! it takes. Execution lives in the executor; this is the part every service needs.
 //!
 //! Each handler's facts and rules live in its own module (`webhook`, `refund`, `dns`, `email`,
-//! `db_statement`) as one
-//! `Spec`; this module is the registry ([`HandlerKind`] and its lookup) and the checks every
-//! handler shares: unknown and required params, the setting keys, the credential name, headers,
-//! and summary templates.
+//! `db_statement`) as one `Spec`: params schema, checks, target, summary, money params,
+//! limits, card facts. This module is the registry ([`HandlerKind::ALL`] and the match from a
+//! kind to its spec) and the rules every handler shares (unknown and required params, the
+//! setting keys, the credential name, headers, summary templates); `spec` holds the `Spec`
+//! type and shared checks, `card` the decision card's words. The executor's half of a handler
+//! (run, preview) is in `actiond-executor`'s `handlers` module. Adding a handler:
+//! `docs/ARCHITECTURE.md`, "Adding a handler".
 //!
 //! Lookup is an exact comparison with the registry's names: `constructor`, `__proto__`,
 //! `toString`, `shell.exec` and every other unknown name simply miss (design, "Handlers").
 
+pub mod card;
 pub mod db_statement;
 pub mod dns;
 pub mod email;
 pub(crate) mod refund;
+pub(crate) mod spec;
+pub mod ticket;
 mod webhook;
 
+pub use crate::vocab::{HandlerKind, MoneyFields, format_minor_units, minor_unit_exponent};
 pub use dns::{is_canonical_dns_name, is_dns_name};
-pub use refund::{format_minor_units, minor_unit_exponent};
 
 use crate::{FieldError, FieldErrors, ids::is_credential_part};
+use card::{Card, CardInput};
 use serde_json::{Map, Value};
-
-/// A handler of the compiled registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HandlerKind {
-    /// `webhook.post`: POST a JSON body to the tenant's one configured URL.
-    WebhookPost,
-    /// `billing.refund.issue`: a Stripe-style refund (`POST /v1/refunds`, `Idempotency-Key`).
-    BillingRefundIssue,
-    /// `dns.record.update`: replace one RRset through the PowerDNS HTTP API.
-    DnsRecordUpdate,
-    /// `email.send`: a text email from a named template through the operator's SMTP relay.
-    EmailSend,
-    /// `db.statement.execute`: a named SQL statement run as the tenant's role of a target
-    /// database, with a cap on rows touched.
-    DbStatementExecute,
-}
-
-/// What one handler declares about itself; each handler module defines one `SPEC`.
-struct Spec {
-    /// The action name agents send.
-    action: &'static str,
-    /// One line for tool descriptions and docs.
-    description: &'static str,
-    /// Whether the provider honours an idempotency key (the grant id is sent as one).
-    honours_idempotency_key: bool,
-    /// Param summed over the agent's recent history for `history.sum`.
-    history_sum_param: Option<&'static str>,
-    /// Params highlighted to approvers unless the tenant says otherwise.
-    default_risky: &'static [&'static str],
-    /// Params a person may change when approving with an edit (`actiond approvals amend`, the
-    /// decision page's "Edit and approve"); every other param, and the target, stay as the
-    /// agent proposed them.
-    editable: &'static [&'static str],
-    /// Summary template unless the tenant gives one.
-    default_summary: &'static str,
-    /// Handler-specific setting keys a tenant may write (besides the common ones).
-    settings: &'static [&'static str],
-    /// Whether the `credential` setting must be present.
-    credential_required: bool,
-    /// JSON Schema (2020-12) of the params.
-    params_schema: fn() -> Value,
-    /// Handler-specific param rules, after the shared unknown/required checks: (params object,
-    /// tenant settings, errors to append to).
-    check_params: fn(&Map<String, Value>, &Value, &mut Vec<FieldError>),
-    /// Handler-specific setting rules: (entry path, settings, errors to append to).
-    check_settings: fn(&str, &Map<String, Value>, &mut Vec<FieldError>),
-    /// The target from (validated) params and settings.
-    derive_target: fn(&Value, &Value) -> String,
-    /// A handler's own summary placeholder (`None` falls through to the plain param value).
-    placeholder: fn(&str, &Value) -> Option<String>,
-}
-
-/// For handlers without placeholders of their own.
-fn no_placeholder(_key: &str, _params: &Value) -> Option<String> {
-    None
-}
+use spec::{Spec, check_headers, field};
 
 impl HandlerKind {
     /// Every handler in the registry.
-    pub const ALL: [HandlerKind; 5] = [
+    pub const ALL: [HandlerKind; 6] = [
         Self::WebhookPost,
         Self::BillingRefundIssue,
         Self::DnsRecordUpdate,
         Self::EmailSend,
         Self::DbStatementExecute,
+        Self::TicketCommentAdd,
     ];
 
     fn spec(self) -> &'static Spec {
@@ -96,7 +49,68 @@ impl HandlerKind {
             Self::DnsRecordUpdate => &dns::SPEC,
             Self::EmailSend => &email::SPEC,
             Self::DbStatementExecute => &db_statement::SPEC,
+            Self::TicketCommentAdd => &ticket::SPEC,
         }
+    }
+
+    /// The params that carry money (an integer amount in minor units and its currency), if
+    /// this handler has them.
+    pub fn money(self) -> Option<MoneyFields> {
+        self.spec().money
+    }
+
+    /// The params schema with the tenant's own limits from its `settings` written in (a
+    /// refund's `max_amount` and `currencies`), for the per-tenant API document.
+    pub fn params_schema_for(self, settings: &Value) -> Value {
+        let mut schema = self.params_schema();
+        (self.spec().tenant_schema)(&mut schema, settings);
+        schema
+    }
+
+    /// Setting rules a document must pass when it is applied, beyond those of
+    /// [`Self::validate_settings`]: rules added after documents were first stored, which a
+    /// stored document is not held to when it is loaded again.
+    pub fn validate_applied_settings(
+        self,
+        path: &str,
+        settings: &Map<String, Value>,
+    ) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        (self.spec().check_applied)(path, settings, &mut errs);
+        errs
+    }
+
+    /// The limits the tenant's `settings` put on this handler's params, in words for agents
+    /// (tool descriptions): "currency one of USD, EUR", "zone one of example.com".
+    pub fn limits(self, settings: &Value) -> Vec<String> {
+        (self.spec().limits)(settings)
+    }
+
+    /// The decision card's facts and Approve label for a proposal of this handler.
+    pub fn card(self, input: &CardInput<'_>) -> Card {
+        (self.spec().card)(input)
+    }
+
+    /// The params the card's facts show; any other param gets a fact of its own.
+    pub fn card_covers(self) -> &'static [&'static str] {
+        self.spec().card_covers
+    }
+
+    /// A risky param's value on one line of the queue, when the handler says it in plain
+    /// words (a refund's amount in major units, a webhook body's addresses and destination);
+    /// `None`: show the plain value.
+    pub fn queue_value(self, name: &str, params: &Value, target: &str) -> Option<String> {
+        let value = params.get(name)?;
+        if let Some(m) = self.money()
+            && name == m.amount
+            && let (Some(n), Some(cur)) = (
+                value.as_i64(),
+                params.get(m.currency).and_then(Value::as_str),
+            )
+        {
+            return Some(card::money(n, cur));
+        }
+        (self.spec().queue_value)(name, value, target)
     }
 
     /// Exact-match lookup. Unknown names, including prototype names, return `None`.
@@ -284,59 +298,15 @@ impl HandlerKind {
     }
 }
 
-/// `headers` (a webhook setting) maps header names to printable ASCII values; `Authorization`
-/// and `Host` are refused (the credential carries the secret).
-fn check_headers(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
-    if let Some(h) = settings.get("headers") {
-        let ok = h.as_object().is_some_and(|m| {
-            m.iter().all(|(k, v)| {
-                !k.is_empty()
-                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                    && !k.eq_ignore_ascii_case("authorization")
-                    && !k.eq_ignore_ascii_case("host")
-                    && v.as_str()
-                        .is_some_and(|s| s.chars().all(|c| (' '..='~').contains(&c)))
-            })
-        });
-        if !ok {
-            errs.push(FieldError::new(format!("{path}.headers"), "must map header names to printable ASCII values (not Authorization or Host; use credential)"));
-        }
-    }
-}
-
-/// A string param's value, or `""` when it is missing or not a string.
-fn param_str(params: &Value, k: &str) -> String {
-    params
-        .get(k)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The error path of param `k`: `params.amount`, or `params["odd key"]` for keys that are not
-/// plain identifiers.
-fn field(k: &str) -> String {
-    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
-        format!("params.{k}")
-    } else {
-        format!("params[{}]", Value::String(k.to_owned()))
-    }
-}
-
-/// Appends an error unless `v` is a string of 1 to `max` characters from `[A-Za-z0-9_-]`.
-fn check_token(errs: &mut Vec<FieldError>, name: &str, v: &Value, max: usize) {
-    let ok = v.as_str().is_some_and(|s| {
-        !s.is_empty()
-            && s.len() <= max
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    });
-    if !ok {
-        errs.push(FieldError::new(
-            format!("params.{name}"),
-            format!("must match ^[A-Za-z0-9_-]{{1,{max}}}$"),
-        ));
-    }
+/// The one-sentence summary of a proposal of `action` ([`HandlerKind::summary`]), or `None`
+/// when no handler of the registry has that name.
+pub fn summary_of(
+    action: &str,
+    template: Option<&str>,
+    params: &Value,
+    target: &str,
+) -> Option<String> {
+    HandlerKind::lookup(action).map(|k| k.summary(template, params, target))
 }
 
 /// Field names a headline lists before it says how many more there are.

@@ -1,8 +1,11 @@
 //! `billing.refund.issue`: a Stripe-style refund (`POST /v1/refunds` with `Idempotency-Key`),
 //! amounts in integer minor units, capped by the tenant's `max_amount`.
 
-use super::{Spec, check_token, param_str};
+use super::card::{Card, CardInput, Fact, money, str_of};
+use super::spec::{Spec, check_token, listed, param_str};
 use crate::FieldError;
+use crate::text::reveal_invisible;
+use crate::vocab::{MoneyFields, format_minor_units};
 use serde_json::{Map, Value, json};
 
 /// The registry entry of `billing.refund.issue`.
@@ -21,6 +24,16 @@ pub(super) static SPEC: Spec = Spec {
     check_settings,
     derive_target,
     placeholder,
+    money: Some(MoneyFields {
+        amount: "amount",
+        currency: "currency",
+    }),
+    check_applied,
+    tenant_schema,
+    card,
+    card_covers: &["amount", "currency", "payment_id", "order_id", "reason"],
+    limits,
+    ..Spec::BASE
 };
 
 fn params_schema() -> Value {
@@ -105,7 +118,7 @@ fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<Fiel
             format!("{path}.max_amount"),
             format!(
                 "must be a positive integer in minor units (got {})",
-                crate::tenant::got(v)
+                crate::vocab::got(v)
             ),
         )),
     }
@@ -125,7 +138,7 @@ pub(crate) fn check_currencies(path: &str, v: Option<&Value>, errs: &mut Vec<Fie
     let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
         errs.push(FieldError::new(
             field,
-            format!("{rule} (got {})", crate::tenant::got(v)),
+            format!("{rule} (got {})", crate::vocab::got(v)),
         ));
         return;
     };
@@ -138,15 +151,31 @@ pub(crate) fn check_currencies(path: &str, v: Option<&Value>, errs: &mut Vec<Fie
                 format!("{field}[{i}]"),
                 format!(
                     "must be an ISO 4217 code: three upper-case letters like USD (got {})",
-                    crate::tenant::got(c)
+                    crate::vocab::got(c)
                 ),
             ));
         } else if list[..i].contains(c) {
             errs.push(FieldError::new(
                 format!("{field}[{i}]"),
-                format!("repeats {}", crate::tenant::got(c)),
+                format!("repeats {}", crate::vocab::got(c)),
             ));
         }
+    }
+}
+
+/// The `currencies` rule, held only by documents being applied ([`check_currencies`]).
+fn check_applied(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    check_currencies(path, settings.get("currencies"), errs);
+}
+
+/// The tenant's `max_amount` as the amount's `maximum` and its `currencies` as the currency's
+/// `enum`.
+fn tenant_schema(schema: &mut Value, settings: &Value) {
+    if let Some(max) = settings.get("max_amount").and_then(Value::as_i64) {
+        schema["properties"]["amount"]["maximum"] = json!(max);
+    }
+    if let Some(cur) = settings.get("currencies").and_then(Value::as_array) {
+        schema["properties"]["currency"]["enum"] = json!(cur);
     }
 }
 
@@ -167,33 +196,51 @@ fn placeholder(key: &str, params: &Value) -> Option<String> {
         .map(|n| format_minor_units(n, cur))
 }
 
-/// The ISO 4217 minor-unit exponent of `currency`: 0 (JPY, KRW, …), 3 (BHD, KWD, …) or 2 (every
-/// other code).
-pub fn minor_unit_exponent(currency: &str) -> u32 {
-    match currency {
-        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
-        | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
-        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
-        _ => 2,
+/// The card: the amount in major units (beside the handler's maximum), the payment, the
+/// order and the reason.
+fn card(c: &CardInput<'_>) -> Card {
+    let (params, settings) = (c.params, c.settings);
+    let cur = str_of(params, "currency");
+    let amount = params.get("amount").and_then(Value::as_i64).unwrap_or(0);
+    let shown = money(amount, cur);
+    let mut fact = Fact::new("Amount", shown.clone(), c.is_hot("amount"));
+    if let Some(max) = settings.get("max_amount").and_then(Value::as_i64) {
+        fact = fact.note(format!("handler maximum {}", money(max, cur)));
+    }
+    let mut facts = vec![
+        fact,
+        Fact::new(
+            "Payment",
+            reveal_invisible(str_of(params, "payment_id"), false),
+            c.is_hot("payment_id"),
+        ),
+    ];
+    for (k, label) in [("order_id", "Order"), ("reason", "Refund reason")] {
+        if let Some(v) = params.get(k) {
+            let shown = v
+                .as_str()
+                .map_or_else(|| v.to_string(), |s| reveal_invisible(s, false));
+            facts.push(Fact::new(label, shown, c.is_hot(k)));
+        }
+    }
+    Card {
+        facts,
+        approve_label: format!("Approve refund of {shown}"),
     }
 }
 
-/// Formats integer minor units as a decimal amount with the ISO 4217 exponent of `currency`
-/// (2 unless listed: 0 for JPY, KRW, …; 3 for BHD, KWD, …): `12000, "USD"` → `"120.00"`.
-pub fn format_minor_units(amount: i64, currency: &str) -> String {
-    let exp = minor_unit_exponent(currency);
-    if exp == 0 {
-        return amount.to_string();
+/// For agents: the currencies and the maximum amount.
+fn limits(s: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(c) = listed(s, "currencies") {
+        out.push(format!("currency one of {c}"));
     }
-    let sign = if amount < 0 { "-" } else { "" };
-    let a = amount.unsigned_abs();
-    let div = 10u64.pow(exp);
-    format!(
-        "{sign}{}.{:0width$}",
-        a / div,
-        a % div,
-        width = exp as usize
-    )
+    if let Some(max) = s.get("max_amount").and_then(Value::as_i64) {
+        out.push(format!(
+            "amount at most {max} (integer minor units of the currency)"
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! `webhook.post`: POST a JSON body to the tenant's one configured URL (,
 //! "Handlers": the URL comes from the tenant document, never from the agent's params).
 
-use super::Spec;
+use super::card::{Card, CardInput, Fact, body_summary, destination};
+use super::spec::{Spec, check_http_url};
 use crate::FieldError;
+use crate::text::reveal_invisible;
 use serde_json::{Map, Value, json};
 
 /// The registry entry of `webhook.post`.
@@ -20,7 +22,11 @@ pub(super) static SPEC: Spec = Spec {
     check_params,
     check_settings,
     derive_target,
-    placeholder: super::no_placeholder,
+    placeholder: super::spec::no_placeholder,
+    card,
+    card_covers: &["body"],
+    queue_value,
+    ..Spec::BASE
 };
 
 fn params_schema() -> Value {
@@ -39,23 +45,7 @@ fn check_params(obj: &Map<String, Value>, _settings: &Value, errs: &mut Vec<Fiel
 }
 
 fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
-    match settings.get("url") {
-        None | Some(Value::Null) => errs.push(FieldError::new(
-            format!("{path}.url"),
-            "is required: an absolute http(s) URL without credentials",
-        )),
-        Some(v) => match v.as_str().map(url::Url::parse) {
-            Some(Ok(u))
-                if matches!(u.scheme(), "http" | "https")
-                    && u.host_str().is_some()
-                    && u.username().is_empty()
-                    && u.password().is_none() => {}
-            _ => errs.push(FieldError::new(
-                format!("{path}.url"),
-                "must be an absolute http(s) URL without credentials",
-            )),
-        },
-    }
+    check_http_url(path, "url", settings, errs);
 }
 
 /// The target is the tenant's configured URL.
@@ -65,4 +55,32 @@ fn derive_target(_params: &Value, settings: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
+}
+/// The card: where it goes (host, external or internal, and the whole address) and the
+/// body in plain words with its values.
+fn card(c: &CardInput<'_>) -> Card {
+    let (params, target) = (c.params, c.target);
+    let (host, to) = destination(target);
+    let raw = params.get("body").unwrap_or(&Value::Null);
+    let (summary, found) = body_summary(raw);
+    // The values themselves, not only their names: what is sent is what is approved.
+    let mut body = Fact::new("Body", summary, c.is_hot("body")).values(raw);
+    if found.len() > 3 {
+        body.more = found;
+    }
+    Card {
+        // The whole address too: its path and query may say as much as the body.
+        facts: vec![Fact::new("To", to, false).note(target.to_owned()), body],
+        approve_label: format!("Approve sending to {host}"),
+    }
+}
+
+/// A body in the queue: "30 email addresses, 3 shown: … — to hooks.partner.example — external".
+fn queue_value(name: &str, value: &Value, target: &str) -> Option<String> {
+    if name != "body" {
+        return None;
+    }
+    let (summary, _) = body_summary(value);
+    let (_, to) = destination(&reveal_invisible(target, false));
+    Some(format!("{summary} — to {to}"))
 }

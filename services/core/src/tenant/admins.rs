@@ -8,9 +8,10 @@
 //! ```
 //!
 //! Admins are identified exactly like approvers — by the tenant's `approvers.issuer` and
-//! `approvers.claim` — through the one rule in [`crate::approval::may_decide`].
+//! `approvers.claim` — through the one rule in [`super::approvers::may_decide`].
 
-use super::{Approvers, get_strings, unknown_keys};
+use super::approvers::Approvers;
+use super::read::{get_strings, unknown_keys};
 use crate::FieldError;
 use serde::Serialize;
 use serde_json::Value;
@@ -48,8 +49,10 @@ impl Admins {
             admins: Vec::new(),
             max_claims_age: approvers.max_claims_age,
             require_passkey: approvers.require_passkey,
+            passkey_attestation: approvers.passkey_attestation,
+            passkey_aaguids: approvers.passkey_aaguids.clone(),
         };
-        crate::approval::may_decide(&as_approvers, deployment_issuer, issuer, subject, claims)
+        super::approvers::may_decide(&as_approvers, deployment_issuer, issuer, subject, claims)
     }
 }
 

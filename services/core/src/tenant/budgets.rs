@@ -15,10 +15,10 @@
 //! The policy worker applies budgets after the rules, with the reservation made atomically in
 //! Postgres (see `actiond_store::budgets`).
 
-use super::{get_duration, got, ser_duration, unknown_keys};
+use super::read::{get_duration, got, ser_duration, unknown_keys};
 use crate::FieldError;
-use crate::handlers::HandlerKind;
 use crate::ids::format_duration;
+use crate::vocab::HandlerKind;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};

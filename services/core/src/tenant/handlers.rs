@@ -2,11 +2,11 @@
 //! each with the settings every handler takes (summary, risky, grant lifetime, approvals,
 //! minimum effect, timeout) and the handler-specific ones its registry entry validates.
 
-use super::{get_duration, get_effect, get_strings, ser_duration};
+use super::read::{get_duration, get_effect, get_strings, ser_duration};
 use crate::FieldError;
-use crate::approval::ConfirmField;
-use crate::handlers::HandlerKind;
-use crate::policy::Effect;
+use crate::vocab::ConfirmField;
+use crate::vocab::Effect;
+use crate::vocab::HandlerKind;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ pub struct HandlerEntry {
     pub timeout: Duration,
     /// An Approve needs an identity-provider sign-in at most this old (ID-token `auth_time`;
     /// OIDC `max_age`), 10s–24h.
-    #[serde(serialize_with = "super::ser_duration_opt")]
+    #[serde(serialize_with = "super::read::ser_duration_opt")]
     pub reauth_within: Option<Duration>,
     /// Values the approver types again before an Approve counts (`amount`, `target`).
     #[serde(serialize_with = "ser_confirm")]
@@ -246,7 +246,7 @@ fn parse_passkey(
         Some(v) => {
             errs.push(FieldError::new(
                 format!("{p}.require_passkey"),
-                format!("must be true or false (got {})", super::got(v)),
+                format!("must be true or false (got {})", super::read::got(v)),
             ));
             false
         }
@@ -265,7 +265,7 @@ fn parse_passkey(
                 ));
                 None
             }
-            _ => super::minor_units(errs, path, v),
+            _ => super::read::minor_units(errs, path, v),
         }
     });
     (required, over)
@@ -313,7 +313,7 @@ fn parse_care(
                     errs.push(FieldError::new(path, "needs amount in confirm"));
                     None
                 }
-                _ => super::minor_units(errs, path, v),
+                _ => super::read::minor_units(errs, path, v),
             }
         }
     };

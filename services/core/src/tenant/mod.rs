@@ -60,28 +60,33 @@ mod handlers;
 mod nesting;
 mod notify;
 mod policy;
+mod read;
 mod retention;
 mod stages;
 
 pub use admins::Admins;
-pub use approvers::{Approvers, DEFAULT_MAX_CLAIMS_AGE};
+pub(crate) use approvers::claim_matches;
+pub use approvers::{
+    Approvers, DEFAULT_MAX_CLAIMS_AGE, PasskeyAttestation, may_decide, may_decide_by_subject,
+    pinned_issuer,
+};
 pub use budgets::{
     Budget, BudgetScope, MAX_BUDGET_LIMIT, MAX_BUDGET_WINDOW, MAX_BUDGETS, MIN_BUDGET_WINDOW,
 };
 pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
+use read::{got, unknown_keys};
 pub use retention::{MAX_DECIDED_AFTER, MIN_DECIDED_AFTER, Retention};
 pub use stages::{
     MAX_STAGE_WITHIN, MAX_STAGES, MIN_STAGE_WITHIN, OnTimeout, StageDef, StagedApprovals,
 };
 
-use crate::handlers::HandlerKind;
-use crate::ids::{TenantId, format_duration, parse_duration};
-use crate::policy::Effect;
+use crate::ids::{TenantId, format_duration};
+use crate::vocab::HandlerKind;
 use crate::{FieldError, FieldErrors};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -114,19 +119,6 @@ pub struct TenantDocument {
     pub admins: Admins,
 }
 
-/// Serializes a duration in the document's own form (`5m`, `24h`).
-fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_duration(*d))
-}
-
-/// Like `ser_duration` for an optional duration (`null` when absent).
-fn ser_duration_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_str(&format_duration(*d)),
-        None => s.serialize_none(),
-    }
-}
-
 impl TenantDocument {
     /// Parses and validates a YAML (or JSON) document, as `tenant apply` and the shadow apply
     /// take it. All errors are reported together (the rules' boolean check after the rest).
@@ -134,13 +126,16 @@ impl TenantDocument {
         let doc = Self::parse_stored(source)?;
         let mut errs = policy::rules_refused_on_apply(&doc.policy.rules);
         errs.extend(policy::reserved_rule_names(&doc.policy.rules));
+        errs.extend(policy::rule_type_errors(
+            &doc.policy.rules,
+            doc.handlers.values().map(|h| h.kind),
+        ));
         errs.extend(approvers::non_https_issuer(&doc.approvers));
         for (name, h) in &doc.handlers {
-            if h.kind == crate::handlers::HandlerKind::BillingRefundIssue {
-                crate::handlers::refund::check_currencies(
-                    &format!("handlers[{name:?}]"),
-                    h.settings.get("currencies"),
-                    &mut errs,
+            if let Some(settings) = h.settings.as_object() {
+                errs.extend(
+                    h.kind
+                        .validate_applied_settings(&format!("handlers[{name:?}]"), settings),
                 );
             }
         }
@@ -327,120 +322,6 @@ fn check_stage_groups(
     }
 }
 
-/// Appends an "unknown field" error for every key of `m` (at `path`) not in `allowed`.
-fn unknown_keys(errs: &mut Vec<FieldError>, path: &str, m: &Map<String, Value>, allowed: &[&str]) {
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
-            let p = if path.is_empty() {
-                k.clone()
-            } else {
-                format!("{path}.{k}")
-            };
-            errs.push(FieldError::new(
-                p,
-                format!("unknown field; expected one of: {}", allowed.join(", ")),
-            ));
-        }
-    }
-}
-
-/// A duration like `90s`, `5m`, `24h` or `7d`; `default` when absent or wrong (with an error).
-fn get_duration(
-    errs: &mut Vec<FieldError>,
-    path: &str,
-    v: Option<&Value>,
-    default: Duration,
-) -> Duration {
-    match v {
-        None => default,
-        Some(Value::String(s)) => match parse_duration(s) {
-            Ok(d) => d,
-            Err(e) => {
-                errs.push(FieldError::new(path, e));
-                default
-            }
-        },
-        Some(_) => {
-            errs.push(FieldError::new(
-                path,
-                "must be a duration like 90s, 5m, 24h or 7d",
-            ));
-            default
-        }
-    }
-}
-
-/// An effect: "is required" when missing (or YAML null), "must be one of" when present and
-/// wrong, quoting what was given.
-fn get_effect(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Option<Effect> {
-    match v {
-        None | Some(Value::Null) => {
-            errs.push(FieldError::new(
-                path,
-                "is required: allow, escalate or block",
-            ));
-            None
-        }
-        Some(v) => match v.as_str().and_then(Effect::parse) {
-            Some(e) => Some(e),
-            None => {
-                errs.push(FieldError::new(
-                    path,
-                    format!("must be one of allow, escalate, block (got {})", got(v)),
-                ));
-                None
-            }
-        },
-    }
-}
-
-/// An amount setting (`confirm_over`, `passkey_over`, a stage's `over`): a non-negative
-/// integer in minor units, or `None` with an error at `path` naming the value given.
-pub(crate) fn minor_units(errs: &mut Vec<FieldError>, path: String, v: &Value) -> Option<i64> {
-    match v.as_i64() {
-        Some(n) if n >= 0 => Some(n),
-        _ => {
-            errs.push(FieldError::new(
-                path,
-                format!(
-                    "must be a non-negative integer in minor units (got {})",
-                    got(v)
-                ),
-            ));
-            None
-        }
-    }
-}
-
-/// The given value for an error message, as JSON (`"Allow"`, `1`, `[…]`), cut to 40
-/// characters.
-pub(crate) fn got(v: &Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() <= 40 {
-        s
-    } else {
-        let mut t: String = s.chars().take(39).collect();
-        t.push('…');
-        t
-    }
-}
-
-/// A list of strings; empty when absent or wrong (with an error).
-fn get_strings(errs: &mut Vec<FieldError>, path: &str, v: Option<&Value>) -> Vec<String> {
-    match v {
-        None => Vec::new(),
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-        Some(_) => {
-            errs.push(FieldError::new(path, "must be a list of strings"));
-            Vec::new()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,18 +471,22 @@ handlers:
         // What may be a boolean passes: a field read, a comparison, a macro that ends in one, a
         // conditional with one boolean branch; a missing field is the policy worker's to handle.
         for when in [
-            "'params.urgent'",
-            "'params.nope > 1'",
             "'true'",
             "'has(params.amount)'",
             "'[1, 2].exists(x, x > 1)'",
             "'[1, 2].exists_one(x, x > 1)'",
             "'[1, 2].all(x, x > 1)'",
             "'params.amount > 5 ? true : 1'",
-            "'params.tags[0]'",
-            "'!(action in [\"a\", \"b\"])'",
+            "'!(action in [\"billing.refund.issue\", \"webhook.post\"])'",
         ] {
             TenantDocument::parse(&with(when)).unwrap_or_else(|e| panic!("{when}: {e}"));
+        }
+        // A field no enabled handler has is the type check's to refuse on apply
+        // (`crate::rule_types`); stored, it still loads and fails closed when run.
+        for when in ["'params.urgent'", "'params.nope > 1'", "'params.tags[0]'"] {
+            let e = TenantDocument::parse(&with(when)).unwrap_err().to_string();
+            assert!(e.contains("has no param"), "{when}: {e}");
+            TenantDocument::parse_stored(&with(when)).unwrap_or_else(|e| panic!("{when}: {e}"));
         }
     }
 
@@ -684,11 +569,11 @@ policy:
   default: escalate
   rules:
     - name: shell
-      when: 'params.items[0] == "{open}" || action.startsWith("shell.")'
+      when: 'params.payment_id == "{open}" || action.startsWith("shell.")'
       effect: block
       reason: No shell [{open}] {{c}} # {open}
     - name: items
-      when: "params.items[0] == '{open}'"
+      when: "params.payment_id == '{open}'"
       effect: escalate
       reason: |
         {open}

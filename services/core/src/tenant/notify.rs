@@ -1,7 +1,7 @@
 //! `notify:` of a tenant document: where escalations are announced (a chat webhook named by
 //! credential, email recipients).
 
-use super::{get_strings, unknown_keys};
+use super::read::{get_strings, unknown_keys};
 use crate::FieldError;
 use crate::ids::is_credential_part;
 use serde::Serialize;

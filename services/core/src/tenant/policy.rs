@@ -2,10 +2,11 @@
 //! escalations and the ordered rules. Every rule's CEL is compiled here, at apply time, so a
 //! rule that does not compile never reaches the policy worker.
 
-use super::{get_duration, get_effect, got, ser_duration, unknown_keys};
+use super::read::{get_duration, get_effect, got, ser_duration, unknown_keys};
 use crate::FieldError;
 use crate::classifier::{self, ClassifierRef};
-use crate::policy::{Effect, MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
+use crate::rule_check::{MAX_RULE_DEPTH, compile_rule, depth, non_boolean};
+use crate::vocab::Effect;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -42,6 +43,37 @@ pub struct PolicySection {
     pub rules: Vec<RuleDef>,
     /// The classifier asked after the rules, when the tenant names one (it can only raise).
     pub classifier: Option<ClassifierRef>,
+    /// The IANA time zone in which rules read `now` (`policy.time_zone`, default `UTC`).
+    #[serde(serialize_with = "ser_time_zone")]
+    pub time_zone: chrono_tz::Tz,
+}
+
+fn ser_time_zone<S: serde::Serializer>(tz: &chrono_tz::Tz, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(tz.name())
+}
+
+/// `policy.time_zone`: an IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`).
+fn parse_time_zone(errs: &mut Vec<FieldError>, v: Option<&Value>) -> chrono_tz::Tz {
+    match v {
+        None | Some(Value::Null) => chrono_tz::Tz::UTC,
+        Some(Value::String(s)) => s.parse().unwrap_or_else(|_| {
+            errs.push(FieldError::new(
+                "policy.time_zone",
+                format!("must be an IANA time zone name such as Europe/Paris or UTC (got {s:?})"),
+            ));
+            chrono_tz::Tz::UTC
+        }),
+        Some(v) => {
+            errs.push(FieldError::new(
+                "policy.time_zone",
+                format!(
+                    "must be an IANA time zone name such as Europe/Paris or UTC (got {})",
+                    got(v)
+                ),
+            ));
+            chrono_tz::Tz::UTC
+        }
+    }
 }
 
 /// One policy rule as written.
@@ -49,7 +81,7 @@ pub struct PolicySection {
 pub struct RuleDef {
     /// Unique name, `^[a-z0-9][a-z0-9_.-]*$`.
     pub name: String,
-    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `on_behalf_of`, `history`.
+    /// CEL boolean expression over `action`, `target`, `params`, `agent`, `session`, `on_behalf_of`, `history`, `now`.
     pub when: String,
     /// Effect when it matches.
     pub effect: Effect,
@@ -87,6 +119,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
             "max_open_escalations_per_agent",
             "rules",
             "classifier",
+            "time_zone",
         ],
     );
     let default = get_effect(errs, "policy.default", m.get("default"));
@@ -129,6 +162,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
     };
     let rules = parse_rules(errs, m.get("rules"));
     let classifier = parse_classifier(errs, m.get("classifier"));
+    let time_zone = parse_time_zone(errs, m.get("time_zone"));
     Some(PolicySection {
         default: default.unwrap_or(Effect::Block),
         escalation_ttl,
@@ -136,6 +170,7 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         max_open_escalations_per_agent: cap,
         rules,
         classifier,
+        time_zone,
     })
 }
 
@@ -329,6 +364,34 @@ pub(super) fn rules_refused_on_apply(rules: &[RuleDef]) -> Vec<FieldError> {
                 format!(
                     "nests {levels} levels deep, more than {MAX_RULE_DEPTH} (each operator such as `+` is a level): split it into several rules or shorter expressions"
                 ),
+            ));
+        }
+    }
+    errs
+}
+
+/// Type errors of the rules of a document being applied ([`crate::rule_types`]): undeclared
+/// names, fields the value does not have, operators on types they do not take, comparisons
+/// that can never be true. Each is a field error on `policy.rules[i].when` that starts with
+/// the rule's name. `handlers` are the document's enabled handlers (they type `params`).
+pub(super) fn rule_type_errors(
+    rules: &[RuleDef],
+    handlers: impl IntoIterator<Item = crate::handlers::HandlerKind>,
+) -> Vec<FieldError> {
+    let env = crate::rule_types::RuleEnv::new(handlers);
+    let mut errs = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let Ok(program) = compile_rule(&r.when) else {
+            continue;
+        };
+        // A rule already refused for its shape is not checked again.
+        if non_boolean(&program).is_some() || depth(program.expression()) > MAX_RULE_DEPTH {
+            continue;
+        }
+        for problem in env.check(program.expression()) {
+            errs.push(FieldError::new(
+                format!("policy.rules[{i}].when"),
+                format!("rule {:?}: {problem}", r.name),
             ));
         }
     }

@@ -7,7 +7,7 @@
 //! ```
 //! Absent, the operator's global default applies (`actiond audit purge --decided-after`).
 
-use super::{get_duration, ser_duration_opt, unknown_keys};
+use super::read::{get_duration, ser_duration_opt, unknown_keys};
 use crate::FieldError;
 use serde::Serialize;
 use serde_json::Value;
@@ -55,7 +55,6 @@ pub(super) fn parse_retention(errs: &mut Vec<FieldError>, v: Option<&Value>) -> 
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

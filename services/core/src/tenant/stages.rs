@@ -18,7 +18,7 @@
 //! (`approvals_required`, 1 person of any approver group). The last stage timing out expires
 //! the proposal, as does any stage with `on_timeout: expire`.
 
-use super::{get_duration, got, ser_duration, unknown_keys};
+use super::read::{get_duration, got, ser_duration, unknown_keys};
 use crate::FieldError;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -207,7 +207,7 @@ fn parse_stage(
             errs.push(FieldError::new(path, "this action has no amount parameter"));
             return None;
         }
-        super::minor_units(errs, path, v)
+        super::read::minor_units(errs, path, v)
     });
     Some(StageDef {
         approvers,

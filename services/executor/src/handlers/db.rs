@@ -4,12 +4,18 @@
 //! than the statement's `max_rows` rolls it back. Previews run the same transaction and always
 //! roll it back.
 
-use super::{Execution, Outcome, credential};
+use super::{Execution, Handler, Outcome, credential};
 use actiond_core::handlers::db_statement::{
     NamedStatement, SqlType, bigint_of, statement, statement_timeout,
 };
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
+
+/// The executor's entry of `db.statement.execute`.
+pub(super) static HANDLER: Handler = Handler {
+    run: |ex| Box::pin(execute(ex)),
+    preview: Some(|ex| Box::pin(preview(ex))),
+};
 
 /// How a run ended before commit.
 pub(crate) enum Run {
@@ -118,5 +124,22 @@ pub(super) async fn execute(ex: &Execution<'_>) -> Outcome {
             Outcome::Failed(format!("would touch {rows} rows, cap {cap}; rolled back"))
         }
         Err(o) => o,
+    }
+}
+/// The rows the statement would touch now, counted in a transaction that is rolled back.
+async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+    let name = ex
+        .params
+        .get("statement")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match run(ex, false).await {
+        Ok(Run::Rows(n)) => Ok(format!(
+            "Statement {name} would touch {n} row(s) now (counted in a transaction that was rolled back)"
+        )),
+        Ok(Run::OverCap { rows, cap }) => Ok(format!(
+            "Statement {name} would touch {rows} rows now, over its cap of {cap}: it would fail and be rolled back"
+        )),
+        Err(o) => Err(o.detail().to_owned()),
     }
 }

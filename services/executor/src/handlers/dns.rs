@@ -1,11 +1,17 @@
 //! `dns.record.update` against the PowerDNS HTTP API: one RRset replaced (`changetype:
 //! REPLACE`) in a zone of the approved settings, and the read-only lookup previews use.
 
-use super::{Execution, Outcome, credential, send_with};
+use super::{Execution, Handler, Outcome, credential, send_with};
 use actiond_core::handlers::dns::{
     allowed_zones, allows_delegations, is_delegation, most_specific_zone,
 };
 use serde_json::{Value, json};
+
+/// The executor's entry of `dns.record.update`.
+pub(super) static HANDLER: Handler = Handler {
+    run: |ex| Box::pin(update(ex)),
+    preview: Some(|ex| Box::pin(preview(ex))),
+};
 
 /// The zone, record name and type of a DNS proposal, as PowerDNS spells them.
 struct Rrset {
@@ -216,6 +222,37 @@ pub(crate) async fn current(ex: &Execution<'_>) -> Result<Option<(i64, Vec<Strin
         recs.sort();
         (r["ttl"].as_i64().unwrap_or_default(), recs)
     }))
+}
+
+/// `www.prod.example.com A: 192.0.2.7 → 203.0.113.9` (TTL too when it changes).
+async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+    let p = ex.params;
+    let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+    let rtype = p.get("type").and_then(Value::as_str).unwrap_or_default();
+    let ttl = p.get("ttl").and_then(Value::as_i64).unwrap_or(3600);
+    let mut new: Vec<String> = p
+        .get("records")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(|r| content(rtype, r))
+                .collect()
+        })
+        .unwrap_or_default();
+    new.sort();
+    let (old_ttl, old) = match current(ex).await? {
+        Some((t, recs)) => (Some(t), recs.join(", ")),
+        None => (None, "(no records)".to_owned()),
+    };
+    let mut line = format!("{name} {rtype}: {old} → {}", new.join(", "));
+    if old_ttl.is_some_and(|t| t != ttl) {
+        line.push_str(&format!(" (TTL {}s → {ttl}s)", old_ttl.unwrap_or_default()));
+    }
+    if old_ttl.is_some() && old == new.join(", ") {
+        line.push_str(" (records unchanged)");
+    }
+    Ok(line)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! whenever the relay offers it, and always when a credential is sent ([`send`]). The message is text only, built from the approved template
 //! ([`actiond_core::handlers::email::render`]); the grant id is its `Message-ID`.
 
-use super::{Execution, Outcome, credential};
+use super::{Execution, Handler, Outcome, credential};
 use actiond_core::handlers::email::{
     RenderedEmail, decode_encoded_words, is_email_address, render,
 };
@@ -11,6 +11,12 @@ use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::{Credentials, DEFAULT_MECHANISMS};
 use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
+
+/// The executor's entry of `email.send`.
+pub(super) static HANDLER: Handler = Handler {
+    run: |ex| Box::pin(send(ex)),
+    preview: Some(|ex| Box::pin(async move { preview(ex) })),
+};
 
 /// The relay's address as the operator configured it: `host:port` (port 25 when absent).
 pub fn parse_relay(s: &str) -> Result<(String, u16), String> {
@@ -163,6 +169,18 @@ async fn open_session(
         ));
     }
     Ok(conn)
+}
+
+/// The email as it would be sent.
+fn preview(ex: &Execution<'_>) -> Result<String, String> {
+    let m = render(ex.params, ex.settings).ok_or("the template is missing")?;
+    Ok(format!(
+        "From: {}\nTo: {}\nSubject: {}\n\n{}",
+        m.from,
+        m.to.join(", "),
+        m.subject,
+        m.body
+    ))
 }
 
 #[cfg(test)]

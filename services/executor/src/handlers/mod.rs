@@ -6,17 +6,21 @@
 pub(crate) mod db;
 pub(crate) mod dns;
 pub mod email;
+mod refund;
+mod ticket;
+mod webhook;
 
-use crate::destinations::check_url;
 use actiond_core::handlers::HandlerKind;
 use actiond_runtime::credentials::CredentialsDir;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use std::time::Duration;
 
 /// Operator configuration of destinations (not the tenant's).
 #[derive(Debug, Clone, Default)]
 pub struct Destinations {
-    /// Hosts `webhook.post` may reach (`host` or `host:port`).
+    /// Hosts a URL from a tenant document may reach (`host` or `host:port`): `webhook.post`'s
+    /// `url` and every handler whose settings name a base URL.
     pub webhook_hosts: Vec<String>,
     /// Base URL of the Stripe-style billing API.
     pub billing_base_url: Option<url::Url>,
@@ -92,18 +96,37 @@ impl Outcome {
     }
 }
 
+/// A handler's run: the outcome of performing the approved action.
+pub type Run = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Outcome>;
+
+/// A handler's preview: what the provider holds now, or why it could not be read.
+pub type Preview = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Result<String, String>>;
+
+/// What the executor does for one handler of the registry: run it and, when the provider can
+/// be read without changing anything, preview it for approvers. Each handler module defines
+/// one `HANDLER`; [`handler`] is the registry.
+pub struct Handler {
+    /// Performs the approved action (the grant is spent).
+    pub run: Run,
+    /// Reads the provider, read-only, for the text stored beside an escalated proposal.
+    pub preview: Option<Preview>,
+}
+
+/// The executor's half of the registry (the other half is [`HandlerKind`]'s spec in core).
+pub fn handler(kind: HandlerKind) -> &'static Handler {
+    match kind {
+        HandlerKind::WebhookPost => &webhook::HANDLER,
+        HandlerKind::BillingRefundIssue => &refund::HANDLER,
+        HandlerKind::DnsRecordUpdate => &dns::HANDLER,
+        HandlerKind::EmailSend => &email::HANDLER,
+        HandlerKind::DbStatementExecute => &db::HANDLER,
+        HandlerKind::TicketCommentAdd => &ticket::HANDLER,
+    }
+}
+
 /// Runs a handler, bounded by `ex.timeout` (a timeout is `Unknown`: the request may have left).
 pub async fn execute(kind: HandlerKind, ex: &Execution<'_>) -> Outcome {
-    let fut = async {
-        match kind {
-            HandlerKind::WebhookPost => webhook_post(ex).await,
-            HandlerKind::BillingRefundIssue => refund(ex).await,
-            HandlerKind::DnsRecordUpdate => dns::update(ex).await,
-            HandlerKind::EmailSend => email::send(ex).await,
-            HandlerKind::DbStatementExecute => db::execute(ex).await,
-        }
-    };
-    match tokio::time::timeout(ex.timeout, fut).await {
+    match tokio::time::timeout(ex.timeout, (handler(kind).run)(ex)).await {
         Ok(o) => o,
         Err(_) => Outcome::Unknown(format!(
             "handler timed out after {:?}; the provider may have acted",
@@ -123,7 +146,7 @@ pub(crate) fn credential(ex: &Execution<'_>) -> Result<Option<String>, Outcome> 
     }
 }
 
-async fn send(req: reqwest::RequestBuilder) -> Outcome {
+pub(crate) async fn send(req: reqwest::RequestBuilder) -> Outcome {
     send_with(req, |_, body| body.to_owned()).await
 }
 
@@ -159,107 +182,4 @@ pub(crate) async fn send_with(
         }
         Err(e) => Outcome::Unknown(format!("request failed after it may have been sent: {e}")),
     }
-}
-
-async fn webhook_post(ex: &Execution<'_>) -> Outcome {
-    let Some(url) = ex
-        .settings
-        .get("url")
-        .and_then(Value::as_str)
-        .and_then(|u| url::Url::parse(u).ok())
-    else {
-        return Outcome::Failed("webhook url missing from the approved settings".into());
-    };
-    if let Err(reason) = check_url(
-        &url,
-        &ex.destinations.webhook_hosts,
-        ex.destinations.allow_private,
-    ) {
-        return Outcome::Failed(format!("destination refused: {reason}"));
-    }
-    let cred = match credential(ex) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
-    let body = ex
-        .params
-        .get("body")
-        .cloned()
-        .unwrap_or(Value::Object(Default::default()));
-    let mut req = ex
-        .http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("idempotency-key", ex.grant_id.to_string())
-        .header("x-actiond-proposal-id", ex.proposal_id.to_string())
-        .body(serde_json::to_vec(&body).unwrap_or_default());
-    if let Some(h) = ex.settings.get("headers").and_then(Value::as_object) {
-        for (k, v) in h {
-            if let Some(v) = v.as_str() {
-                req = req.header(k.as_str(), v);
-            }
-        }
-    }
-    if let Some(c) = cred {
-        req = req.bearer_auth(c);
-    }
-    send(req).await
-}
-
-async fn refund(ex: &Execution<'_>) -> Outcome {
-    let Some(base) = &ex.destinations.billing_base_url else {
-        return Outcome::Failed(
-            "no billing provider is configured on this executor (--billing-base-url)".into(),
-        );
-    };
-    let Ok(url) = base.join("v1/refunds") else {
-        return Outcome::Failed("bad billing base URL".into());
-    };
-    let cred = match credential(ex) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Outcome::Failed("billing.refund.issue needs a credential".into()),
-        Err(o) => return o,
-    };
-    let p = ex.params;
-    let body = {
-        let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.append_pair(
-            "payment_intent",
-            p.get("payment_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default(),
-        );
-        form.append_pair(
-            "amount",
-            &p.get("amount")
-                .and_then(Value::as_i64)
-                .unwrap_or_default()
-                .to_string(),
-        );
-        // Stripe infers the currency from the payment when it is left out; the approved
-        // currency is sent so a refund can never run in another one.
-        form.append_pair(
-            "currency",
-            &p.get("currency")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_ascii_lowercase(),
-        );
-        if let Some(r) = p.get("reason").and_then(Value::as_str) {
-            form.append_pair("reason", r);
-        }
-        if let Some(o) = p.get("order_id").and_then(Value::as_str) {
-            form.append_pair("metadata[order_id]", o);
-        }
-        form.append_pair("metadata[actiond_proposal_id]", &ex.proposal_id.to_string());
-        form.finish()
-    };
-    let req = ex
-        .http
-        .post(url)
-        .bearer_auth(cred)
-        .header("idempotency-key", ex.grant_id.to_string())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body);
-    send(req).await
 }

@@ -1,0 +1,53 @@
+//! The executor's Prometheus metrics.
+
+use actiond_runtime::Metrics;
+use prometheus::{HistogramVec, IntCounterVec};
+
+/// Metrics of the executor.
+#[derive(Clone)]
+pub struct ExecutorMetrics {
+    pub(crate) grants_spent: IntCounterVec,
+    pub(crate) grants_rejected: IntCounterVec,
+    pub(crate) executions: IntCounterVec,
+    pub(crate) swept: IntCounterVec,
+    pub(crate) handler_seconds: HistogramVec,
+    pub(crate) signatures_verified: IntCounterVec,
+}
+
+impl ExecutorMetrics {
+    /// Registers the executor metrics.
+    pub fn new(m: &Metrics) -> Self {
+        let metrics = Self {
+            grants_spent: m.counter_vec("grants_spent_total", "Grants spent, by issuer kind", &["issuer"]),
+            grants_rejected: m.counter_vec(
+                "grants_rejected_total",
+                "Grants refused: expired, replayed, bad_signature, untrusted_key, intent_mismatch, policy_changed, missing",
+                &["reason"],
+            ),
+            executions: m.counter_vec("executions_total", "Handler runs by action and outcome", &["action", "outcome"]),
+            swept: m.counter_vec("executor_swept_total", "Rows moved by the sweeper", &["to_state"]),
+            handler_seconds: m.histogram_vec("handler_seconds", "Handler run time", &["action"]),
+            signatures_verified: m.counter_vec(
+                "grant_signatures_verified_total",
+                "Grant signatures checked, by method: batch (accepted by one batch verification of a claim's grants), single (the only grant to check), fallback (checked one by one after their batch verification failed, which only a bad signature makes it do)",
+                &["method"],
+            ),
+        };
+        // Present at zero from the first scrape for the bounded values: the registry's actions
+        // and their outcomes, the sweeper's target states.
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            for outcome in ["succeeded", "failed", "outcome_unknown"] {
+                metrics
+                    .executions
+                    .with_label_values(&[kind.action(), outcome]);
+            }
+        }
+        for to_state in ["outcome_unknown", "expired"] {
+            metrics.swept.with_label_values(&[to_state]);
+        }
+        for method in ["batch", "single", "fallback"] {
+            metrics.signatures_verified.with_label_values(&[method]);
+        }
+        metrics
+    }
+}

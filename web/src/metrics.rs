@@ -1,0 +1,58 @@
+//! The web service's Prometheus counters.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+
+/// Counters of the web service.
+#[derive(Clone)]
+pub struct WebMetrics {
+    pub(crate) decisions: IntCounterVec,
+    /// Seconds from the decision page being shown to the decision, by tenant and verdict
+    /// (never by person or agent: those stay in Postgres, on the Approvers page).
+    pub(crate) decision_seconds: HistogramVec,
+    pub(crate) logins: IntCounterVec,
+    pub(crate) notifications: IntCounterVec,
+    pub(crate) csrf_rejections: IntCounterVec,
+}
+
+impl WebMetrics {
+    pub(crate) fn new(m: &actiond_runtime::Metrics) -> anyhow::Result<Self> {
+        let vec = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels).map(|c| m.register(c))
+        };
+        Ok(Self {
+            decisions: vec(
+                "web_decisions_total",
+                "Decisions submitted by people, by verdict and result",
+                &["verdict", "result"],
+            )?,
+            decision_seconds: {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(
+                        "web_decision_seconds",
+                        "Seconds from the decision page being rendered to the decision, by tenant and verdict",
+                    )
+                    .buckets(vec![
+                        1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
+                    ]),
+                    &["tenant", "verdict"],
+                )?;
+                m.register(h)
+            },
+            logins: vec(
+                "web_logins_total",
+                "Login attempts by method and result",
+                &["method", "result"],
+            )?,
+            notifications: vec(
+                "web_notifications_total",
+                "Escalation notices by channel and result",
+                &["channel", "result"],
+            )?,
+            csrf_rejections: vec(
+                "web_csrf_rejections_total",
+                "POSTs refused for a missing or wrong CSRF token or a foreign origin",
+                &["reason"],
+            )?,
+        })
+    }
+}
