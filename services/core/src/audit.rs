@@ -101,7 +101,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 27] = [
+    pub const ALL: [AuditKind; 28] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,

@@ -428,7 +428,7 @@ impl ServerHandler for ActiondMcp {
 /// | proposal state | task status | payload |
 /// |---|---|---|
 /// | `pending`, `escalated`, `approved`, `executing` | `working` | `statusMessage`: what the state means ("has NOT happened") |
-/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired` | `completed` | `result`: the `check_proposal` result |
+/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
 /// | `withdrawn` | `cancelled` | `statusMessage`: withdrawn, nothing happened |
 pub mod tasks {
     use super::{McpError, ProposalStatus, SubmitError, Value, json, state_advice, status_result};
@@ -977,6 +977,8 @@ mod tests {
             intent_hash: "0".repeat(64),
             created_at: at,
             updated_at: at,
+            amended_from: None,
+            amended_to: None,
         }
     }
 

@@ -165,7 +165,10 @@ pub fn describe_diff(diff: &Value) -> String {
 /// same person, channel, session and typed values (its refusal — a passkey it needs, say — is
 /// reported in [`Filed::approval`], and the person may approve on its page). When policy
 /// blocks or allows it, no approval is recorded.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the decision POST's checks, each a separate input"
+)]
 pub async fn amend(
     db: &Db,
     signer: &GrantSigner,
@@ -360,7 +363,7 @@ async fn approve_after_policy(
         if row.state != ProposalState::Pending || tokio::time::Instant::now() >= deadline {
             break row;
         }
-        tokio::time::sleep(pause).await;
+        actiond_runtime::clock::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(250));
     };
     if row.state != ProposalState::Escalated {
