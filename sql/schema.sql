@@ -62,7 +62,7 @@ BEGIN
         RETURN true;
     END IF;
     IF (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER'))
-       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired'))
+       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired','amended'))
          OR (from_state = 'pending' AND to_state = 'denied')) THEN
         RETURN true;
     END IF;
@@ -266,7 +266,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -297,7 +297,16 @@ CREATE FUNCTION public.proposals_check_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RAISE EXCEPTION 'a proposal starts as pending, not %', NEW.state USING ERRCODE = 'check_violation';
+    IF NEW.state <> 'pending' THEN
+        RAISE EXCEPTION 'a proposal starts as pending, not %', NEW.state USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM proposals o
+                   WHERE o.id = NEW.amended_from AND o.tenant_id = NEW.tenant_id AND o.agent_id = NEW.agent_id
+                     AND o.action = NEW.action AND o.target = NEW.target AND o.state = 'escalated') THEN
+        RAISE EXCEPTION 'an amendment names an escalated proposal of its tenant, agent, action and target; % is not one', NEW.amended_from
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
 END $$;
 
 
@@ -325,6 +334,10 @@ BEGIN
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
+        IF NEW.state = 'amended' AND NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
+            RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
+                USING ERRCODE = 'check_violation';
+        END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
             SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
@@ -349,7 +362,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
@@ -801,12 +814,18 @@ CREATE TABLE public.proposals (
     outcome_detail text,
     finished_at timestamp with time zone,
     purged_at timestamp with time zone,
+    amended_from uuid,
+    amended_by text,
+    amendment_diff jsonb,
     CONSTRAINT proposals_action_check CHECK ((length(action) <= 128)),
+    CONSTRAINT proposals_amended_by_check CHECK (((amended_by IS NULL) OR ((length(amended_by) >= 1) AND (length(amended_by) <= 300)))),
+    CONSTRAINT proposals_amendment_complete CHECK ((((amended_from IS NULL) AND (amended_by IS NULL) AND (amendment_diff IS NULL)) OR ((amended_from IS NOT NULL) AND (amended_by IS NOT NULL) AND (amendment_diff IS NOT NULL)))),
+    CONSTRAINT proposals_amendment_diff_check CHECK (((amendment_diff IS NULL) OR (jsonb_typeof(amendment_diff) = 'array'::text))),
     CONSTRAINT proposals_effect_check CHECK ((effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
     CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
     CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])))
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 
@@ -1299,6 +1318,13 @@ CREATE INDEX passkeys_person ON public.passkeys USING btree (tenant_id, issuer, 
 
 
 --
+-- Name: proposals_amended_from; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX proposals_amended_from ON public.proposals USING btree (amended_from) WHERE (amended_from IS NOT NULL);
+
+
+--
 -- Name: proposals_approved; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1358,7 +1384,7 @@ CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHER
 -- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])));
 
 
 --
@@ -1512,7 +1538,7 @@ CREATE TRIGGER proposal_transitions_compile AFTER INSERT OR DELETE OR UPDATE OR 
 -- Name: proposals proposals_transition_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER proposals_transition_insert BEFORE INSERT ON public.proposals FOR EACH ROW WHEN ((new.state <> 'pending'::text)) EXECUTE FUNCTION public.proposals_check_insert();
+CREATE TRIGGER proposals_transition_insert BEFORE INSERT ON public.proposals FOR EACH ROW WHEN (((new.state <> 'pending'::text) OR (new.amended_from IS NOT NULL))) EXECUTE FUNCTION public.proposals_check_insert();
 
 
 --
@@ -1627,6 +1653,14 @@ ALTER TABLE ONLY public.proposal_previews
 
 
 --
+-- Name: proposals proposals_amended_from_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposals
+    ADD CONSTRAINT proposals_amended_from_fkey FOREIGN KEY (amended_from) REFERENCES public.proposals(id);
+
+
+--
 -- Name: proposals proposals_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1670,7 +1704,14 @@ ALTER TABLE ONLY public.web_notifications
 -- Name: audit_events admin_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY admin_write ON public.audit_events FOR INSERT TO actiond_admin WITH CHECK ((kind = ANY (ARRAY['tenant.document_applied'::text, 'tenant.shadow_stored'::text, 'tenant.shadow_promoted'::text, 'agent.created'::text, 'agent.revoked'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'approval.breakglass'::text, 'approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text])));
+CREATE POLICY admin_write ON public.audit_events FOR INSERT TO actiond_admin WITH CHECK (((kind = ANY (ARRAY['tenant.document_applied'::text, 'tenant.shadow_stored'::text, 'tenant.shadow_promoted'::text, 'agent.created'::text, 'agent.revoked'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'proposal.decided'::text, 'approval.breakglass'::text, 'approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'proposal.amended'::text])) OR ((kind = 'proposal.submitted'::text) AND (actor ~~ 'operator:%'::text) AND (from_state IS NULL) AND (to_state = 'pending'::text))));
+
+
+--
+-- Name: proposals amendments_only; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY amendments_only ON public.proposals AS RESTRICTIVE FOR INSERT TO actiond_web, actiond_admin WITH CHECK ((amended_from IS NOT NULL));
 
 
 --
@@ -1818,7 +1859,7 @@ CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (
 -- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text])));
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])));
 
 
 --
@@ -1962,7 +2003,7 @@ CREATE POLICY web_tenant ON public.web_notifications TO actiond_web USING (publi
 -- Name: audit_events web_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND (kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'agent.revoked'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text]))));
+CREATE POLICY web_write ON public.audit_events FOR INSERT TO actiond_web WITH CHECK ((public.actiond_tenant_visible(tenant_id, true) AND ((kind = ANY (ARRAY['approval.recorded'::text, 'approval.decided'::text, 'approval.refused'::text, 'proposal.expired'::text, 'approval.stage_opened'::text, 'approval.stage_completed'::text, 'approval.stage_timed_out'::text, 'agent.frozen'::text, 'agent.unfrozen'::text, 'agent.revoked'::text, 'proposal.decided'::text, 'passkey.registered'::text, 'passkey.registration_refused'::text, 'proposal.amended'::text])) OR ((kind = 'proposal.submitted'::text) AND (actor ~~ 'approver:%'::text) AND (from_state IS NULL) AND (to_state = 'pending'::text)))));
 
 
 --
@@ -2485,9 +2526,9 @@ GRANT UPDATE(last_used_at) ON TABLE public.passkeys TO actiond_web;
 
 GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_api;
 GRANT SELECT ON TABLE public.proposal_delegations TO actiond_policy;
-GRANT SELECT ON TABLE public.proposal_delegations TO actiond_web;
+GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_web;
 GRANT SELECT ON TABLE public.proposal_delegations TO actiond_executor;
-GRANT SELECT ON TABLE public.proposal_delegations TO actiond_admin;
+GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_admin;
 GRANT SELECT,DELETE ON TABLE public.proposal_delegations TO actiond_retention;
 
 
@@ -2530,6 +2571,8 @@ GRANT SELECT ON TABLE public.proposals TO actiond_admin;
 GRANT INSERT(id) ON TABLE public.proposals TO actiond_api;
 GRANT SELECT(id) ON TABLE public.proposals TO actiond_retention;
 GRANT SELECT(id) ON TABLE public.proposals TO actiond_auditor;
+GRANT INSERT(id) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(id) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2539,6 +2582,8 @@ GRANT SELECT(id) ON TABLE public.proposals TO actiond_auditor;
 GRANT INSERT(tenant_id) ON TABLE public.proposals TO actiond_api;
 GRANT SELECT(tenant_id) ON TABLE public.proposals TO actiond_retention;
 GRANT SELECT(tenant_id) ON TABLE public.proposals TO actiond_auditor;
+GRANT INSERT(tenant_id) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(tenant_id) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2546,6 +2591,8 @@ GRANT SELECT(tenant_id) ON TABLE public.proposals TO actiond_auditor;
 --
 
 GRANT INSERT(agent_id) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(agent_id) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(agent_id) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2553,6 +2600,8 @@ GRANT INSERT(agent_id) ON TABLE public.proposals TO actiond_api;
 --
 
 GRANT INSERT(action) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(action) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(action) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2560,6 +2609,8 @@ GRANT INSERT(action) ON TABLE public.proposals TO actiond_api;
 --
 
 GRANT INSERT(target) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(target) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(target) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2568,6 +2619,8 @@ GRANT INSERT(target) ON TABLE public.proposals TO actiond_api;
 
 GRANT INSERT(params_json) ON TABLE public.proposals TO actiond_api;
 GRANT UPDATE(params_json) ON TABLE public.proposals TO actiond_retention;
+GRANT INSERT(params_json) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(params_json) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2575,6 +2628,8 @@ GRANT UPDATE(params_json) ON TABLE public.proposals TO actiond_retention;
 --
 
 GRANT INSERT(params_sha256) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(params_sha256) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(params_sha256) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2583,6 +2638,8 @@ GRANT INSERT(params_sha256) ON TABLE public.proposals TO actiond_api;
 
 GRANT INSERT(intent_hash) ON TABLE public.proposals TO actiond_api;
 GRANT SELECT(intent_hash) ON TABLE public.proposals TO actiond_auditor;
+GRANT INSERT(intent_hash) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(intent_hash) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2591,6 +2648,8 @@ GRANT SELECT(intent_hash) ON TABLE public.proposals TO actiond_auditor;
 
 GRANT INSERT(agent_reason) ON TABLE public.proposals TO actiond_api;
 GRANT UPDATE(agent_reason) ON TABLE public.proposals TO actiond_retention;
+GRANT INSERT(agent_reason) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(agent_reason) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2599,6 +2658,8 @@ GRANT UPDATE(agent_reason) ON TABLE public.proposals TO actiond_retention;
 
 GRANT INSERT(source_text) ON TABLE public.proposals TO actiond_api;
 GRANT UPDATE(source_text) ON TABLE public.proposals TO actiond_retention;
+GRANT INSERT(source_text) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(source_text) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2606,6 +2667,8 @@ GRANT UPDATE(source_text) ON TABLE public.proposals TO actiond_retention;
 --
 
 GRANT INSERT(session_id) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(session_id) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(session_id) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2620,6 +2683,8 @@ GRANT INSERT(idempotency_key) ON TABLE public.proposals TO actiond_api;
 --
 
 GRANT INSERT(request_sha256) ON TABLE public.proposals TO actiond_api;
+GRANT INSERT(request_sha256) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(request_sha256) ON TABLE public.proposals TO actiond_admin;
 
 
 --
@@ -2729,6 +2794,30 @@ GRANT UPDATE(finished_at) ON TABLE public.proposals TO actiond_executor;
 --
 
 GRANT SELECT(purged_at),UPDATE(purged_at) ON TABLE public.proposals TO actiond_retention;
+
+
+--
+-- Name: COLUMN proposals.amended_from; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(amended_from) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(amended_from) ON TABLE public.proposals TO actiond_admin;
+
+
+--
+-- Name: COLUMN proposals.amended_by; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(amended_by) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(amended_by) ON TABLE public.proposals TO actiond_admin;
+
+
+--
+-- Name: COLUMN proposals.amendment_diff; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(amendment_diff) ON TABLE public.proposals TO actiond_web;
+GRANT INSERT(amendment_diff) ON TABLE public.proposals TO actiond_admin;
 
 
 --

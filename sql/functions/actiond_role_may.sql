@@ -14,7 +14,7 @@ BEGIN
         RETURN true;
     END IF;
     IF (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER'))
-       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired'))
+       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired','amended'))
          OR (from_state = 'pending' AND to_state = 'denied')) THEN
         RETURN true;
     END IF;

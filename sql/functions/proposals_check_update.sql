@@ -1,5 +1,6 @@
 -- Every rule of a proposal update, in this order (each refusal keeps its message and SQLSTATE):
--- the legal transition (proposal_transition_legal), the frozen- and revoked-agent rules, the role allowed to
+-- the legal transition (proposal_transition_legal), `amended` only with its amending proposal
+-- (V41), the frozen- and revoked-agent rules, the role allowed to
 -- make it (actiond_role_may), the purge mark, the immutable identity (tenant, agent, action,
 -- target, params, intent hash), staged approvals' last stage; then updated_at is stamped and
 -- never goes backwards. The trigger fires only when the state, the purge mark or an identity
@@ -26,6 +27,10 @@ BEGIN
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
+        IF NEW.state = 'amended' AND NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
+            RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
+                USING ERRCODE = 'check_violation';
+        END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
             SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
@@ -50,7 +55,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN

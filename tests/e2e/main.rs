@@ -8,6 +8,7 @@
 )]
 
 mod admin;
+mod amend;
 mod api;
 mod approval_rules;
 mod attacks;

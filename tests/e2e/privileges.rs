@@ -549,3 +549,109 @@ async fn each_role_writes_only_its_own_audit_events() {
     }
     assert_eq!(count().await, before, "an event was written");
 }
+
+/// V41: the web and admin roles may insert a proposal only as an amendment of an escalated
+/// proposal of the same tenant, agent, action and target, once; `escalated → amended` needs
+/// that amendment and belongs to them; the api cannot file an amendment at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_person_amends_and_only_an_escalated_proposal() {
+    let t = TestDb::new().await;
+    let (a, _b) = seed(&t).await;
+    let insert = |target: &'static str, from: Option<uuid::Uuid>| {
+        (
+            "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256, intent_hash, request_sha256, amended_from, amended_by, amendment_diff)
+             SELECT gen_random_uuid(), tenant_id, agent_id, action, $2, '{}', repeat('a', 64), repeat('e', 64), 'r', $1, 'approver:alice', '[]'::jsonb
+             FROM proposals WHERE id = $3",
+            target,
+            from,
+        )
+    };
+    let web = t.as_role("web").await;
+    // Not an amendment: the web role may not file a proposal (restrictive policy).
+    let (sql, target, _) = insert("pi_1", None);
+    let e = amend_row(&web, a, sql, target, None).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{e:?}");
+    // The api may not write amended_from (no column privilege).
+    let api = t.as_role("api").await;
+    let e = amend_row(&api, a, sql, target, Some(a)).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{e:?}");
+    // A pending original cannot be amended.
+    let e = amend_row(&web, a, sql, target, Some(a)).await.unwrap_err();
+    assert!(
+        format!("{e:?}").contains("an amendment names an escalated proposal"),
+        "{e:?}"
+    );
+    let su = t.superuser().await;
+    su.execute(
+        "UPDATE proposals SET state = 'escalated' WHERE id = $1",
+        &[&a],
+    )
+    .await
+    .unwrap();
+    // Without its amendment the original does not become amended.
+    web.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    let e = web
+        .execute(
+            "UPDATE proposals SET state = 'amended' WHERE id = $1",
+            &[&a],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{e:?}").contains("only when the proposal amending it exists"),
+        "{e:?}"
+    );
+    web.batch_execute("ROLLBACK").await.unwrap();
+    // Another target is not an amendment of it.
+    let (sql2, other, _) = insert("pi_other", None);
+    let e = amend_row(&web, a, sql2, other, Some(a)).await.unwrap_err();
+    assert!(
+        format!("{e:?}").contains("an amendment names an escalated proposal"),
+        "{e:?}"
+    );
+    // The policy role may not move it to amended.
+    let policy = t.as_role("policy").await;
+    amend_row(&web, a, sql, target, Some(a)).await.unwrap();
+    let e = policy
+        .execute(
+            "UPDATE proposals SET state = 'amended' WHERE id = $1",
+            &[&a],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{e:?}");
+    // One amendment per original.
+    let e = amend_row(&web, a, sql, target, Some(a)).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNIQUE_VIOLATION), "{e:?}");
+    web.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    web.execute(
+        "UPDATE proposals SET state = 'amended' WHERE id = $1",
+        &[&a],
+    )
+    .await
+    .unwrap();
+    web.batch_execute("COMMIT").await.unwrap();
+}
+
+/// Runs `sql` (an amendment insert of proposal `a`'s row with `target` and `from`) in its own
+/// transaction for tenant `tena`; commits when it succeeds.
+async fn amend_row(
+    c: &tokio_postgres::Client,
+    a: uuid::Uuid,
+    sql: &str,
+    target: &str,
+    from: Option<uuid::Uuid>,
+) -> Result<u64, tokio_postgres::Error> {
+    c.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'tena', true)")
+        .await
+        .unwrap();
+    let r = c.execute(sql, &[&from, &target, &a]).await;
+    c.batch_execute(if r.is_ok() { "COMMIT" } else { "ROLLBACK" })
+        .await
+        .unwrap();
+    r
+}

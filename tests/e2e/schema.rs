@@ -92,6 +92,19 @@ async fn transition_trigger_enforces_exactly_the_core_table() {
             )
             .await
             .unwrap();
+            // `→ amended` needs the proposal amending it (V41): give it one.
+            if to == ProposalState::Amended {
+                tx.execute(
+                    "INSERT INTO proposals (id, tenant_id, agent_id, action, target, params_json, params_sha256,
+                        intent_hash, request_sha256, amended_from, amended_by, amendment_diff)
+                     SELECT gen_random_uuid(), tenant_id, agent_id, action, target, params_json, params_sha256,
+                        repeat('e', 64), request_sha256, id, 'approver:alice', '[]'::jsonb
+                     FROM proposals WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            }
             tx.batch_execute("SET LOCAL session_replication_role = origin")
                 .await
                 .unwrap();

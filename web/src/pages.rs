@@ -729,6 +729,25 @@ pub(crate) async fn decision(
         preview,
         agent,
     );
+    {
+        let l = actiond_store::approvals::amend::links(&state.db, &p.tenant_id, id).await?;
+        if let (Some(from), Some(diff)) = (l.amended_from, &l.diff) {
+            page.amended_from = from.to_string();
+            page.amended_by = reveal_invisible(l.amended_by.as_deref().unwrap_or_default(), false);
+            page.amended_diff = actiond_store::approvals::amend::describe_diff(diff);
+        }
+        if let Some((to, st)) = l.amended_to {
+            page.amended_to = to.to_string();
+            page.amended_to_state = st.to_string();
+            page.amended_by =
+                reveal_invisible(l.amended_to_by.as_deref().unwrap_or_default(), false);
+            page.amended_diff = l
+                .amended_to_diff
+                .as_ref()
+                .map(actiond_store::approvals::amend::describe_diff)
+                .unwrap_or_default();
+        }
+    }
     page.passkey_needed = passkey_needed(
         doc.as_deref(),
         tenant_wide_passkey,
@@ -743,6 +762,9 @@ pub(crate) async fn decision(
             "Your approval completed its stage; the next stage is open and its approvers are notified."
         }
         Some("already") => "This proposal was already decided: see below who decided and when.",
+        Some("amended") => {
+            "Your edit is a new proposal (this page). Policy evaluated it; its state and your approval are below."
+        }
         Some("frozen") => "Agent frozen: its open requests are denied and new ones are refused.",
         Some("already-frozen") => "This agent was already frozen.",
         Some("unfrozen") => "Agent unfrozen: it may propose again.",
@@ -837,6 +859,16 @@ fn decision_page(
     let reasons = flags.reasons();
     let (params_rows, unset) = crate::params_view::param_rows(&params, &d, &hot);
     DecisionPage {
+        editable: d
+            .kind
+            .filter(|_| escalated)
+            .map(|k| editable_fields(k, &params))
+            .unwrap_or_default(),
+        amended_from: String::new(),
+        amended_by: String::new(),
+        amended_diff: String::new(),
+        amended_to: String::new(),
+        amended_to_state: String::new(),
         confirm_amount: confirm.contains(&ConfirmField::Amount),
         confirm_target: confirm.contains(&ConfirmField::Target),
         confirm_currency: reveal_invisible(
@@ -998,15 +1030,81 @@ fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> WebResult<O
     })
 }
 
-/// The decision form's required fields: the verdict (`approve` | `deny`), the intent hash and
-/// the policy version the page showed. Errors: 400 naming the field.
-fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Verdict, &String, i32)> {
+/// The editable params of handler `kind` with their current values as a person types them:
+/// a refund's `amount` in major units of its currency (`120.00`), text as it is, anything
+/// else as JSON.
+fn editable_fields(kind: HandlerKind, params: &Value) -> Vec<(String, String, String)> {
+    let currency = params.get("currency").and_then(Value::as_str).unwrap_or("");
+    kind.editable()
+        .iter()
+        .map(|f| {
+            let v = params.get(*f).cloned().unwrap_or(Value::Null);
+            let (label, shown) = match (kind, *f, &v) {
+                (HandlerKind::BillingRefundIssue, "amount", Value::Number(n)) => (
+                    format!("amount in {currency}"),
+                    actiond_core::handlers::format_minor_units(n.as_i64().unwrap_or(0), currency),
+                ),
+                (_, _, Value::Null) => ((*f).to_owned(), String::new()),
+                (_, _, Value::String(t)) => ((*f).to_owned(), t.clone()),
+                (_, _, other) => ((*f).to_owned(), other.to_string()),
+            };
+            ((*f).to_owned(), label, reveal_invisible(&shown, false))
+        })
+        .collect()
+}
+
+/// The edits of an "Edit and approve" form: every non-empty `edit.<param>` field, read as the
+/// page wrote it ([`editable_fields`]): a refund's amount in major units, else JSON when it
+/// parses strictly, else text. Which params may be edited, and the limits, are checked by
+/// the store with the submission's rules. Errors: 400 naming the field.
+fn amend_edits(form: &HashMap<String, String>, p: &approvals::ProposalDetail) -> WebResult<Value> {
+    let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
+    let currency = params.get("currency").and_then(Value::as_str).unwrap_or("");
+    let mut edits = serde_json::Map::new();
+    for (k, raw) in form {
+        let Some(name) = k.strip_prefix("edit.") else {
+            continue;
+        };
+        let raw = raw.trim();
+        if raw.is_empty() {
+            continue;
+        }
+        let v = if p.action == HandlerKind::BillingRefundIssue.action() && name == "amount" {
+            let n = actiond_core::approval::parse_major_units(raw, currency).ok_or_else(|| {
+                WebError::BadRequest(format!(
+                    "params.amount: \"{}\" is not an amount in {currency} like 80.00",
+                    reveal_invisible(raw, false)
+                        .chars()
+                        .take(32)
+                        .collect::<String>()
+                ))
+            })?;
+            Value::from(n)
+        } else {
+            actiond_core::canonical::parse_strict(raw.as_bytes())
+                .unwrap_or_else(|_| Value::String(raw.to_owned()))
+        };
+        edits.insert(name.to_owned(), v);
+    }
+    if edits.is_empty() {
+        return Err(WebError::BadRequest(
+            "edits: change at least one value to approve with an edit".into(),
+        ));
+    }
+    Ok(Value::Object(edits))
+}
+
+/// The decision form's required fields: the verdict (`approve` | `deny`, or `amend` for
+/// "Edit and approve", answered as `None`), the intent hash and the policy version the page
+/// showed. Errors: 400 naming the field.
+fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Option<Verdict>, &String, i32)> {
     let verdict = match form.get("verdict").map(String::as_str) {
-        Some("approve") => Verdict::Approve,
-        Some("deny") => Verdict::Deny,
+        Some("approve") => Some(Verdict::Approve),
+        Some("deny") => Some(Verdict::Deny),
+        Some("amend") => None,
         _ => {
             return Err(WebError::BadRequest(
-                "verdict: must be approve or deny".into(),
+                "verdict: must be approve, deny or amend".into(),
             ));
         }
     };
@@ -1058,6 +1156,13 @@ pub(crate) async fn decide(
         .await?
         .ok_or(WebError::NotFound)?;
     let (verdict, intent, doc_version) = decision_fields(&form)?;
+    let amending = verdict.is_none();
+    let verdict = verdict.unwrap_or(Verdict::Approve);
+    let edits = if amending {
+        Some(amend_edits(&form, &p)?)
+    } else {
+        None
+    };
     let comment = deny_comment(&form, verdict)?;
     let submitted = match verdict {
         Verdict::Approve => crate::passkey::submitted(&state, &form)?,
@@ -1096,6 +1201,9 @@ pub(crate) async fn decide(
         seconds_on_page: seconds,
         passkey: submitted.as_ref(),
     };
+    if let Some(edits) = edits {
+        return amend(&state, &v, &p, &approver, &shown, &edits).await;
+    }
     let outcome = approvals::decide(
         &state.db,
         &state.signer,
@@ -1163,4 +1271,65 @@ pub(crate) async fn decide(
         [(header::LOCATION, format!("/p/{id}?result={result}"))],
     )
         .into_response())
+}
+
+/// "Edit and approve" (`verdict=amend` on `POST /p/{id}/decide`, after every check of that
+/// POST): [`approvals::amend::amend`], then the new proposal's page. A refused edit is a 400
+/// naming the field; an original no longer escalated a 409; a refusal by a decision rule is
+/// answered as an Approve's.
+async fn amend(
+    state: &AppState,
+    v: &Viewer,
+    p: &approvals::ProposalDetail,
+    approver: &Approver,
+    shown: &Shown<'_>,
+    edits: &Value,
+) -> WebResult<Response> {
+    use actiond_store::approvals::amend::{self as am, Amended};
+    let out = am::amend(
+        &state.db,
+        &state.signer,
+        &p.tenant_id,
+        p.id,
+        approver,
+        shown,
+        edits,
+        None,
+    )
+    .await?;
+    let label = "amend";
+    match out {
+        Amended::Filed(f) => {
+            tracing::info!(proposal = %p.id, amended_to = %f.id, tenant = %p.tenant_id, subject = %v.subject, state = %f.state, "amended");
+            if matches!(f.approval, Some(Decided::Approved { .. })) {
+                let _ = actiond_store::listen::notify(
+                    &state.db,
+                    actiond_store::listen::CHANNEL_APPROVED,
+                )
+                .await;
+            }
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[label, "amended"])
+                .inc();
+            Ok((
+                StatusCode::SEE_OTHER,
+                [(header::LOCATION, format!("/p/{}?result=amended", f.id))],
+            )
+                .into_response())
+        }
+        Amended::AlreadyDecided { state: st, .. } => Err(WebError::Conflict(format!(
+            "This proposal is already {st}: it can no longer be amended. Nothing was amended."
+        ))),
+        Amended::Invalid(e) => Err(WebError::BadRequest(format!("{e}. Nothing was amended."))),
+        Amended::Refused(r) => {
+            state
+                .metrics
+                .decisions
+                .with_label_values(&[label, "refused"])
+                .inc();
+            refused(state, v, &p.tenant_id, p.id, r).await
+        }
+    }
 }

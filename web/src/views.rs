@@ -151,6 +151,17 @@ pub(crate) struct ApprovalRow {
 #[template(path = "decision.html")]
 pub(crate) struct DecisionPage {
     pub(crate) chrome: Chrome,
+    /// The params a person may edit ("Edit and approve"): (name, label, current value as
+    /// typed: a refund's amount in major units), empty when the handler declares none.
+    pub(crate) editable: Vec<(String, String, String)>,
+    /// On a person's edit of another proposal: that proposal's id, who edited, and the diff
+    /// in words; empty otherwise.
+    pub(crate) amended_from: String,
+    pub(crate) amended_by: String,
+    pub(crate) amended_diff: String,
+    /// On an `amended` proposal: the new proposal's id and state; empty otherwise.
+    pub(crate) amended_to: String,
+    pub(crate) amended_to_state: String,
     pub(crate) id: String,
     pub(crate) tenant: String,
     pub(crate) sentence: String,

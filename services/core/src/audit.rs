@@ -47,6 +47,10 @@ pub enum AuditKind {
     /// The executor's lease ran out after the spend (`executing → outcome_unknown`).
     #[serde(rename = "proposal.outcome_unknown")]
     ProposalOutcomeUnknown,
+    /// A person approved an escalated proposal with an edit (`escalated → amended`);
+    /// `detail` names the new proposal (`amended_to`) and the field-by-field `diff`.
+    #[serde(rename = "proposal.amended")]
+    ProposalAmended,
     /// The proposal's agent withdrew it before any approval (`pending | escalated → withdrawn`;
     /// the actor is `agent:<id>`, `detail.via` says how, e.g. `mcp tasks/cancel`).
     #[serde(rename = "proposal.withdrawn")]
@@ -97,7 +101,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 27] = [
+    pub const ALL: [AuditKind; 28] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -111,6 +115,7 @@ impl AuditKind {
         Self::ProposalBlockedPolicyChanged,
         Self::ProposalExecuted,
         Self::ProposalOutcomeUnknown,
+        Self::ProposalAmended,
         Self::ProposalWithdrawn,
         Self::AgentCreated,
         Self::AgentRevoked,
@@ -143,6 +148,7 @@ impl AuditKind {
             Self::ProposalBlockedPolicyChanged => "proposal.blocked_policy_changed",
             Self::ProposalExecuted => "proposal.executed",
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
+            Self::ProposalAmended => "proposal.amended",
             Self::ProposalWithdrawn => "proposal.withdrawn",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",

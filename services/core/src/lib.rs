@@ -19,6 +19,7 @@
 //! - [`text`]: making agent-written text visible and safe (hidden characters named).
 //! - [`vocab`]: the shared words (effects, handler kinds, field kinds), importing nothing else.
 
+pub mod amend;
 pub mod approval;
 pub mod audit;
 pub mod audit_chain;

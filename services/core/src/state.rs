@@ -27,6 +27,9 @@ pub enum ProposalState {
     Failed,
     /// Final: the executor lost its lease after spending the grant; never re-run automatically.
     OutcomeUnknown,
+    /// Final: a person approved it with an edit; the edited intent is a new proposal whose
+    /// `amended_from` names this one ([`crate::amend`]).
+    Amended,
     /// Final: its agent withdrew it while it was `pending` or `escalated` (MCP `tasks/cancel`);
     /// nothing was approved or performed. An approved proposal is never withdrawn.
     Withdrawn,
@@ -34,7 +37,7 @@ pub enum ProposalState {
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 11] = [
+    pub const ALL: [ProposalState; 12] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -45,6 +48,7 @@ impl ProposalState {
         Self::Succeeded,
         Self::Failed,
         Self::OutcomeUnknown,
+        Self::Amended,
         Self::Withdrawn,
     ];
 
@@ -61,6 +65,7 @@ impl ProposalState {
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Amended => "amended",
             Self::Withdrawn => "withdrawn",
         }
     }
@@ -77,6 +82,8 @@ impl ProposalState {
 
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
+    /// `escalated → amended` only when a person approves it with an edit (the database checks
+    /// that the proposal amending it exists).
     /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
@@ -85,7 +92,7 @@ impl ProposalState {
             (
                 Pending,
                 Approved | Escalated | Blocked | Expired | Denied | Withdrawn
-            ) | (Escalated, Approved | Denied | Expired | Withdrawn)
+            ) | (Escalated, Approved | Denied | Expired | Amended | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
                 | (Executing, Succeeded | Failed | OutcomeUnknown)
         )
@@ -120,6 +127,8 @@ mod tests {
         assert!(Escalated.can_become(Approved));
         assert!(!Pending.can_become(Succeeded));
         assert!(!Denied.can_become(Approved));
+        assert!(Escalated.can_become(Amended));
+        assert!(!Pending.can_become(Amended) && !Approved.can_become(Amended));
         for s in [
             Blocked,
             Denied,
@@ -127,6 +136,7 @@ mod tests {
             Succeeded,
             Failed,
             OutcomeUnknown,
+            Amended,
             Withdrawn,
         ] {
             assert!(s.is_final());

@@ -29,6 +29,8 @@
 //! - every refusal is an `approval.refused` audit event, committed with nothing else changed
 //!   (except the expiry above).
 
+pub mod amend;
+
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
 use crate::{Db, Result, StoreError, audit, grants, set_tenant, stages, tenants};
 use actiond_core::approval::{self as rules, ApprovalRefusal, Freshness, Retyped, Tally};

@@ -271,7 +271,7 @@ async fn history_as_of<C: deadpool_postgres::GenericClient>(
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
                AND created_at > COALESCE($7::timestamptz, now()) - make_interval(secs => $4)
                AND ($7::timestamptz IS NULL OR created_at <= $7::timestamptz)
-               AND NOT (state IN ('blocked','denied','expired','withdrawn') AND updated_at <= COALESCE($7::timestamptz, now()))",
+               AND NOT (state IN ('blocked','denied','expired','withdrawn','amended') AND updated_at <= COALESCE($7::timestamptz, now()))",
         )
         .await?;
     let r = c

@@ -885,6 +885,24 @@ pub struct ProposalStatus {
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// Last state change.
     pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// The proposal this one amends: a person approved that one with an edit, and this is
+    /// the edited intent (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amended_from: Option<Uuid>,
+    /// When this proposal is `amended`: the new proposal that carries the person's edit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amended_to: Option<AmendedTo>,
+}
+
+/// What an agent is told about the proposal that replaced its amended one.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AmendedTo {
+    /// The new proposal's id (the agent may follow it as its own).
+    pub proposal_id: Uuid,
+    /// Its current state.
+    pub state: String,
+    /// What the person changed: `[{"field", "from", "to"}, …]` of the params.
+    pub changes: serde_json::Value,
 }
 
 /// Reads a proposal for the agent that proposed it; any other agent (or tenant) gets `None`.
@@ -899,8 +917,11 @@ pub async fn get_for_agent(
     set_tenant(&tx, tenant).await?;
     let stmt = tx
         .prepare_cached(
-            "SELECT id, action, target, state, decision_reason, outcome, intent_hash, created_at, updated_at
-             FROM proposals WHERE tenant_id = $1 AND agent_id = $2 AND id = $3",
+            "SELECT p.id, p.action, p.target, p.state, p.decision_reason, p.outcome, p.intent_hash, p.created_at,
+                    p.updated_at, p.amended_from, n.id, n.state, n.amendment_diff
+             FROM proposals p
+             LEFT JOIN proposals n ON p.state = 'amended' AND n.amended_from = p.id AND n.tenant_id = p.tenant_id
+             WHERE p.tenant_id = $1 AND p.agent_id = $2 AND p.id = $3",
         )
         .await?;
     let r = tx.query_opt(&stmt, &[&tenant, &agent, &id]).await?;
@@ -915,6 +936,12 @@ pub async fn get_for_agent(
         intent_hash: r.get(6),
         created_at: r.get(7),
         updated_at: r.get(8),
+        amended_from: r.get(9),
+        amended_to: r.get::<_, Option<Uuid>>(10).map(|id| AmendedTo {
+            proposal_id: id,
+            state: r.get(11),
+            changes: r.get(12),
+        }),
     }))
 }
 

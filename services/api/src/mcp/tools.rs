@@ -66,6 +66,8 @@ the action has NOT happened. Tell the user it is awaiting approval; check again 
 tell the user to verify.
 - \"blocked\", \"denied\", \"expired\": final; the action did NOT happen. reason says why. Tell \
 the user; do not just propose the same action again.
+- \"amended\": final; a person approved it with an edit, so it will NOT run as filed. \
+amended_to gives the new proposal's id, state and the changes; follow that id instead.
 - \"withdrawn\": final; you withdrew it before approval; the action did NOT happen.
 Only the agent that filed a proposal can read it.";
 
@@ -426,7 +428,7 @@ impl ServerHandler for ActiondMcp {
 /// | proposal state | task status | payload |
 /// |---|---|---|
 /// | `pending`, `escalated`, `approved`, `executing` | `working` | `statusMessage`: what the state means ("has NOT happened") |
-/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired` | `completed` | `result`: the `check_proposal` result |
+/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
 /// | `withdrawn` | `cancelled` | `statusMessage`: withdrawn, nothing happened |
 pub mod tasks {
     use super::{McpError, ProposalStatus, SubmitError, Value, json, state_advice, status_result};
@@ -717,6 +719,7 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "succeeded" => format!("The action was performed and succeeded.{why}"),
         "failed" => format!("The action was attempted and failed.{why} Tell the user; do not retry on your own."),
         "outcome_unknown" => "The action may or may not have happened (the executor lost track of it); it will not be re-run automatically. Tell the user to verify it.".to_owned(),
+        "amended" => format!("A person approved it with an edit: this proposal will NOT run as you filed it; the edited version is a new proposal (amended_to: its id, state and what changed), which you may follow with check_proposal.{why} Tell the user what the person changed."),
         "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
@@ -726,6 +729,18 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
 }
 
 fn status_result(s: &ProposalStatus) -> CallToolResult {
+    let mut message = state_advice(&s.state, s.reason.as_deref());
+    if let Some(to) = &s.amended_to {
+        message = format!(
+            "{message} New proposal {} is {}: {}",
+            to.proposal_id,
+            to.state,
+            state_advice(&to.state, None)
+        );
+    }
+    if let Some(from) = s.amended_from {
+        message = format!("{message} This proposal is a person's edit of your proposal {from}.");
+    }
     CallToolResult::structured(json!({
         "proposal_id": s.proposal_id,
         "action": s.action,
@@ -735,7 +750,9 @@ fn status_result(s: &ProposalStatus) -> CallToolResult {
         "outcome": s.outcome,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
-        "message": state_advice(&s.state, s.reason.as_deref()),
+        "amended_from": s.amended_from,
+        "amended_to": s.amended_to,
+        "message": message,
     }))
 }
 
@@ -960,6 +977,8 @@ mod tests {
             intent_hash: "0".repeat(64),
             created_at: at,
             updated_at: at,
+            amended_from: None,
+            amended_to: None,
         }
     }
 

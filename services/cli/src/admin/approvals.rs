@@ -52,10 +52,26 @@ pub enum ApprovalsCmd {
     Approve(DecideArgs),
     /// Deny (break-glass).
     Deny(DecideArgs),
+    /// Approve with an edit (break-glass): the edited params become a new proposal linked to
+    /// this one (which ends `amended`); policy evaluates it like any proposal, and your edit
+    /// counts as your approval of it when policy escalates it.
+    Amend(AmendArgs),
+}
+
+/// Arguments of `approvals amend`.
+#[derive(Debug, clap::Args)]
+pub struct AmendArgs {
+    /// The new values of the params to change, as one JSON object in the params' own units
+    /// (`{"amount": 8000}` is 80.00 for a refund in minor units); only the handler's editable
+    /// params (`approvals show` lists them), `null` removes an optional one.
+    #[arg(long)]
+    pub edits: String,
+    #[command(flatten)]
+    pub decide: DecideArgs,
 }
 
 /// Arguments of approve/deny.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct DecideArgs {
     /// Proposal id.
     pub id: uuid::Uuid,
@@ -119,6 +135,7 @@ pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
         } => show(id, full_intent, &db).await,
         ApprovalsCmd::Approve(a) => decide(a, Verdict::Approve).await,
         ApprovalsCmd::Deny(a) => decide(a, Verdict::Deny).await,
+        ApprovalsCmd::Amend(a) => amend(a).await,
     }
 }
 
@@ -290,6 +307,39 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
 /// the decision (a grant signed with the break-glass key once enough people approved) and wakes
 /// the executors.
 async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
+    let (db, signer, p, approver) = operator(&a).await?;
+    let retyped = actiond_core::approval::Retyped {
+        amount: a.confirm_amount.clone(),
+        target: a.confirm_target.clone(),
+    };
+    let shown = approvals::Shown {
+        intent: &a.intent,
+        doc_version: None,
+        retyped: &retyped,
+        seconds_on_page: None,
+        // Break-glass has no authenticator: an Approve that needs a passkey is refused.
+        passkey: None,
+    };
+    let out = approvals::decide(
+        &db,
+        &signer,
+        &p.tenant_id,
+        a.id,
+        &approver,
+        verdict,
+        &shown,
+        a.comment.as_deref(),
+    )
+    .await?;
+    tracing::warn!(proposal = %a.id, operator = %a.as_subject, "break-glass decision recorded");
+    report(&db, &a, out).await
+}
+
+/// The break-glass signer, the proposal and the operator as an [`Approver`], once the key id
+/// and the operator's listing in `approvers.subjects` are checked.
+async fn operator(
+    a: &DecideArgs,
+) -> anyhow::Result<(Db, GrantSigner, approvals::ProposalDetail, Approver)> {
     if !a.key.key_id.starts_with("breakglass-") {
         return Err(crate::exit::invalid("--key-id must start with breakglass-"));
     }
@@ -330,30 +380,11 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         session: None,
         claims: None,
     };
-    let retyped = actiond_core::approval::Retyped {
-        amount: a.confirm_amount.clone(),
-        target: a.confirm_target.clone(),
-    };
-    let shown = approvals::Shown {
-        intent: &a.intent,
-        doc_version: None,
-        retyped: &retyped,
-        seconds_on_page: None,
-        // Break-glass has no authenticator: an Approve that needs a passkey is refused.
-        passkey: None,
-    };
-    let out = approvals::decide(
-        &db,
-        &signer,
-        &p.tenant_id,
-        a.id,
-        &approver,
-        verdict,
-        &shown,
-        a.comment.as_deref(),
-    )
-    .await?;
-    tracing::warn!(proposal = %a.id, operator = %a.as_subject, "break-glass decision recorded");
+    Ok((db, signer, p, approver))
+}
+
+/// Says what a decision did (exit 0), or why nothing was decided (exit 1).
+async fn report(db: &Db, a: &DecideArgs, out: Decided) -> anyhow::Result<()> {
     match out {
         Decided::Approved { grant_id } => {
             let c = db.client().await?;
@@ -394,4 +425,82 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         Decided::Refused(r) => bail!("refused ({}): {r}; nothing was decided", r.rule()),
     }
     Ok(())
+}
+
+/// `actiond approvals amend`: approve with an edit (see [`approvals::amend::amend`]). Prints
+/// the new proposal's id, the diff and what policy (and the operator's approval) made of it.
+async fn amend(a: AmendArgs) -> anyhow::Result<()> {
+    use actiond_store::approvals::amend::{self as am, Amended};
+    let edits = actiond_core::canonical::parse_strict(a.edits.as_bytes()).map_err(|e| {
+        crate::exit::invalid(format!(
+            "--edits: {}{}",
+            if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path)
+            },
+            e.rule
+        ))
+    })?;
+    let d = &a.decide;
+    let (db, signer, p, approver) = operator(d).await?;
+    let retyped = actiond_core::approval::Retyped {
+        amount: d.confirm_amount.clone(),
+        target: d.confirm_target.clone(),
+    };
+    let shown = approvals::Shown {
+        intent: &d.intent,
+        doc_version: None,
+        retyped: &retyped,
+        seconds_on_page: None,
+        passkey: None,
+    };
+    let out = am::amend(
+        &db,
+        &signer,
+        &p.tenant_id,
+        d.id,
+        &approver,
+        &shown,
+        &edits,
+        d.comment.as_deref(),
+    )
+    .await?;
+    tracing::warn!(proposal = %d.id, operator = %d.as_subject, "break-glass amendment recorded");
+    match out {
+        Amended::Filed(f) => {
+            say(&format!(
+                "amended {} ({}); new proposal {} is {}",
+                d.id,
+                am::describe_diff(&f.diff),
+                f.id,
+                f.state
+            ));
+            match f.approval {
+                Some(Decided::Refused(r)) => say(&format!(
+                    "your approval of the new proposal was refused ({}): {r}",
+                    r.rule()
+                )),
+                Some(out) => {
+                    let mut again = DecideArgs {
+                        id: f.id,
+                        ..d.clone()
+                    };
+                    again.intent = f.intent_hash.clone();
+                    report(&db, &again, out).await?;
+                }
+                None if f.state == actiond_core::state::ProposalState::Pending => say(
+                    "policy has not evaluated it yet; your approval is not recorded: approve it with `actiond approvals approve`",
+                ),
+                None => {}
+            }
+            Ok(())
+        }
+        Amended::AlreadyDecided { state, by } => bail!(
+            "proposal is already {state}{}; nothing was amended",
+            by.map(|b| format!(" (decided by {b})")).unwrap_or_default()
+        ),
+        Amended::Refused(r) => bail!("refused ({}): {r}; nothing was amended", r.rule()),
+        Amended::Invalid(e) => Err(crate::exit::invalid(format!("--edits: {e}"))),
+    }
 }

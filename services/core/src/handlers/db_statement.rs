@@ -19,6 +19,7 @@ pub(super) static SPEC: Spec = Spec {
     honours_idempotency_key: false,
     history_sum_param: None,
     default_risky: &["statement", "values"],
+    editable: &["values"],
     default_summary: "Run statement {statement} with {values}",
     settings: &["credential", "statements", "statement_timeout"],
     credential_required: true,

@@ -27,6 +27,7 @@ pub(super) static SPEC: Spec = Spec {
     honours_idempotency_key: false,
     history_sum_param: None,
     default_risky: &["zone", "name", "type", "records"],
+    editable: &["ttl", "records"],
     default_summary: "Set {type} records of {name} in zone {zone} to {records} (TTL {ttl}s)",
     settings: &["credential", "zones", "server_id", "allow_delegations"],
     credential_required: true,

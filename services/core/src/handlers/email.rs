@@ -17,6 +17,7 @@ pub(super) static SPEC: Spec = Spec {
     honours_idempotency_key: false,
     history_sum_param: None,
     default_risky: &["recipients", "variables"],
+    editable: &["recipients", "variables"],
     default_summary: "Email {recipients} using template {template}",
     settings: &[
         "credential",

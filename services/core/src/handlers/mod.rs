@@ -143,6 +143,12 @@ impl HandlerKind {
         self.spec().default_risky
     }
 
+    /// Params a person may change when approving with an edit; the edited params are
+    /// validated again with [`HandlerKind::validate_params`] (see [`crate::amend`]).
+    pub fn editable(self) -> &'static [&'static str] {
+        self.spec().editable
+    }
+
     /// Default one-sentence summary template; `{param}` is replaced by the param's value and
     /// `{amount}` by the amount in major units for refunds.
     pub fn default_summary(self) -> &'static str {

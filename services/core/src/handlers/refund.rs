@@ -15,6 +15,7 @@ pub(super) static SPEC: Spec = Spec {
     honours_idempotency_key: true,
     history_sum_param: Some("amount"),
     default_risky: &["amount", "currency", "payment_id"],
+    editable: &["amount", "reason"],
     default_summary: "Refund {amount} {currency} on payment {payment_id}",
     settings: &["credential", "max_amount", "currencies"],
     credential_required: true,

@@ -19,6 +19,10 @@ pub(crate) struct Spec {
     pub(crate) history_sum_param: Option<&'static str>,
     /// Params highlighted to approvers unless the tenant says otherwise.
     pub(crate) default_risky: &'static [&'static str],
+    /// Params a person may change when approving with an edit (`actiond approvals amend`, the
+    /// decision page's "Edit and approve"); every other param, and the target, stay as the
+    /// agent proposed them.
+    pub(crate) editable: &'static [&'static str],
     /// Summary template unless the tenant gives one.
     pub(crate) default_summary: &'static str,
     /// Handler-specific setting keys a tenant may write (besides the common ones).
@@ -66,6 +70,7 @@ impl Spec {
         honours_idempotency_key: false,
         history_sum_param: None,
         default_risky: &[],
+        editable: &[],
         default_summary: "",
         settings: &[],
         credential_required: false,

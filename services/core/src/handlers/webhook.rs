@@ -14,6 +14,7 @@ pub(super) static SPEC: Spec = Spec {
     honours_idempotency_key: false,
     history_sum_param: None,
     default_risky: &["body"],
+    editable: &[],
     default_summary: "Send a webhook with {body_keys} to {target}",
     settings: &["url", "headers", "credential"],
     credential_required: false,
