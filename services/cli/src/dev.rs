@@ -24,7 +24,8 @@ use tokio::process::{Child, Command};
 #[derive(Debug, Clone, clap::Args)]
 pub struct DevArgs {
     /// Directory for keys, credentials, the demo tenant document and the agent token
-    /// (recreated on every start).
+    /// (recreated on every start; a non-empty directory dev did not make, or one another
+    /// running dev uses, is refused).
     #[arg(long, default_value = ".actiond-dev")]
     pub state_dir: PathBuf,
     /// Use this Postgres instead of starting a throwaway one.
@@ -481,12 +482,43 @@ async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Re
     Ok(())
 }
 
-/// Empties (or creates) `--state-dir` and returns its canonical path.
+/// The file `actiond dev` leaves in every `--state-dir` it made: only a directory holding it
+/// (or an empty one) is ever emptied.
+const STATE_MARKER: &str = ".actiond-dev-state";
+
+/// Empties (or creates) `--state-dir` and returns its canonical path. Refuses, with one line
+/// saying what to do, a non-empty directory that `actiond dev` did not make (no
+/// [`STATE_MARKER`]: `--state-dir .` or `~` must never be wiped) and one whose `actiond dev`
+/// is still running (its process id in the marker is alive), so a second run cannot replace
+/// the first one's keys and token under it.
 fn reset_state_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.exists() {
+        let marker = dir.join(STATE_MARKER);
+        let empty = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read --state-dir {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty && !marker.exists() {
+            anyhow::bail!(
+                "--state-dir {}: this directory holds files actiond dev did not create, and dev empties its state dir on every start; pass a new or empty directory",
+                dir.display()
+            );
+        }
+        if let Some(pid) = std::fs::read_to_string(&marker)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            && pid != std::process::id()
+            && Path::new(&format!("/proc/{pid}")).exists()
+        {
+            anyhow::bail!(
+                "--state-dir {}: another actiond dev (pid {pid}) is running with it; stop it first (Ctrl-C in its terminal) or pass another --state-dir and other --api-listen/--web-listen addresses",
+                dir.display()
+            );
+        }
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot reset {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(STATE_MARKER), format!("{}\n", std::process::id()))?;
     Ok(std::fs::canonicalize(dir)?)
 }
 
@@ -837,6 +869,39 @@ async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::DEMO_TENANT;
+
+    /// `--state-dir` pointed at a directory of someone's files is refused and nothing in it is
+    /// touched; a directory dev made is emptied and marked again; one whose dev is still
+    /// running (the marker names a live process) is refused.
+    #[test]
+    fn the_state_dir_is_emptied_only_when_dev_made_it_and_no_dev_runs_on_it() {
+        let base = std::env::temp_dir().join(format!("actiond-dev-test-{}", uuid::Uuid::new_v4()));
+        let theirs = base.join("theirs");
+        std::fs::create_dir_all(theirs.join("sub")).unwrap();
+        std::fs::write(theirs.join("notes.txt"), "precious").unwrap();
+        let e = super::reset_state_dir(&theirs).unwrap_err().to_string();
+        assert!(e.contains("did not create"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("notes.txt")).unwrap(),
+            "precious"
+        );
+        assert!(theirs.join("sub").exists());
+
+        let ours = base.join("ours");
+        super::reset_state_dir(&ours).unwrap();
+        std::fs::write(ours.join("agent-token"), "t").unwrap();
+        // Our own pid in the marker: this process re-running it empties it.
+        super::reset_state_dir(&ours).unwrap();
+        assert!(!ours.join("agent-token").exists());
+        assert!(ours.join(super::STATE_MARKER).exists());
+        // A live other process (pid 1 always exists) holds it: refused, nothing removed.
+        std::fs::write(ours.join(super::STATE_MARKER), "1\n").unwrap();
+        std::fs::write(ours.join("agent-token"), "t").unwrap();
+        let e = super::reset_state_dir(&ours).unwrap_err().to_string();
+        assert!(e.contains("another actiond dev (pid 1)"), "{e}");
+        assert!(ours.join("agent-token").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
     use actiond_core::policy::{AgentFacts, CompiledPolicy, EvalInput, History, decide};
     use actiond_core::tenant::TenantDocument;
 
