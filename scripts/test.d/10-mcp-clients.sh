@@ -11,5 +11,6 @@ if ! "$E2E/.venv/bin/python" -c 'import mcp' >/dev/null 2>&1; then
   python3 -m venv "$E2E/.venv"
   "$E2E/.venv/bin/pip" install -q --disable-pip-version-check -r "$E2E/requirements.txt"
 fi
-# The Python test runs `actiond mcp-stdio` from target/debug: build it first.
-cargo build -q -p actiond
+# The Python test runs `actiond mcp-stdio` from target/debug: build it first, with the feature
+# set of the test build below (`-p actiond` alone would compile the dependency tree twice).
+cargo build -q --workspace --all-targets

@@ -16,7 +16,7 @@ api_contract_checks() {
     "$tools/venv/bin/pip" install -q --disable-pip-version-check \
       schemathesis==4.32.5 openapi-spec-validator==0.9.0
   fi
-  cargo build -q -p actiond
+  cargo build -q --workspace --all-targets  # the test build's feature set: built once
   work=$(mktemp -d)
   read -r api web < <(python3 -c 'import socket
 s=[socket.socket() for _ in range(2)]
