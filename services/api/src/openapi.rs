@@ -13,10 +13,10 @@
 //!   tool list ([`crate::mcp::tools::propose_description`]): the actions the tenant's handler
 //!   registry enables, each with its params and the tenant's own limits (currencies, zones,
 //!   maximum amount), or an explanation that nothing is enabled;
-//! - `components.schemas.ProposalRequest.properties.action` gets an `enum` of exactly those
-//!   actions (empty when none: no value is valid, JSON Schema 2020-12 §6.1.2), and the `oneOf`
-//!   keeps only their branches, with the tenant's refund limits (`max_amount`, `currencies`)
-//!   written into the params schema.
+//! - `components.schemas.ProposalRequest.properties.action` has no `enum`: the `oneOf` keeps
+//!   only the enabled actions' branches, with the tenant's refund limits
+//!   (`max_amount`, `currencies`) written into the params schema, plus the branch for any other
+//!   name (stored, then blocked by policy), which is what the API does with it.
 
 use actiond_core::handlers::HandlerKind;
 use actiond_core::tenant::TenantDocument;
@@ -100,24 +100,29 @@ pub fn for_tenant(tenant: &str, doc: Option<&TenantDocument>) -> Result<String, 
         .ok_or("openapi.yaml: no POST /v1/proposals")?;
     post["description"] = json!(crate::mcp::tools::propose_description(doc));
     let request = request_schema(&mut spec)?;
-    let branches: Vec<Value> = enabled
+    let mut branches: Vec<Value> = enabled
         .iter()
         .map(|(_, kind, settings)| action_branch(*kind, Some(settings)))
         .collect();
-    if branches.is_empty() {
-        request.remove("oneOf");
-    } else {
-        request.insert("oneOf".into(), json!(branches));
-    }
+    // What the API does with any other name (a registry action this tenant does not enable
+    // included): stores it as submitted and policy blocks it, so it is valid input, never run.
+    branches.push(json!({
+        "title": "any other action",
+        "description": "Not enabled for this tenant: stored as submitted, then blocked by policy (no handler); it never runs.",
+        "properties": {"action": {"not": {"enum": actions}}, "params": {"type": "object"}}
+    }));
+    request.insert("oneOf".into(), json!(branches));
     let action = request
         .get_mut("properties")
         .and_then(|p| p.get_mut("action"))
         .ok_or("openapi.yaml: no ProposalRequest.action")?;
-    action["enum"] = json!(actions);
+    if let Some(a) = action.as_object_mut() {
+        a.remove("enum");
+    }
     action["description"] = json!(if actions.is_empty() {
-        "No action is enabled for this tenant: any value is refused (see the operation's description)."
+        "No action is enabled for this tenant: any name is stored and then blocked by policy, never run (see the operation's description)."
     } else {
-        "One of the actions this tenant enables (see the operation's description for params and limits)."
+        "One of the actions this tenant enables (see the operation's description for params and limits); any other name is stored and then blocked by policy, never run."
     });
     serde_yaml_ng::to_string(&spec).map_err(|e| format!("openapi.yaml: {e}"))
 }
@@ -144,7 +149,15 @@ mod tests {
         );
         let spec = parsed(&for_tenant("acme", Some(&d)).unwrap());
         let action = &spec["components"]["schemas"]["ProposalRequest"]["properties"]["action"];
-        assert_eq!(action["enum"], json!(["billing.refund.issue"]));
+        assert!(action.get("enum").is_none(), "{action}");
+        let branches = spec["components"]["schemas"]["ProposalRequest"]["oneOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(branches.len(), 2, "{branches:?}");
+        assert_eq!(
+            branches[1]["properties"]["action"]["not"]["enum"],
+            json!(["billing.refund.issue"])
+        );
         let desc = spec["paths"]["/v1/proposals"]["post"]["description"]
             .as_str()
             .unwrap();
@@ -157,7 +170,7 @@ mod tests {
         let branches = spec["components"]["schemas"]["ProposalRequest"]["oneOf"]
             .as_array()
             .unwrap();
-        assert_eq!(branches.len(), 1);
+        assert_eq!(branches.len(), 2, "the refund and any other action");
         let params = &branches[0]["properties"]["params"]["properties"];
         assert_eq!(params["amount"]["maximum"], json!(20000));
         assert_eq!(params["currency"]["enum"], json!(["EUR"]));
@@ -232,7 +245,7 @@ mod tests {
         for d in [None, Some(doc("  {}\n"))] {
             let spec = parsed(&for_tenant("empty", d.as_ref()).unwrap());
             let action = &spec["components"]["schemas"]["ProposalRequest"]["properties"]["action"];
-            assert_eq!(action["enum"], json!([]));
+            assert!(action.get("enum").is_none(), "{action}");
             assert!(
                 action["description"]
                     .as_str()

@@ -695,8 +695,8 @@ async fn each_tenant_sees_only_its_own_actions() {
     env.finish().await;
 }
 
-/// `GET /v1/openapi.yaml` as the agent with `token`: the `action` enum of `ProposalRequest`
-/// and the description of `POST /v1/proposals`.
+/// `GET /v1/openapi.yaml` as the agent with `token`: the actions `ProposalRequest` names (its
+/// branches' `action` consts) and the description of `POST /v1/proposals`.
 async fn tenant_openapi(base: &str, token: &str) -> (Value, String) {
     let resp = reqwest::Client::new()
         .get(format!("{base}/v1/openapi.yaml"))
@@ -708,7 +708,16 @@ async fn tenant_openapi(base: &str, token: &str) -> (Value, String) {
     assert_eq!(resp.headers()["content-type"], "application/yaml");
     let spec: Value = serde_yaml_ng::from_str(&resp.text().await.unwrap()).unwrap();
     (
-        spec["components"]["schemas"]["ProposalRequest"]["properties"]["action"]["enum"].clone(),
+        // The enabled actions: the `const` of each `oneOf` branch (the last branch, any other
+        // name, has none: such a request is stored and blocked by policy).
+        Value::Array(
+            spec["components"]["schemas"]["ProposalRequest"]["oneOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b["properties"]["action"].get("const").cloned())
+                .collect(),
+        ),
         spec["paths"]["/v1/proposals"]["post"]["description"]
             .as_str()
             .unwrap()
