@@ -112,6 +112,9 @@ handlers:
   webhook.post:
     url: http://127.0.0.1:SINK_PORT/hook
     credential: hooks
+  ticket.comment.add:
+    base_url: http://127.0.0.1:SINK_PORT/tickets
+    credential: tickets
   email.send:
     from: support@example.com
     recipient_domains: [example.com, customer.example]
@@ -627,6 +630,7 @@ fn write_credentials(creds: &Path) -> anyhow::Result<PathBuf> {
     write_secret(&exec_dir.join("demo.payments"), "sk_test_dev_only")?;
     write_secret(&exec_dir.join("demo.pdns"), "pdns-dev-key")?;
     write_secret(&exec_dir.join("demo.hooks"), "hook-dev-secret")?;
+    write_secret(&exec_dir.join("demo.tickets"), "ticket-dev-token")?;
     Ok(exec_dir)
 }
 
