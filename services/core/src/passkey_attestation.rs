@@ -109,24 +109,7 @@ pub fn check_attestation(
     aaguid: &[u8; 16],
     now: u64,
 ) -> Result<(), PasskeyError> {
-    let att: Cbor = coset::cbor::de::from_reader(attestation_object)
-        .map_err(|_| PasskeyError("attestation_object: not CBOR".into()))?;
-    let map = att
-        .as_map()
-        .ok_or_else(|| PasskeyError("attestation_object: not a CBOR map".into()))?;
-    let field = |m: &[(Cbor, Cbor)], name: &str| {
-        m.iter()
-            .find(|(k, _)| k.as_text() == Some(name))
-            .map(|(_, v)| v.clone())
-    };
-    let fmt = field(map, "fmt")
-        .and_then(|v| v.as_text().map(str::to_owned))
-        .unwrap_or_default();
-    let auth_data = field(map, "authData")
-        .and_then(|v| v.as_bytes().cloned())
-        .ok_or_else(|| PasskeyError("attestation_object: no authData".into()))?;
-    const RULE: &str =
-        "this tenant requires attested passkeys (approvers.passkey_attestation: required)";
+    let (fmt, auth_data, stmt) = parse_object(attestation_object)?;
     match fmt.as_str() {
         "packed" => {}
         "none" => {
@@ -146,9 +129,68 @@ pub fn check_attestation(
             aaguid_text(aaguid)
         ));
     }
+    let packed = packed_statement(stmt)?;
+    check_certificate_fields(&packed.certs[0], aaguid)?;
+    let leaf_der = CertificateDer::from(packed.certs[0].as_slice());
+    let leaf = EndEntityCert::try_from(&leaf_der)
+        .map_err(|e| PasskeyError(format!("attStmt.x5c[0]: not a usable certificate ({e})")))?;
+    verify_chain(policy, &leaf, &packed.certs[1..], now)?;
+    let mut signed = auth_data;
+    signed.extend_from_slice(&Sha256::digest(client_data_json));
+    leaf.verify_signature(packed.verify_alg, &signed, &packed.sig)
+        .map_err(|e| {
+            PasskeyError(format!(
+                "attStmt.sig: does not verify over the authenticator data and client data hash with the attestation certificate's key and alg {} ({e})",
+                packed.alg
+            ))
+        })?;
+    Ok(())
+}
+
+/// The policy every refusal names.
+const RULE: &str =
+    "this tenant requires attested passkeys (approvers.passkey_attestation: required)";
+
+/// The attestation object's `fmt`, `authData` and `attStmt` (WebAuthn Level 3 §6.5.4).
+fn parse_object(
+    attestation_object: &[u8],
+) -> Result<(String, Vec<u8>, Vec<(Cbor, Cbor)>), PasskeyError> {
+    let att: Cbor = coset::cbor::de::from_reader(attestation_object)
+        .map_err(|_| PasskeyError("attestation_object: not CBOR".into()))?;
+    let map = att
+        .as_map()
+        .ok_or_else(|| PasskeyError("attestation_object: not a CBOR map".into()))?;
+    let fmt = field(map, "fmt")
+        .and_then(|v| v.as_text().map(str::to_owned))
+        .unwrap_or_default();
+    let auth_data = field(map, "authData")
+        .and_then(|v| v.as_bytes().cloned())
+        .ok_or_else(|| PasskeyError("attestation_object: no authData".into()))?;
     let stmt = field(map, "attStmt")
         .and_then(|v| v.as_map().cloned())
         .ok_or_else(|| PasskeyError("attestation_object.attStmt: missing or not a map".into()))?;
+    Ok((fmt, auth_data, stmt))
+}
+
+/// The value under text key `name` in a CBOR map.
+fn field(m: &[(Cbor, Cbor)], name: &str) -> Option<Cbor> {
+    m.iter()
+        .find(|(k, _)| k.as_text() == Some(name))
+        .map(|(_, v)| v.clone())
+}
+
+/// A `packed` attestation statement with a certificate chain (WebAuthn Level 3 §8.2).
+struct Packed {
+    alg: i64,
+    verify_alg: &'static dyn SignatureVerificationAlgorithm,
+    sig: Vec<u8>,
+    /// DER certificates, leaf first; 1 to 8 of them.
+    certs: Vec<Vec<u8>>,
+}
+
+/// Reads `alg`, `sig` and `x5c` of a packed statement, refusing ECDAA, self attestation (no
+/// `x5c`) and algorithms other than ES256, ES384 and RS256.
+fn packed_statement(stmt: Vec<(Cbor, Cbor)>) -> Result<Packed, PasskeyError> {
     if field(&stmt, "ecdaaKeyId").is_some() {
         return err(
             "attStmt.ecdaaKeyId: ECDAA attestation was withdrawn from WebAuthn and is refused",
@@ -173,7 +215,7 @@ pub fn check_attestation(
         .ok_or_else(|| {
             PasskeyError("attStmt.x5c: must be 1 to 8 DER certificates (byte strings)".into())
         })?;
-    let verify_alg: &dyn SignatureVerificationAlgorithm = match alg {
+    let verify_alg: &'static dyn SignatureVerificationAlgorithm = match alg {
         -7 => webpki::ring::ECDSA_P256_SHA256,
         -35 => webpki::ring::ECDSA_P384_SHA384,
         -257 => webpki::ring::RSA_PKCS1_2048_8192_SHA256,
@@ -183,15 +225,27 @@ pub fn check_attestation(
             ));
         }
     };
-    check_certificate_fields(&certs[0], aaguid)?;
+    Ok(Packed {
+        alg,
+        verify_alg,
+        sig,
+        certs,
+    })
+}
+
+/// The leaf chains through `intermediates` to one of the policy's roots at `now` (seconds
+/// since the Unix epoch).
+fn verify_chain(
+    policy: &AttestationPolicy,
+    leaf: &EndEntityCert<'_>,
+    intermediates: &[Vec<u8>],
+    now: u64,
+) -> Result<(), PasskeyError> {
     if policy.roots.is_empty() {
         return err(format!(
             "attStmt.x5c: no attestation roots are configured (the web app's --passkey-attestation-roots), so no chain can be trusted; {RULE}"
         ));
     }
-    let leaf_der = CertificateDer::from(certs[0].as_slice());
-    let leaf = EndEntityCert::try_from(&leaf_der)
-        .map_err(|e| PasskeyError(format!("attStmt.x5c[0]: not a usable certificate ({e})")))?;
     let root_ders: Vec<CertificateDer<'_>> = policy
         .roots
         .iter()
@@ -201,7 +255,7 @@ pub fn check_attestation(
         .iter()
         .filter_map(|r| webpki::anchor_from_trusted_cert(r).ok())
         .collect();
-    let intermediates: Vec<CertificateDer<'_>> = certs[1..]
+    let intermediates: Vec<CertificateDer<'_>> = intermediates
         .iter()
         .map(|c| CertificateDer::from(c.as_slice()))
         .collect();
@@ -217,13 +271,6 @@ pub fn check_attestation(
     .map_err(|e| {
         PasskeyError(format!(
             "attStmt.x5c: the attestation certificate does not chain to a trusted attestation root ({e}); {RULE}"
-        ))
-    })?;
-    let mut signed = auth_data;
-    signed.extend_from_slice(&Sha256::digest(client_data_json));
-    leaf.verify_signature(verify_alg, &signed, &sig).map_err(|e| {
-        PasskeyError(format!(
-            "attStmt.sig: does not verify over the authenticator data and client data hash with the attestation certificate's key and alg {alg} ({e})"
         ))
     })?;
     Ok(())

@@ -542,34 +542,7 @@ impl Checker<'_> {
             && call.target.is_none()
             && let [first, rest @ ..] = call.args.as_slice()
         {
-            {
-                let cond = self.ty(first);
-                self.expect_bool(first, &cond, f);
-                let narrowed = action_equals(first).and_then(|a| {
-                    self.env.handler_params.get(a).cloned().or_else(|| {
-                        HandlerKind::lookup(a).map(|h| Ty::from_schema(&h.params_schema()))
-                    })
-                });
-                let saved = self.params.clone();
-                let mut types = Vec::new();
-                for (i, arg) in rest.iter().enumerate() {
-                    if i == 0 && narrowed.is_some() {
-                        self.params = narrowed.clone();
-                    }
-                    types.push(self.ty(arg));
-                    self.params = saved.clone();
-                }
-                if f == op::LOGICAL_AND {
-                    if let Some(t) = types.first() {
-                        self.expect_bool(&rest[0], t, f);
-                    }
-                    return Ty::Bool;
-                }
-                return match types.as_slice() {
-                    [a, b] => Ty::join(a, b),
-                    _ => Ty::Dyn,
-                };
-            }
+            return self.narrowing(f, first, rest);
         }
         let target = call.target.as_deref().map(|t| (t, self.ty(t)));
         let args: Vec<Ty> = call.args.iter().map(|a| self.ty(a)).collect();
@@ -589,23 +562,7 @@ impl Checker<'_> {
                 Ty::Bool
             }
             (op::LESS | op::LESS_EQUALS | op::GREATER | op::GREATER_EQUALS, None, [a, b]) => {
-                let ok = matches!((a, b), (Ty::Dyn, _) | (_, Ty::Dyn))
-                    || (a.is_numeric() && b.is_numeric())
-                    || (a.kind() == b.kind()
-                        && matches!(
-                            a,
-                            Ty::String(_) | Ty::Bytes | Ty::Bool | Ty::Timestamp | Ty::Duration
-                        ));
-                if !ok {
-                    self.errors.push(format!(
-                        "compares {} ({}) with {} ({}): CEL cannot order these, so the rule fails on every proposal",
-                        shown(&call.args[0]),
-                        a.describe(),
-                        shown(&call.args[1]),
-                        b.describe()
-                    ));
-                }
-                Ty::Bool
+                self.ordering(call, a, b)
             }
             (op::ADD, None, [a, b]) => self.arithmetic(call, "+", a, b),
             (op::SUBSTRACT, None, [a, b]) => self.arithmetic(call, "-", a, b),
@@ -626,65 +583,10 @@ impl Checker<'_> {
                 self.membership(&call.args[0], a, &call.args[1], b);
                 Ty::Bool
             }
-            (op::INDEX | op::OPT_INDEX, None, [a, b]) => match a {
-                Ty::Dyn => Ty::Dyn,
-                Ty::List(t) => {
-                    if !matches!(b, Ty::Int | Ty::Uint | Ty::Dyn) {
-                        self.errors.push(format!(
-                            "indexes a list with {}: list indexes are ints",
-                            b.describe()
-                        ));
-                    }
-                    (**t).clone()
-                }
-                Ty::Map(_, v) => (**v).clone(),
-                Ty::Object(..) => match string_literal(&call.args[1]) {
-                    Some(field) => self.field(&call.args[0], a.clone(), field),
-                    None => Ty::Dyn,
-                },
-                other => {
-                    let d = other.describe();
-                    self.err(format!(
-                        "indexes {} ({d}): `[]` takes a list or a map",
-                        shown(&call.args[0])
-                    ))
-                }
-            },
-            ("size", _, _) => {
-                let subject = target
-                    .as_ref()
-                    .map(|(e, t)| (*e, t.clone()))
-                    .or_else(|| call.args.first().zip(args.first().cloned()));
-                if let Some((e, t)) = subject
-                    && !matches!(
-                        t,
-                        Ty::Dyn | Ty::String(_) | Ty::Bytes | Ty::List(_) | Ty::Map(..) | Ty::Object(..)
-                    )
-                {
-                    self.errors.push(format!(
-                        "takes the size of {} ({}): `size` takes a string, bytes, a list or a map",
-                        shown(e),
-                        t.describe()
-                    ));
-                }
-                Ty::Int
-            }
+            (op::INDEX | op::OPT_INDEX, None, [a, b]) => self.index(call, a, b),
+            ("size", _, _) => self.size(&target, call, &args),
             ("contains" | "startsWith" | "endsWith" | "matches", _, _) => {
-                let mut operands: Vec<(&cel::IdedExpr, Ty)> = Vec::new();
-                if let Some((e, t)) = &target {
-                    operands.push((e, t.clone()));
-                }
-                operands.extend(call.args.iter().zip(args.iter().cloned()));
-                for (e, t) in operands {
-                    if !matches!(t, Ty::Dyn | Ty::String(_)) {
-                        self.errors.push(format!(
-                            "calls `{f}` with {} ({}): it takes strings",
-                            shown(e),
-                            t.describe()
-                        ));
-                    }
-                }
-                Ty::Bool
+                self.string_function(f, &target, call, &args)
             }
             ("int", None, _) => Ty::Int,
             ("uint", None, _) => Ty::Uint,
@@ -694,10 +596,7 @@ impl Checker<'_> {
             ("bytes", None, _) => Ty::Bytes,
             ("timestamp", None, _) => Ty::Timestamp,
             ("duration", None, _) => Ty::Duration,
-            ("dyn", None, [a]) => {
-                let _ = a;
-                Ty::Dyn
-            }
+            ("dyn", None, [_]) => Ty::Dyn,
             ("type", None, _) => Ty::Type,
             (getter, Some((e, t)), _) if TIME_GETTERS.contains(&getter) => {
                 if !matches!(t, Ty::Dyn | Ty::Timestamp | Ty::Duration) {
@@ -713,6 +612,139 @@ impl Checker<'_> {
                 "calls `{f}`, which is not a function rules have (they have the CEL standard functions: size, contains, startsWith, endsWith, matches, int, uint, double, string, timestamp, duration, the timestamp getters, and the macros has, all, exists, exists_one, map, filter)"
             )),
         }
+    }
+
+    /// `&&` and `? :`: the condition must be a bool, and when it is `action == "X"` the
+    /// operand after it reads X's params.
+    fn narrowing(&mut self, f: &str, first: &cel::IdedExpr, rest: &[cel::IdedExpr]) -> Ty {
+        let cond = self.ty(first);
+        self.expect_bool(first, &cond, f);
+        let narrowed = action_equals(first).and_then(|a| {
+            self.env
+                .handler_params
+                .get(a)
+                .cloned()
+                .or_else(|| HandlerKind::lookup(a).map(|h| Ty::from_schema(&h.params_schema())))
+        });
+        let saved = self.params.clone();
+        let mut types = Vec::new();
+        for (i, arg) in rest.iter().enumerate() {
+            if i == 0 && narrowed.is_some() {
+                self.params = narrowed.clone();
+            }
+            types.push(self.ty(arg));
+            self.params = saved.clone();
+        }
+        if f == op::LOGICAL_AND {
+            if let Some(t) = types.first() {
+                self.expect_bool(&rest[0], t, f);
+            }
+            return Ty::Bool;
+        }
+        match types.as_slice() {
+            [a, b] => Ty::join(a, b),
+            _ => Ty::Dyn,
+        }
+    }
+
+    /// `<`, `<=`, `>`, `>=`: numbers with numbers, or two values of one ordered kind.
+    fn ordering(&mut self, call: &cel::common::ast::CallExpr, a: &Ty, b: &Ty) -> Ty {
+        let ok = matches!((a, b), (Ty::Dyn, _) | (_, Ty::Dyn))
+            || (a.is_numeric() && b.is_numeric())
+            || (a.kind() == b.kind()
+                && matches!(
+                    a,
+                    Ty::String(_) | Ty::Bytes | Ty::Bool | Ty::Timestamp | Ty::Duration
+                ));
+        if !ok {
+            self.errors.push(format!(
+                "compares {} ({}) with {} ({}): CEL cannot order these, so the rule fails on every proposal",
+                shown(&call.args[0]),
+                a.describe(),
+                shown(&call.args[1]),
+                b.describe()
+            ));
+        }
+        Ty::Bool
+    }
+
+    /// `a[b]`: a list by an int, a map by a key, an object by a field name.
+    fn index(&mut self, call: &cel::common::ast::CallExpr, a: &Ty, b: &Ty) -> Ty {
+        match a {
+            Ty::Dyn => Ty::Dyn,
+            Ty::List(t) => {
+                if !matches!(b, Ty::Int | Ty::Uint | Ty::Dyn) {
+                    self.errors.push(format!(
+                        "indexes a list with {}: list indexes are ints",
+                        b.describe()
+                    ));
+                }
+                (**t).clone()
+            }
+            Ty::Map(_, v) => (**v).clone(),
+            Ty::Object(..) => match string_literal(&call.args[1]) {
+                Some(field) => self.field(&call.args[0], a.clone(), field),
+                None => Ty::Dyn,
+            },
+            other => {
+                let d = other.describe();
+                self.err(format!(
+                    "indexes {} ({d}): `[]` takes a list or a map",
+                    shown(&call.args[0])
+                ))
+            }
+        }
+    }
+
+    /// `size(x)` or `x.size()`: of a string, bytes, a list or a map.
+    fn size(
+        &mut self,
+        target: &Option<(&cel::IdedExpr, Ty)>,
+        call: &cel::common::ast::CallExpr,
+        args: &[Ty],
+    ) -> Ty {
+        let subject = target
+            .as_ref()
+            .map(|(e, t)| (*e, t.clone()))
+            .or_else(|| call.args.first().zip(args.first().cloned()));
+        if let Some((e, t)) = subject
+            && !matches!(
+                t,
+                Ty::Dyn | Ty::String(_) | Ty::Bytes | Ty::List(_) | Ty::Map(..) | Ty::Object(..)
+            )
+        {
+            self.errors.push(format!(
+                "takes the size of {} ({}): `size` takes a string, bytes, a list or a map",
+                shown(e),
+                t.describe()
+            ));
+        }
+        Ty::Int
+    }
+
+    /// `contains`, `startsWith`, `endsWith`, `matches`: every operand a string.
+    fn string_function(
+        &mut self,
+        f: &str,
+        target: &Option<(&cel::IdedExpr, Ty)>,
+        call: &cel::common::ast::CallExpr,
+        args: &[Ty],
+    ) -> Ty {
+        let mut operands: Vec<(&cel::IdedExpr, Ty)> = Vec::new();
+        if let Some((e, t)) = target {
+            operands.push((e, t.clone()));
+        }
+        operands.extend(call.args.iter().zip(args.iter().cloned()));
+        for (e, t) in operands {
+            if !matches!(t, Ty::Dyn | Ty::String(_)) {
+                self.errors.push(format!(
+                    "calls `{f}` with {} ({}): it takes strings",
+                    shown(e),
+                    t.describe()
+                ));
+            }
+        }
+        Ty::Bool
     }
 
     fn expect_bool(&mut self, e: &cel::IdedExpr, t: &Ty, f: &str) {

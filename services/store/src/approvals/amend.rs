@@ -242,6 +242,44 @@ pub async fn amend(
         tx.commit().await?;
         return Ok(Amended::Refused(refusal));
     }
+    let (new_id, intent_hash, diff) = file_amendment(
+        &tx,
+        tenant,
+        &original,
+        &amendment,
+        approver,
+        comment,
+        d.passkey.as_ref(),
+    )
+    .await?;
+    tx.commit().await?;
+    drop(c);
+    let _ = crate::listen::notify(db, crate::listen::CHANNEL_PENDING).await;
+    let (state, approval) =
+        approve_after_policy(db, signer, tenant, new_id, approver, shown, comment).await?;
+    Ok(Amended::Filed(Filed {
+        id: new_id,
+        intent_hash,
+        diff,
+        state,
+        approval,
+    }))
+}
+
+/// Inserts the amended proposal (`pending`, its own canonical params and intent hash, linked by
+/// `amended_from`) with its `proposal.submitted` event, and moves the original `escalated →
+/// amended` with its `proposal.amended` event, in the caller's transaction. Returns the new
+/// proposal's id, its intent hash and the field-by-field diff.
+async fn file_amendment(
+    tx: &crate::Tx<'_>,
+    tenant: &str,
+    original: &ProposalRow,
+    amendment: &Amendment,
+    approver: &Approver,
+    comment: Option<&str>,
+    passkey: Option<&crate::passkeys::VerifiedPasskey>,
+) -> Result<(Uuid, String, Value)> {
+    let id = original.id;
     let new_id = Uuid::now_v7();
     let actor = approver.actor();
     let intent_hash = Intent {
@@ -273,7 +311,7 @@ pub async fn amend(
     }
     let who = approver.audit_json();
     audit::write(
-        &tx,
+        tx,
         &audit::Event::new(
             tenant,
             Some(new_id),
@@ -292,30 +330,19 @@ pub async fn amend(
     )
     .await?;
     audit::write(
-        &tx,
+        tx,
         &original
             .event(
                 AuditKind::ProposalAmended,
                 &actor,
                 json!({"amended_to": new_id, "new_intent_hash": intent_hash, "diff": diff,
                        "approver": who, "comment": comment,
-                       "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
+                       "passkey": passkey.map(crate::passkeys::VerifiedPasskey::audit_json)}),
             )
             .transition(Some(ProposalState::Escalated), ProposalState::Amended),
     )
     .await?;
-    tx.commit().await?;
-    drop(c);
-    let _ = crate::listen::notify(db, crate::listen::CHANNEL_PENDING).await;
-    let (state, approval) =
-        approve_after_policy(db, signer, tenant, new_id, approver, shown, comment).await?;
-    Ok(Amended::Filed(Filed {
-        id: new_id,
-        intent_hash,
-        diff,
-        state,
-        approval,
-    }))
+    Ok((new_id, intent_hash, diff))
 }
 
 /// The edit applied to `original` under the tenant document `doc` (its handler entry for the
