@@ -172,6 +172,9 @@ fn parse_object(
     Ok((fmt, auth_data, stmt))
 }
 
+/// A CBOR map's entries, in the order sent.
+type CborMap = Vec<(Cbor, Cbor)>;
+
 /// The value under text key `name` in a CBOR map.
 fn field(m: &[(Cbor, Cbor)], name: &str) -> Option<Cbor> {
     m.iter()
@@ -190,7 +193,7 @@ struct Packed {
 
 /// Reads `alg`, `sig` and `x5c` of a packed statement, refusing ECDAA, self attestation (no
 /// `x5c`) and algorithms other than ES256, ES384 and RS256.
-fn packed_statement(stmt: Vec<(Cbor, Cbor)>) -> Result<Packed, PasskeyError> {
+fn packed_statement(stmt: CborMap) -> Result<Packed, PasskeyError> {
     if field(&stmt, "ecdaaKeyId").is_some() {
         return err(
             "attStmt.ecdaaKeyId: ECDAA attestation was withdrawn from WebAuthn and is refused",
