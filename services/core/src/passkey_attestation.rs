@@ -152,9 +152,7 @@ const RULE: &str =
     "this tenant requires attested passkeys (approvers.passkey_attestation: required)";
 
 /// The attestation object's `fmt`, `authData` and `attStmt` (WebAuthn Level 3 §6.5.4).
-fn parse_object(
-    attestation_object: &[u8],
-) -> Result<(String, Vec<u8>, Vec<(Cbor, Cbor)>), PasskeyError> {
+fn parse_object(attestation_object: &[u8]) -> Result<(String, Vec<u8>, CborMap), PasskeyError> {
     let att: Cbor = coset::cbor::de::from_reader(attestation_object)
         .map_err(|_| PasskeyError("attestation_object: not CBOR".into()))?;
     let map = att
