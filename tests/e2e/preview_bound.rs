@@ -225,3 +225,36 @@ async fn an_altered_preview_hash_or_preview_is_refused() {
     s.sentinel().await;
     assert_eq!(refunds(&s), 0, "no refund was paid");
 }
+
+/// The decision page shows the preview's warning as a banner and sends back the hash of the
+/// preview it showed; the queue flags the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_and_the_queue_show_the_preview_warning() {
+    let mut s = Stack::new("card_shows_preview_warning").await;
+    let id = s.propose(&refund("pi_card", 13000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (sha, _, _) = stored_preview(&s, id).await;
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let get = |path: String| {
+        let http = http.clone();
+        async move { http.get(path).send().await.unwrap().text().await.unwrap() }
+    };
+    let page = get(format!("{}/p/{id}", web.url)).await;
+    assert!(page.contains("id=\"preview-banner\""), "{page}");
+    assert!(
+        page.contains(
+            "this refund of 130.00 USD is larger than what is left to refund: 125.00 USD"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("name=\"preview_sha256\" value=\"{sha}\"")),
+        "the form sends back the preview it showed"
+    );
+    let queue = get(format!("{}/queue", web.url)).await;
+    assert!(
+        queue.contains("⚠ preview: this refund of 130.00 USD"),
+        "{queue}"
+    );
+}
