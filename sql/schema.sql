@@ -72,7 +72,7 @@ BEGIN
     END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
-         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown'))) THEN
+         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale'))) THEN
         RETURN true;
     END IF;
     RETURN coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false);
@@ -266,7 +266,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'stale'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -362,7 +362,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn','stale'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
@@ -633,7 +633,9 @@ CREATE TABLE public.grants (
     used_at timestamp with time zone,
     used_by text,
     expires_at timestamp with time zone GENERATED ALWAYS AS (to_timestamp(((expires_at_us)::double precision / (1000000)::double precision))) STORED,
-    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text)))
+    preview_sha256 text,
+    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
+    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (ltrim(preview_sha256, '0123456789abcdef'::text) = ''::text))))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
 
@@ -764,7 +766,15 @@ CREATE TABLE public.proposal_previews (
     ok boolean NOT NULL,
     text text NOT NULL,
     read_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT proposal_previews_text_check CHECK ((length(text) <= 20000))
+    canonical text,
+    sha256 text,
+    binding jsonb,
+    warnings jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT proposal_previews_canonical_check CHECK (((canonical IS NULL) OR (length(canonical) <= 200000))),
+    CONSTRAINT proposal_previews_canonical_complete CHECK (((canonical IS NULL) = (sha256 IS NULL))),
+    CONSTRAINT proposal_previews_sha256_check CHECK (((sha256 IS NULL) OR ((length(sha256) = 64) AND (ltrim(sha256, '0123456789abcdef'::text) = ''::text)))),
+    CONSTRAINT proposal_previews_text_check CHECK ((length(text) <= 20000)),
+    CONSTRAINT proposal_previews_warnings_check CHECK ((jsonb_typeof(warnings) = 'array'::text))
 );
 
 ALTER TABLE ONLY public.proposal_previews FORCE ROW LEVEL SECURITY;
@@ -825,7 +835,7 @@ CREATE TABLE public.proposals (
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
     CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
     CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])))
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 
@@ -1384,7 +1394,7 @@ CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHER
 -- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])));
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])));
 
 
 --
@@ -1790,7 +1800,7 @@ ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
 -- Name: audit_events executor_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text])));
+CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text, 'proposal.stale'::text])));
 
 
 --
@@ -1859,7 +1869,7 @@ CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (
 -- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text])));
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])));
 
 
 --

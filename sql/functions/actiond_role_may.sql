@@ -24,7 +24,7 @@ BEGIN
     END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
-         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown'))) THEN
+         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale'))) THEN
         RETURN true;
     END IF;
     RETURN coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false);

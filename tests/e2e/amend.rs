@@ -44,7 +44,7 @@ async fn approvals_of(s: &crate::support::Stack, id: uuid::Uuid) -> Vec<String> 
 }
 
 /// `check_proposal` over `/mcp` with the stack's agent token.
-async fn mcp_check(s: &crate::support::Stack, id: uuid::Uuid) -> Value {
+pub(crate) async fn mcp_check(s: &crate::support::Stack, id: uuid::Uuid) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "check_proposal", "arguments": {"proposal_id": id}}});
     let r = s

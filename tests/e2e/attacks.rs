@@ -68,6 +68,7 @@ async fn expired_grant_ends_expired_without_executing() {
         doc_version: 1,
         expires_at: now_us - 1_000_000,
         key_id: "breakglass-1".into(),
+        preview_sha256: None,
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(
@@ -111,6 +112,7 @@ async fn approve_with_signed_grant(s: &Stack, id: uuid::Uuid, expires_at_us: i64
         doc_version: 1,
         expires_at: expires_at_us,
         key_id: "breakglass-1".into(),
+        preview_sha256: None,
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(

@@ -259,8 +259,8 @@ fn risky_values(
         .collect()
 }
 
-/// The triage flags of a queue row: injection phrases, hidden characters, an amount over the
-/// handler's confirm threshold (or its maximum).
+/// The triage flags of a queue row: injection phrases, the preview's warnings, hidden
+/// characters, an amount over the handler's confirm threshold (or its maximum).
 fn queue_flags(
     r: &queue_views::ListedProposal,
     params: &Value,
@@ -274,6 +274,12 @@ fn queue_flags(
     let why = f.reasons();
     if !why.is_empty() {
         out.push(("inj", format!("⚠ injection: {}", why.join(", "))));
+    }
+    if !r.preview_warnings.is_empty() {
+        out.push((
+            "warn",
+            format!("⚠ preview: {}", r.preview_warnings.join("; ")),
+        ));
     }
     if f.hidden_count() > 0 {
         let names: Vec<&str> = f.hidden.iter().map(|h| h.1.as_str()).collect();
@@ -636,6 +642,11 @@ fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
     if state == ProposalState::Withdrawn {
         return "Withdrawn by its agent before anyone approved it; nothing ran.".to_owned();
     }
+    let after = if state == ProposalState::Stale {
+        format!(" {}", actiond_core::preview::STALE_CARD)
+    } else {
+        String::new()
+    };
     let verdict = if state == ProposalState::Denied {
         "Denied"
     } else {
@@ -659,9 +670,9 @@ fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
         })
         .collect();
     if people.is_empty() {
-        return format!("No person decided this here; it is {state}.");
+        return format!("No person decided this here; it is {state}.{after}");
     }
-    format!("{verdict} by {}.", people.join(" and "))
+    format!("{verdict} by {}.{after}", people.join(" and "))
 }
 
 /// Quick picks of the Deny reason.
@@ -698,7 +709,7 @@ pub(crate) async fn decision(
         .await?
         .ok_or(WebError::NotFound)?;
     let approvals_rows = queue_views::approvals_of(&state.db, &p.tenant_id, id).await?;
-    let preview = preview_lines(previews::get(&state.db, &v.tenants, id).await?);
+    let preview = PreviewView::of(previews::get(&state.db, &v.tenants, id).await?);
     let doc = match p.doc_version {
         Some(ver) => {
             let c = state.db.client().await?;
@@ -815,9 +826,15 @@ fn decision_page(
     p: &approvals::ProposalDetail,
     doc: Option<&TenantDocument>,
     approvals_rows: &[queue_views::ApprovalEntry],
-    (preview, preview_note): (String, String),
+    preview: PreviewView,
     agent: AgentFacts,
 ) -> DecisionPage {
+    let PreviewView {
+        text: preview,
+        note: preview_note,
+        sha256: preview_sha256,
+        warnings: preview_warnings,
+    } = preview;
     let params: Value = serde_json::from_str(&p.params_json).unwrap_or(Value::Null);
     let d = describe(doc, &p.action, &params, &p.target);
     let rule = p.rule_name.clone().unwrap_or_default();
@@ -914,6 +931,8 @@ fn decision_page(
         warning: warning.to_owned(),
         preview,
         preview_note,
+        preview_sha256,
+        preview_warnings,
         facts: plain.facts,
         approve_label: plain.approve_label,
         banner_reasons: reasons.join(" and "),
@@ -969,27 +988,49 @@ pub(crate) fn ttl_left_secs(
     (created + ttl - now).num_seconds()
 }
 
-/// The preview lines and their note: what the provider held when the executor read it, dated;
-/// "preview unavailable" with the reason; nothing for actions without previews. Provider and
-/// agent text alike is shown with invisible characters made visible.
-fn preview_lines(p: Option<previews::Preview>) -> (String, String) {
-    match p {
-        Some(p) if p.ok => (
-            reveal_invisible(&p.text, true),
-            format!(
-                "read {} from the provider; for information: the approval binds the parameters, not this preview",
-                p.read_at.format("%H:%M UTC on %Y-%m-%d")
-            ),
-        ),
-        Some(p) => (
-            "preview unavailable".into(),
-            format!(
-                "{} (tried {})",
-                reveal_invisible(&p.text, false),
-                p.read_at.format("%H:%M UTC")
-            ),
-        ),
-        None => (String::new(), String::new()),
+/// The preview as the decision page shows it.
+#[derive(Debug, Default)]
+pub(crate) struct PreviewView {
+    /// What the provider held when the executor read it; "preview unavailable"; empty for
+    /// actions without previews. Invisible characters made visible.
+    text: String,
+    /// When it was read and what an approval binds, or why it is unavailable.
+    note: String,
+    /// The stored preview's SHA-256, sent back with the decision (the form's `preview_sha256`),
+    /// empty when none was read: an Approve is refused when the stored one differs.
+    sha256: String,
+    /// The handler's warnings, shown as a banner.
+    warnings: Vec<String>,
+}
+
+impl PreviewView {
+    /// The view of a stored preview.
+    fn of(p: Option<previews::Preview>) -> Self {
+        match p {
+            Some(p) if p.ok => Self {
+                text: reveal_invisible(&p.text, true),
+                note: format!(
+                    "read {} from the provider; an approval is bound to it: if what it binds changes before the run, nothing runs (stale)",
+                    p.read_at.format("%H:%M UTC on %Y-%m-%d")
+                ),
+                sha256: p.sha256.unwrap_or_default(),
+                warnings: p
+                    .warnings
+                    .iter()
+                    .map(|w| reveal_invisible(w, false))
+                    .collect(),
+            },
+            Some(p) => Self {
+                text: "preview unavailable".into(),
+                note: format!(
+                    "{} (tried {})",
+                    reveal_invisible(&p.text, false),
+                    p.read_at.format("%H:%M UTC")
+                ),
+                ..Self::default()
+            },
+            None => Self::default(),
+        }
     }
 }
 
@@ -1200,6 +1241,7 @@ pub(crate) async fn decide(
         retyped: &retyped,
         seconds_on_page: seconds,
         passkey: submitted.as_ref(),
+        preview: form.get("preview_sha256").map(String::as_str),
     };
     if let Some(edits) = edits {
         return amend(&state, &v, &p, &approver, &shown, &edits).await;

@@ -211,6 +211,11 @@ pub(crate) struct DecisionPage {
     pub(crate) preview: String,
     /// When the preview was read, or why it is unavailable.
     pub(crate) preview_note: String,
+    /// The stored preview's SHA-256 (the form's `preview_sha256`), empty when none was read.
+    pub(crate) preview_sha256: String,
+    /// The preview's warnings ("this refund … is larger than what is left to refund"), shown
+    /// as a banner like the injection one.
+    pub(crate) preview_warnings: Vec<String>,
     /// The plain-words facts of the card.
     pub(crate) facts: Vec<Fact>,
     /// "Approve refund of 120.00 USD".

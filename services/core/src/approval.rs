@@ -64,6 +64,12 @@ pub enum ApprovalRefusal {
     /// The shown document version is not the one that escalated the proposal.
     #[error("the policy version shown is not the one that escalated it; reload")]
     StaleDocVersion,
+    /// The provider preview shown with the page is not the one stored now (the preview was
+    /// read after the page was shown, so the person approved without it).
+    #[error(
+        "preview: the provider preview shown is not the one read since; reload it and decide again"
+    )]
+    StalePreview,
     /// The approver owns the proposing agent.
     #[error("you own the agent that proposed this; someone else must approve it")]
     SelfApproval,
@@ -184,6 +190,7 @@ impl ApprovalRefusal {
             Self::ShownIntentMissing => "shown_intent_missing",
             Self::StaleIntent => "stale_intent",
             Self::StaleDocVersion => "stale_doc_version",
+            Self::StalePreview => "stale_preview",
             Self::SelfApproval => "self_approval",
             Self::NoDocVersion => "no_doc_version",
             Self::BreakGlassLimit => "breakglass_limit",

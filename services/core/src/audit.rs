@@ -55,6 +55,11 @@ pub enum AuditKind {
     /// the actor is `agent:<id>`, `detail.via` says how, e.g. `mcp tasks/cancel`).
     #[serde(rename = "proposal.withdrawn")]
     ProposalWithdrawn,
+    /// Before running, the executor's read of the provider differed from the preview the grant
+    /// is bound to (`executing → stale`); `detail` names the changed binding fields, with the
+    /// hash of the approved preview and the values read before and now. The handler did not run.
+    #[serde(rename = "proposal.stale")]
+    ProposalStale,
     /// An agent was registered.
     #[serde(rename = "agent.created")]
     AgentCreated,
@@ -101,7 +106,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 28] = [
+    pub const ALL: [AuditKind; 29] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -117,6 +122,7 @@ impl AuditKind {
         Self::ProposalOutcomeUnknown,
         Self::ProposalAmended,
         Self::ProposalWithdrawn,
+        Self::ProposalStale,
         Self::AgentCreated,
         Self::AgentRevoked,
         Self::AgentFrozen,
@@ -150,6 +156,7 @@ impl AuditKind {
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
             Self::ProposalAmended => "proposal.amended",
             Self::ProposalWithdrawn => "proposal.withdrawn",
+            Self::ProposalStale => "proposal.stale",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
             Self::AgentFrozen => "agent.frozen",

@@ -1,9 +1,13 @@
 //! Grants: signed, single-use permissions bound to one intent (design, "The grant").
 //!
 //! A grant is `{version: 1, id, proposal_id, tenant_id, intent_hash, doc_version, expires_at,
-//! key_id, sig}`. `sig` is Ed25519 (RFC 8032, via `ring`) over the bytes
+//! key_id, [preview_sha256], sig}`. `sig` is Ed25519 (RFC 8032, via `ring`) over the bytes
 //! `"actiond/grant/v1\0"` followed by the RFC 8785 canonical JSON of the other fields.
 //! `expires_at` is integer microseconds since the Unix epoch, taken from the database clock.
+//! `preview_sha256` (the hash of the stored preview a person approved, see
+//! [`crate::preview`]) is signed only when present: a grant without a preview has exactly the
+//! signed bytes it had before the field existed, so grants issued by an older build still
+//! verify, and a grant with one cannot lose it (removing it changes the signed bytes).
 //!
 //! The key id says who signed, by prefix: `policy-…` (the policy worker's automatic allow),
 //! `web-…` (a person through the approval app), `breakglass-…` (an operator through the CLI).
@@ -45,6 +49,12 @@ pub struct GrantClaims {
     pub expires_at: i64,
     /// Which key signed it; its prefix gives the [`KeyKind`].
     pub key_id: String,
+    /// SHA-256 (lowercase hex) of the canonical preview document the approver was shown
+    /// ([`crate::preview::PreviewDoc`]), when the decision had one; left out of the signed
+    /// JSON when `None`. Before running, the executor reads the provider again and does not
+    /// run when a binding field changed (state `stale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_sha256: Option<String>,
 }
 
 impl GrantClaims {
@@ -453,6 +463,7 @@ mod tests {
             doc_version: 3,
             expires_at: 1_800_000_000_000_000,
             key_id: key_id.into(),
+            preview_sha256: None,
         }
     }
 
@@ -699,5 +710,37 @@ mod tests {
         let c = claims("policy-1");
         let input = c.signing_input();
         assert!(input.starts_with(b"actiond/grant/v1\0{\"doc_version\":3,"));
+    }
+
+    /// A grant without a preview signs exactly the bytes of the format before the field
+    /// existed (so older grants still verify); one with a preview signs the hash, so a grant
+    /// whose preview hash is altered, added or removed no longer verifies.
+    #[test]
+    fn the_preview_hash_is_signed_only_when_present() {
+        let c = claims("policy-1");
+        let old = format!(
+            "actiond/grant/v1\0{{\"doc_version\":3,\"expires_at\":1800000000000000,\"id\":\"{}\",\"intent_hash\":\"{}\",\"key_id\":\"policy-1\",\"proposal_id\":\"{}\",\"tenant_id\":\"acme\",\"version\":1}}",
+            Uuid::nil(),
+            "ab".repeat(32),
+            Uuid::max()
+        );
+        assert_eq!(c.signing_input(), old.as_bytes());
+        let (signer, trusted) = policy_1();
+        let mut bound = c.clone();
+        bound.preview_sha256 = Some("cd".repeat(32));
+        let input = String::from_utf8(bound.signing_input()).unwrap();
+        assert!(input.contains(&format!("\"preview_sha256\":\"{}\"", "cd".repeat(32))));
+        let sig = signer.sign(&bound).unwrap();
+        assert_eq!(trusted.verify(&bound, &sig), Ok(KeyKind::Policy));
+        for altered in [Some("ce".repeat(32)), None] {
+            let mut a = bound.clone();
+            a.preview_sha256 = altered;
+            assert_eq!(trusted.verify(&a, &sig), Err(GrantError::BadSignature));
+        }
+        let unbound_sig = signer.sign(&c).unwrap();
+        assert_eq!(
+            trusted.verify(&bound, &unbound_sig),
+            Err(GrantError::BadSignature)
+        );
     }
 }

@@ -37,6 +37,7 @@ pub mod netaddr;
 pub mod passkey;
 pub mod passkey_attestation;
 pub mod policy;
+pub mod preview;
 pub mod rule_check;
 pub mod rule_types;
 pub mod state;

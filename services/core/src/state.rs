@@ -33,11 +33,16 @@ pub enum ProposalState {
     /// Final: its agent withdrew it while it was `pending` or `escalated` (MCP `tasks/cancel`);
     /// nothing was approved or performed. An approved proposal is never withdrawn.
     Withdrawn,
+    /// Final: before running, the executor read the provider again with the handler's preview
+    /// code and a field the approval was bound to had changed since the approver's preview
+    /// (a payment refunded elsewhere, a record changed by someone else); the handler did not
+    /// run. The grant was spent by that check and is never used again.
+    Stale,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 12] = [
+    pub const ALL: [ProposalState; 13] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -50,6 +55,7 @@ impl ProposalState {
         Self::OutcomeUnknown,
         Self::Amended,
         Self::Withdrawn,
+        Self::Stale,
     ];
 
     /// The snake_case name stored in the database.
@@ -67,6 +73,7 @@ impl ProposalState {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Amended => "amended",
             Self::Withdrawn => "withdrawn",
+            Self::Stale => "stale",
         }
     }
 
@@ -84,7 +91,9 @@ impl ProposalState {
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
     /// `escalated → amended` only when a person approves it with an edit (the database checks
     /// that the proposal amending it exists).
-    /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval.
+    /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval;
+    /// `executing → stale` only when the executor's pre-run read of the provider differs from
+    /// the preview the grant is bound to.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
@@ -94,7 +103,7 @@ impl ProposalState {
                 Approved | Escalated | Blocked | Expired | Denied | Withdrawn
             ) | (Escalated, Approved | Denied | Expired | Amended | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
-                | (Executing, Succeeded | Failed | OutcomeUnknown)
+                | (Executing, Succeeded | Failed | OutcomeUnknown | Stale)
         )
     }
 }
@@ -129,6 +138,7 @@ mod tests {
         assert!(!Denied.can_become(Approved));
         assert!(Escalated.can_become(Amended));
         assert!(!Pending.can_become(Amended) && !Approved.can_become(Amended));
+        assert!(Executing.can_become(Stale) && !Approved.can_become(Stale));
         for s in [
             Blocked,
             Denied,
@@ -138,6 +148,7 @@ mod tests {
             OutcomeUnknown,
             Amended,
             Withdrawn,
+            Stale,
         ] {
             assert!(s.is_final());
         }

@@ -17,7 +17,9 @@
 //!    expired; refusals are recorded in the same transaction, which then commits. Stages 1–3
 //!    are CPU work and reads: no network call runs inside the transaction, and an executor
 //!    that dies in it leaves its rows free at once (Postgres ends the transaction);
-//! 5. after the commit, run the handler with a timeout, using the handler settings of the
+//! 5. after the commit, when the grant binds a preview, read the provider again with the
+//!    handler's preview code and end `stale` instead of running when a binding field changed
+//!    ([`prerun`]); then run the handler with a timeout, using the handler settings of the
 //!    document version the grant names; record the outcome (outcomes that are ready together
 //!    share one statement, [`finisher`]).
 //!
@@ -27,6 +29,7 @@
 pub mod destinations;
 pub mod finisher;
 pub mod handlers;
+pub mod prerun;
 pub mod previews;
 pub mod refusal;
 

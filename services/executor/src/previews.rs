@@ -2,8 +2,9 @@
 //! provider for each escalated proposal, read-only, and stores what it saw beside the proposal
 //! (`proposal_previews`): the DNS record set as it is now, the payment's amount and what was
 //! already refunded, the rows a named statement would touch (counted in a transaction that is
-//! rolled back), the rendered email. A preview never changes a decision or a grant; one that
-//! fails is stored as unavailable, with the reason.
+//! rolled back), the rendered email. A person's grant signs the stored preview's hash, and the
+//! executor reads the provider again before running it (`crate::prerun`); one that fails is
+//! stored as unavailable, with the reason, and binds nothing.
 
 use crate::Worker;
 use crate::handlers::{self, Execution};
@@ -49,24 +50,22 @@ pub async fn run(
 pub async fn round(w: &Worker) -> anyhow::Result<usize> {
     let tasks = previews::pending(&w.db, &previewed(), 8).await?;
     for t in &tasks {
-        let (ok, text) = match tokio::time::timeout(PREVIEW_TIMEOUT, build(w, t)).await {
-            Ok(Ok(text)) => (true, text),
-            Ok(Err(reason)) => (false, reason),
-            Err(_) => (
-                false,
-                format!("the provider did not answer within {PREVIEW_TIMEOUT:?}"),
-            ),
+        let read = match tokio::time::timeout(PREVIEW_TIMEOUT, build(w, t)).await {
+            Ok(read) => read,
+            Err(_) => Err(format!(
+                "the provider did not answer within {PREVIEW_TIMEOUT:?}"
+            )),
         };
-        if !ok {
-            tracing::info!(proposal = %t.id, reason = %text, "preview unavailable");
+        if let Err(reason) = &read {
+            tracing::info!(proposal = %t.id, reason = %reason, "preview unavailable");
         }
-        previews::insert(&w.db, t, ok, &text).await?;
+        previews::insert(&w.db, t, read).await?;
     }
     Ok(tasks.len())
 }
 
-/// The preview text of one proposal, or why there is none.
-async fn build(w: &Worker, t: &PreviewTask) -> Result<String, String> {
+/// The preview of one proposal, or why there is none.
+async fn build(w: &Worker, t: &PreviewTask) -> Result<handlers::Read, String> {
     let client = w.db.client().await.map_err(|e| e.to_string())?;
     let doc = w
         .cache

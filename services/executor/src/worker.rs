@@ -307,6 +307,15 @@ impl Worker {
             let w = self.clone();
             let lease_end = spending + r.entry.timeout + self.lease_margin;
             tokio::spawn(async move {
+                if let Err(stale) = crate::prerun::check(&w, &row, &r.grant, &r.entry).await {
+                    w.metrics
+                        .executions
+                        .with_label_values(&[r.entry.kind.action(), "stale"])
+                        .inc();
+                    crate::prerun::record(&w, &row, &stale, lease_end).await;
+                    drop(permit);
+                    return;
+                }
                 let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
                 if let Err(e) = w.record(&row, &outcome, lease_end).await {
                     tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");

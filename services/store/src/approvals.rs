@@ -87,6 +87,10 @@ pub struct Shown<'a> {
     /// The passkey assertion submitted with an Approve (web only), checked when the handler
     /// or the tenant requires one ([`crate::passkeys`]).
     pub passkey: Option<&'a crate::passkeys::SubmittedAssertion>,
+    /// The SHA-256 of the provider preview the page showed, `""` when it showed none (web);
+    /// `None` for a channel that does not show one. When given, it must be the stored one
+    /// ([`ApprovalRefusal::StalePreview`]); the grant signs the stored one either way.
+    pub preview: Option<&'a str>,
 }
 
 pub use actiond_core::approval::Verdict;
@@ -401,6 +405,15 @@ async fn check(
     });
     if let Err(r) = pure {
         return Ok(Err(r));
+    }
+    if let Some(seen) = shown.preview
+        && d.verdict == Verdict::Approve
+        && crate::previews::sha256_for_decision(tx, d.id)
+            .await?
+            .unwrap_or_default()
+            != seen.trim()
+    {
+        return Ok(Err(ApprovalRefusal::StalePreview));
     }
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
@@ -723,6 +736,8 @@ async fn approve(
         .iter()
         .map(|r| r.get("subject"))
         .collect();
+    // The preview is written once, so this is the one the checks above compared.
+    let preview = crate::previews::sha256_for_decision(tx, d.id).await?;
     let claims = grants::issue(
         tx,
         signer,
@@ -732,6 +747,7 @@ async fn approve(
             intent_hash: &d.proposal.intent_hash,
             doc_version: d.doc_version,
             lifetime: handler.grant_lifetime,
+            preview_sha256: preview.as_deref(),
         },
         &subjects.join(","),
     )

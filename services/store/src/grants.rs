@@ -24,6 +24,9 @@ pub struct GrantRequest<'a> {
     pub doc_version: i32,
     /// How long it may wait for an executor (the handler's `grant_lifetime`).
     pub lifetime: Duration,
+    /// SHA-256 of the stored preview the person approved, when there is one
+    /// ([`crate::previews::sha256_for_decision`]); `None` for policy's allow.
+    pub preview_sha256: Option<&'a str>,
 }
 
 /// Signed claims, ready to store.
@@ -50,6 +53,7 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
         doc_version: req.doc_version,
         expires_at: now_us.saturating_add(lifetime_us),
         key_id: signer.key_id().to_owned(),
+        preview_sha256: req.preview_sha256.map(str::to_owned),
     };
     let sig = signer
         .sign(&claims)
@@ -57,20 +61,21 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
     Ok(SignedGrant { claims, sig })
 }
 
-/// The one `INSERT INTO grants` of every issuer, with its nine parameters numbered from
+/// The one `INSERT INTO grants` of every issuer, with its ten parameters numbered from
 /// `first`: ids, proposal ids, tenant ids, intent hashes, document versions, expiries in
 /// microseconds since the epoch, key ids, signatures (arrays, one element per grant, as
-/// [`GrantColumns`] holds them), then `issued_by`. [`issue_many`] runs it alone (`first` = 1);
+/// [`GrantColumns`] holds them), then `issued_by`, then the preview hashes (an array of
+/// nullable text, V42). [`issue_many`] runs it alone (`first` = 1);
 /// the policy worker's decision statement (`policy_queue::DECIDE_SQL`) runs it as one of its
 /// parts. The stored expiry is the signed value itself, in `expires_at_us`; `expires_at` is
 /// generated from it (V34), so no second copy can disagree with the signature.
 pub fn insert_sql(first: usize) -> String {
     let n = |i: usize| first + i;
     format!(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
-         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp, g.key_id, g.sig, ${}::text
-         FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[])
-              AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig)",
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, preview_sha256)
+         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp, g.key_id, g.sig, ${}::text, g.preview
+         FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[], ${}::text[])
+              AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig, preview)",
         n(8),
         n(0),
         n(1),
@@ -80,6 +85,7 @@ pub fn insert_sql(first: usize) -> String {
         n(5),
         n(6),
         n(7),
+        n(9),
     )
 }
 
@@ -94,6 +100,7 @@ pub struct GrantColumns {
     expiries: Vec<i64>,
     keys: Vec<String>,
     sigs: Vec<Vec<u8>>,
+    previews: Vec<Option<String>>,
 }
 
 impl GrantColumns {
@@ -109,8 +116,14 @@ impl GrantColumns {
             c.expiries.push(g.claims.expires_at);
             c.keys.push(g.claims.key_id.clone());
             c.sigs.push(g.sig.clone());
+            c.previews.push(g.claims.preview_sha256.clone());
         }
         c
+    }
+
+    /// The preview hashes, [`insert_sql`]'s tenth parameter (after `issued_by`).
+    pub fn previews(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+        &self.previews
     }
 
     /// The eight array parameters, in [`insert_sql`]'s order.
@@ -164,6 +177,7 @@ pub async fn issue_many(
     let ins = tx.prepare_cached(&insert_sql(1)).await?;
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = cols.params().to_vec();
     params.push(&issued_by);
+    params.push(cols.previews());
     tx.execute(&ins, &params).await?;
     Ok(signed.into_iter().map(|g| g.claims).collect())
 }
@@ -198,7 +212,8 @@ pub struct StoredGrant {
 /// `grant_` so they can sit beside a proposal's columns).
 pub const GRANT_COLUMNS: &str = "g.id AS grant_id, g.proposal_id AS grant_proposal_id, g.tenant_id AS grant_tenant_id,
     g.intent_hash AS grant_intent_hash, g.doc_version AS grant_doc_version, g.expires_at_us AS grant_expires_at_us,
-    g.key_id AS grant_key_id, g.sig AS grant_sig, g.used_at AS grant_used_at, g.used_by AS grant_used_by";
+    g.key_id AS grant_key_id, g.sig AS grant_sig, g.used_at AS grant_used_at, g.used_by AS grant_used_by,
+    g.preview_sha256 AS grant_preview_sha256";
 
 impl StoredGrant {
     /// Reads the columns of [`GRANT_COLUMNS`] by name; `None` when `grant_id` is null (a
@@ -217,6 +232,7 @@ impl StoredGrant {
                 doc_version: r.try_get("grant_doc_version")?,
                 expires_at: r.try_get("grant_expires_at_us")?,
                 key_id: r.try_get("grant_key_id")?,
+                preview_sha256: r.try_get("grant_preview_sha256")?,
             },
             sig: r.try_get("grant_sig")?,
             used_at: r.try_get("grant_used_at")?,

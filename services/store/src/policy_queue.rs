@@ -16,8 +16,9 @@ use uuid::Uuid;
 /// decisions and one `proposal.decided` event per decided row. `$1` ids, `$2` new states, `$3`
 /// effects, `$4` rule names, `$5` reasons, `$6` document versions, `$7` document SHA-256s, `$8`
 /// the state each row must still be in (`pending`; the rows are locked by this transaction's
-/// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$19` the grants
-/// ([`grants::insert_sql`]: eight arrays, then `issued_by`; empty arrays for none). Returns
+/// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$20` the grants
+/// ([`grants::insert_sql`]: eight arrays, `issued_by`, then the preview hashes, all null:
+/// policy's allow has no preview; empty arrays for none). Returns
 /// the number of rows it moved; each moved row's event is written from the row itself, and an
 /// event that is not written fails the whole statement ([`audit::events_match`]).
 ///
@@ -271,7 +272,7 @@ async fn history_as_of<C: deadpool_postgres::GenericClient>(
              WHERE tenant_id = $1 AND agent_id = $2 AND action = $3 AND id <> $6
                AND created_at > COALESCE($7::timestamptz, now()) - make_interval(secs => $4)
                AND ($7::timestamptz IS NULL OR created_at <= $7::timestamptz)
-               AND NOT (state IN ('blocked','denied','expired','withdrawn','amended') AND updated_at <= COALESCE($7::timestamptz, now()))",
+               AND NOT (state IN ('blocked','denied','expired','withdrawn','amended','stale') AND updated_at <= COALESCE($7::timestamptz, now()))",
         )
         .await?;
     let r = c
@@ -339,6 +340,7 @@ pub async fn record_batch(
                 intent_hash: &d.row.intent_hash,
                 doc_version: v,
                 lifetime: d.grant_lifetime,
+                preview_sha256: None,
             })
         })
         .collect();
@@ -392,6 +394,7 @@ pub async fn record_batch(
     ];
     params.extend(cols.params());
     params.push(&actor);
+    params.push(cols.previews());
     let moved: i64 = tx.query_one(&stmt, &params).await?.try_get(0)?;
     if moved != ids.len() as i64 {
         return Err(crate::StoreError::Conflict(format!(

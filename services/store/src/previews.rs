@@ -1,9 +1,16 @@
-//! Previews of escalated proposals (table `proposal_previews`, migration V9): written once by
-//! the executor, read by the approval page and the operator CLI. A preview never changes a
-//! decision or a grant; nothing on the decision path reads it.
+//! Previews of escalated proposals (table `proposal_previews`, migrations V9 and V42): written
+//! once by the executor, read by the approval page and the operator CLI. A person's decision
+//! binds the stored preview: its grant signs the preview's hash ([`sha256_for_decision`]), and
+//! before running, the executor compares the provider's state with the preview's binding fields
+//! ([`for_run`]); when they differ the proposal ends `stale` ([`mark_stale`]).
 
-use crate::{Db, Result, set_tenants};
+use crate::proposals::ProposalRow;
+use crate::{Db, Result, audit, set_tenants};
+use actiond_core::audit::AuditKind;
+use actiond_core::preview::PreviewDoc;
+use actiond_core::state::ProposalState;
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use uuid::Uuid;
 
 /// An escalated proposal that has no preview yet.
@@ -30,6 +37,23 @@ pub struct Preview {
     pub text: String,
     /// When the provider was read (database clock).
     pub read_at: DateTime<Utc>,
+    /// The handler's warnings ("this refund is larger than what is left to refund"), for the
+    /// card and the queue.
+    pub warnings: Vec<String>,
+    /// SHA-256 of the canonical preview document (what a person's grant signs); `None` for an
+    /// unavailable preview or one stored before V42.
+    pub sha256: Option<String>,
+}
+
+/// What the handler's preview read: the lines, its binding fields and its warnings.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// The lines for the approver.
+    pub text: String,
+    /// The binding fields (an object), compared before the run.
+    pub binding: Value,
+    /// Warnings in plain words.
+    pub warnings: Vec<String>,
 }
 
 /// Up to `limit` escalated proposals of `actions` without a preview, oldest first
@@ -58,18 +82,126 @@ pub async fn pending(db: &Db, actions: &[&str], limit: i64) -> Result<Vec<Previe
         .collect())
 }
 
-/// Stores a preview (once: a second writer's row is ignored). Executor role.
-pub async fn insert(db: &Db, task: &PreviewTask, ok: bool, text: &str) -> Result<()> {
-    let text: String = text.chars().take(20_000).collect();
-    db.client()
+/// Stores a preview (once: a second writer's row is ignored). Executor role. A preview that
+/// was read (`Ok`) is stored with its canonical document ([`PreviewDoc`]: the time it was read
+/// is the database clock of this statement's transaction) and that document's SHA-256; an
+/// unavailable one (`Err(reason)`) has neither, and binds nothing.
+pub async fn insert(
+    db: &Db,
+    task: &PreviewTask,
+    read: std::result::Result<Read, String>,
+) -> Result<()> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let now_us: i64 = tx
+        .query_one(&format!("SELECT {}", crate::grants::NOW_US_SQL), &[])
         .await?
+        .get(0);
+    let read_at = DateTime::<Utc>::from_timestamp_micros(now_us)
+        .ok_or_else(|| crate::StoreError::Config(format!("database clock {now_us} µs")))?;
+    let cut = |t: &str| t.chars().take(20_000).collect::<String>();
+    let (ok, text, canonical, sha, binding, warnings) = match read {
+        Ok(r) => {
+            let doc = PreviewDoc {
+                action: task.action.clone(),
+                proposal_id: task.id,
+                read_at_us: now_us,
+                text: cut(&r.text),
+                binding: r.binding,
+                warnings: r.warnings,
+            };
+            let canonical = doc
+                .canonical()
+                .map_err(|e| crate::StoreError::Config(format!("preview binding: {e}")))?;
+            let sha = actiond_core::preview::hash(&canonical);
+            (
+                true,
+                doc.text,
+                Some(canonical),
+                Some(sha),
+                Some(doc.binding),
+                doc.warnings,
+            )
+        }
+        Err(reason) => (false, cut(&reason), None, None, None, Vec::new()),
+    };
+    let warnings = Value::from(warnings);
+    tx.execute(
+        "INSERT INTO proposal_previews (proposal_id, tenant_id, ok, text, read_at, canonical, sha256, binding, warnings)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (proposal_id) DO NOTHING",
+        &[&task.id, &task.tenant_id, &ok, &text, &read_at, &canonical, &sha, &binding, &warnings],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The SHA-256 of proposal `id`'s stored preview, when one was read (a person's decision
+/// signs it into the grant). Inside the decision's transaction (tenant already set).
+pub async fn sha256_for_decision(tx: &crate::Tx<'_>, id: Uuid) -> Result<Option<String>> {
+    let stmt = tx
+        .prepare_cached("SELECT sha256 FROM proposal_previews WHERE proposal_id = $1 AND ok")
+        .await?;
+    Ok(tx
+        .query_opt(&stmt, &[&id])
+        .await?
+        .and_then(|r| r.get::<_, Option<String>>(0)))
+}
+
+/// The stored preview document of proposal `id` as the executor checks it before a run: the
+/// canonical text (whose hash must be the grant's) parsed back. `None` when there is none.
+/// Executor role.
+pub async fn for_run(db: &Db, id: Uuid) -> Result<Option<(String, PreviewDoc)>> {
+    let c = db.client().await?;
+    let stmt = c
+        .prepare_cached("SELECT canonical FROM proposal_previews WHERE proposal_id = $1")
+        .await?;
+    let Some(canonical) = c
+        .query_opt(&stmt, &[&id])
+        .await?
+        .and_then(|r| r.get::<_, Option<String>>(0))
+    else {
+        return Ok(None);
+    };
+    let doc: PreviewDoc = serde_json::from_str(&canonical)
+        .map_err(|e| crate::StoreError::Config(format!("stored preview of {id}: {e}")))?;
+    Ok(Some((canonical, doc)))
+}
+
+/// Ends a proposal `stale` (`executing → stale`) instead of running it: `reason` is what its
+/// agent is told (`decision_reason`), `detail` the `proposal.stale` event's detail (the
+/// changed fields with their values, the approved preview's hash). Only while `owner` still
+/// holds its run lease; `false` when it does not (the sweeper decides).
+pub async fn mark_stale(
+    db: &Db,
+    row: &ProposalRow,
+    owner: &str,
+    reason: &str,
+    detail: Value,
+) -> Result<bool> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let n = tx
         .execute(
-            "INSERT INTO proposal_previews (proposal_id, tenant_id, ok, text) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (proposal_id) DO NOTHING",
-            &[&task.id, &task.tenant_id, &ok, &text],
+            "UPDATE proposals SET state = 'stale', decision_reason = $2, outcome_detail = $3,
+                    finished_at = greatest(now(), updated_at), lease_owner = NULL, lease_until = NULL
+             WHERE id = $1 AND state = 'executing' AND lease_owner = $4",
+            &[&row.id, &reason, &detail.to_string(), &owner],
         )
         .await?;
-    Ok(())
+    if n == 0 {
+        return Ok(false);
+    }
+    let actor = format!("executor:{owner}");
+    audit::write(
+        &tx,
+        &row.event(AuditKind::ProposalStale, &actor, detail)
+            .transition(Some(ProposalState::Executing), ProposalState::Stale),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// The preview of proposal `id`, seen with `tenants` (row-level security scopes the web role).
@@ -79,7 +211,7 @@ pub async fn get(db: &Db, tenants: &[String], id: Uuid) -> Result<Option<Preview
     set_tenants(&tx, tenants).await?;
     let row = tx
         .query_opt(
-            "SELECT ok, text, read_at FROM proposal_previews WHERE proposal_id = $1",
+            "SELECT ok, text, read_at, warnings, sha256 FROM proposal_previews WHERE proposal_id = $1",
             &[&id],
         )
         .await?;
@@ -88,5 +220,7 @@ pub async fn get(db: &Db, tenants: &[String], id: Uuid) -> Result<Option<Preview
         ok: r.get(0),
         text: r.get(1),
         read_at: r.get(2),
+        warnings: serde_json::from_value(r.get::<_, Value>(3)).unwrap_or_default(),
+        sha256: r.get(4),
     }))
 }

@@ -53,7 +53,13 @@ pub struct ListedProposal {
     pub rule_name: Option<String>,
     /// The rule's reason, or after a decision the approver's reason.
     pub decision_reason: Option<String>,
+    /// Queue only: the warnings of its stored preview (V42), empty when none.
+    pub preview_warnings: Vec<String>,
 }
+
+/// The queue's extra column: the warnings of the proposal's stored preview.
+const PREVIEW_WARNINGS: &str =
+    "(SELECT v.warnings FROM proposal_previews v WHERE v.proposal_id = p.id) AS preview_warnings";
 
 const LIST_COLS: &str =
     "p.id, p.tenant_id, a.name AS agent_name, p.action, p.target, p.params_json,
@@ -82,6 +88,12 @@ fn listed(r: &tokio_postgres::Row, decided_by: bool) -> ListedProposal {
         source_text: r.get("source_text"),
         rule_name: r.get("rule_name"),
         decision_reason: r.get("decision_reason"),
+        preview_warnings: r
+            .try_get::<_, Option<serde_json::Value>>("preview_warnings")
+            .ok()
+            .flatten()
+            .and_then(|w| serde_json::from_value(w).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -124,7 +136,7 @@ pub async fn escalated_page(
 ) -> Result<QueuePage> {
     let cursor = (after.map(|a| a.created_at), after.map(|a| a.id));
     let page = format!(
-        "SELECT {LIST_COLS}
+        "SELECT {LIST_COLS}, {PREVIEW_WARNINGS}
          FROM proposals p JOIN agents a ON a.id = p.agent_id
          WHERE {ESCALATED_WHERE}
            AND ($4::timestamptz IS NULL OR (p.created_at, p.id) > ($4, $5::uuid))
@@ -149,7 +161,7 @@ pub async fn escalated(
     let rows = tx
         .query(
             &format!(
-                "SELECT {LIST_COLS}
+                "SELECT {LIST_COLS}, {PREVIEW_WARNINGS}
                  FROM proposals p JOIN agents a ON a.id = p.agent_id
                  WHERE p.state = 'escalated' AND p.tenant_id = ANY($1)
                    AND ($2::text IS NULL OR a.name = $2) AND ($3::text IS NULL OR p.action = $3)
@@ -192,7 +204,7 @@ fn history_start() -> (DateTime<Utc>, Uuid) {
 }
 
 /// The decided states `proposals_purge` indexes (with `purged_at IS NULL`).
-const DECIDED_STATES: &str = "('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended')";
+const DECIDED_STATES: &str = "('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended', 'stale')";
 
 /// Each history read's order and bound (`$6` rows).
 const NEWEST_FIRST: &str = "ORDER BY p.updated_at DESC, p.id DESC LIMIT $6";

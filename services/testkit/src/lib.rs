@@ -366,8 +366,9 @@ pub struct Seen {
 
 /// A local HTTP server that records every request. Requests to paths starting with `/slow`
 /// are answered only after `slow_delay`. Reads of `/v1/payment_intents/{id}` (the executor's
-/// refund previews) are answered with a payment of 150.00 USD, 25.00 already refunded, and are
-/// not recorded: [`Receiver::requests`] are the actions that reached the provider.
+/// refund previews) are answered with a payment of 150.00 USD, 25.00 already refunded (a test
+/// changes that with [`Receiver::set_amount_refunded`], as a refund made elsewhere would), and
+/// are not recorded: [`Receiver::requests`] are the actions that reached the provider.
 #[derive(Clone)]
 pub struct Receiver {
     /// Base URL (`http://127.0.0.1:PORT`).
@@ -375,22 +376,32 @@ pub struct Receiver {
     /// `127.0.0.1:PORT`.
     pub host_port: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    refunded: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl Receiver {
+    /// Sets what the payment reads as already refunded (minor units) from now on.
+    pub fn set_amount_refunded(&self, minor_units: i64) {
+        self.refunded
+            .store(minor_units, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Starts the receiver.
     pub async fn start(slow_delay: Duration) -> Self {
         use axum::body::Bytes;
         use axum::http::{HeaderMap, Uri};
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let s2 = seen.clone();
+        let refunded = Arc::new(std::sync::atomic::AtomicI64::new(2500));
+        let r2 = refunded.clone();
         let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
             let s = s2.clone();
+            let refunded = r2.load(std::sync::atomic::Ordering::SeqCst);
             async move {
                 let path = uri.path().to_owned();
                 if path.starts_with("/v1/payment_intents/") {
                     // A preview's read-only lookup: answered, not recorded as an action.
-                    return axum::Json(serde_json::json!({"id": path.rsplit('/').next(), "amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": 2500}}));
+                    return axum::Json(serde_json::json!({"id": path.rsplit('/').next(), "amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": refunded}}));
                 }
                 s.lock().unwrap().push(Seen {
                     path: path.clone(),
@@ -420,6 +431,7 @@ impl Receiver {
             url: format!("http://{addr}"),
             host_port: addr.to_string(),
             seen,
+            refunded,
         }
     }
 

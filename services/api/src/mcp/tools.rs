@@ -69,6 +69,9 @@ the user; do not just propose the same action again.
 - \"amended\": final; a person approved it with an edit, so it will NOT run as filed. \
 amended_to gives the new proposal's id, state and the changes; follow that id instead.
 - \"withdrawn\": final; you withdrew it before approval; the action did NOT happen.
+- \"stale\": final; it was approved, but what the provider holds changed after the approver's \
+preview (reason names what), so it did NOT run. Tell the user; propose again only if it is \
+still wanted.
 Only the agent that filed a proposal can read it.";
 
 /// Written in place of the action list when the tenant enables nothing (or has no document).
@@ -428,7 +431,7 @@ impl ServerHandler for ActiondMcp {
 /// | proposal state | task status | payload |
 /// |---|---|---|
 /// | `pending`, `escalated`, `approved`, `executing` | `working` | `statusMessage`: what the state means ("has NOT happened") |
-/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
+/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired`, `stale`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
 /// | `withdrawn` | `cancelled` | `statusMessage`: withdrawn, nothing happened |
 pub mod tasks {
     use super::{McpError, ProposalStatus, SubmitError, Value, json, state_advice, status_result};
@@ -723,6 +726,7 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
+        "stale" => format!("Approved, but NOT performed: what the provider holds changed after the approver's preview, so the approval no longer matched it.{why} Tell the user; propose again only if it is still wanted (a person will see the new state)."),
         "withdrawn" => "You withdrew it (tasks/cancel) before anyone approved it: the action did NOT happen and will not. Propose again only if the user still wants it.".to_owned(),
         _ => "Unknown state; treat the action as NOT performed.".to_owned(),
     }
@@ -1004,6 +1008,7 @@ mod tests {
             "blocked",
             "denied",
             "expired",
+            "stale",
         ] {
             let t = tasks::detailed(&status(done));
             assert_eq!(t.status(), TaskStatus::Completed, "{done}");

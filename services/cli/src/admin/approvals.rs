@@ -319,6 +319,7 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         seconds_on_page: None,
         // Break-glass has no authenticator: an Approve that needs a passkey is refused.
         passkey: None,
+        preview: None,
     };
     let out = approvals::decide(
         &db,
@@ -454,6 +455,7 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
         retyped: &retyped,
         seconds_on_page: None,
         passkey: None,
+        preview: None,
     };
     let out = am::amend(
         &db,

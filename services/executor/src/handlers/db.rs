@@ -4,7 +4,7 @@
 //! than the statement's `max_rows` rolls it back. Previews run the same transaction and always
 //! roll it back.
 
-use super::{Execution, Handler, Outcome, credential};
+use super::{Execution, Handler, Outcome, Read, credential};
 use actiond_core::handlers::db_statement::{
     NamedStatement, SqlType, bigint_of, statement, statement_timeout,
 };
@@ -127,19 +127,31 @@ pub(super) async fn execute(ex: &Execution<'_>) -> Outcome {
     }
 }
 /// The rows the statement would touch now, counted in a transaction that is rolled back.
-async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+/// Binding: that count (the statement reports no keys of the rows it touches, so the count is
+/// what binds). Warning: more rows than the statement's `max_rows`.
+async fn preview(ex: &Execution<'_>) -> Result<Read, String> {
     let name = ex
         .params
         .get("statement")
         .and_then(Value::as_str)
         .unwrap_or_default();
     match run(ex, false).await {
-        Ok(Run::Rows(n)) => Ok(format!(
-            "Statement {name} would touch {n} row(s) now (counted in a transaction that was rolled back)"
-        )),
-        Ok(Run::OverCap { rows, cap }) => Ok(format!(
-            "Statement {name} would touch {rows} rows now, over its cap of {cap}: it would fail and be rolled back"
-        )),
+        Ok(Run::Rows(n)) => Ok(Read {
+            text: format!(
+                "Statement {name} would touch {n} row(s) now (counted in a transaction that was rolled back)"
+            ),
+            binding: serde_json::json!({"rows": n}),
+            warnings: Vec::new(),
+        }),
+        Ok(Run::OverCap { rows, cap }) => Ok(Read {
+            text: format!(
+                "Statement {name} would touch {rows} rows now, over its cap of {cap}: it would fail and be rolled back"
+            ),
+            binding: serde_json::json!({"rows": rows}),
+            warnings: vec![format!(
+                "this statement touches {rows} rows now, more than its max_rows of {cap}"
+            )],
+        }),
         Err(o) => Err(o.detail().to_owned()),
     }
 }

@@ -224,8 +224,10 @@ pub(crate) async fn current(ex: &Execution<'_>) -> Result<Option<(i64, Vec<Strin
     }))
 }
 
-/// `www.prod.example.com A: 192.0.2.7 → 203.0.113.9` (TTL too when it changes).
-async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+/// `www.prod.example.com A: 192.0.2.7 → 203.0.113.9` (TTL too when it changes). Binding: the
+/// RRset PowerDNS holds now (TTL and sorted contents, `null` when absent). Warnings: a change
+/// that leaves an address record empty, and NS or MX changed at the zone's apex.
+async fn preview(ex: &Execution<'_>) -> Result<super::Read, String> {
     let p = ex.params;
     let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
     let rtype = p.get("type").and_then(Value::as_str).unwrap_or_default();
@@ -241,7 +243,15 @@ async fn preview(ex: &Execution<'_>) -> Result<String, String> {
         })
         .unwrap_or_default();
     new.sort();
-    let (old_ttl, old) = match current(ex).await? {
+    let now = current(ex).await?;
+    let binding =
+        json!({"rrset": now.as_ref().map(|(t, recs)| json!({"ttl": t, "records": recs}))});
+    let warnings = warnings(
+        &Rrset::from_params(p),
+        now.as_ref().map(|(_, r)| r.as_slice()),
+        &new,
+    );
+    let (old_ttl, old) = match now {
         Some((t, recs)) => (Some(t), recs.join(", ")),
         None => (None, "(no records)".to_owned()),
     };
@@ -252,7 +262,33 @@ async fn preview(ex: &Execution<'_>) -> Result<String, String> {
     if old_ttl.is_some() && old == new.join(", ") {
         line.push_str(" (records unchanged)");
     }
-    Ok(line)
+    Ok(super::Read {
+        text: line,
+        binding,
+        warnings,
+    })
+}
+
+/// The facts of a DNS change a tired person misses: the name left without an address (an A or
+/// AAAA RRset that had records and would have none), NS or MX changed at the zone's apex.
+fn warnings(set: &Rrset, old: Option<&[String]>, new: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let name = set.name.trim_end_matches('.');
+    let had = old.is_some_and(|o| !o.is_empty());
+    if matches!(set.rtype.as_str(), "A" | "AAAA") && had && new.is_empty() {
+        out.push(format!(
+            "this change removes every {} record of {name}: it may leave the name without an address",
+            set.rtype
+        ));
+    }
+    let changes = old.unwrap_or_default() != new;
+    if matches!(set.rtype.as_str(), "NS" | "MX") && name == set.zone && changes {
+        out.push(format!(
+            "this change replaces the {} records of the zone apex {name}",
+            set.rtype
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -310,6 +346,26 @@ mod tests {
             check_rrset(&open, &rrset("example.com", "sub.example.com", "NS")),
             Ok(())
         );
+    }
+
+    #[test]
+    fn warnings_name_a_lost_address_and_apex_ns_or_mx() {
+        let set = |name: &str, rtype: &str| {
+            Rrset::from_params(&json!({"zone": "example.com", "name": name, "type": rtype}))
+        };
+        let had = vec!["192.0.2.1".to_owned()];
+        assert!(
+            warnings(&set("www.example.com", "A"), Some(&had), &[])[0]
+                .contains("removes every A record")
+        );
+        assert!(warnings(&set("www.example.com", "A"), Some(&had), &had).is_empty());
+        let mx = vec!["10 mx.example.com.".to_owned()];
+        assert!(
+            warnings(&set("example.com", "MX"), Some(&had), &mx)[0]
+                .contains("zone apex example.com")
+        );
+        assert!(warnings(&set("example.com", "MX"), Some(&mx), &mx).is_empty());
+        assert!(warnings(&set("mail.example.com", "MX"), None, &mx).is_empty());
     }
 
     #[test]

@@ -172,15 +172,20 @@ async fn open_session(
 }
 
 /// The email as it would be sent.
-fn preview(ex: &Execution<'_>) -> Result<String, String> {
+/// Binds nothing: the message comes from the approved params and settings alone.
+fn preview(ex: &Execution<'_>) -> Result<super::Read, String> {
     let m = render(ex.params, ex.settings).ok_or("the template is missing")?;
-    Ok(format!(
-        "From: {}\nTo: {}\nSubject: {}\n\n{}",
-        m.from,
-        m.to.join(", "),
-        m.subject,
-        m.body
-    ))
+    Ok(super::Read {
+        text: format!(
+            "From: {}\nTo: {}\nSubject: {}\n\n{}",
+            m.from,
+            m.to.join(", "),
+            m.subject,
+            m.body
+        ),
+        binding: serde_json::json!({}),
+        warnings: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -99,8 +99,15 @@ impl Outcome {
 /// A handler's run: the outcome of performing the approved action.
 pub type Run = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Outcome>;
 
-/// A handler's preview: what the provider holds now, or why it could not be read.
-pub type Preview = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Result<String, String>>;
+/// What a preview read: the lines for approvers, the handler's binding fields (an object, the
+/// members a grant is bound to: before running, the executor reads them again and does not run
+/// when one changed) and its warnings for the card and the queue.
+pub use actiond_store::previews::Read;
+
+/// A handler's preview: what the provider holds now, or why it could not be read. The same
+/// function serves approvers (stored beside an escalated proposal) and the pre-run check
+/// (`crate::prerun`), so "what the approver saw" and "what holds now" are read alike.
+pub type Preview = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Result<Read, String>>;
 
 /// What the executor does for one handler of the registry: run it and, when the provider can
 /// be read without changing anything, preview it for approvers. Each handler module defines
@@ -108,7 +115,8 @@ pub type Preview = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Result<String,
 pub struct Handler {
     /// Performs the approved action (the grant is spent).
     pub run: Run,
-    /// Reads the provider, read-only, for the text stored beside an escalated proposal.
+    /// Reads the provider, read-only: the preview stored beside an escalated proposal, and
+    /// the read again before the run of a grant bound to it.
     pub preview: Option<Preview>,
 }
 

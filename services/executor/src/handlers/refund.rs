@@ -1,9 +1,9 @@
 //! `billing.refund.issue` against a Stripe-style API: `POST /v1/refunds` with the grant id as
 //! `Idempotency-Key`; its preview reads the payment and what was already refunded.
 
-use super::{Execution, Handler, Outcome, credential, send};
+use super::{Execution, Handler, Outcome, Read, credential, send};
 use actiond_core::handlers::format_minor_units;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The executor's entry of `billing.refund.issue`.
 pub(super) static HANDLER: Handler = Handler {
@@ -70,8 +70,9 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
 }
 
 /// The payment's amount and what was already refunded (`GET /v1/payment_intents/{id}` with
-/// its latest charge expanded), beside this refund.
-async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+/// its latest charge expanded), beside this refund. Binding: the payment's amount, currency
+/// and the amount already refunded. Warning: a refund larger than what is left to refund.
+async fn preview(ex: &Execution<'_>) -> Result<Read, String> {
     let base = ex
         .destinations
         .billing_base_url
@@ -114,11 +115,24 @@ async fn preview(ex: &Execution<'_>) -> Result<String, String> {
         .unwrap_or(0);
     let this = p.get("amount").and_then(Value::as_i64).unwrap_or_default();
     let money = |n: i64| format!("{} {cur}", format_minor_units(n, &cur));
-    Ok(format!(
-        "Payment {payment}: {} paid, {} already refunded; this refund of {} would leave {}",
-        money(amount),
-        money(refunded),
-        money(this),
-        money(amount - refunded - this)
-    ))
+    let left = amount.saturating_sub(refunded);
+    let mut warnings = Vec::new();
+    if this > left {
+        warnings.push(format!(
+            "this refund of {} is larger than what is left to refund: {}",
+            money(this),
+            money(left)
+        ));
+    }
+    Ok(Read {
+        text: format!(
+            "Payment {payment}: {} paid, {} already refunded; this refund of {} would leave {}",
+            money(amount),
+            money(refunded),
+            money(this),
+            money(left - this)
+        ),
+        binding: json!({"amount": amount, "currency": cur, "amount_refunded": refunded}),
+        warnings,
+    })
 }

@@ -61,8 +61,9 @@ async fn comment(ex: &Execution<'_>) -> Outcome {
     send(req).await
 }
 
-/// `Ticket T-7: "Printer on fire" (open)`: what the comment is going to.
-async fn preview(ex: &Execution<'_>) -> Result<String, String> {
+/// `Ticket T-7: "Printer on fire" (open)`: what the comment is going to. Binds nothing (a
+/// comment is fine on a ticket whose title or status changed).
+async fn preview(ex: &Execution<'_>) -> Result<super::Read, String> {
     let (url, token) = ticket_url(ex, "")?;
     let resp = ex
         .http
@@ -86,5 +87,9 @@ async fn preview(ex: &Execution<'_>) -> Result<String, String> {
         .get("ticket_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    Ok(format!("Ticket {id}: {title:?} ({state})"))
+    Ok(super::Read {
+        text: format!("Ticket {id}: {title:?} ({state})"),
+        binding: serde_json::json!({}),
+        warnings: Vec::new(),
+    })
 }

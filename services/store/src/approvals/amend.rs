@@ -405,6 +405,7 @@ async fn approve_after_policy(
         // for the original, so an approval of the new intent that needs a passkey is refused
         // here and given on the new proposal's page.
         passkey: None,
+        preview: None,
     };
     let decided = super::decide(
         db,

@@ -1,0 +1,260 @@
+//! A preview the grant is bound to, and its warnings (issue #34, points 2 and 4), over real
+//! processes: `actiond api`, `policy` and `executor`, the break-glass CLI and the loopback
+//! billing sink (the test changes what the payment reads as already refunded, as a refund
+//! made elsewhere would). A person's grant signs the hash of the stored preview; before
+//! running, the executor reads the payment again and ends the proposal `stale` when a binding
+//! field changed, with nothing paid and the grant spent once.
+
+use crate::amend::mcp_check;
+use crate::support::{Stack, refund};
+use actiond_core::grant::{GRANT_VERSION, GrantClaims};
+use serde_json::Value;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+/// Waits for the stored preview of `id`: (sha256, canonical, warnings).
+async fn stored_preview(s: &Stack, id: uuid::Uuid) -> (String, String, Value) {
+    let db = s.tdb.db.clone();
+    actiond_testkit::eventually(T, "a stored preview", || {
+        let db = db.clone();
+        async move {
+            let c = db.client().await.ok()?;
+            c.query_opt(
+                "SELECT sha256, canonical, warnings FROM proposal_previews WHERE proposal_id = $1 AND ok",
+                &[&id],
+            )
+            .await
+            .ok()?
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+        }
+    })
+    .await
+}
+
+/// Refunds at the sink so far (the sentinels left out).
+fn refunds(s: &Stack) -> usize {
+    s.calls().iter().filter(|r| r.path == "/v1/refunds").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs() {
+    let s = Stack::new("refund_changed_after_preview_is_stale").await;
+    // Two escalated refunds of 60.00 against a payment of 150.00 with 25.00 refunded.
+    let same = s.propose(&refund("pi_same", 6000)).await;
+    let moved = s.propose(&refund("pi_moved", 6000)).await;
+    for id in [same, moved] {
+        s.wait_state(id, "escalated", T).await;
+    }
+    let (sha_same, canonical, warnings) = stored_preview(&s, same).await;
+    assert_eq!(
+        actiond_core::preview::hash(&canonical),
+        sha_same,
+        "the stored hash is the canonical document's"
+    );
+    let doc: Value = serde_json::from_str(&canonical).unwrap();
+    assert_eq!(
+        doc["binding"],
+        serde_json::json!({"amount": 15000, "currency": "USD", "amount_refunded": 2500})
+    );
+    assert!(doc["read_at_us"].as_i64().unwrap() > 0, "{doc}");
+    assert_eq!(
+        warnings,
+        serde_json::json!([]),
+        "60.00 of 125.00 left warns of nothing"
+    );
+    let (sha_moved, _, _) = stored_preview(&s, moved).await;
+
+    // Unchanged between preview and run: it runs, its grant signs the preview's hash.
+    s.approve_as_alice(same).await;
+    s.wait_state(same, "succeeded", T).await;
+    assert_eq!(refunds(&s), 1);
+    let c = s.tdb.superuser().await;
+    let bound: Option<String> = c
+        .query_one(
+            "SELECT preview_sha256 FROM grants WHERE proposal_id = $1",
+            &[&same],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(bound.as_deref(), Some(sha_same.as_str()));
+
+    // Someone refunds 70.00 more elsewhere after the approver's preview: not run, `stale`.
+    s.recv.set_amount_refunded(9500);
+    s.approve_as_alice(moved).await;
+    s.wait_state(moved, "stale", T).await;
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 1, "no refund was paid for the stale proposal");
+    let used: Option<String> = c
+        .query_one(
+            "SELECT used_by FROM grants WHERE proposal_id = $1",
+            &[&moved],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(used.is_some(), "the grant was spent once, by the check");
+    let events = s.audit_kinds(moved).await;
+    let (kind, detail) = events.last().unwrap();
+    assert_eq!(kind, "proposal.stale");
+    assert_eq!(detail["check"], "changed");
+    assert_eq!(detail["preview_sha256"], sha_moved.as_str());
+    assert_eq!(detail["changes"][0]["field"], "amount_refunded");
+    assert_eq!(detail["changes"][0]["before"], 2500);
+    assert_eq!(detail["changes"][0]["now"], 9500);
+    assert!(
+        !events.iter().any(|e| e.0 == "proposal.executed"),
+        "{events:?}"
+    );
+    // The agent is told why, over REST and MCP, by field name only.
+    let (_, v) = s.get(&s.token, &moved.to_string(), "").await;
+    assert_eq!(v["state"], "stale", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("(amount_refunded)"), "{v}");
+    assert!(!reason.contains("9500") && !reason.contains("95.00"), "{v}");
+    let m = mcp_check(&s, moved).await;
+    assert_eq!(m["state"], "stale", "{m}");
+    assert!(
+        m["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("NOT performed"),
+        "{m}"
+    );
+    // Nothing runs it again: stale is final.
+    s.sentinel().await;
+    assert_eq!(s.state(moved).await, "stale");
+    assert_eq!(refunds(&s), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_larger_than_what_is_left_is_warned_in_its_preview() {
+    let s = Stack::new("refund_larger_than_left_warns").await;
+    let id = s.propose(&refund("pi_big", 13000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (_, _, warnings) = stored_preview(&s, id).await;
+    assert_eq!(
+        warnings,
+        serde_json::json!([
+            "this refund of 130.00 USD is larger than what is left to refund: 125.00 USD"
+        ])
+    );
+}
+
+/// Approves the escalated `id` as a writer of the tables would, with a grant signed by the
+/// trusted break-glass key over `signed_preview`, stored with `stored_preview` in its column.
+async fn approve_with_preview(
+    s: &Stack,
+    id: uuid::Uuid,
+    signed_preview: &str,
+    stored_preview: &str,
+) {
+    let c = s.tdb.superuser().await;
+    let intent: String = s.row(id).await.get(3);
+    let now_us: i64 = c
+        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let claims = GrantClaims {
+        version: GRANT_VERSION,
+        id: uuid::Uuid::new_v4(),
+        proposal_id: id,
+        tenant_id: "acme".into(),
+        intent_hash: intent.clone(),
+        doc_version: 1,
+        expires_at: now_us + 300_000_000,
+        key_id: "breakglass-1".into(),
+        preview_sha256: Some(signed_preview.to_owned()),
+    };
+    let sig = s.keys.breakglass.sign(&claims).unwrap();
+    c.execute(
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, preview_sha256)
+         VALUES ($1, $2, 'acme', $3, 1, $4, 'breakglass-1', $5, 'alice', $6)",
+        &[&claims.id, &id, &intent, &claims.expires_at, &sig, &stored_preview],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE proposals SET state = 'approved' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+}
+
+/// A grant whose preview hash was altered after signing is refused at the signature check
+/// (`blocked`, `bad_signature`); a stored preview altered after the grant signed its hash is
+/// caught before the run (`stale`, `preview_mismatch`). Neither pays a refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_preview_hash_or_preview_is_refused() {
+    let s = Stack::new("altered_preview_hash_is_refused").await;
+    let a = s.propose(&refund("pi_alt_hash", 6000)).await;
+    let b = s.propose(&refund("pi_alt_doc", 6000)).await;
+    for id in [a, b] {
+        s.wait_state(id, "escalated", T).await;
+    }
+    let (sha_a, _, _) = stored_preview(&s, a).await;
+    let (sha_b, canonical_b, _) = stored_preview(&s, b).await;
+
+    // The grant signed the real preview; its column was changed to another hash.
+    approve_with_preview(&s, a, &sha_a, &"0".repeat(64)).await;
+    s.wait_state(a, "blocked", T).await;
+    let events = s.audit_kinds(a).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "grant.rejected");
+    assert_eq!(last.1["reason"], "bad_signature", "{last:?}");
+
+    // The stored preview was rewritten (what the approver saw is no longer what is stored).
+    let c = s.tdb.superuser().await;
+    let forged = canonical_b.replace("\"amount_refunded\":2500", "\"amount_refunded\":2501");
+    assert_ne!(forged, canonical_b);
+    c.execute(
+        "UPDATE proposal_previews SET canonical = $2 WHERE proposal_id = $1",
+        &[&b, &forged],
+    )
+    .await
+    .unwrap();
+    approve_with_preview(&s, b, &sha_b, &sha_b).await;
+    s.wait_state(b, "stale", T).await;
+    let events = s.audit_kinds(b).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "proposal.stale");
+    assert_eq!(last.1["check"], "preview_mismatch", "{last:?}");
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 0, "no refund was paid");
+}
+
+/// The decision page shows the preview's warning as a banner and sends back the hash of the
+/// preview it showed; the queue flags the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_and_the_queue_show_the_preview_warning() {
+    let mut s = Stack::new("card_shows_preview_warning").await;
+    let id = s.propose(&refund("pi_card", 13000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (sha, _, _) = stored_preview(&s, id).await;
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let get = |path: String| {
+        let http = http.clone();
+        async move { http.get(path).send().await.unwrap().text().await.unwrap() }
+    };
+    let page = get(format!("{}/p/{id}", web.url)).await;
+    assert!(page.contains("id=\"preview-banner\""), "{page}");
+    assert!(
+        page.contains(
+            "this refund of 130.00 USD is larger than what is left to refund: 125.00 USD"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("name=\"preview_sha256\" value=\"{sha}\"")),
+        "the form sends back the preview it showed"
+    );
+    let queue = get(format!("{}/queue", web.url)).await;
+    assert!(
+        queue.contains("⚠ preview: this refund of 130.00 USD"),
+        "{queue}"
+    );
+}
