@@ -1141,7 +1141,7 @@ async fn every_list_and_show_prints_json_yaml_and_table() {
     let (_, out, _) = run(&["approvals", "list"], &env);
     assert!(
         out.contains("⚠ injection: gives orders, claims an approval")
-            && out.contains("⚠ 1 hidden: U+0430 CYRILLIC SMALL LETTER A"),
+            && out.contains("⚠ 1 hidden: U+0430 CYRILLIC CHARACTER IN A WORD OF ANOTHER SCRIPT"),
         "{out}"
     );
     let (_, out, _) = run(&["approvals", "show", &id], &env);

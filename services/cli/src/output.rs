@@ -452,7 +452,7 @@ mod tests {
             f,
             vec![
                 "⚠ injection: gives orders, claims an approval".to_owned(),
-                "⚠ 2 hidden: U+0430 CYRILLIC SMALL LETTER A, U+202E RIGHT-TO-LEFT OVERRIDE"
+                "⚠ 2 hidden: U+0430 CYRILLIC CHARACTER IN A WORD OF ANOTHER SCRIPT, U+202E RIGHT-TO-LEFT OVERRIDE"
                     .to_owned(),
             ]
         );
