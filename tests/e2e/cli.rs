@@ -278,7 +278,7 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             "'--intent <INTENT>'",
         ),
         (&["approvals", "show", &id], &db, 3, "not found"),
-        (&["tenant", "show", "nobody"], &db, 3, "no such document"),
+        (&["tenant", "show", "nobody"], &db, 3, "has no document"),
         // A tenant that does not exist is not a tenant with nothing waiting (it printed "no
         // escalated proposals" and exited 0, so a typo looked like an empty queue).
         (
@@ -1255,7 +1255,7 @@ async fn proposal_ids_by_unique_prefix() {
                 .to_owned(),
         ),
         (
-            vec!["approvals", "show", "not-a-uuid"],
+            vec!["approvals", "show", "not-an-id"],
             2,
             "is not a proposal id".to_owned(),
         ),
@@ -1356,7 +1356,7 @@ async fn status_wait_returns_at_once_for_an_escalated_proposal() {
     assert_eq!(v["state"], "escalated", "{out}");
     assert!(v["proposal_id"].is_string(), "{out}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    for bad in ["2h", "ten", "-1"] {
+    for bad in ["2h", "ten", "1y", "3601"] {
         let (code, _, err) = run(&["status", &id.to_string(), "--wait", bad], &api);
         assert_eq!(code, 2, "{bad}: {err}");
         assert!(err.contains("--wait"), "{err}");
@@ -1430,7 +1430,7 @@ async fn the_exit_code_table_is_what_commands_return() {
     ];
     for (want, meaning, args, envs) in cases {
         let row = &table.iter().find(|(c, _)| *c == want).unwrap().1;
-        assert!(row.starts_with(meaning), "table row {want}: {row}");
+        assert!(row.contains(meaning), "table row {want}: {row}");
         let (code, _, err) = run(args, envs);
         assert_eq!(code, want, "actiond {}: {err}", args.join(" "));
     }
