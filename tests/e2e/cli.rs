@@ -671,6 +671,21 @@ async fn dev_banner_commands_work_in_the_order_printed() {
     let (tdb, dir, mut dev, script) =
         actiond_testkit::with_free_ports_async(2, async |ports: &[u16]| start_dev(ports).await)
             .await;
+    // The operators' lines end with `approvals show "$ID"`, which prints the commands that
+    // decide it: the deny one is run as printed.
+    assert!(
+        script.iter().any(|l| l.contains("approvals show \"$ID\"")),
+        "{script:?}"
+    );
+    let show = script
+        .iter()
+        .rev()
+        .find(|l| l.contains("approvals show"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut script = script;
+    script.push(format!("eval \"$({show} | grep -m1 ' approvals deny ')\""));
     let out = tokio::process::Command::new("bash")
         .args(["-c", &script.join("\n")])
         .output()
@@ -707,14 +722,16 @@ async fn dev_banner_commands_work_in_the_order_printed() {
         script.join("\n"),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The 25.00 refund was allowed and ran; the shell was blocked; the 120.00 one escalated.
+    // The 25.00 refund was allowed and ran; the shell was blocked.
     assert!(
         stdout.contains("\"reason\": \"Refunds up to 50.00 are automatic.\""),
         "{stdout}"
     );
     assert_eq!(small.as_deref(), Some("succeeded"), "{stdout}");
     assert!(stdout.contains("no handler for shell.exec"), "{stdout}");
-    assert_eq!(large.as_deref(), Some("escalated"), "{stdout}");
+    // The 120.00 one escalated, and the deny command `approvals show` printed denied it.
+    assert!(stdout.contains("decide with one of:"), "{stdout}");
+    assert_eq!(large.as_deref(), Some("denied"), "{stdout}");
 }
 
 /// Starts `actiond dev` on a database of its own with its api and web on `ports` (it prints
@@ -761,7 +778,7 @@ async fn start_dev(
             if l.starts_with("Try it from another terminal") {
                 script.clear();
                 script.push("set -eu".to_owned());
-            } else if l.trim_start().starts_with("# operators") {
+            } else if l.trim_start().starts_with("# the sealed audit trail") {
                 return true;
             } else if script.len() > 1 || l.trim_start().starts_with("export ") {
                 script.push(l);
