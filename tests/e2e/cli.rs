@@ -1470,3 +1470,20 @@ fn mcp_stdio_reads_the_client_environment() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--url"), "{err}");
 }
+
+/// `tenant validate` counts in words: "1 rule", "no handlers" (it said "1 rules, handlers: ").
+#[test]
+fn tenant_validate_counts_in_words() {
+    let dir = std::env::temp_dir().join(format!("actiond-validate-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("one.yaml");
+    std::fs::write(
+        &f,
+        "tenant: acme\npolicy:\n  default: escalate\n  rules:\n    - {name: one, when: 'action == \"x\"', effect: block, reason: x}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["tenant", "validate", "-f", &f.display().to_string()], &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "ok: tenant acme, 1 rule, no handlers");
+}
