@@ -1479,7 +1479,7 @@ fn tenant_validate_counts_in_words() {
     let f = dir.join("one.yaml");
     std::fs::write(
         &f,
-        "tenant: acme\npolicy:\n  default: escalate\n  rules:\n    - {name: one, when: 'action == \"x\"', effect: block, reason: x}\n",
+        "tenant: acme\npolicy:\n  default: escalate\n  rules:\n    - {name: one, when: 'action == \"billing.refund.issue\"', effect: block, reason: x}\n",
     )
     .unwrap();
     let (code, out, err) = run(&["tenant", "validate", "-f", &f.display().to_string()], &[]);
