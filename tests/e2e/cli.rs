@@ -1380,6 +1380,9 @@ async fn status_wait_returns_at_once_for_an_escalated_proposal() {
     }
 }
 
+/// (exit code, words of its table row, arguments, environment)
+type TableCase<'a> = (i32, &'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
 /// The exit-code table of docs/configuration.md (the README points to it) is what commands
 /// return: each row's code, from a command that fails that way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1408,7 +1411,7 @@ async fn the_exit_code_table_is_what_commands_return() {
     let env = s.cli_env().await;
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let down = [("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")];
-    let cases: [(i32, &str, &[&str], &[(&str, &str)]); 7] = [
+    let cases: [TableCase; 7] = [
         (0, "done", &["approvals", "show", &id], &env),
         (
             1,
