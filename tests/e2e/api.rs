@@ -190,7 +190,11 @@ async fn body_limit_auth_and_content_type() {
     // owner who is not an approver cannot reach the web app's button).
     let env = s.cli_env().await;
     let (ok, out, err) = actiond_testkit::cli(&["agent", "list", "--tenant", "acme"], &env);
-    assert!(ok && out.contains("\tfrozen since "), "{out}{err}");
+    let support = out
+        .lines()
+        .find(|l| l.starts_with("support-bot "))
+        .unwrap_or_default();
+    assert!(ok && support.contains("  frozen  "), "{out}{err}");
     let unfreeze = [
         "agent",
         "unfreeze",

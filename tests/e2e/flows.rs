@@ -79,7 +79,8 @@ async fn escalate_then_approve_executes() {
     assert_eq!(
         err.lines().last().unwrap_or_default(),
         format!(
-            "actiond: error: refused (stale_intent): --intent 00000000deadbeef is not the start of this proposal's intent hash; look at it again with `actiond approvals show {id}` and decide with the intent it prints; nothing was decided"
+            "actiond: error: refused (stale_intent): --intent 00000000deadbeef is not the start of this proposal's intent hash; look at it again with `{} approvals show {id}` and decide with the intent it prints; nothing was decided",
+            actiond_testkit::actiond_bin().display()
         )
     );
     let (ok, out, err) = cli(

@@ -67,8 +67,9 @@ pub struct SealArgs {
     /// Seal what is final now and exit (waits up to --wait for running transactions).
     #[arg(long)]
     once: bool,
-    /// With --once: how long to wait for transactions running now to end.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// With --once: how long to wait for transactions running now to end (`30s`, `2m`, or a
+    /// number of seconds; at most 1h).
+    #[arg(long, default_value = "30s", value_parser = crate::args::wait)]
     wait: Duration,
     /// Time between sealing rounds.
     #[arg(long, env = "ACTIOND_SEALER_INTERVAL", default_value = "5s", value_parser = parse_duration)]
@@ -133,10 +134,12 @@ pub struct VerifyPasskeysArgs {
 pub struct ExportArgs {
     #[command(flatten)]
     db: DbArgs,
-    /// Events at or after this time: RFC 3339 with its offset (`2026-11-01T00:00:00Z`,
-    /// `2026-11-01T01:00:00+01:00`). A time without an offset, `now` or `24:00` is refused.
-    #[arg(long)]
-    since: String,
+    /// Events at or after this time: a duration back from now (`1h`, `7d`) or an RFC 3339
+    /// time with its offset (`2026-11-01T00:00:00Z`, `2026-11-01T01:00:00+01:00`). A time
+    /// without an offset, `now`, `24:00`, a time in the future or more than 36500d ago is
+    /// refused.
+    #[arg(long, value_parser = crate::args::since)]
+    since: chrono::DateTime<chrono::Utc>,
     /// Only this tenant.
     #[arg(long)]
     tenant: Option<String>,
@@ -708,29 +711,13 @@ fn parse_decided_after(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `--since` as the UTC RFC 3339 text the export query reads (microseconds, `Z`).
-///
-/// Only RFC 3339 with an explicit offset is accepted: before, the text went to Postgres as is,
-/// so `2026-12-01 00:00` was read in the session's time zone, `now` and `yesterday` were
-/// accepted, and a bad value came back as a database error that did not name the flag.
-fn parse_since(since: &str) -> anyhow::Result<String> {
-    let t = chrono::DateTime::parse_from_rfc3339(since.trim()).map_err(|e| {
-        crate::exit::invalid(format!(
-            "--since {since:?}: must be an RFC 3339 time with an offset, \
-             e.g. 2026-11-01T00:00:00Z ({e})"
-        ))
-    })?;
-    Ok(t.with_timezone(&chrono::Utc)
-        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
-}
-
 async fn export(a: ExportArgs) -> anyhow::Result<()> {
     let Some(format) = Format::parse(&a.format) else {
         return Err(crate::exit::invalid(
             "--format must be jsonl or cloudevents",
         ));
     };
-    let since = parse_since(&a.since)?;
+    let since = a.since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     let db = Db::connect(&a.db.database_url, 2)?;
     let mut ex = Export::start(
         &db,

@@ -1,8 +1,10 @@
 //! A small client for the REST API: `actiond propose` and `actiond status`.
 
-use actiond_runtime::say;
+use crate::args::IdArg;
+use crate::output::Format;
 use anyhow::Context;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where the API is and who the agent is.
 #[derive(Debug, Clone, clap::Args)]
@@ -65,11 +67,15 @@ pub struct ProposeArgs {
     /// Idempotency key.
     #[arg(long)]
     idempotency_key: Option<String>,
-    /// Wait up to this many seconds (at most 60) for a decision, then print one JSON document:
-    /// the proposal as `actiond status` shows it, with the submission's `proposal_id` (without
-    /// it, the submission's answer: `proposal_id` and `state`).
-    #[arg(long, default_value_t = 0)]
-    wait: u64,
+    /// Wait up to this long (`10s`, `2m`, or a number of seconds; at most 1h) while actiond is
+    /// still working on the proposal (`pending`, `approved`, `executing`), then print one
+    /// document: the proposal as `actiond status` shows it, with the submission's
+    /// `proposal_id` (without it, the submission's answer: `proposal_id` and `state`). It
+    /// returns at once when the proposal waits for a person (`escalated`) or has ended.
+    #[arg(long, default_value = "0", value_parser = crate::args::wait)]
+    wait: Duration,
+    #[command(flatten)]
+    out: crate::output::OutputJson,
 }
 
 /// The body of an answer as JSON (a string when it is not JSON); a failure status is an error
@@ -87,10 +93,26 @@ fn parse_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<ser
     Ok(v)
 }
 
-/// Prints one JSON document on stdout.
-fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
-    say(&crate::output::json(v, true)?);
-    Ok(())
+/// Prints the proposal document `v` on stdout as `format` asks (`table`: `field  value` lines,
+/// untrusted text made visible).
+fn print_doc(format: Format, v: &serde_json::Value) -> anyhow::Result<()> {
+    crate::output::print(format, v, || {
+        let Some(m) = v.as_object() else {
+            return crate::output::text(&v.to_string());
+        };
+        let width = m.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+        m.iter()
+            .map(|(k, x)| {
+                let shown = match x {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => "-".to_owned(),
+                    other => other.to_string(),
+                };
+                format!("{k:width$}  {}", crate::output::text(&shown))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
 }
 
 /// `actiond propose`.
@@ -138,22 +160,22 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
         .and_then(|x| x.as_str())
         .map(str::to_owned)
     else {
-        return print_json(&v);
+        return print_doc(a.out.output, &v);
     };
-    if a.wait == 0 {
-        return print_json(&v);
+    if a.wait.is_zero() {
+        return print_doc(a.out.output, &v);
     }
     // One document: the submission's answer with the later view's fields over it. When the
     // wait fails, the submission's answer is still printed, so its proposal_id is not lost.
-    match wait_status(&http, &a.conn.url, &token, &id, a.wait, Some("pending")).await {
+    match wait_status(&http, &a.conn.url, &token, &id, a.wait).await {
         Ok(later) => {
             if let (Some(first), serde_json::Value::Object(later)) = (v.as_object_mut(), later) {
                 first.extend(later);
             }
-            print_json(&v)
+            print_doc(a.out.output, &v)
         }
         Err(e) => {
-            print_json(&v)?;
+            print_doc(a.out.output, &v)?;
             Err(e)
         }
     }
@@ -164,51 +186,85 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
 pub struct StatusArgs {
     #[command(flatten)]
     conn: Conn,
-    /// Proposal id.
-    id: String,
-    /// Wait up to this many seconds for the state to change.
-    #[arg(long, default_value_t = 0)]
-    wait: u64,
+    /// Proposal id, whole (the API looks proposals up by their whole id; `approvals show`
+    /// also takes a unique prefix).
+    #[arg(value_parser = crate::args::id_arg)]
+    id: IdArg,
+    /// Wait up to this long (`10s`, `2m`, or a number of seconds; at most 1h) while actiond
+    /// is still working on the proposal (`pending`, `approved`, `executing`). It returns at
+    /// once when the proposal waits for a person (`escalated`) or has ended.
+    #[arg(long, default_value = "0", value_parser = crate::args::wait)]
+    wait: Duration,
+    #[command(flatten)]
+    out: crate::output::OutputJson,
 }
 
-/// `GET /v1/proposals/{id}`, long-polled for up to `wait` seconds (at most 60) while the state
-/// is still `seen`; the agent's view of the proposal.
+/// The states in which actiond itself is still working on a proposal: `--wait` waits through
+/// them, and returns at once in any other (a person must decide, or it has ended).
+pub const WORKING_STATES: [&str; 3] = ["pending", "approved", "executing"];
+
+/// `GET /v1/proposals/{id}`: the agent's view of the proposal; with `wait`, long-polled (at
+/// most 60 s a request, the API's bound) while the state is one of [`WORKING_STATES`], until
+/// `wait` has passed.
 async fn wait_status(
     http: &reqwest::Client,
     url: &str,
     token: &str,
     id: &str,
-    wait: u64,
-    seen: Option<&str>,
+    wait: Duration,
 ) -> anyhow::Result<serde_json::Value> {
-    let mut q = format!(
-        "{}/v1/proposals/{id}?wait={}",
-        url.trim_end_matches('/'),
-        wait.min(60)
-    );
-    if let Some(s) = seen {
-        q.push_str(&format!("&state={s}"));
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut seen: Option<String> = None;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut q = format!(
+            "{}/v1/proposals/{id}?wait={}",
+            url.trim_end_matches('/'),
+            if seen.is_some() {
+                left.as_secs().min(60)
+            } else {
+                0
+            }
+        );
+        if let Some(s) = &seen {
+            q.push_str(&format!("&state={s}"));
+        }
+        let resp = http
+            .get(q)
+            .bearer_auth(token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {url}"))?;
+        let v = parse_response(resp.status(), &resp.text().await?)?;
+        let state = v.get("state").and_then(|s| s.as_str()).unwrap_or_default();
+        if !WORKING_STATES.contains(&state) || left.as_secs() == 0 {
+            return Ok(v);
+        }
+        if seen.as_deref() == Some(state) {
+            // The API answered early without a change (its cap of long-polls per agent):
+            // ask again a little later rather than at once.
+            actiond_runtime::clock::sleep(Duration::from_millis(250)).await;
+        }
+        seen = Some(state.to_owned());
     }
-    let resp = http
-        .get(q)
-        .bearer_auth(token)
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {url}"))?;
-    parse_response(resp.status(), &resp.text().await?)
 }
 
 /// `actiond status`.
 pub async fn status(a: StatusArgs) -> anyhow::Result<()> {
     let token = a.conn.token()?;
+    let IdArg::Full(id) = a.id else {
+        return Err(crate::exit::invalid(format!(
+            "proposal id {}: status needs the whole id (the API looks proposals up by it; `actiond approvals show {}` finds one by a prefix)",
+            a.id, a.id
+        )));
+    };
     let v = wait_status(
         &reqwest::Client::new(),
         &a.conn.url,
         &token,
-        &a.id,
+        &id.to_string(),
         a.wait,
-        None,
     )
     .await?;
-    print_json(&v)
+    print_doc(a.out.output, &v)
 }

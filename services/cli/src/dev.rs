@@ -809,12 +809,12 @@ fn print_banner(
         format!(
             "  {exe_s} propose --action shell.exec --params '{{\"cmd\":\"rm -rf /\"}}' --wait 5"
         ),
-        "  # operators (break-glass):".into(),
+        "  # operators (break-glass): the queue, then the oldest proposal in it; `show` prints the commands that decide it:".into(),
         format!("  {exe_s} approvals list"),
-        format!("  {exe_s} approvals show <proposal_id>"),
         format!(
-            "  {exe_s} approvals deny <proposal_id> --as dev-operator --intent <first 16 hex of intent>"
+            "  ID=$({exe_s} approvals list -o json | grep -m1 '\"id\":' | cut -d'\"' -f4); export ACTIOND_OPERATOR=dev-operator"
         ),
+        format!("  {exe_s} approvals show \"$ID\""),
         "  # the sealed audit trail, checked as the read-only auditor:".into(),
         format!(
             "  DATABASE_URL={} {exe_s} audit verify --public-key {}",

@@ -3,6 +3,7 @@
 //! says what kind of failure it was ([`exit`]).
 
 mod admin;
+mod args;
 mod audit;
 mod client;
 mod dev;
@@ -59,10 +60,10 @@ enum Command {
     /// Tenant documents: apply, diff, show, history, validate; shadow and promote a candidate.
     #[command(subcommand)]
     Tenant(admin::TenantCmd),
-    /// Agents and their tokens: create, list, unfreeze, revoke.
+    /// Agents and their tokens: create, list, freeze, unfreeze, revoke.
     #[command(subcommand)]
     Agent(admin::AgentCmd),
-    /// Break-glass operator approvals: list, show, approve, deny.
+    /// Break-glass operator approvals: list, show, approve, deny, amend.
     #[command(subcommand)]
     Approvals(admin::ApprovalsCmd),
     /// Propose an action (small client for the REST API).
@@ -76,6 +77,12 @@ enum Command {
     Dev(dev::DevArgs),
     /// Print the version and the git commit this binary was built from.
     Version,
+    /// Print a shell completion script: `source <(actiond completion bash)`, `actiond
+    /// completion zsh > "${fpath[1]}/_actiond"`, `actiond completion fish | source`.
+    Completion {
+        /// The shell: bash, zsh, fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
     /// Documentation rendered from this binary (for the repository's docs/; hidden).
     #[command(subcommand, hide = true)]
     Docs(docs::DocsCmd),
@@ -98,6 +105,13 @@ fn main() -> std::process::ExitCode {
     };
     if matches!(cli.command, Command::Version) {
         actiond_runtime::say(&format!("actiond {VERSION}"));
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Command::Completion { shell } = &cli.command {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let mut out = Vec::new();
+        clap_complete::generate(*shell, &mut cmd, "actiond", &mut out);
+        actiond_runtime::say(String::from_utf8_lossy(&out).trim_end());
         return std::process::ExitCode::SUCCESS;
     }
     if let Command::Docs(d) = &cli.command {
@@ -156,7 +170,7 @@ fn main() -> std::process::ExitCode {
             Command::Status(a) => client::status(a).await,
             Command::Audit(c) => audit::audit(c).await,
             Command::Dev(a) => dev::run(a).await,
-            Command::Version | Command::Docs(_) => Ok(()),
+            Command::Version | Command::Docs(_) | Command::Completion { .. } => Ok(()),
         }
     });
     // Do not wait for tasks still running (a connection attempt, a blocking lookup): the role

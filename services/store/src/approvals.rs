@@ -153,6 +153,72 @@ pub async fn list_escalated(
     ProposalRow::from_rows(&c.query(&q, &[&t, &limit]).await?)
 }
 
+/// Ids of proposals (any tenant) whose id, as 32 hex digits, starts with `prefix` (lowercase
+/// hex, 1 to 32 digits), in id order, at most `limit`: how the CLI resolves an abbreviated id.
+/// The search is a range over the primary key, so it costs an index lookup whatever the table's
+/// size. A `prefix` that is not lowercase hex finds nothing.
+pub async fn ids_with_prefix(db: &Db, prefix: &str, limit: i64) -> Result<Vec<Uuid>> {
+    if prefix.is_empty()
+        || prefix.len() > 32
+        || !prefix
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    {
+        return Ok(Vec::new());
+    }
+    let pad = |c: char| {
+        let mut s = prefix.to_owned();
+        s.extend(std::iter::repeat_n(c, 32 - prefix.len()));
+        Uuid::parse_str(&s)
+    };
+    let (Ok(low), Ok(high)) = (pad('0'), pad('f')) else {
+        return Ok(Vec::new());
+    };
+    let c = db.client().await?;
+    let rows = c
+        .query(
+            "SELECT id FROM proposals WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT $3",
+            &[&low, &high, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// What `actiond approvals list` selects: proposals in `state` (any state when `None`), of the
+/// given tenants (all when `None`), of agents named `agent` (in any of those tenants), created
+/// at or after `since`, oldest first, at most `limit`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Tenants, all when `None`.
+    pub tenants: Option<Vec<String>>,
+    /// One state, any when `None`.
+    pub state: Option<ProposalState>,
+    /// An agent name.
+    pub agent: Option<String>,
+    /// Created at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// At most this many rows.
+    pub limit: i64,
+}
+
+/// The proposals `f` selects (see [`ListFilter`]), oldest first.
+pub async fn list(db: &Db, f: &ListFilter) -> Result<Vec<ProposalDetail>> {
+    let c = db.client().await?;
+    let q = format!(
+        "SELECT {PROPOSAL_COLUMNS} FROM proposals p JOIN agents a ON a.id = p.agent_id
+         WHERE ($1::text IS NULL OR p.state = $1)
+           AND ($2::text[] IS NULL OR p.tenant_id = ANY($2))
+           AND ($3::text IS NULL OR a.name = $3)
+           AND ($4::timestamptz IS NULL OR p.created_at >= $4)
+         ORDER BY p.created_at, p.id LIMIT $5"
+    );
+    let state = f.state.map(|s| s.as_str().to_owned());
+    ProposalRow::from_rows(
+        &c.query(&q, &[&state, &f.tenants, &f.agent, &f.since, &f.limit])
+            .await?,
+    )
+}
+
 /// One proposal, restricted to the given tenants (all when `None`): another tenant's id is
 /// simply not found.
 pub async fn get(db: &Db, tenants: Option<&[String]>, id: Uuid) -> Result<Option<ProposalDetail>> {

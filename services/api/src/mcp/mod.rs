@@ -71,12 +71,13 @@ pub const DEFAULT_PUBLIC_ORIGINS: [&str; 3] =
 /// Arguments of `actiond mcp-stdio`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StdioArgs {
-    /// Base URL of the actiond API (e.g. http://127.0.0.1:8080).
-    #[arg(long)]
+    /// Base URL of the actiond API, as for `actiond propose` and `status`.
+    #[arg(long, env = "ACTIOND_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// File holding the agent token.
+    /// File holding the agent token (else `ACTIOND_TOKEN`, as for `actiond propose` and
+    /// `status`).
     #[arg(long)]
-    pub token_file: PathBuf,
+    pub token_file: Option<PathBuf>,
 }
 
 /// Which `Host` and `Origin` values `/mcp` accepts, from the configured public origins.

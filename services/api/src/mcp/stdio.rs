@@ -1,4 +1,4 @@
-//! `actiond mcp-stdio --url URL --token-file FILE`: a stdio bridge for desktop agents that only
+//! `actiond mcp-stdio [--url URL] [--token-file FILE]`: a stdio bridge for desktop agents that only
 //! launch local MCP servers.
 //!
 //! The bridge joins two rmcp transports and forwards JSON-RPC messages between them unchanged:
@@ -7,7 +7,10 @@
 //! streams as SSE are written to stdout message by message as they arrive. Nothing else is ever
 //! written to stdout; diagnostics go to the log (stderr).
 //!
-//! It holds no credential but the agent token, read once from a file and sent only as the
+//! The URL and token are read as the other client commands read them: `--url` or `ACTIOND_URL`,
+//! `--token-file` or `ACTIOND_TOKEN`.
+//!
+//! It holds no credential but the agent token, read once (from a file, or the variable) and sent only as the
 //! `Authorization: Bearer` header to the configured URL: redirects are not followed, and a plain
 //! `http://` URL is accepted for loopback hosts only, so the token never travels in clear.
 //! The per-request headers of the Streamable HTTP transport (`MCP-Protocol-Version`, and from
@@ -52,7 +55,10 @@ type HttpError = StreamableHttpError<reqwest_rmcp::Error>;
 /// A bad token file or URL; actiond ending the MCP connection (e.g. `HTTP 401` on the first
 /// message), with one line naming the cause.
 pub async fn run_stdio(args: StdioArgs) -> anyhow::Result<()> {
-    let token = read_token(&args.token_file)?;
+    let token = match &args.token_file {
+        Some(f) => read_token(f)?,
+        None => token_from_env(std::env::var("ACTIOND_TOKEN").ok())?,
+    };
     let bridge = Bridge::new(&args.url, &token)?;
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     bridge.serve(stdin, stdout).await
@@ -61,6 +67,25 @@ pub async fn run_stdio(args: StdioArgs) -> anyhow::Result<()> {
 /// A flag whose value does not validate: the CLI ends it with exit 2, naming the flag.
 fn invalid(flag: &str, rule: impl Into<String>) -> anyhow::Error {
     actiond_core::FieldErrors::one(flag, rule).into()
+}
+
+/// The agent token from `ACTIOND_TOKEN` (`value`), checked as a token file is; none is
+/// invalid input naming both ways to give one. Errors never contain the token.
+pub fn token_from_env(value: Option<String>) -> anyhow::Result<String> {
+    let Some(raw) = value.filter(|v| !v.trim().is_empty()) else {
+        return Err(invalid(
+            "--token-file",
+            "no agent token: pass --token-file FILE or set ACTIOND_TOKEN",
+        ));
+    };
+    let token = raw.trim();
+    if token.len() > 256 || !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(invalid(
+            "ACTIOND_TOKEN",
+            "must hold one agent token (printable ASCII, no spaces, at most 256 characters)",
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 /// Reads and checks the agent token file: one line of printable ASCII, at most 256 characters.
@@ -98,7 +123,7 @@ pub fn endpoint_url(base: &str) -> anyhow::Result<url::Url> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(invalid(
             "--url",
-            "must not carry credentials; the token comes from --token-file",
+            "must not carry credentials; the token comes from --token-file or ACTIOND_TOKEN",
         ));
     }
     if url.query().is_some() || url.fragment().is_some() {
@@ -384,6 +409,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("actiond-token-{}", uuid::Uuid::new_v4()));
         std::fs::write(&dir, "actiond_abc\n").unwrap();
         assert_eq!(read_token(&dir).unwrap(), "actiond_abc");
+        assert_eq!(
+            token_from_env(Some(" actiond_abc\n".into())).unwrap(),
+            "actiond_abc"
+        );
+        for bad in [None, Some(String::new()), Some("two words".into())] {
+            let e = token_from_env(bad).unwrap_err().to_string();
+            assert!(e.contains("ACTIOND_TOKEN") && !e.contains("two"), "{e}");
+        }
         std::fs::write(&dir, "two words\n").unwrap();
         let err = read_token(&dir).unwrap_err().to_string();
         assert!(!err.contains("two words"));

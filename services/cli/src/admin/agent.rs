@@ -24,8 +24,9 @@ pub enum AgentCmd {
         /// Owner subject: this person can never approve the agent's proposals. An empty one
         /// is a usage error naming `--owner` (exit 2): it made an agent nobody owns; so is
         /// one longer than 255 characters or with a control, bidi or invisible character.
+        /// Required: an agent without an owner is one that any approver may approve.
         #[arg(long, value_parser = super::owner)]
-        owner: Option<String>,
+        owner: String,
         /// Token lifetime, e.g. 90d (no expiry when absent).
         #[arg(long)]
         expires_in: Option<String>,
@@ -48,6 +49,8 @@ pub enum AgentCmd {
         /// Tenant id.
         #[arg(long)]
         tenant: String,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -146,19 +149,19 @@ pub async fn agent(cmd: AgentCmd) -> anyhow::Result<()> {
             // file is created.
             super::tenant_must_exist(&db, &tenant).await?;
             if let (Some(iss), Some(sub)) = (jwt_issuer, jwt_subject) {
-                return create_workload(&db, &tenant, &name, owner.as_deref(), &iss, &sub).await;
+                return create_workload(&db, &tenant, &name, Some(&owner), &iss, &sub).await;
             }
             create(
                 &db,
                 &tenant,
                 &name,
-                owner.as_deref(),
+                Some(&owner),
                 expires_in.as_deref(),
                 token_file,
             )
             .await
         }
-        AgentCmd::List { tenant, db } => list(&tenant, &db).await,
+        AgentCmd::List { tenant, out, db } => list(&tenant, out.output, &db).await,
         AgentCmd::Revoke { tenant, name, db } => revoke(&tenant, &name, &db).await,
         AgentCmd::Freeze { tenant, name, db } => freeze(&tenant, &name, &db).await,
         AgentCmd::Unfreeze { tenant, name, db } => unfreeze(&tenant, &name, &db).await,
@@ -231,32 +234,42 @@ async fn create_workload(
 }
 
 /// `actiond agent list`: exit 3 for a tenant that does not exist.
-async fn list(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
+async fn list(tenant: &str, format: crate::output::Format, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
     let all = agents::list(&db, tenant).await?;
     if all.is_empty() {
         super::tenant_must_exist(&db, tenant).await?;
-        say(&format!("no agents in tenant {tenant}"));
     }
-    for a in all {
-        let status = if a.revoked_at.is_some() {
-            "revoked".to_owned()
-        } else if let Some(at) = a.frozen_at {
-            format!("frozen since {}", at.to_rfc3339())
-        } else {
-            a.expires_at
-                .map(|e| format!("expires {}", e.to_rfc3339()))
-                .unwrap_or_else(|| "active".into())
-        };
-        say(&format!(
-            "{}\t{}\towner={}\t{}",
-            a.name,
-            a.id,
-            a.owner_subject.unwrap_or_default(),
-            status
-        ));
-    }
-    Ok(())
+    let rows: Vec<serde_json::Value> = all
+        .iter()
+        .map(|a| {
+            let status = if a.revoked_at.is_some() {
+                "revoked"
+            } else if a.frozen_at.is_some() {
+                "frozen"
+            } else {
+                "active"
+            };
+            serde_json::json!({
+                "name": a.name, "id": a.id, "tenant": a.tenant_id, "owner": a.owner_subject,
+                "status": status, "created_at": a.created_at, "expires_at": a.expires_at,
+                "frozen_at": a.frozen_at, "revoked_at": a.revoked_at,
+            })
+        })
+        .collect();
+    crate::output::print_list(
+        format,
+        &rows,
+        &[
+            ("NAME", "name"),
+            ("ID", "id"),
+            ("OWNER", "owner"),
+            ("STATUS", "status"),
+            ("EXPIRES", "expires_at"),
+            ("FROZEN SINCE", "frozen_at"),
+        ],
+        &format!("no agents in tenant {tenant}"),
+    )
 }
 
 /// `actiond agent revoke`: exit 3 when there is no live agent of that name.

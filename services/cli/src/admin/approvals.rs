@@ -2,8 +2,10 @@
 //! and decide them with the break-glass key, by subject (the CLI sees no ID token).
 
 use super::DbArgs;
+use crate::args::IdArg;
 use actiond_core::approval::ApprovalRefusal;
 use actiond_core::grant::GrantSigner;
+use actiond_core::state::ProposalState;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_runtime::say;
 use actiond_store::approvals::{self, Approver, Decided, Verdict};
@@ -29,22 +31,44 @@ pub struct BreakGlassKey {
 /// `actiond approvals …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum ApprovalsCmd {
-    /// Escalated proposals, oldest first.
+    /// Proposals waiting for a person (`escalated`), oldest first; `--state`, `--agent` and
+    /// `--since` select others. Each row is flagged as the web app's queue flags it (injection
+    /// phrases, hidden or mixed-script characters).
     List {
         /// Only this tenant.
         #[arg(long)]
         tenant: Option<String>,
+        /// Only proposals in this state (`escalated` by default; `any` for every state).
+        #[arg(long, default_value = "escalated", value_parser = state_filter)]
+        state: StateFilter,
+        /// Only proposals of the agent with this name.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only proposals created since: a duration back from now (`1h`, `7d`) or an RFC 3339
+        /// time with its offset (`2026-11-01T00:00:00Z`); a time in the future, or more than
+        /// 36500d ago, is refused.
+        #[arg(long, value_parser = crate::args::since)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// At most this many rows (1 to 10000).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        limit: i64,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Everything a person needs to decide one proposal.
+    /// Everything a person needs to decide one proposal, with the web app's flags (injection
+    /// phrases, hidden or mixed-script characters) and the commands that decide it.
     Show {
-        /// Proposal id.
-        id: uuid::Uuid,
+        /// Proposal id, or a unique prefix of it (at least 4 hex digits).
+        #[arg(value_parser = crate::args::id_arg)]
+        id: IdArg,
         /// Print the whole 64-hex intent hash (by default its first 16 hex characters, which is
         /// what `--intent` asks for).
         #[arg(long)]
         full_intent: bool,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -56,6 +80,28 @@ pub enum ApprovalsCmd {
     /// this one (which ends `amended`); policy evaluates it like any proposal, and your edit
     /// counts as your approval of it when policy escalates it.
     Amend(AmendArgs),
+}
+
+/// `approvals list --state`: one state, or every state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    /// Every state.
+    Any,
+    /// This one.
+    One(ProposalState),
+}
+
+/// Parses `--state`: a proposal state's name or `any`.
+fn state_filter(s: &str) -> Result<StateFilter, String> {
+    if s == "any" {
+        return Ok(StateFilter::Any);
+    }
+    ProposalState::parse(s)
+        .map(StateFilter::One)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ProposalState::ALL.iter().map(|s| s.as_str()).collect();
+            format!("must be any or one of {}", names.join(", "))
+        })
 }
 
 /// Arguments of `approvals amend`.
@@ -73,11 +119,14 @@ pub struct AmendArgs {
 /// Arguments of approve/deny.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DecideArgs {
-    /// Proposal id.
-    pub id: uuid::Uuid,
+    /// Proposal id, or a unique prefix of it (at least 4 hex digits).
+    #[arg(value_parser = crate::args::id_arg)]
+    pub id: IdArg,
     /// Your subject; must be an approver of the tenant and not the agent's owner. An empty
     /// one is a usage error naming `--as` (exit 2).
-    #[arg(long = "as", value_parser = super::non_empty)]
+    /// Also read from `ACTIOND_OPERATOR`, so the commands `approvals show` prints paste as
+    /// they are.
+    #[arg(long = "as", env = "ACTIOND_OPERATOR", value_parser = super::non_empty)]
     pub as_subject: String,
     /// The intent hash printed by `approvals list` and `approvals show` (its first 16 hex
     /// characters, or more). Anything but 16 to 64 hex characters is a usage error naming
@@ -127,146 +176,283 @@ fn short_intent(h: &str) -> &str {
 /// `actiond approvals …`.
 pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
     match cmd {
-        ApprovalsCmd::List { tenant, db } => list(tenant, &db).await,
+        ApprovalsCmd::List {
+            tenant,
+            state,
+            agent,
+            since,
+            limit,
+            out,
+            db,
+        } => {
+            let filter = approvals::ListFilter {
+                tenants: tenant.map(|t| vec![t]),
+                state: match state {
+                    StateFilter::Any => None,
+                    StateFilter::One(s) => Some(s),
+                },
+                agent,
+                since,
+                limit,
+            };
+            list(&filter, out.output, &db).await
+        }
         ApprovalsCmd::Show {
             id,
             full_intent,
+            out,
             db,
-        } => show(id, full_intent, &db).await,
+        } => show(&id, full_intent, out.output, &db).await,
         ApprovalsCmd::Approve(a) => decide(a, Verdict::Approve).await,
         ApprovalsCmd::Deny(a) => decide(a, Verdict::Deny).await,
         ApprovalsCmd::Amend(a) => amend(a).await,
     }
 }
 
-/// `actiond approvals list`.
-async fn list(tenant: Option<String>, db: &DbArgs) -> anyhow::Result<()> {
-    let db = db.connect()?;
-    let t = tenant.map(|t| vec![t]);
-    let rows = approvals::list_escalated(&db, t.as_deref(), 200).await?;
-    if rows.is_empty() {
-        // A misspelt tenant is not an empty queue: name it and exit 3.
-        if let Some([tenant]) = t.as_deref() {
-            super::tenant_must_exist(&db, tenant).await?;
-        }
-        say("no escalated proposals");
-    }
-    for p in rows {
-        let summary = summary_of(&db, &p).await;
-        say(&format!(
-            "{}\t{}\t{}\t{}\tintent {}",
-            p.id,
-            p.tenant_id,
-            p.created_at.format("%Y-%m-%d %H:%M:%S"),
-            esc(&summary),
-            short_intent(&p.intent_hash)
-        ));
-    }
-    Ok(())
+/// The web app's flags of a proposal's agent-written text ([`crate::output::flags`]).
+fn flags_of(p: &approvals::ProposalDetail) -> Vec<String> {
+    crate::output::flags(&[
+        p.source_text.as_deref().unwrap_or_default(),
+        p.agent_reason.as_deref().unwrap_or_default(),
+        &p.params_json,
+        &p.target,
+        &p.action,
+    ])
 }
 
-/// Prints the executor's preview: one line, or the first line and the rest indented (an
-/// email), dated; "preview unavailable" with the reason; nothing when there is none.
-async fn show_preview(db: &actiond_store::Db, tenant: &str, id: uuid::Uuid) -> anyhow::Result<()> {
-    let Some(v) = actiond_store::previews::get(db, &[tenant.to_owned()], id).await? else {
-        return Ok(());
+/// `actiond approvals list`.
+async fn list(
+    filter: &approvals::ListFilter,
+    format: crate::output::Format,
+    db: &DbArgs,
+) -> anyhow::Result<()> {
+    let db = db.connect()?;
+    let rows = approvals::list(&db, filter).await?;
+    if rows.is_empty() {
+        // A misspelt tenant is not an empty queue: name it and exit 3.
+        if let Some([tenant]) = filter.tenants.as_deref() {
+            super::tenant_must_exist(&db, tenant).await?;
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for p in &rows {
+        out.push(serde_json::json!({
+            "id": p.id,
+            "tenant": p.tenant_id,
+            "created_at": p.created_at,
+            "created": p.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+            "state": p.state.as_str(),
+            "agent": p.agent_name,
+            "action": p.action,
+            "summary": summary_of(&db, p).await,
+            "intent": short_intent(&p.intent_hash),
+            "intent_hash": p.intent_hash,
+            "flags": flags_of(p),
+        }));
+    }
+    let empty = match filter.state {
+        Some(ProposalState::Escalated) => "no escalated proposals".to_owned(),
+        Some(s) => format!("no {} proposals", s.as_str()),
+        None => "no proposals".to_owned(),
     };
+    crate::output::print_list(
+        format,
+        &out,
+        &[
+            ("ID", "id"),
+            ("TENANT", "tenant"),
+            ("CREATED (UTC)", "created"),
+            ("STATE", "state"),
+            ("AGENT", "agent"),
+            ("INTENT", "intent"),
+            ("SUMMARY", "summary"),
+            ("FLAGS", "flags"),
+        ],
+        &empty,
+    )
+}
+
+/// The executor's preview, as `(lines for the table, JSON)`: one line, or the first line and
+/// the rest indented (an email), dated; "preview unavailable" with the reason; nothing when
+/// there is none.
+async fn preview(
+    db: &actiond_store::Db,
+    tenant: &str,
+    id: uuid::Uuid,
+) -> anyhow::Result<(Vec<String>, serde_json::Value)> {
+    let Some(v) = actiond_store::previews::get(db, &[tenant.to_owned()], id).await? else {
+        return Ok((Vec::new(), serde_json::Value::Null));
+    };
+    let json = serde_json::json!({"ok": v.ok, "text": v.text, "read_at": v.read_at});
     let at = v.read_at.format("%H:%M UTC");
     if !v.ok {
-        say(&format!(
-            "preview    unavailable: {} (tried {at})",
-            esc(&v.text)
-        ));
-        return Ok(());
+        let line = format!("preview    unavailable: {} (tried {at})", esc(&v.text));
+        return Ok((vec![line], json));
     }
     let mut lines = v.text.lines();
     let first = lines.next().unwrap_or_default();
     let rest: Vec<&str> = lines.collect();
     if rest.is_empty() {
-        say(&format!("preview    {} (read {at})", esc(first)));
-    } else {
-        say(&format!("preview    (read {at})"));
-        for line in std::iter::once(first).chain(rest) {
-            say(&format!("  | {}", esc(line)));
-        }
+        return Ok((vec![format!("preview    {} (read {at})", esc(first))], json));
     }
-    Ok(())
+    let mut out = vec![format!("preview    (read {at})")];
+    for line in std::iter::once(first).chain(rest) {
+        out.push(format!("  | {}", esc(line)));
+    }
+    Ok((out, json))
+}
+
+/// How this binary was invoked, for commands to paste: the path that ran when it was run by
+/// a path (`target/debug/actiond`, which nothing puts on `PATH`), else `actiond`.
+pub(crate) fn invoked_as() -> String {
+    let arg0 = std::env::args().next().unwrap_or_default();
+    let ok = arg0.contains('/')
+        && arg0
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c));
+    if ok { arg0 } else { "actiond".into() }
+}
+
+/// The commands that decide `p`, to paste as printed (one per verdict); `--as` is left out
+/// when `ACTIOND_OPERATOR` names the operator (it is then read from there).
+fn decide_commands(p: &approvals::ProposalDetail) -> Vec<String> {
+    let exe = invoked_as();
+    let who = if std::env::var("ACTIOND_OPERATOR").is_ok_and(|v| !v.trim().is_empty()) {
+        String::new()
+    } else {
+        " --as YOUR_SUBJECT".into()
+    };
+    ["approve", "deny"]
+        .iter()
+        .map(|v| {
+            format!(
+                "{exe} approvals {v} {} --intent {}{who}",
+                p.id,
+                short_intent(&p.intent_hash)
+            )
+        })
+        .collect()
 }
 
 /// `actiond approvals show`: everything a person needs to decide, untrusted text escaped.
-async fn show(id: uuid::Uuid, full_intent: bool, db: &DbArgs) -> anyhow::Result<()> {
+async fn show(
+    id: &IdArg,
+    full_intent: bool,
+    format: crate::output::Format,
+    db: &DbArgs,
+) -> anyhow::Result<()> {
     let db = db.connect()?;
+    let id = crate::args::resolve(&db, id).await?;
     let Some(p) = approvals::get(&db, None, id).await? else {
         return Err(crate::exit::not_found(format!("proposal {id} not found")));
     };
     let summary = summary_of(&db, &p).await;
-    say(&format!("proposal   {}", p.id));
-    say(&format!("tenant     {}", p.tenant_id));
-    say(&format!("state      {}", p.state));
-    say(&format!("action     {}", esc(&summary)));
-    say(&format!("target     {}", esc(&p.target)));
-    show_preview(&db, &p.tenant_id, id).await?;
-    say(&format!(
-        "agent      {} ({}), owner {}",
-        esc(&p.agent_name),
-        p.agent_id,
-        esc(p.agent_owner.as_deref().unwrap_or("-"))
-    ));
-    say(&format!(
-        "session    {}",
-        esc(p.session_id.as_deref().unwrap_or("-"))
-    ));
-    say(&format!(
-        "rule       {} — {}",
-        esc(p.rule_name.as_deref().unwrap_or_default()),
-        esc(p.decision_reason.as_deref().unwrap_or(""))
-    ));
-    say(&format!("params     {}", esc(&p.params_json)));
-    say(&format!(
-        "agent says {}",
-        esc(p.agent_reason.as_deref().unwrap_or("-"))
-    ));
-    say("source text (untrusted, written by whoever the agent read):");
-    for line in p.source_text.as_deref().unwrap_or("-").lines() {
-        say(&format!("  | {}", esc(line)));
-    }
-    show_stage(&db, &p.tenant_id, id).await?;
-    if full_intent {
-        say(&format!("intent     {}", p.intent_hash));
+    let (preview_lines, preview_json) = preview(&db, &p.tenant_id, id).await?;
+    let (stage_line, stages_json) = stage(&db, &p.tenant_id, id).await?;
+    let flags = flags_of(&p);
+    let decide = if p.state == ProposalState::Escalated {
+        decide_commands(&p)
     } else {
-        say(&format!(
-            "intent     {}… (all 64 hex: --full-intent)",
-            short_intent(&p.intent_hash)
-        ));
+        Vec::new()
+    };
+    let mut v = serde_json::to_value(&p)?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("summary".into(), summary.clone().into());
+        m.insert("preview".into(), preview_json);
+        m.insert("stages".into(), stages_json);
+        m.insert("flags".into(), flags.clone().into());
+        m.insert(
+            "intent".into(),
+            short_intent(&p.intent_hash).to_owned().into(),
+        );
+        m.insert("decide_with".into(), decide.clone().into());
     }
-    say(&format!(
-        "policy     version {}",
-        p.doc_version
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "-".into())
-    ));
-    say(&format!(
-        "decide with: actiond approvals approve|deny {} --as YOUR_SUBJECT --intent {}",
-        p.id,
-        short_intent(&p.intent_hash)
-    ));
-    Ok(())
+    crate::output::print(format, &v, || {
+        let mut l = vec![
+            format!("proposal   {}", p.id),
+            format!("tenant     {}", p.tenant_id),
+            format!("state      {}", p.state),
+            format!("action     {}", esc(&summary)),
+            format!("target     {}", esc(&p.target)),
+        ];
+        l.extend(preview_lines);
+        l.push(format!(
+            "agent      {} ({}), owner {}",
+            esc(&p.agent_name),
+            p.agent_id,
+            esc(p.agent_owner.as_deref().unwrap_or("-"))
+        ));
+        l.push(format!(
+            "session    {}",
+            esc(p.session_id.as_deref().unwrap_or("-"))
+        ));
+        l.push(format!(
+            "rule       {} — {}",
+            esc(p.rule_name.as_deref().unwrap_or_default()),
+            esc(p.decision_reason.as_deref().unwrap_or(""))
+        ));
+        l.push(format!("params     {}", esc(&p.params_json)));
+        l.push(format!(
+            "agent says {}",
+            esc(p.agent_reason.as_deref().unwrap_or("-"))
+        ));
+        l.push("source text (untrusted, written by whoever the agent read):".into());
+        for line in p.source_text.as_deref().unwrap_or("-").lines() {
+            l.push(format!("  | {}", esc(line)));
+        }
+        for f in &flags {
+            l.push(format!("flag       {f}"));
+        }
+        l.extend(stage_line);
+        l.push(if full_intent {
+            format!("intent     {}", p.intent_hash)
+        } else {
+            format!(
+                "intent     {}… (all 64 hex: --full-intent)",
+                short_intent(&p.intent_hash)
+            )
+        });
+        l.push(format!(
+            "policy     version {}",
+            p.doc_version
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        ));
+        if !decide.is_empty() {
+            l.push("decide with one of:".into());
+            l.extend(decide.iter().map(|c| format!("  {c}")));
+        }
+        l.join("\n")
+    })
 }
 
-/// Prints the stage line of a staged proposal (`stage 1 of 2: team-leads, 0 of 1 needed, 29 min
-/// left; next: finance`), or how its stages ended; nothing for a proposal without stages.
-async fn show_stage(db: &Db, tenant: &str, id: uuid::Uuid) -> anyhow::Result<()> {
+/// The stage line of a staged proposal (`stage 1 of 2: team-leads, 0 of 1 needed, 29 s
+/// left; next: finance`), or how its stages ended; none for a proposal without stages. With
+/// the stages as JSON (`[]` without).
+async fn stage(
+    db: &Db,
+    tenant: &str,
+    id: uuid::Uuid,
+) -> anyhow::Result<(Option<String>, serde_json::Value)> {
     let all = actiond_store::stages::of_proposals(db, &[tenant.to_owned()], &[id]).await?;
     let Some(stages) = all.get(&id).filter(|s| !s.is_empty()) else {
-        return Ok(());
+        return Ok((None, serde_json::json!([])));
     };
+    let json: Vec<serde_json::Value> = stages
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "stage": s.stage, "of": s.of, "approvers": s.approvers, "required": s.required,
+                "opened_at": s.opened_at, "due_at": s.due_at, "completed_at": s.completed_at,
+                "timed_out_at": s.timed_out_at, "approved_by": s.approved_by,
+            })
+        })
+        .collect();
+    let json = serde_json::Value::Array(json);
     let Some(s) = actiond_store::stages::open_stage(stages) else {
         let done = stages.iter().filter(|s| s.completed_at.is_some()).count();
-        say(&format!(
-            "stages     {done} of {} completed; none open",
-            stages.len()
-        ));
-        return Ok(());
+        let line = format!("stages     {done} of {} completed; none open", stages.len());
+        return Ok((Some(line), json));
     };
     let left = match s.left_secs {
         Some(l) if l > 0.0 => format!("{} s left", l.ceil() as i64),
@@ -276,15 +462,15 @@ async fn show_stage(db: &Db, tenant: &str, id: uuid::Uuid) -> anyhow::Result<()>
         Some(n) => format!("next: {}", esc(&n.approvers)),
         None => "last stage".into(),
     };
-    say(&format!(
+    let line = format!(
         "stage      {} of {}: {}, {} of {} needed, {left}; {next}",
         s.stage,
         s.of,
         esc(&s.approvers),
         s.approved_by.len(),
         s.required
-    ));
-    Ok(())
+    );
+    Ok((Some(line), json))
 }
 
 /// The proposal's one-sentence summary, with the template of the document that decided it.
@@ -308,6 +494,7 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
 /// the executors.
 async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
     let (db, signer, p, approver) = operator(&a).await?;
+    let id = p.id;
     let retyped = actiond_core::approval::Retyped {
         amount: a.confirm_amount.clone(),
         target: a.confirm_target.clone(),
@@ -325,15 +512,15 @@ async fn decide(a: DecideArgs, verdict: Verdict) -> anyhow::Result<()> {
         &db,
         &signer,
         &p.tenant_id,
-        a.id,
+        id,
         &approver,
         verdict,
         &shown,
         a.comment.as_deref(),
     )
     .await?;
-    tracing::warn!(proposal = %a.id, operator = %a.as_subject, "break-glass decision recorded");
-    report(&db, &a, out).await
+    tracing::warn!(proposal = %id, operator = %a.as_subject, "break-glass decision recorded");
+    report(&db, id, &a.intent, out).await
 }
 
 /// The break-glass signer, the proposal and the operator as an [`Approver`], once the key id
@@ -347,11 +534,9 @@ async fn operator(
     let creds = CredentialsDir::resolve(a.key.credentials_dir.as_deref())?;
     let signer = GrantSigner::from_pkcs8_b64(&a.key.key_id, &creds.read("grant_signing_key")?)?;
     let db = a.db.connect()?;
-    let Some(p) = approvals::get(&db, None, a.id).await? else {
-        return Err(crate::exit::not_found(format!(
-            "proposal {} not found",
-            a.id
-        )));
+    let id = crate::args::resolve(&db, &a.id).await?;
+    let Some(p) = approvals::get(&db, None, id).await? else {
+        return Err(crate::exit::not_found(format!("proposal {id} not found")));
     };
     // The operator must be an approver of this tenant (by subject: the CLI sees no ID token).
     let c = db.client().await?;
@@ -385,7 +570,7 @@ async fn operator(
 }
 
 /// Says what a decision did (exit 0), or why nothing was decided (exit 1).
-async fn report(db: &Db, a: &DecideArgs, out: Decided) -> anyhow::Result<()> {
+async fn report(db: &Db, id: uuid::Uuid, intent: &str, out: Decided) -> anyhow::Result<()> {
     match out {
         Decided::Approved { grant_id } => {
             let c = db.client().await?;
@@ -396,11 +581,10 @@ async fn report(db: &Db, a: &DecideArgs, out: Decided) -> anyhow::Result<()> {
                 )
                 .await;
             say(&format!(
-                "approved {} (grant {grant_id}); an executor will run it",
-                a.id
+                "approved {id} (grant {grant_id}); an executor will run it"
             ));
         }
-        Decided::Denied => say(&format!("denied {}; nothing will run", a.id)),
+        Decided::Denied => say(&format!("denied {id}; nothing will run")),
         Decided::NeedsMore { have, need } => say(&format!(
             "approval recorded ({have} of {need}); another person must approve"
         )),
@@ -418,10 +602,9 @@ async fn report(db: &Db, a: &DecideArgs, out: Decided) -> anyhow::Result<()> {
         ),
         // The web app's wording says "reload"; here the operator looks again with `show`.
         Decided::Refused(r @ ApprovalRefusal::StaleIntent) => bail!(
-            "refused ({}): --intent {} is not the start of this proposal's intent hash; look at it again with `actiond approvals show {}` and decide with the intent it prints; nothing was decided",
+            "refused ({}): --intent {intent} is not the start of this proposal's intent hash; look at it again with `{} approvals show {id}` and decide with the intent it prints; nothing was decided",
             r.rule(),
-            a.intent,
-            a.id
+            invoked_as()
         ),
         Decided::Refused(r) => bail!("refused ({}): {r}; nothing was decided", r.rule()),
     }
@@ -445,6 +628,7 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
     })?;
     let d = &a.decide;
     let (db, signer, p, approver) = operator(d).await?;
+    let id = p.id;
     let retyped = actiond_core::approval::Retyped {
         amount: d.confirm_amount.clone(),
         target: d.confirm_target.clone(),
@@ -461,19 +645,18 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
         &db,
         &signer,
         &p.tenant_id,
-        d.id,
+        id,
         &approver,
         &shown,
         &edits,
         d.comment.as_deref(),
     )
     .await?;
-    tracing::warn!(proposal = %d.id, operator = %d.as_subject, "break-glass amendment recorded");
+    tracing::warn!(proposal = %id, operator = %d.as_subject, "break-glass amendment recorded");
     match out {
         Amended::Filed(f) => {
             say(&format!(
-                "amended {} ({}); new proposal {} is {}",
-                d.id,
+                "amended {id} ({}); new proposal {} is {}",
                 am::describe_diff(&f.diff),
                 f.id,
                 f.state
@@ -483,16 +666,9 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
                     "your approval of the new proposal was refused ({}): {r}",
                     r.rule()
                 )),
-                Some(out) => {
-                    let mut again = DecideArgs {
-                        id: f.id,
-                        ..d.clone()
-                    };
-                    again.intent = f.intent_hash.clone();
-                    report(&db, &again, out).await?;
-                }
+                Some(out) => report(&db, f.id, &f.intent_hash, out).await?,
                 None if f.state == actiond_core::state::ProposalState::Pending => say(
-                    "policy has not evaluated it yet; your approval is not recorded: approve it with `actiond approvals approve`",
+                    "policy has not evaluated it yet; your approval is not recorded: approve it with `actiond approvals approve` (`approvals show` prints the command)",
                 ),
                 None => {}
             }

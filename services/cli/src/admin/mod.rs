@@ -35,6 +35,32 @@ impl DbArgs {
     }
 }
 
+/// The tenant a command is about: `--tenant ID`, as everywhere; the positional form (`tenant
+/// show acme`), the older spelling, is still read (hidden) for scripts that use it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TenantArg {
+    /// Tenant id.
+    #[arg(
+        long = "tenant",
+        value_name = "TENANT",
+        required_unless_present = "tenant_positional"
+    )]
+    tenant: Option<String>,
+    /// Tenant id, as a positional argument (the older spelling; use `--tenant`).
+    #[arg(value_name = "TENANT", hide = true, conflicts_with = "tenant")]
+    tenant_positional: Option<String>,
+}
+
+impl TenantArg {
+    /// The tenant id given.
+    pub fn id(&self) -> &str {
+        self.tenant
+            .as_deref()
+            .or(self.tenant_positional.as_deref())
+            .unwrap_or_default()
+    }
+}
+
 /// Fails with exit code 3 (`tenant "x" does not exist`) when no tenant `tenant` exists: a
 /// misspelt tenant is not an empty list.
 async fn tenant_must_exist(db: &Db, tenant: &str) -> anyhow::Result<()> {

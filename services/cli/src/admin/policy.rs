@@ -2,6 +2,7 @@
 //! `actiond policy shadow-report`: what a shadow document decided differently on live traffic.
 
 use super::{DbArgs, read_source};
+use crate::output::Format;
 use actiond_core::policy::{CompiledPolicy, History, decide_within};
 use actiond_runtime::say;
 use std::collections::BTreeMap;
@@ -23,12 +24,16 @@ pub enum PolicySub {
         /// Candidate tenant document (YAML).
         #[arg(short = 'f', long)]
         file: PathBuf,
-        /// How far back to replay, e.g. 7d, 24h.
-        #[arg(long, default_value = "7d")]
-        since: String,
-        /// Print the report as JSON.
-        #[arg(long)]
+        /// Replay the proposals decided since: a duration back from now (`7d`, `24h`) or an
+        /// RFC 3339 time with its offset; a time in the future, or more than 36500d ago, is
+        /// refused.
+        #[arg(long, default_value = "7d", value_parser = crate::args::since)]
+        since: chrono::DateTime<chrono::Utc>,
+        /// The same as `-o json` (the older spelling, kept for scripts).
+        #[arg(long, hide = true)]
         json: bool,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -36,14 +41,16 @@ pub enum PolicySub {
     /// proposals since it was stored: how many it flips, which way, by its deciding rule, with
     /// examples.
     ShadowReport {
-        /// Tenant id.
-        tenant: String,
+        #[command(flatten)]
+        tenant: super::TenantArg,
         /// Candidate number (default: the open one, else the latest).
         #[arg(long)]
         shadow: Option<i32>,
-        /// Print the report as JSON.
-        #[arg(long)]
+        /// The same as `-o json` (the older spelling, kept for scripts).
+        #[arg(long, hide = true)]
         json: bool,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -56,22 +63,29 @@ pub async fn policy(cmd: PolicySub) -> anyhow::Result<()> {
             file,
             since,
             json,
+            out,
             db,
-        } => what_if(&file, &since, json, &db).await,
+        } => what_if(&file, since, format(json, out), &db).await,
         PolicySub::ShadowReport {
             tenant,
             shadow,
             json,
+            out,
             db,
-        } => shadow_report(&tenant, shadow, json, &db).await,
+        } => shadow_report(tenant.id(), shadow, format(json, out), &db).await,
     }
+}
+
+/// `-o`, or `json` when the older `--json` is given.
+fn format(json: bool, out: crate::output::Output) -> Format {
+    if json { Format::Json } else { out.output }
 }
 
 /// `actiond policy shadow-report`.
 async fn shadow_report(
     tenant: &str,
     seq: Option<i32>,
-    json: bool,
+    format: Format,
     db: &DbArgs,
 ) -> anyhow::Result<()> {
     let db = db.connect()?;
@@ -81,9 +95,8 @@ async fn shadow_report(
             "tenant {tenant:?} has no such shadow document (store one with `actiond tenant shadow -f FILE`)"
         )));
     };
-    if json {
-        say(&crate::output::json(&serde_json::to_value(&r)?, true)?);
-        return Ok(());
+    if format != Format::Table {
+        return crate::output::print(format, &serde_json::to_value(&r)?, String::new);
     }
     let s = &r.shadow;
     let status = match (s.closed_at, s.promoted_version) {
@@ -122,13 +135,15 @@ async fn shadow_report(
 /// `actiond policy test`.
 async fn what_if(
     file: &std::path::Path,
-    since: &str,
-    json: bool,
+    since: chrono::DateTime<chrono::Utc>,
+    format: Format,
     db: &DbArgs,
 ) -> anyhow::Result<()> {
     let source = read_source(file)?;
     let doc = actiond_core::tenant::TenantDocument::parse(&source)?;
-    let since = actiond_core::ids::parse_duration(since).map_err(anyhow::Error::msg)?;
+    let since = (actiond_runtime::clock::now_utc() - since)
+        .to_std()
+        .unwrap_or_default();
     let tenant = doc.tenant.as_str().to_owned();
     let candidate = CompiledPolicy::new(
         doc,
@@ -181,7 +196,7 @@ async fn what_if(
         }
     }
     let total_changed: usize = changed.values().map(Vec::len).sum();
-    if json {
+    if format != Format::Table {
         let rows: Vec<serde_json::Value> = changed
             .iter()
             .map(|((from, to, rule, failed), ids)| {
@@ -195,14 +210,15 @@ async fn what_if(
             .iter()
             .map(|(id, errors)| serde_json::json!({"proposal_id": id, "errors": errors}))
             .collect();
-        say(&crate::output::json(
+        crate::output::print(
+            format,
             &serde_json::json!({
                 "tenant": tenant, "replayed": recorded.len(), "unchanged": unchanged,
                 "changed": total_changed, "changes": rows,
                 "failed_to_evaluate": failures.len(), "failures": failures,
             }),
-            true,
-        )?);
+            String::new,
+        )?;
     } else {
         say(&format!(
             "policy test: tenant {tenant}, {} decided proposals in the window",

@@ -1,7 +1,7 @@
 //! `actiond tenant …`: apply, show, history, diff and validate tenant documents; store a
 //! shadow (candidate) document and promote it.
 
-use super::{DbArgs, read_source};
+use super::{DbArgs, TenantArg, read_source};
 use actiond_core::tenant::TenantDocument;
 use actiond_runtime::say;
 use actiond_store::tenants::{self, Applied};
@@ -27,18 +27,22 @@ pub enum TenantCmd {
     /// one subcommand (clap refuses two arguments named `version`).
     #[command(disable_version_flag = true)]
     Show {
-        /// Tenant id.
-        tenant: String,
+        #[command(flatten)]
+        tenant: TenantArg,
         /// Document version to print (default: the latest).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
         version: Option<i32>,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
-    /// List a tenant's document versions.
+    /// List a tenant's document versions, newest first.
     History {
-        /// Tenant id.
-        tenant: String,
+        #[command(flatten)]
+        tenant: TenantArg,
+        #[command(flatten)]
+        out: crate::output::Output,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -72,8 +76,8 @@ pub enum TenantCmd {
     /// Apply the tenant's candidate document as its next version (versioned and audited like
     /// `apply`) and stop evaluating it.
     Promote {
-        /// Tenant id.
-        tenant: String,
+        #[command(flatten)]
+        tenant: TenantArg,
         /// Who promotes it (recorded).
         #[arg(long = "as", env = "USER", default_value = "operator")]
         promoted_by: String,
@@ -93,9 +97,10 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
         TenantCmd::Show {
             tenant,
             version,
+            out,
             db,
-        } => show(&tenant, version, &db).await,
-        TenantCmd::History { tenant, db } => history(&tenant, &db).await,
+        } => show(tenant.id(), version, out.output, &db).await,
+        TenantCmd::History { tenant, out, db } => history(tenant.id(), out.output, &db).await,
         TenantCmd::Diff { file, db } => diff(&file, &db).await,
         TenantCmd::Validate { file } => validate(&file),
         TenantCmd::Shadow {
@@ -107,7 +112,7 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
             tenant,
             promoted_by,
             db,
-        } => promote(&tenant, &promoted_by, &db).await,
+        } => promote(tenant.id(), &promoted_by, &db).await,
     }
 }
 
@@ -175,8 +180,14 @@ async fn apply(file: &Path, applied_by: &str, db: &DbArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `actiond tenant show`.
-async fn show(tenant: &str, version: Option<i32>, db: &DbArgs) -> anyhow::Result<()> {
+/// `actiond tenant show`: exit 3 naming what is missing, the tenant or the version (with the
+/// versions there are).
+async fn show(
+    tenant: &str,
+    version: Option<i32>,
+    format: crate::output::Format,
+    db: &DbArgs,
+) -> anyhow::Result<()> {
     let db = db.connect()?;
     let c = db.client().await?;
     let d = match version {
@@ -184,31 +195,69 @@ async fn show(tenant: &str, version: Option<i32>, db: &DbArgs) -> anyhow::Result
         None => tenants::latest(&c, tenant).await?,
     };
     let Some(d) = d else {
-        return Err(crate::exit::not_found(format!(
-            "tenant {tenant:?} has no such document"
-        )));
+        let latest = tenants::latest_version(&c, tenant).await?;
+        return Err(crate::exit::not_found(match (version, latest) {
+            (_, None) => format!(
+                "tenant {tenant:?} has no document (apply one with `actiond tenant apply -f FILE`)"
+            ),
+            (Some(v), Some((l, _))) => format!(
+                "tenant {tenant:?} has no version {v}: its versions are 1 to {l} (`actiond tenant history --tenant {tenant}` lists them)"
+            ),
+            (None, Some(_)) => format!("tenant {tenant:?} has no document"),
+        }));
     };
-    say(&format!(
-        "# tenant {} version {} sha256 {} applied by {} at {}",
-        d.tenant_id, d.version, d.sha256, d.applied_by, d.applied_at
-    ));
-    say(d.source.trim_end());
-    Ok(())
+    let document: serde_json::Value = d
+        .parse()
+        .ok()
+        .and_then(|doc| serde_json::to_value(doc).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let v = serde_json::json!({
+        "tenant": d.tenant_id, "version": d.version, "sha256": d.sha256,
+        "applied_by": d.applied_by, "applied_at": d.applied_at,
+        "source": d.source, "document": document,
+    });
+    crate::output::print(format, &v, || {
+        format!(
+            "# tenant {} version {} sha256 {} applied by {} at {}\n{}",
+            d.tenant_id,
+            d.version,
+            d.sha256,
+            d.applied_by,
+            d.applied_at,
+            d.source.trim_end()
+        )
+    })
 }
 
-/// `actiond tenant history`.
-async fn history(tenant: &str, db: &DbArgs) -> anyhow::Result<()> {
+/// `actiond tenant history`: exit 3 for a tenant without documents.
+async fn history(tenant: &str, format: crate::output::Format, db: &DbArgs) -> anyhow::Result<()> {
     let db = db.connect()?;
-    for d in tenants::history(&db, tenant).await? {
-        say(&format!(
-            "v{}\t{}\t{}\t{}",
-            d.version,
-            d.applied_at.to_rfc3339(),
-            d.applied_by,
-            d.sha256
-        ));
+    let all = tenants::history(&db, tenant).await?;
+    if all.is_empty() {
+        return Err(crate::exit::not_found(format!(
+            "tenant {tenant:?} has no document"
+        )));
     }
-    Ok(())
+    let rows: Vec<serde_json::Value> = all
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "version": d.version, "applied_at": d.applied_at, "applied_by": d.applied_by,
+                "sha256": d.sha256,
+            })
+        })
+        .collect();
+    crate::output::print_list(
+        format,
+        &rows,
+        &[
+            ("VERSION", "version"),
+            ("APPLIED AT", "applied_at"),
+            ("APPLIED BY", "applied_by"),
+            ("SHA256", "sha256"),
+        ],
+        "",
+    )
 }
 
 /// `actiond tenant diff`.
@@ -241,12 +290,19 @@ async fn diff(file: &Path, db: &DbArgs) -> anyhow::Result<()> {
 fn validate(file: &Path) -> anyhow::Result<()> {
     let source = read_source(file)?;
     let d = TenantDocument::parse(&source)?;
-    say(&format!(
-        "ok: tenant {}, {} rules, handlers: {}",
-        d.tenant,
-        d.policy.rules.len(),
-        d.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
-    ));
+    let rules = match d.policy.rules.len() {
+        1 => "1 rule".to_owned(),
+        n => format!("{n} rules"),
+    };
+    let handlers = match d.handlers.len() {
+        0 => "no handlers".to_owned(),
+        1 => format!("handler {}", d.handlers.keys().cloned().collect::<String>()),
+        _ => format!(
+            "handlers {}",
+            d.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    };
+    say(&format!("ok: tenant {}, {rules}, {handlers}", d.tenant));
     Ok(())
 }
 
