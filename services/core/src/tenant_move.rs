@@ -118,9 +118,7 @@ pub fn check_file(
             .map_err(|e| format!("line {n}: not a valid JSON line: {e}"))?;
         if v.get("record").and_then(Value::as_str) == Some("row") {
             if !seals.is_empty() || !events.is_empty() {
-                return Err(format!(
-                    "line {n}: a data row after the audit chain began"
-                ));
+                return Err(format!("line {n}: a data row after the audit chain began"));
             }
             rows.push(parse_row(&v, &header.tenant).map_err(|e| format!("line {n}: {e}"))?);
             digest.add(line);
@@ -177,9 +175,7 @@ fn parse_header(first: Option<&str>) -> Result<Header, String> {
 
 /// The lines before the trailer, when the trailer counts them exactly.
 fn check_trailer(lines: &[String]) -> Result<&[String], String> {
-    let (last, body) = lines
-        .split_last()
-        .ok_or("the file is empty (no header)")?;
+    let (last, body) = lines.split_last().ok_or("the file is empty (no header)")?;
     let v: Value = serde_json::from_str(last).unwrap_or(Value::Null);
     if v.get("record").and_then(Value::as_str) != Some("end") {
         return Err(format!(
@@ -204,8 +200,15 @@ fn parse_row(v: &Value, tenant: &str) -> Result<(String, Value), String> {
         .get("table")
         .and_then(Value::as_str)
         .ok_or("row without table")?;
-    let row = v.get("row").filter(|r| r.is_object()).ok_or("row without an object")?;
-    let key = if table == "tenants" { "id" } else { "tenant_id" };
+    let row = v
+        .get("row")
+        .filter(|r| r.is_object())
+        .ok_or("row without an object")?;
+    let key = if table == "tenants" {
+        "id"
+    } else {
+        "tenant_id"
+    };
     if row.get(key).and_then(Value::as_str) != Some(tenant) {
         return Err(format!(
             "a row of {table} whose {key} is not the file's tenant {tenant:?}"
@@ -226,7 +229,10 @@ fn verify_chain(
     let mut v = Verifier::new(public_b64, true).map_err(|e| e.to_string())?;
     for (s, n) in seals {
         if s.payload.tenant_id != tenant {
-            return Err(format!("line {n}: a seal of another tenant ({})", s.payload.tenant_id));
+            return Err(format!(
+                "line {n}: a seal of another tenant ({})",
+                s.payload.tenant_id
+            ));
         }
         v.seal(s.clone(), Location::Line(*n as u64))
             .map_err(|m| m.to_string())?;
@@ -237,7 +243,10 @@ fn verify_chain(
     for (e, seq, hash, n) in events {
         last = *n as u64;
         if e.tenant_id != tenant {
-            return Err(format!("line {n}: an event of another tenant ({})", e.tenant_id));
+            return Err(format!(
+                "line {n}: an event of another tenant ({})",
+                e.tenant_id
+            ));
         }
         let it = ChainItem {
             id: e.id,
@@ -246,7 +255,8 @@ fn verify_chain(
             sealed_tenant: None,
             event: Some(e.clone()),
         };
-        v.item(&it, Location::Line(last)).map_err(|m| m.to_string())?;
+        v.item(&it, Location::Line(last))
+            .map_err(|m| m.to_string())?;
     }
     v.finish(Location::Line(last)).map_err(|m| m.to_string())?;
     if v.events_unsealed > 0 {
@@ -303,11 +313,19 @@ mod tests {
         let h = header_line("acme", "cell-b", "ops");
         let e = check_file(&[h.clone()], "", &[]).unwrap_err();
         assert!(e.contains("truncated"), "{e}");
-        let e = check_file(&[h.clone(), row_line("agents", &json!({})), end_line(1)], "", &[])
-            .unwrap_err();
+        let e = check_file(
+            &[h.clone(), row_line("agents", &json!({})), end_line(1)],
+            "",
+            &[],
+        )
+        .unwrap_err();
         assert!(e.contains("counts 1 lines but 2"), "{e}");
         let e = check_file(
-            &[h, row_line("agents", &json!({"tenant_id": "beta"})), end_line(2)],
+            &[
+                h,
+                row_line("agents", &json!({"tenant_id": "beta"})),
+                end_line(2),
+            ],
             "",
             &[],
         )

@@ -292,10 +292,19 @@ pub async fn import(db: &Db, f: &CheckedFile, by: &str) -> Result<Imported> {
         if rows.is_empty() {
             continue;
         }
-        let n = insert_rows(&tx, table, &Value::Array(rows.into_iter().cloned().collect())).await?;
+        let n = insert_rows(
+            &tx,
+            table,
+            &Value::Array(rows.into_iter().cloned().collect()),
+        )
+        .await?;
         counts.push(((*table).to_owned(), n));
     }
-    if let Some((t, _)) = f.rows.iter().find(|(t, _)| !TABLES.iter().any(|(n, _)| n == t)) {
+    if let Some((t, _)) = f
+        .rows
+        .iter()
+        .find(|(t, _)| !TABLES.iter().any(|(n, _)| n == t))
+    {
         return Err(StoreError::Conflict(format!(
             "the file holds rows of table {t:?}, which a tenant move does not carry"
         )));

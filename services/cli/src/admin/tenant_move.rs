@@ -59,13 +59,15 @@ fn cell_name(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 128
         && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_.:/-".contains(c));
     if ok {
         Ok(s.to_owned())
     } else {
-        Err("must be 1 to 128 characters of A-Z a-z 0-9 _ . : / -, starting with a letter or digit".into())
+        Err(
+            "must be 1 to 128 characters of A-Z a-z 0-9 _ . : / -, starting with a letter or digit"
+                .into(),
+        )
     }
 }
 
@@ -93,9 +95,11 @@ pub async fn export(a: ExportArgs) -> anyhow::Result<()> {
         a.moved_to
     ));
     let deadline = tokio::time::Instant::now() + a.wait;
-    wait_for(deadline, "handlers still running (proposals in executing)", || async {
-        Ok(tenant_move::executing(&db, &a.tenant).await? == 0)
-    })
+    wait_for(
+        deadline,
+        "handlers still running (proposals in executing)",
+        || async { Ok(tenant_move::executing(&db, &a.tenant).await? == 0) },
+    )
     .await?;
     let mut out = std::io::BufWriter::new(&mut file);
     writeln!(out, "{}", header_line(&a.tenant, &a.moved_to, &a.by))?;
@@ -129,7 +133,11 @@ pub async fn export(a: ExportArgs) -> anyhow::Result<()> {
 }
 
 /// Polls `done` every 200 ms until it is true, or fails naming `what` at `deadline`.
-async fn wait_for<F, Fut>(deadline: tokio::time::Instant, what: &str, mut done: F) -> anyhow::Result<()>
+async fn wait_for<F, Fut>(
+    deadline: tokio::time::Instant,
+    what: &str,
+    mut done: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<bool>>,
@@ -157,9 +165,8 @@ pub async fn import(a: ImportArgs) -> anyhow::Result<()> {
         anchors.push(Anchor::parse(s).map_err(|e| crate::exit::invalid(format!("--anchor {e}")))?);
     }
     let lines = read_lines(&a.file)?;
-    let checked = check_file(&lines, &key, &anchors).map_err(|e| {
-        anyhow::anyhow!("{}: refused, nothing imported: {e}", a.file.display())
-    })?;
+    let checked = check_file(&lines, &key, &anchors)
+        .map_err(|e| anyhow::anyhow!("{}: refused, nothing imported: {e}", a.file.display()))?;
     let db = a.db.connect()?;
     let done = tenant_move::import(&db, &checked, &a.by).await?;
     say(&serde_json::to_string(&serde_json::json!({
@@ -175,7 +182,9 @@ pub async fn import(a: ImportArgs) -> anyhow::Result<()> {
 
 fn read_lines(f: &Path) -> anyhow::Result<Vec<String>> {
     let file = std::fs::File::open(f).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => crate::exit::not_found(format!("{} does not exist", f.display())),
+        std::io::ErrorKind::NotFound => {
+            crate::exit::not_found(format!("{} does not exist", f.display()))
+        }
         _ => anyhow::anyhow!("cannot open {}: {e}", f.display()),
     })?;
     std::io::BufReader::new(file)
