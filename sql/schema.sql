@@ -320,11 +320,20 @@ CREATE FUNCTION public.proposals_check_update() RETURNS trigger
 DECLARE
     agent_frozen boolean;
     agent_revoked boolean;
+    moved_to text;
 BEGIN
     IF NEW.state IS DISTINCT FROM OLD.state THEN
         IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
             RAISE EXCEPTION 'illegal proposal state transition % -> %', OLD.state, NEW.state
                 USING ERRCODE = 'check_violation';
+        END IF;
+        -- V44: a tenant frozen for a move to another cell: nothing of it moves forward here.
+        IF OLD.state IN ('pending', 'escalated', 'approved') THEN
+            SELECT m.moved_to INTO moved_to FROM tenant_moves m WHERE m.tenant_id = NEW.tenant_id;
+            IF FOUND THEN
+                RAISE EXCEPTION 'tenant % moved to cell %: proposal % may not move % -> % here', NEW.tenant_id, moved_to, NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
         END IF;
         IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
             IF NOT EXISTS (SELECT 1 FROM agents a
@@ -568,6 +577,31 @@ CREATE SEQUENCE public.audit_events_id_seq
 --
 
 ALTER SEQUENCE public.audit_events_id_seq OWNED BY public.audit_events.id;
+
+
+--
+-- Name: audit_moved_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_moved_events (
+    id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    proposal_id uuid,
+    at timestamp with time zone NOT NULL,
+    kind text NOT NULL,
+    actor text NOT NULL,
+    from_state text,
+    to_state text,
+    intent_hash text,
+    params_sha256 text,
+    detail jsonb NOT NULL,
+    seal_seq bigint NOT NULL,
+    chain_hash text NOT NULL,
+    CONSTRAINT audit_moved_events_chain_hash_check CHECK ((chain_hash ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT audit_moved_events_seal_seq_check CHECK ((seal_seq > 0))
+);
+
+ALTER TABLE ONLY public.audit_moved_events FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -915,6 +949,20 @@ CREATE TABLE public.tenant_documents (
 
 
 --
+-- Name: tenant_moves; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_moves (
+    tenant_id text NOT NULL,
+    moved_to text NOT NULL,
+    moved_by text NOT NULL,
+    moved_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_moves_moved_by_check CHECK (((length(moved_by) >= 1) AND (length(moved_by) <= 300))),
+    CONSTRAINT tenant_moves_moved_to_check CHECK ((moved_to ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'::text))
+);
+
+
+--
 -- Name: tenants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1103,6 +1151,14 @@ ALTER TABLE ONLY public.audit_events
 
 
 --
+-- Name: audit_moved_events audit_moved_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_moved_events
+    ADD CONSTRAINT audit_moved_events_pkey PRIMARY KEY (tenant_id, id);
+
+
+--
 -- Name: audit_seals audit_seals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1244,6 +1300,14 @@ ALTER TABLE ONLY public.shadow_documents
 
 ALTER TABLE ONLY public.tenant_documents
     ADD CONSTRAINT tenant_documents_pkey PRIMARY KEY (tenant_id, version);
+
+
+--
+-- Name: tenant_moves tenant_moves_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_moves
+    ADD CONSTRAINT tenant_moves_pkey PRIMARY KEY (tenant_id);
 
 
 --
@@ -1524,6 +1588,20 @@ CREATE TRIGGER audit_events_no_update BEFORE DELETE OR UPDATE ON public.audit_ev
 
 
 --
+-- Name: audit_moved_events audit_moved_events_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_moved_events_no_truncate BEFORE TRUNCATE ON public.audit_moved_events FOR EACH STATEMENT EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
+-- Name: audit_moved_events audit_moved_events_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_moved_events_no_update BEFORE DELETE OR UPDATE ON public.audit_moved_events FOR EACH ROW EXECUTE FUNCTION public.audit_events_append_only();
+
+
+--
 -- Name: audit_seals audit_seals_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1703,6 +1781,14 @@ ALTER TABLE ONLY public.tenant_documents
 
 
 --
+-- Name: tenant_moves tenant_moves_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_moves
+    ADD CONSTRAINT tenant_moves_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id);
+
+
+--
 -- Name: web_notifications web_notifications_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1777,6 +1863,12 @@ ALTER TABLE public.approvals ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.audit_events ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_moved_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.audit_moved_events ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: proposals auditor; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -1788,6 +1880,13 @@ CREATE POLICY auditor ON public.proposals FOR SELECT TO actiond_auditor USING (t
 --
 
 CREATE POLICY auditor_read ON public.audit_events FOR SELECT TO actiond_auditor USING (true);
+
+
+--
+-- Name: audit_moved_events auditor_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY auditor_read ON public.audit_moved_events FOR SELECT TO actiond_auditor USING (true);
 
 
 --
@@ -2404,6 +2503,13 @@ GRANT USAGE ON SEQUENCE public.audit_events_id_seq TO actiond_retention;
 
 
 --
+-- Name: TABLE audit_moved_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.audit_moved_events TO actiond_auditor;
+
+
+--
 -- Name: TABLE audit_seals; Type: ACL; Schema: public; Owner: -
 --
 
@@ -2872,6 +2978,19 @@ GRANT SELECT ON TABLE public.tenant_documents TO actiond_web;
 GRANT SELECT ON TABLE public.tenant_documents TO actiond_executor;
 GRANT SELECT,INSERT ON TABLE public.tenant_documents TO actiond_admin;
 GRANT SELECT ON TABLE public.tenant_documents TO actiond_retention;
+
+
+--
+-- Name: TABLE tenant_moves; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_api;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_policy;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_web;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_executor;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_admin;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_retention;
+GRANT SELECT ON TABLE public.tenant_moves TO actiond_auditor;
 
 
 --

@@ -1,6 +1,7 @@
 -- Every rule of a proposal update, in this order (each refusal keeps its message and SQLSTATE):
--- the legal transition (proposal_transition_legal), `amended` only with its amending proposal
--- (V41), the frozen- and revoked-agent rules, the role allowed to
+-- the legal transition (proposal_transition_legal), the moved-tenant rule (V44: nothing leaves
+-- pending, escalated or approved for a tenant in tenant_moves), `amended` only with its
+-- amending proposal (V41), the frozen- and revoked-agent rules, the role allowed to
 -- make it (actiond_role_may), the purge mark, the immutable identity (tenant, agent, action,
 -- target, params, intent hash), staged approvals' last stage; then updated_at is stamped and
 -- never goes backwards. The trigger fires only when the state, the purge mark or an identity
@@ -13,11 +14,20 @@ AS $function$
 DECLARE
     agent_frozen boolean;
     agent_revoked boolean;
+    moved_to text;
 BEGIN
     IF NEW.state IS DISTINCT FROM OLD.state THEN
         IF NOT proposal_transition_legal(OLD.state, NEW.state) THEN
             RAISE EXCEPTION 'illegal proposal state transition % -> %', OLD.state, NEW.state
                 USING ERRCODE = 'check_violation';
+        END IF;
+        -- V44: a tenant frozen for a move to another cell: nothing of it moves forward here.
+        IF OLD.state IN ('pending', 'escalated', 'approved') THEN
+            SELECT m.moved_to INTO moved_to FROM tenant_moves m WHERE m.tenant_id = NEW.tenant_id;
+            IF FOUND THEN
+                RAISE EXCEPTION 'tenant % moved to cell %: proposal % may not move % -> % here', NEW.tenant_id, moved_to, NEW.id, OLD.state, NEW.state
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
         END IF;
         IF OLD.state = 'pending' AND NEW.state = 'denied' THEN
             IF NOT EXISTS (SELECT 1 FROM agents a

@@ -35,6 +35,7 @@ mod sql_layout;
 mod staged;
 mod submission;
 mod support;
+mod tenant_move;
 mod web;
 mod wire;
 mod withdraw;

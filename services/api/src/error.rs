@@ -35,6 +35,14 @@ pub enum SubmitError {
     /// An approver froze this agent; its new proposals are refused until its owner or a tenant
     /// admin unfreezes it (403).
     AgentFrozen,
+    /// The agent's tenant moved to another cell (`actiond tenant export`): nothing of it is
+    /// stored here any more; the agent sends its proposals to that cell (409).
+    TenantMoved {
+        /// The cell it moved to, as the operator named it.
+        moved_to: String,
+        /// When it was frozen here (RFC 3339).
+        moved_at: String,
+    },
     /// The body is larger than `limit` bytes (413).
     BodyTooLarge {
         /// The limit, in bytes.

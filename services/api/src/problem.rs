@@ -139,6 +139,14 @@ impl From<SubmitError> for Problem {
                 "Agent frozen",
                 "this agent is frozen: an approver stopped it, and its proposals are refused until its owner or a tenant admin unfreezes it",
             ),
+            SubmitError::TenantMoved { moved_to, moved_at } => Problem::new(
+                StatusCode::CONFLICT,
+                "tenant_moved",
+                "Tenant moved",
+                format!(
+                    "this tenant moved to cell {moved_to} at {moved_at}: nothing is filed or run here any more; send proposals and status checks to that cell's API"
+                ),
+            ),
             SubmitError::TenantNotConfigured => Problem::new(
                 StatusCode::CONFLICT,
                 "tenant_not_configured",

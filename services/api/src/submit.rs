@@ -360,6 +360,10 @@ fn answer(
             Err(state.auth_failure("invalid", "the token is unknown, expired or revoked"))
         }
         Submitted::AgentFrozen => Err(SubmitError::AgentFrozen),
+        Submitted::TenantMoved(m) => Err(SubmitError::TenantMoved {
+            moved_to: m.moved_to,
+            moved_at: m.moved_at.to_rfc3339(),
+        }),
         Submitted::StaleDocument { .. } => Err(SubmitError::Store(
             actiond_store::StoreError::Conflict("the tenant's document changed; try again".into()),
         )),

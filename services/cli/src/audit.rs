@@ -555,7 +555,7 @@ fn needs_role(cmd: &str, role: &str, e: actiond_store::StoreError) -> anyhow::Er
     )
 }
 
-fn read_public_key(arg: &str) -> anyhow::Result<String> {
+pub(crate) fn read_public_key(arg: &str) -> anyhow::Result<String> {
     let p = std::path::Path::new(arg);
     if p.exists() {
         return Ok(std::fs::read_to_string(p)

@@ -102,11 +102,24 @@ pub enum AuditKind {
     /// passkey was stored).
     #[serde(rename = "passkey.registration_refused")]
     PasskeyRegistrationRefused,
+    /// `actiond tenant export` froze the tenant on this cluster for a move to another cell
+    /// (`detail.moved_to`): nothing of it moves forward here from now on.
+    #[serde(rename = "tenant.move_frozen")]
+    TenantMoveFrozen,
+    /// `actiond tenant export` wrote the tenant's file (`detail.data_sha256`: SHA-256 of the
+    /// file's data lines, `detail.rows`: how many, `detail.moved_to`). Sealed, so the import
+    /// checks the file's data against the chain.
+    #[serde(rename = "tenant.exported")]
+    TenantExported,
+    /// `actiond tenant import` loaded the tenant from another cell's file (`detail.from_head`:
+    /// the imported chain's head, `detail.data_sha256`).
+    #[serde(rename = "tenant.imported")]
+    TenantImported,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 29] = [
+    pub const ALL: [AuditKind; 32] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -136,6 +149,9 @@ impl AuditKind {
         Self::ApprovalStageTimedOut,
         Self::PasskeyRegistered,
         Self::PasskeyRegistrationRefused,
+        Self::TenantMoveFrozen,
+        Self::TenantExported,
+        Self::TenantImported,
     ];
 
     /// The stored (dotted) name.
@@ -170,6 +186,9 @@ impl AuditKind {
             Self::ApprovalStageTimedOut => "approval.stage_timed_out",
             Self::PasskeyRegistered => "passkey.registered",
             Self::PasskeyRegistrationRefused => "passkey.registration_refused",
+            Self::TenantMoveFrozen => "tenant.move_frozen",
+            Self::TenantExported => "tenant.exported",
+            Self::TenantImported => "tenant.imported",
         }
     }
 }

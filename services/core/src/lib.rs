@@ -42,6 +42,7 @@ pub mod rule_check;
 pub mod rule_types;
 pub mod state;
 pub mod tenant;
+pub mod tenant_move;
 pub mod text;
 pub mod vocab;
 

@@ -314,6 +314,12 @@ pub async fn decide(
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     set_tenant(&tx, tenant).await?;
+    if let Some(m) = crate::tenant_move::moved(&tx, tenant).await? {
+        return Err(StoreError::Conflict(format!(
+            "tenant {tenant} moved to cell {} at {}: decide its proposals there",
+            m.moved_to, m.moved_at
+        )));
+    }
     let current = tenants::latest(&tx, tenant)
         .await?
         .ok_or(StoreError::NotFound("tenant document"))?

@@ -151,7 +151,8 @@ pub struct Verified {
     pub heads: Vec<String>,
 }
 
-/// Verifies every seal and event in the database with the sealer's public key, in one
+/// Verifies every seal and event in the database with the sealer's public key (events of
+/// tenants imported from another cell included: `audit_moved_events`, V44), in one
 /// repeatable-read snapshot, reading through a cursor, and checks that the chain still holds
 /// every anchor (heads recorded earlier). `Ok(Err(m))` names the first mismatch.
 pub async fn verify_db(
@@ -191,9 +192,14 @@ pub async fn verify_db(
     let items = tx
         .bind(
             &format!(
-                "SELECT {EVENT_COLUMNS}, e.id IS NOT NULL, h.event_id, h.tenant_id, h.seal_seq, h.chain_hash
-                 FROM audit_events e FULL OUTER JOIN audit_event_hashes h ON h.event_id = e.id
-                 ORDER BY coalesce(e.id, h.event_id)"
+                "SELECT * FROM (
+                   SELECT {EVENT_COLUMNS}, e.id IS NOT NULL, h.event_id, h.tenant_id, h.seal_seq, h.chain_hash,
+                          coalesce(e.id, h.event_id) AS ord
+                   FROM audit_events e FULL OUTER JOIN audit_event_hashes h ON h.event_id = e.id
+                   UNION ALL
+                   SELECT {EVENT_COLUMNS}, true, e.id, e.tenant_id, e.seal_seq, e.chain_hash, e.id
+                   FROM audit_moved_events e) x
+                 ORDER BY ord"
             ),
             &[],
         )

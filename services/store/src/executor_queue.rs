@@ -40,7 +40,8 @@ impl std::ops::Deref for ClaimedRow {
 /// The executor's claim: up to `$1` `approved` proposals that no lease holds (a run lease, or
 /// the back-off lease of [`back_off`]), oldest first, locked for the claiming transaction
 /// (`FOR UPDATE SKIP LOCKED`: other executors skip them), with their agents, grants and each
-/// tenant's latest document version. The row selection reads the partial index
+/// tenant's latest document version. A tenant that moved to another cell (V44 `tenant_moves`)
+/// is skipped: its grants are spent only there. The row selection reads the partial index
 /// `proposals_approved` (`tests/e2e/queue_plans.rs`).
 pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -49,6 +50,7 @@ pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
          FROM proposals p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id
          WHERE p.id IN (SELECT id FROM proposals
                         WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
+                          AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
                         ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED)
          ORDER BY p.updated_at"
     )
@@ -128,6 +130,7 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
             WHERE p.state = req.from_state
               AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = p.agent_id
                               AND (a.frozen_at IS NOT NULL OR a.revoked_at IS NOT NULL))
+              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = p.tenant_id)
             FOR UPDATE OF p
          ), spent AS (
             UPDATE grants g SET used_at = now(), used_by = $4
@@ -447,6 +450,7 @@ pub async fn sweep(db: &Db) -> Result<Swept> {
                 SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
                 WHERE p.state = 'approved' AND g.used_at IS NULL AND g.expires_at_us <= {NOW_US_SQL}
                   AND (p.lease_until IS NULL OR p.lease_until < now())
+                  AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = p.tenant_id)
                 FOR UPDATE OF p SKIP LOCKED
              )
              UPDATE proposals p SET state = 'expired', decision_reason = 'the approval expired before an executor ran it; propose again',

@@ -36,6 +36,7 @@ pub mod seals;
 pub mod shadow;
 pub mod sql_objects;
 pub mod stages;
+pub mod tenant_move;
 pub mod tenants;
 pub mod tls;
 pub mod web_sessions;

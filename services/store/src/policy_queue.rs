@@ -71,7 +71,8 @@ pub struct Claimed {
 /// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
 /// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice. The
 /// same statement reads each tenant's latest document version and the transaction's clock, so
-/// a batch needs no other read before its decision.
+/// a batch needs no other read before its decision. A tenant that moved to another cell (V44
+/// `tenant_moves`) is skipped: its pending proposals are decided there.
 pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Claimed> {
     let stmt = tx
         .prepare_cached(&format!(
@@ -79,7 +80,9 @@ pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Claimed> {
                     (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version,
                     {now_us} AS now_us
              FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending' ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending'
+                              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
+                            ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
             now_us = grants::NOW_US_SQL,
         ))
         .await?;
@@ -166,6 +169,7 @@ pub async fn expire_stale(tx: &Transaction<'_>, tenant: &str, ttl: Duration) -> 
             "WITH old AS (
                 SELECT id, state FROM proposals
                 WHERE tenant_id = $1 AND state IN ('pending','escalated') AND created_at < now() - make_interval(secs => $2)
+                  AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = $1)
                 FOR UPDATE SKIP LOCKED
              )
              UPDATE proposals p SET state = 'expired', decision_reason = 'nobody decided before the escalation_ttl'

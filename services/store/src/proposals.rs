@@ -216,6 +216,9 @@ pub enum Submitted {
     AgentNotLive,
     /// The agent is frozen (read in the submission's own transaction).
     AgentFrozen,
+    /// The tenant moved to another cell (V44 `tenant_moves`, read in the submission's own
+    /// transaction): nothing of it is stored here any more.
+    TenantMoved(crate::tenant_move::Moved),
     /// Nothing was stored: the params were validated against a document version that is no
     /// longer the tenant's latest. Validate against `latest` and submit again (`None`: the
     /// tenant has no document now).
@@ -302,11 +305,15 @@ pub async fn answer_by_key(db: &Db, p: &NewProposal) -> Result<Option<Submitted>
 }
 
 /// Why the agent of `p` may not submit now, read in the submission's transaction: revoked or
-/// expired ([`Submitted::AgentNotLive`]), or frozen ([`Submitted::AgentFrozen`]).
+/// expired ([`Submitted::AgentNotLive`]), or frozen ([`Submitted::AgentFrozen`]), or its tenant
+/// moved to another cell ([`Submitted::TenantMoved`]).
 async fn agent_refusal<C: deadpool_postgres::GenericClient>(
     tx: &C,
     p: &NewProposal,
 ) -> Result<Option<Submitted>> {
+    if let Some(m) = crate::tenant_move::moved(tx, &p.tenant_id).await? {
+        return Ok(Some(Submitted::TenantMoved(m)));
+    }
     let r = tx
         .query_opt(
             "SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()), frozen_at IS NOT NULL
@@ -337,7 +344,7 @@ async fn agent_refusal<C: deadpool_postgres::GenericClient>(
 ///
 /// Inserts nothing when `$17` is not the tenant's latest document version (read in this
 /// statement, so a document applied a moment ago is never bypassed by a cached copy), when the
-/// agent is revoked, expired or frozen, when the cap is reached, or on a conflict
+/// agent is revoked, expired or frozen, when the tenant moved to another cell (V44), when the cap is reached, or on a conflict
 /// (Idempotency-Key, open intent). Always returns one row: the inserted id (or null), the
 /// events written, and the tenant's latest document version (null when it has none).
 pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -352,6 +359,7 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
               AND (SELECT count(*) FROM proposals WHERE tenant_id = $2 AND agent_id = $3 AND state = 'escalated') < $14
               AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = $2 AND a.id = $3 AND a.revoked_at IS NULL
                           AND a.frozen_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now()))
+              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = $2)
             ON CONFLICT DO NOTHING
             RETURNING id, tenant_id, state, intent_hash, params_sha256
          ), ev AS (
@@ -532,6 +540,7 @@ pub static SUBMIT_BATCH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
               AND EXISTS (SELECT 1 FROM agents a WHERE a.tenant_id = r.tenant_id AND a.id = r.agent_id
                           AND a.revoked_at IS NULL AND a.frozen_at IS NULL
                           AND (a.expires_at IS NULL OR a.expires_at > now()))
+              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = r.tenant_id)
             ORDER BY r.tenant_id, r.agent_id, r.intent_hash, r.ord
             ON CONFLICT DO NOTHING
             RETURNING id, tenant_id, state, intent_hash, params_sha256

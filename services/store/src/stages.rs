@@ -356,6 +356,7 @@ pub async fn sweep(db: &Db, limit: i64) -> Result<Vec<(Uuid, String, TimedOut)>>
             "SELECT s.proposal_id FROM proposals p JOIN approval_stages s ON s.proposal_id = p.id
              WHERE p.state = 'escalated' AND s.opened_at IS NOT NULL AND s.completed_at IS NULL
                AND s.timed_out_at IS NULL AND s.due_at < now()
+               AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = p.tenant_id)
              ORDER BY s.due_at LIMIT $1",
             &[&limit],
         )

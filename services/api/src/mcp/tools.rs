@@ -790,6 +790,7 @@ pub fn tool_result(tool: Failed, e: SubmitError) -> CallToolResult {
         | SubmitError::NotFound { .. }
         | SubmitError::TenantNotConfigured
         | SubmitError::AgentFrozen
+        | SubmitError::TenantMoved { .. }
         | SubmitError::BodyTooLarge { .. }
         | SubmitError::UnsupportedMediaType
         | SubmitError::IdempotencyKeyReused

@@ -9,6 +9,7 @@ mod approvals;
 mod keys;
 mod policy;
 mod tenant;
+mod tenant_move;
 
 pub use agent::{AgentCmd, agent, create_agent};
 pub use approvals::{ApprovalsCmd, approvals};

@@ -84,6 +84,16 @@ pub enum TenantCmd {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Move a tenant away: freeze it on this cluster (nothing of it moves forward here from
+    /// then on), wait for running handlers, and write its rows and sealed audit chain to one
+    /// file for `actiond tenant import` on the destination cell. Run as the database owner;
+    /// the sealer must be running.
+    Export(super::tenant_move::ExportArgs),
+    /// Load a file written by `actiond tenant export` into this cluster, after checking it
+    /// whole: version, the source sealer's signatures and chain, anchors, and the data against
+    /// the sealed `tenant.exported` event. Refuses a tenant that exists here. Run as the
+    /// database owner.
+    Import(super::tenant_move::ImportArgs),
 }
 
 /// `actiond tenant …`.
@@ -113,6 +123,8 @@ pub async fn tenant(cmd: TenantCmd) -> anyhow::Result<()> {
             promoted_by,
             db,
         } => promote(tenant.id(), &promoted_by, &db).await,
+        TenantCmd::Export(a) => super::tenant_move::export(a).await,
+        TenantCmd::Import(a) => super::tenant_move::import(a).await,
     }
 }
 
