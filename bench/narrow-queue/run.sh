@@ -35,6 +35,9 @@ for v in floor wide queue actiond bare; do
     wide|queue) psql_ "$base/$db" -f "$here/$v-schema.sql" >/dev/null; script="$here/$v.sql" ;;
     actiond|bare)
         for f in $(ls "$migrations"/V*__*.sql | sort -V); do psql_ "$base/$db" -1 -f "$f" >/dev/null; done
+        # Functions and triggers: sql/functions/, after the migrations, as the migrator does.
+        cat <(echo "SET check_function_bodies = off;") $(ls "$migrations"/../functions/*.sql | sort) \
+            | psql_ "$base/$db" -1 >/dev/null
         psql_ "$base/$db" -c "INSERT INTO tenants (id) VALUES ('acme');
             INSERT INTO agents (id, tenant_id, name, token_sha256)
             VALUES ('00000000-0000-0000-0000-000000000001', 'acme', 'bot', repeat('a', 64));" >/dev/null

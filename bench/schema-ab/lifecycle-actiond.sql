@@ -10,7 +10,7 @@ SELECT gen_random_uuid(), 'acme', '00000000-0000-0000-0000-000000000001', 'ping'
 WHERE (SELECT count(*) FROM proposals WHERE tenant_id = 'acme' AND agent_id = '00000000-0000-0000-0000-000000000001' AND state = 'escalated') < 100
 ON CONFLICT DO NOTHING RETURNING id AS pid, intent_hash AS ih \gset
 INSERT INTO audit_events (tenant_id, proposal_id, kind, actor, from_state, to_state, intent_hash, params_sha256, detail)
-SELECT 'acme', ':pid'::uuid, 'proposal.submitted', 'agent:x', NULL, 'pending', ':ih'::text, ':ih'::text, '{}'
+SELECT 'acme', ':pid'::uuid, 'proposal.submitted', 'agent:00000000-0000-0000-0000-000000000001', NULL, 'pending', ':ih'::text, ':ih'::text, '{}'
 WHERE EXISTS (SELECT 1 FROM proposals p WHERE p.id = ':pid'::uuid);
 COMMIT;
 SELECT gen_random_uuid() AS gid \gset

@@ -487,3 +487,43 @@ async fn spends_are_hot_updates() {
     assert_eq!(updated, 500);
     assert_eq!(hot, updated, "{hot} of {updated} spends were HOT");
 }
+
+/// The executor's claim (`executor_queue::CLAIM_SQL`, prepared generically as the executor
+/// prepares it) reads the tenant's latest document version once per tenant of the batch, not
+/// once per claimed proposal: a subquery per row made `tenant_documents` the one table
+/// sequentially scanned for every proposal of a bench run (issue #36). Counted from the plan's
+/// loops, so it holds on a loaded machine; the claimed rows still come from the partial index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_reads_each_tenants_document_once_per_batch() {
+    use actiond_store::executor_queue::CLAIM_SQL;
+    let (tdb, agent_id) = acme_db("doc-bot").await;
+    let mut c = tdb.superuser().await;
+    grow(&c, agent_id, 0, 2_000).await;
+    let claim_sql: &str = &CLAIM_SQL;
+    c.batch_execute(&format!(
+        "SET plan_cache_mode = force_generic_plan; PREPARE claim(int8) AS {claim_sql}"
+    ))
+    .await
+    .unwrap();
+    let plan = explain(&mut c, "EXECUTE claim(64)").await;
+    let rows = plan["Actual Rows"].as_i64().unwrap_or(0);
+    assert!(
+        rows >= 60,
+        "the claim found {rows} rows, expected 64 of the approved rows nobody leases"
+    );
+    let loops: i64 = nodes(&plan)
+        .into_iter()
+        .filter(|n| n["Relation Name"] == "tenant_documents")
+        .map(|n| n["Actual Loops"].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        loops, 1,
+        "tenant_documents read {loops} times for one tenant's batch of {rows}: {plan:#}"
+    );
+    assert!(
+        nodes(&plan)
+            .iter()
+            .any(|n| n["Index Name"] == "proposals_approved"),
+        "the claim no longer reads proposals_approved: {plan:#}"
+    );
+}

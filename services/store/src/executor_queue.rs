@@ -40,19 +40,24 @@ impl std::ops::Deref for ClaimedRow {
 /// The executor's claim: up to `$1` `approved` proposals that no lease holds (a run lease, or
 /// the back-off lease of [`back_off`]), oldest first, locked for the claiming transaction
 /// (`FOR UPDATE SKIP LOCKED`: other executors skip them), with their agents, grants and each
-/// tenant's latest document version. A tenant that moved to another cell (V44 `tenant_moves`)
-/// is skipped: its grants are spent only there. The row selection reads the partial index
-/// `proposals_approved` (`tests/e2e/queue_plans.rs`).
+/// tenant's latest document version (once per tenant of the batch,
+/// [`crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL`]). The row selection reads the partial
+/// index `proposals_approved` (`tests/e2e/queue_plans.rs`); the rows come from that locking
+/// read itself (their newest versions), with no second probe of `proposals`. A tenant that
+/// moved to another cell (V44 `tenant_moves`) is skipped: its grants are spent only there.
 pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS},
-                (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version
-         FROM proposals p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id
-         WHERE p.id IN (SELECT id FROM proposals
-                        WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
-                          AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
-                        ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         ORDER BY p.updated_at"
+        "WITH p AS (
+            SELECT * FROM proposals
+            WHERE state = 'approved' AND (lease_until IS NULL OR lease_until < now())
+              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
+            ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED
+         ), {latest}
+         SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}, l.version AS latest_doc_version
+         FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id
+                LEFT JOIN latest l ON l.tenant_id = p.tenant_id
+         ORDER BY p.updated_at",
+        latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,
     )
 });
 
@@ -107,7 +112,9 @@ pub async fn back_off<C: deadpool_postgres::GenericClient>(
 /// the verified grants (their signed `expires_at`, microseconds since the epoch: the spend
 /// compares these with the database clock, not the table's copy). Returns per request
 /// `(proposal_id, held, started, stopped, events_ok)`, `stopped` being `'revoked'` or
-/// `'frozen'` when the proposal's agent is (revoked first), else null. The proposals are locked by the claim of the same
+/// `'frozen'` when the proposal did not start and its agent is (revoked first), else null (a
+/// started proposal's agent is neither: `held` read it in the same snapshot, so its probe is
+/// skipped, two index probes fewer per started proposal). The proposals are locked by the claim of the same
 /// transaction ([`claim`]); `held` locks them again, which costs nothing then, and makes a
 /// caller that did not claim them wait for whoever did.
 ///
@@ -153,10 +160,11 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
          SELECT req.proposal_id,
                 EXISTS (SELECT 1 FROM held WHERE held.id = req.proposal_id) AS held,
                 EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) AS started,
-                (SELECT CASE WHEN a.revoked_at IS NOT NULL THEN 'revoked'
-                             WHEN a.frozen_at IS NOT NULL THEN 'frozen' END
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id
-                 WHERE p.id = req.proposal_id OFFSET 0) AS stopped,
+                CASE WHEN NOT EXISTS (SELECT 1 FROM started WHERE started.id = req.proposal_id) THEN
+                    (SELECT CASE WHEN a.revoked_at IS NOT NULL THEN 'revoked'
+                                 WHEN a.frozen_at IS NOT NULL THEN 'frozen' END
+                     FROM proposals p JOIN agents a ON a.id = p.agent_id
+                     WHERE p.id = req.proposal_id OFFSET 0) END AS stopped,
                 {check} AS events_ok
          FROM req",
         cols = audit::EVENT_COLUMNS,

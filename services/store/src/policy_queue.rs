@@ -70,19 +70,23 @@ pub struct Claimed {
 
 /// Claims up to `limit` pending proposals, oldest first, locking them for this transaction.
 /// Other workers skip locked rows (`SKIP LOCKED`), so replicas never decide one row twice. The
-/// same statement reads each tenant's latest document version and the transaction's clock, so
-/// a batch needs no other read before its decision. A tenant that moved to another cell (V44
-/// `tenant_moves`) is skipped: its pending proposals are decided there.
+/// same statement reads each tenant's latest document version (once per tenant of the batch,
+/// [`crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL`]) and the transaction's clock, so a batch
+/// needs no other read before its decision. The rows come from the locking read itself (their
+/// newest versions), with no second probe of `proposals`. A tenant that moved to another cell
+/// (V44 `tenant_moves`) is skipped: its pending proposals are decided there.
 pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Claimed> {
     let stmt = tx
         .prepare_cached(&format!(
-            "SELECT {PROPOSAL_COLUMNS},
-                    (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = p.tenant_id) AS latest_doc_version,
-                    {now_us} AS now_us
-             FROM proposals p JOIN agents a ON a.id = p.agent_id
-             WHERE p.id IN (SELECT id FROM proposals WHERE state = 'pending'
-                              AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
-                            ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+            "WITH p AS (
+                SELECT * FROM proposals WHERE state = 'pending'
+                   AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
+                 ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED
+             ), {latest}
+             SELECT {PROPOSAL_COLUMNS}, l.version AS latest_doc_version, {now_us} AS now_us
+             FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN latest l ON l.tenant_id = p.tenant_id
+             ORDER BY p.created_at",
+            latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,
             now_us = grants::NOW_US_SQL,
         ))
         .await?;

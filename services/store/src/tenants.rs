@@ -5,6 +5,17 @@ use actiond_core::canonical::sha256_hex;
 use actiond_core::tenant::TenantDocument;
 use serde_json::json;
 
+/// A CTE `latest (tenant_id, version)` for a claim whose locked rows are the CTE `p`: each
+/// tenant of the claimed rows once, with its latest document version (null when it has none).
+/// A subquery per row read `tenant_documents` once per claimed proposal; this reads it once
+/// per tenant of the batch, in the claim's own statement (so a document applied a moment ago
+/// is never missed for a cached copy). `MATERIALIZED`, so a nested loop that rescans it reads
+/// the stored rows instead of running the lookup again. Used by the policy and executor claims.
+pub const LATEST_PER_CLAIMED_TENANT_SQL: &str = "latest AS MATERIALIZED (
+    SELECT t.tenant_id, (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = t.tenant_id) AS version
+    FROM (SELECT DISTINCT tenant_id FROM p) AS t
+ )";
+
 /// A stored tenant document version.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StoredDocument {
