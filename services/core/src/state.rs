@@ -33,11 +33,15 @@ pub enum ProposalState {
     /// Final: its agent withdrew it while it was `pending` or `escalated` (MCP `tasks/cancel`);
     /// nothing was approved or performed. An approved proposal is never withdrawn.
     Withdrawn,
+    /// Final: the handler ran, but what the executor read back from the provider afterwards is
+    /// not what was approved (a refund in another amount or status, a DNS name that does not
+    /// serve the approved records). Like `outcome_unknown`, never re-run: a person looks.
+    EffectMismatch,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 12] = [
+    pub const ALL: [ProposalState; 13] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -50,6 +54,7 @@ impl ProposalState {
         Self::OutcomeUnknown,
         Self::Amended,
         Self::Withdrawn,
+        Self::EffectMismatch,
     ];
 
     /// The snake_case name stored in the database.
@@ -67,6 +72,7 @@ impl ProposalState {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Amended => "amended",
             Self::Withdrawn => "withdrawn",
+            Self::EffectMismatch => "effect_mismatch",
         }
     }
 
@@ -85,6 +91,8 @@ impl ProposalState {
     /// `escalated → amended` only when a person approves it with an edit (the database checks
     /// that the proposal amending it exists).
     /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval.
+    /// `outcome_unknown → succeeded | failed | effect_mismatch` only when the executor's sweep
+    /// read the provider back under the spent grant ([`crate::effect`]): never by a second run.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
@@ -94,7 +102,11 @@ impl ProposalState {
                 Approved | Escalated | Blocked | Expired | Denied | Withdrawn
             ) | (Escalated, Approved | Denied | Expired | Amended | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
-                | (Executing, Succeeded | Failed | OutcomeUnknown)
+                | (
+                    Executing,
+                    Succeeded | Failed | OutcomeUnknown | EffectMismatch
+                )
+                | (OutcomeUnknown, Succeeded | Failed | EffectMismatch)
         )
     }
 }
@@ -135,12 +147,17 @@ mod tests {
             Expired,
             Succeeded,
             Failed,
-            OutcomeUnknown,
             Amended,
             Withdrawn,
+            EffectMismatch,
         ] {
             assert!(s.is_final());
         }
+        // Settled by reading the provider back, never re-run.
+        assert!(!OutcomeUnknown.is_final());
+        assert!(OutcomeUnknown.can_become(Succeeded) && OutcomeUnknown.can_become(Failed));
+        assert!(!OutcomeUnknown.can_become(Executing) && !OutcomeUnknown.can_become(Approved));
+        assert!(Executing.can_become(EffectMismatch));
         // An agent withdraws only what nobody approved yet.
         assert!(Pending.can_become(Withdrawn) && Escalated.can_become(Withdrawn));
         for s in [Approved, Executing, Succeeded, Blocked, Denied, Expired] {

@@ -206,6 +206,7 @@ async fn show(id: uuid::Uuid, full_intent: bool, db: &DbArgs) -> anyhow::Result<
     say(&format!("action     {}", esc(&summary)));
     say(&format!("target     {}", esc(&p.target)));
     show_preview(&db, &p.tenant_id, id).await?;
+    super::effect_lines::show_effect(&db, &p.tenant_id, id, &summary, esc).await?;
     say(&format!(
         "agent      {} ({}), owner {}",
         esc(&p.agent_name),

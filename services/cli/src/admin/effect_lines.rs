@@ -1,0 +1,43 @@
+//! `actiond approvals show`'s effect block: once the executor read a run's effect back, the
+//! card's "before → approved → after" (the preview the approver saw, the approved action, what
+//! the provider shows now), from the proposal's newest `proposal.effect` audit event.
+
+use actiond_runtime::say;
+
+/// Prints the effect block of proposal `id` of `tenant`, `summary` being its approved action
+/// in words; nothing when nothing was read back. `esc` makes provider text printable.
+pub(super) async fn show_effect(
+    db: &actiond_store::Db,
+    tenant: &str,
+    id: uuid::Uuid,
+    summary: &str,
+    esc: fn(&str) -> String,
+) -> anyhow::Result<()> {
+    let tenants = [tenant.to_owned()];
+    let Some((effect, at)) = actiond_store::effects::latest(db, &tenants, id).await? else {
+        return Ok(());
+    };
+    let before = match actiond_store::previews::get(db, &tenants, id).await? {
+        Some(p) if p.ok => format!(
+            "{} (read {})",
+            p.text.lines().next().unwrap_or_default(),
+            p.read_at.format("%H:%M UTC")
+        ),
+        Some(p) => format!("preview unavailable: {}", p.text),
+        None => "(not previewed: it was never escalated)".to_owned(),
+    };
+    let settled = if effect.settled {
+        ", settling outcome_unknown"
+    } else {
+        ""
+    };
+    say("effect     before → approved → after");
+    say(&format!("  before   {}", esc(&before)));
+    say(&format!("  approved {}", esc(summary)));
+    say(&format!(
+        "  after    {} (read {}{settled})",
+        esc(&effect.line()),
+        at.format("%H:%M UTC")
+    ));
+    Ok(())
+}
