@@ -520,7 +520,7 @@ impl WaitQuery {
             } else {
                 return Err(SubmitError::field(
                     "state",
-                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed, outcome_unknown, amended or withdrawn",
+                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed, outcome_unknown, amended, withdrawn or effect_mismatch",
                 ));
             }
         }

@@ -101,6 +101,10 @@ pub(crate) async fn after_run(
     let outcome = match effect.verdict.after_success() {
         actiond_core::state::ProposalState::EffectMismatch => {
             tracing::error!(proposal = %row.id, after = %effect.after, reason = %effect.reason, "ALERT: the effect read back is not what was approved");
+            w.metrics
+                .effect_mismatches
+                .with_label_values(&[entry.kind.action()])
+                .inc();
             Outcome::EffectMismatch(format!(
                 "{} (provider said: {}); read back: {}",
                 effect.reason,
@@ -202,6 +206,10 @@ async fn settle_one(w: &Worker, u: &Unsettled) -> anyhow::Result<bool> {
     if done {
         w.metrics.settled.with_label_values(&[to.as_str()]).inc();
         if to == actiond_core::state::ProposalState::EffectMismatch {
+            w.metrics
+                .effect_mismatches
+                .with_label_values(&[entry.kind.action()])
+                .inc();
             tracing::error!(proposal = %row.id, after = %effect.after, "ALERT: an outcome_unknown proposal's effect is not what was approved");
         } else {
             tracing::info!(proposal = %row.id, to = to.as_str(), after = %effect.after, "outcome_unknown settled by reading the provider back");

@@ -14,6 +14,7 @@ pub struct ExecutorMetrics {
     pub(crate) signatures_verified: IntCounterVec,
     pub(crate) effect_read_backs: IntCounterVec,
     pub(crate) settled: IntCounterVec,
+    pub(crate) effect_mismatches: IntCounterVec,
 }
 
 impl ExecutorMetrics {
@@ -38,6 +39,11 @@ impl ExecutorMetrics {
                 "effect_read_backs_total",
                 "Effects read back from the provider after a run or to settle outcome_unknown, by action and verdict: matches, differs, absent (both end effect_mismatch after a run), unread (the provider could not be read)",
                 &["action", "verdict"],
+            ),
+            effect_mismatches: m.counter_vec(
+                "effect_mismatches_total",
+                "Proposals that ended effect_mismatch (the effect read back from the provider is not what was approved), by action; alerted on",
+                &["action"],
             ),
             settled: m.counter_vec(
                 "outcome_unknown_settled_total",
@@ -64,6 +70,13 @@ impl ExecutorMetrics {
                         .effect_read_backs
                         .with_label_values(&[kind.action(), verdict]);
                 }
+            }
+        }
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            if crate::handlers::handler(kind).read_back.is_some() {
+                metrics
+                    .effect_mismatches
+                    .with_label_values(&[kind.action()]);
             }
         }
         for to_state in ["succeeded", "failed", "effect_mismatch"] {
