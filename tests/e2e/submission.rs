@@ -707,8 +707,9 @@ async fn every_path_writes_exactly_its_events_and_the_sealed_chain_verifies() {
             .unwrap();
         (r.get(0), r.get(1), r.get(2))
     };
-    // The refused request stored nothing; the sentinel-free total is 4 + 2 + 2 events.
-    assert_eq!(counts, (3, 8, 1));
+    // The refused request stored nothing; the sentinel-free total is 5 (the refund's four
+    // transitions and its read-back) + 2 + 2 events.
+    assert_eq!(counts, (3, 9, 1));
     // Seal everything and verify the chain.
     let dir = std::env::temp_dir().join(format!("actiond-audit-{}", uuid::Uuid::new_v4()));
     let (ok, _, err) = actiond_testkit::cli(

@@ -86,6 +86,13 @@ impl ProposalState {
         Self::ALL.iter().all(|to| !self.can_become(*to))
     }
 
+    /// True when an agent following the proposal has its answer: a final state, or
+    /// `outcome_unknown` (no step of the lifecycle runs it again; only a read-back of the
+    /// provider may still settle it, so a waiting agent is told now, not when that happens).
+    pub fn is_answered(self) -> bool {
+        self.is_final() || self == Self::OutcomeUnknown
+    }
+
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
     /// `escalated → amended` only when a person approves it with an edit (the database checks

@@ -505,7 +505,7 @@ pub mod tasks {
                 ),
                 TaskPayload::Cancelled,
             ),
-            Some(st) if st.is_final() => {
+            Some(st) if st.is_answered() => {
                 let result = match serde_json::to_value(status_result(s)) {
                     Ok(Value::Object(m)) => m,
                     _ => JsonObject::new(),
@@ -1004,6 +1004,7 @@ mod tests {
             "succeeded",
             "failed",
             "outcome_unknown",
+            "effect_mismatch",
             "blocked",
             "denied",
             "expired",
