@@ -72,7 +72,8 @@ BEGIN
     END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
-         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale'))) THEN
+         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale','effect_mismatch'))
+         OR (from_state = 'outcome_unknown' AND to_state IN ('succeeded','failed','effect_mismatch'))) THEN
         RETURN true;
     END IF;
     RETURN coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false);
@@ -266,7 +267,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'stale'), ('executing', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'effect_mismatch'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'stale'), ('executing', 'succeeded'), ('outcome_unknown', 'effect_mismatch'), ('outcome_unknown', 'failed'), ('outcome_unknown', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -371,7 +372,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn','stale'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn','stale','effect_mismatch'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN
@@ -867,9 +868,9 @@ CREATE TABLE public.proposals (
     CONSTRAINT proposals_amendment_diff_check CHECK (((amendment_diff IS NULL) OR (jsonb_typeof(amendment_diff) = 'array'::text))),
     CONSTRAINT proposals_effect_check CHECK ((effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text]))),
+    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'effect_mismatch'::text]))),
     CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])))
+    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text, 'effect_mismatch'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 
@@ -1448,6 +1449,13 @@ CREATE UNIQUE INDEX proposals_open_intent ON public.proposals USING btree (tenan
 
 
 --
+-- Name: proposals_outcome_unknown; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX proposals_outcome_unknown ON public.proposals USING btree (finished_at) WHERE ((state = 'outcome_unknown'::text) AND (purged_at IS NULL));
+
+
+--
 -- Name: proposals_pending; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1458,7 +1466,7 @@ CREATE INDEX proposals_pending ON public.proposals USING btree (created_at) WHER
 -- Name: proposals_purge; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])));
+CREATE INDEX proposals_purge ON public.proposals USING btree (tenant_id, updated_at) WHERE ((purged_at IS NULL) AND (state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text, 'effect_mismatch'::text])));
 
 
 --
@@ -1899,7 +1907,7 @@ ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
 -- Name: audit_events executor_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text, 'proposal.stale'::text])));
+CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text, 'proposal.stale'::text, 'proposal.effect'::text])));
 
 
 --
@@ -1968,7 +1976,7 @@ CREATE POLICY retention_decided ON public.approvals TO actiond_retention USING (
 -- Name: proposals retention_decided; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text])));
+CREATE POLICY retention_decided ON public.proposals TO actiond_retention USING ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text, 'effect_mismatch'::text]))) WITH CHECK ((state = ANY (ARRAY['blocked'::text, 'denied'::text, 'expired'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text, 'effect_mismatch'::text])));
 
 
 --

@@ -65,7 +65,7 @@ BEGIN
        OR (NEW.params_json IS DISTINCT FROM OLD.params_json
            AND NOT (OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.params_json = '{}'
                     AND NEW.state = OLD.state
-                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn','stale'))) THEN
+                    AND OLD.state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','amended','withdrawn','stale','effect_mismatch'))) THEN
         RAISE EXCEPTION 'proposal identity columns are immutable' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.state IS DISTINCT FROM OLD.state AND NOT actiond_role_may(OLD.state, NEW.state) THEN

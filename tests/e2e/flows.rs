@@ -1,6 +1,6 @@
 //! The main paths: allow, escalate → approve, escalate → deny, block, and the guide's case.
 
-use crate::support::{ALLOW_PATH_KINDS, Options, Stack, refund};
+use crate::support::{ALLOW_PATH_KINDS, Options, REFUND_PATH_KINDS, Stack, refund};
 use actiond_testkit::cli;
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ async fn allow_path_executes_exactly_once() {
     assert_eq!(v["reason"], "Refunds up to 50.00 are automatic.");
     assert!(v.get("outcome_detail").is_none());
     // Every state change has its audit event.
-    assert_eq!(s.audit_kind_names(id).await, ALLOW_PATH_KINDS);
+    assert_eq!(s.audit_kind_names(id).await, REFUND_PATH_KINDS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -995,3 +995,115 @@ async fn a_ticket_comment_is_previewed_with_its_title_and_posted_once() {
         )]
     );
 }
+
+/// The effect of a proposal as the executor read it back (the newest `proposal.effect`
+/// event's detail and its transition).
+pub(crate) async fn effect_of(
+    s: &Stack,
+    id: uuid::Uuid,
+) -> (Value, Option<String>, Option<String>) {
+    let c = s.tdb.db.client().await.unwrap();
+    let r = c
+        .query_one(
+            "SELECT detail, from_state, to_state FROM audit_events
+             WHERE proposal_id = $1 AND kind = 'proposal.effect' ORDER BY id DESC LIMIT 1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+/// The effect, read back over DNS with a real PowerDNS: a served change matches; a name of the
+/// inner zone written into the outer one (the tenant allows only the outer zone, so nothing
+/// refuses it) is answered 204 and stored, but PowerDNS answers that name from the inner zone
+/// and never serves it: the run ends `effect_mismatch`, with the served and stored records as
+/// evidence, and `approvals show` prints before → approved → after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_effects_are_read_back_over_dns_and_an_unserved_change_is_effect_mismatch() {
+    let pdns = PowerDns::start(&["example.com", "inner.example.com", "staging.example.com"]).await;
+    let doc = DOC.replace(
+        "zones: [prod.example.com, staging.example.com]",
+        "zones: [example.com, staging.example.com]",
+    );
+    let hx = Hx::with_doc(
+        "dns_effects_read_back",
+        &doc,
+        &[
+            ("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone()),
+            ("ACTIOND_PDNS_DNS_ADDR", pdns.dns_addr.clone()),
+        ],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let served = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "staging.example.com",
+                "www.staging.example.com",
+                "TXT",
+                json!(["v=spf1 -all"]),
+            ),
+        )
+        .await;
+    hx.s.wait_state(served, "succeeded", T).await;
+    let (e, from, to) = effect_of(&hx.s, served).await;
+    assert_eq!(e["verdict"], "matches", "{e}");
+    assert_eq!(e["evidence"]["served"], json!(["v=spf1 -all"]));
+    assert_eq!(
+        (from, to),
+        (None, None),
+        "a read-back after a run moves nothing"
+    );
+
+    let hidden = hx
+        .propose(
+            "dns.record.update",
+            dns(
+                "example.com",
+                "www.inner.example.com",
+                "A",
+                json!(["192.0.2.9"]),
+            ),
+        )
+        .await;
+    hx.s.wait_state(hidden, "escalated", T).await;
+    hx.approve(hidden).await;
+    hx.s.wait_state(hidden, "effect_mismatch", T).await;
+    // PowerDNS's API took it (204) and holds it in the outer zone...
+    let (_, stored) = pdns
+        .rrset("example.com", "www.inner.example.com", "A")
+        .await
+        .unwrap();
+    assert_eq!(stored, vec!["192.0.2.9"]);
+    // ...but over DNS the name is the inner zone's, which has no such record.
+    let (e, _, _) = effect_of(&hx.s, hidden).await;
+    assert_eq!(e["verdict"], "absent", "{e}");
+    assert_eq!(e["evidence"]["served"], json!([]));
+    assert_eq!(e["evidence"]["api_rrset"]["records"], json!(["192.0.2.9"]));
+    let detail = hx.detail(hidden).await;
+    assert!(
+        detail.contains("approved 192.0.2.9, served nothing; the API holds 192.0.2.9 in zone example.com, which does not serve it"),
+        "{detail}"
+    );
+    let (ok, out, err) = cli(
+        &["approvals", "show", &hidden.to_string()],
+        &hx.s.cli_env().await,
+    );
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("effect     before → approved → after"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  after    www.inner.example.com A: nothing served ("),
+        "{out}"
+    );
+    let (st, v) = hx.s.get(&hx.token, &hidden.to_string(), "").await;
+    assert_eq!(
+        (st, v["state"].as_str()),
+        (200, Some("effect_mismatch")),
+        "{v}"
+    );
+}

@@ -17,6 +17,7 @@ mod budgets;
 mod classifier;
 mod cli;
 mod edge;
+mod effects;
 mod failover;
 mod flows;
 mod freeze;

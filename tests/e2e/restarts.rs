@@ -2,7 +2,7 @@
 //! service is killed with -9, a backend is terminated, or the whole Postgres server restarts
 //! (on a private [`PgCluster`]) while proposals flow.
 
-use crate::support::{ALLOW_PATH_KINDS, Options, Stack, refund};
+use crate::support::{Options, REFUND_PATH_KINDS, Stack, refund};
 use actiond_testkit::{PgCluster, Service, StopMode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ async fn assert_each_ran_once(s: &Stack, ids: &[(String, uuid::Uuid)]) {
     for (marker, id) in ids {
         assert_eq!(
             s.audit_kind_names(*id).await,
-            ALLOW_PATH_KINDS,
+            REFUND_PATH_KINDS,
             "proposal {marker} ({id})"
         );
         let n = calls

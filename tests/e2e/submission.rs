@@ -4,7 +4,7 @@
 //! processes, idempotency across processes, an insert that fails inside the pipeline, a client
 //! that gives up mid-request, and the audit events of every path.
 
-use crate::support::{ALLOW_PATH_KINDS, Api, Options, Stack, TENANT, refund};
+use crate::support::{Api, Options, REFUND_PATH_KINDS, Stack, TENANT, refund};
 use actiond_testkit::eventually;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -637,7 +637,7 @@ async fn every_path_writes_exactly_its_events_and_the_sealed_chain_verifies() {
     };
     let ev = events(allowed).await;
     let kinds: Vec<&str> = ev.iter().map(|e| e.0.as_str()).collect();
-    assert_eq!(kinds, ALLOW_PATH_KINDS, "{ev:?}");
+    assert_eq!(kinds, REFUND_PATH_KINDS, "{ev:?}");
     let transitions: Vec<(Option<&str>, Option<&str>)> = ev
         .iter()
         .map(|e| (e.1.as_deref(), e.2.as_deref()))
@@ -649,6 +649,7 @@ async fn every_path_writes_exactly_its_events_and_the_sealed_chain_verifies() {
             (Some("pending"), Some("approved")),
             (Some("approved"), Some("executing")),
             (Some("executing"), Some("succeeded")),
+            (None, None),
         ]
     );
     assert!(ev.iter().all(|e| e.4), "hashes differ from the proposal's");
@@ -706,8 +707,9 @@ async fn every_path_writes_exactly_its_events_and_the_sealed_chain_verifies() {
             .unwrap();
         (r.get(0), r.get(1), r.get(2))
     };
-    // The refused request stored nothing; the sentinel-free total is 4 + 2 + 2 events.
-    assert_eq!(counts, (3, 8, 1));
+    // The refused request stored nothing; the sentinel-free total is 5 (the refund's four
+    // transitions and its read-back) + 2 + 2 events.
+    assert_eq!(counts, (3, 9, 1));
     // Seal everything and verify the chain.
     let dir = std::env::temp_dir().join(format!("actiond-audit-{}", uuid::Uuid::new_v4()));
     let (ok, _, err) = actiond_testkit::cli(
@@ -1173,7 +1175,7 @@ async fn a_change_whose_event_is_not_written_does_not_happen() {
         .await
         .unwrap();
     s.wait_state(id, "succeeded", Duration::from_secs(60)).await;
-    assert_eq!(s.audit_kind_names(id).await, ALLOW_PATH_KINDS);
+    assert_eq!(s.audit_kind_names(id).await, REFUND_PATH_KINDS);
     assert_eq!(s.calls().len(), 1);
 }
 

@@ -187,6 +187,16 @@ pub const ALLOW_PATH_KINDS: [&str; 4] = [
     "proposal.executed",
 ];
 
+/// The audit kinds of an allowed refund that ran: the allow path's, then what the executor read
+/// back from the billing API (`proposal.effect`).
+pub const REFUND_PATH_KINDS: [&str; 5] = [
+    "proposal.submitted",
+    "proposal.decided",
+    "grant.spent",
+    "proposal.executed",
+    "proposal.effect",
+];
+
 /// Payment id prefix of [`Stack::sentinel`]'s refunds.
 const SENTINEL: &str = "pi_sentinel_";
 

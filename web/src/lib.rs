@@ -24,6 +24,7 @@ mod authz;
 mod card;
 mod config;
 mod devlogin;
+mod effect_view;
 mod error;
 mod fact_text;
 mod fatigue;

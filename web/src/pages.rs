@@ -759,6 +759,7 @@ pub(crate) async fn decision(
                 .unwrap_or_default();
         }
     }
+    crate::effect_view::fill(&state.db, &v.tenants, id, p.state.as_str(), &mut page).await?;
     page.passkey_needed = passkey_needed(
         doc.as_deref(),
         tenant_wide_passkey,
@@ -886,6 +887,8 @@ fn decision_page(
         amended_diff: String::new(),
         amended_to: String::new(),
         amended_to_state: String::new(),
+        effect: Vec::new(),
+        effect_words: String::new(),
         confirm_amount: confirm.contains(&ConfirmField::Amount),
         confirm_target: confirm.contains(&ConfirmField::Target),
         confirm_currency: reveal_invisible(

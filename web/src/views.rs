@@ -216,6 +216,11 @@ pub(crate) struct DecisionPage {
     /// The preview's warnings ("this refund … is larger than what is left to refund"), shown
     /// as a banner like the injection one.
     pub(crate) preview_warnings: Vec<String>,
+    /// After the run: "before → approved → after" rows (label, text) from the executor's
+    /// read-back, empty until there is one (`effect_view`).
+    pub(crate) effect: Vec<(String, String)>,
+    /// The read-back in words (`effect_mismatch`: it ran, but the provider shows otherwise).
+    pub(crate) effect_words: String,
     /// The plain-words facts of the card.
     pub(crate) facts: Vec<Fact>,
     /// "Approve refund of 120.00 USD".

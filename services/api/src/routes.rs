@@ -520,7 +520,7 @@ impl WaitQuery {
             } else {
                 return Err(SubmitError::field(
                     "state",
-                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed, outcome_unknown, amended, withdrawn or stale",
+                    "must be a proposal state: pending, escalated, approved, blocked, denied, expired, executing, succeeded, failed, outcome_unknown, amended, withdrawn, stale or effect_mismatch",
                 ));
             }
         }
@@ -584,7 +584,7 @@ pub async fn wait_for_change(
         .map(str::to_owned)
         .unwrap_or_else(|| first.state.clone());
     let is_final =
-        |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_final());
+        |s: &str| actiond_core::state::ProposalState::parse(s).is_some_and(|s| s.is_answered());
     // A draining process answers with what it has: the client polls again, elsewhere.
     if wait.is_zero()
         || first.state != baseline

@@ -384,18 +384,66 @@ fn sink_answer(method: &axum::http::Method, path: &str) -> serde_json::Value {
     json!({"id": format!("dev_{}", uuid::Uuid::new_v4().simple()), "status": "succeeded"})
 }
 
+/// A refund the dev sink holds: the form of `POST /v1/refunds` as a Stripe-style API stores
+/// it, so the executor's read-back (`GET /v1/refunds?payment_intent=…`) finds it under the
+/// grant (`metadata[actiond_grant_id]`).
+fn sink_refund(n: usize, body: &[u8]) -> serde_json::Value {
+    let form: Vec<(String, String)> = url::form_urlencoded::parse(body).into_owned().collect();
+    let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let metadata: serde_json::Map<String, serde_json::Value> = form
+        .iter()
+        .filter_map(|(k, v)| {
+            let m = k.strip_prefix("metadata[")?.strip_suffix(']')?;
+            Some((m.to_owned(), v.clone().into()))
+        })
+        .collect();
+    serde_json::json!({"id": format!("re_dev_{n}"), "object": "refund", "status": "succeeded",
+        "amount": get("amount").and_then(|a| a.parse::<i64>().ok()), "currency": get("currency"),
+        "payment_intent": get("payment_intent"), "metadata": metadata})
+}
+
 /// Starts a tiny HTTP server that accepts anything and logs it: it stands in for the billing
-/// API and the webhook receiver so approved actions have somewhere to go.
+/// API and the webhook receiver so approved actions have somewhere to go. It keeps the refunds
+/// it was sent, in memory, and lists them to the executor's read-back.
 async fn start_sink() -> anyhow::Result<u16> {
     use axum::body::Bytes;
     use axum::http::{Method, Uri};
-    let app = axum::Router::new().fallback(|method: Method, uri: Uri, body: Bytes| async move {
-        let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-        actiond_runtime::tell(&format!(
-            "[dev-sink] {method} {uri} {}",
-            actiond_core::text::reveal_invisible(&shown, false)
-        ));
-        axum::Json(sink_answer(&method, uri.path()))
+    let refunds: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Default::default();
+    let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
+        let refunds = refunds.clone();
+        async move {
+            let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
+            actiond_runtime::tell(&format!(
+                "[dev-sink] {method} {uri} {}",
+                actiond_core::text::reveal_invisible(&shown, false)
+            ));
+            if uri.path() == "/v1/refunds" {
+                let Ok(mut held) = refunds.lock() else {
+                    return axum::Json(serde_json::json!({"error": "dev sink state lost"}));
+                };
+                if method == Method::POST {
+                    let r = sink_refund(held.len() + 1, &body);
+                    held.push(r.clone());
+                    return axum::Json(r);
+                }
+                let payment =
+                    url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+                        .find(|(k, _)| k == "payment_intent")
+                        .map(|(_, v)| v.into_owned());
+                let data: Vec<serde_json::Value> = held
+                    .iter()
+                    .rev()
+                    .filter(|r| {
+                        payment.is_none() || r["payment_intent"].as_str() == payment.as_deref()
+                    })
+                    .cloned()
+                    .collect();
+                return axum::Json(
+                    serde_json::json!({"object": "list", "data": data, "has_more": false}),
+                );
+            }
+            axum::Json(sink_answer(&method, uri.path()))
+        }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();

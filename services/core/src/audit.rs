@@ -47,6 +47,12 @@ pub enum AuditKind {
     /// The executor's lease ran out after the spend (`executing → outcome_unknown`).
     #[serde(rename = "proposal.outcome_unknown")]
     ProposalOutcomeUnknown,
+    /// What the executor read back from the provider after a run, with no transition (or,
+    /// settling an `outcome_unknown`, `outcome_unknown → succeeded | failed |
+    /// effect_mismatch`): `detail` holds the verdict, the `after` text and the provider's
+    /// evidence ([`crate::effect::EffectRecord`]).
+    #[serde(rename = "proposal.effect")]
+    ProposalEffect,
     /// A person approved an escalated proposal with an edit (`escalated → amended`);
     /// `detail` names the new proposal (`amended_to`) and the field-by-field `diff`.
     #[serde(rename = "proposal.amended")]
@@ -119,7 +125,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 32] = [
+    pub const ALL: [AuditKind; 33] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -133,6 +139,7 @@ impl AuditKind {
         Self::ProposalBlockedPolicyChanged,
         Self::ProposalExecuted,
         Self::ProposalOutcomeUnknown,
+        Self::ProposalEffect,
         Self::ProposalAmended,
         Self::ProposalWithdrawn,
         Self::ProposalStale,
@@ -170,6 +177,7 @@ impl AuditKind {
             Self::ProposalBlockedPolicyChanged => "proposal.blocked_policy_changed",
             Self::ProposalExecuted => "proposal.executed",
             Self::ProposalOutcomeUnknown => "proposal.outcome_unknown",
+            Self::ProposalEffect => "proposal.effect",
             Self::ProposalAmended => "proposal.amended",
             Self::ProposalWithdrawn => "proposal.withdrawn",
             Self::ProposalStale => "proposal.stale",

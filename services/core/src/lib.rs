@@ -27,6 +27,7 @@ pub mod audit_export;
 pub mod audit_head;
 pub mod canonical;
 pub mod classifier;
+pub mod effect;
 pub mod external_time;
 pub mod grant;
 pub mod handlers;

@@ -38,11 +38,15 @@ pub enum ProposalState {
     /// (a payment refunded elsewhere, a record changed by someone else); the handler did not
     /// run. The grant was spent by that check and is never used again.
     Stale,
+    /// Final: the handler ran, but what the executor read back from the provider afterwards is
+    /// not what was approved (a refund in another amount or status, a DNS name that does not
+    /// serve the approved records). Like `outcome_unknown`, never re-run: a person looks.
+    EffectMismatch,
 }
 
 impl ProposalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ProposalState; 13] = [
+    pub const ALL: [ProposalState; 14] = [
         Self::Pending,
         Self::Escalated,
         Self::Approved,
@@ -56,6 +60,7 @@ impl ProposalState {
         Self::Amended,
         Self::Withdrawn,
         Self::Stale,
+        Self::EffectMismatch,
     ];
 
     /// The snake_case name stored in the database.
@@ -74,6 +79,7 @@ impl ProposalState {
             Self::Amended => "amended",
             Self::Withdrawn => "withdrawn",
             Self::Stale => "stale",
+            Self::EffectMismatch => "effect_mismatch",
         }
     }
 
@@ -87,6 +93,13 @@ impl ProposalState {
         Self::ALL.iter().all(|to| !self.can_become(*to))
     }
 
+    /// True when an agent following the proposal has its answer: a final state, or
+    /// `outcome_unknown` (no step of the lifecycle runs it again; only a read-back of the
+    /// provider may still settle it, so a waiting agent is told now, not when that happens).
+    pub fn is_answered(self) -> bool {
+        self.is_final() || self == Self::OutcomeUnknown
+    }
+
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
     /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
     /// `escalated → amended` only when a person approves it with an edit (the database checks
@@ -94,6 +107,8 @@ impl ProposalState {
     /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval;
     /// `executing → stale` only when the executor's pre-run read of the provider differs from
     /// the preview the grant is bound to.
+    /// `outcome_unknown → succeeded | failed | effect_mismatch` only when the executor's sweep
+    /// read the provider back under the spent grant ([`crate::effect`]): never by a second run.
     pub fn can_become(self, to: ProposalState) -> bool {
         use ProposalState::*;
         matches!(
@@ -103,7 +118,11 @@ impl ProposalState {
                 Approved | Escalated | Blocked | Expired | Denied | Withdrawn
             ) | (Escalated, Approved | Denied | Expired | Amended | Withdrawn)
                 | (Approved, Executing | Blocked | Expired)
-                | (Executing, Succeeded | Failed | OutcomeUnknown | Stale)
+                | (
+                    Executing,
+                    Succeeded | Failed | OutcomeUnknown | Stale | EffectMismatch
+                )
+                | (OutcomeUnknown, Succeeded | Failed | EffectMismatch)
         )
     }
 }
@@ -145,13 +164,18 @@ mod tests {
             Expired,
             Succeeded,
             Failed,
-            OutcomeUnknown,
             Amended,
             Withdrawn,
             Stale,
+            EffectMismatch,
         ] {
             assert!(s.is_final());
         }
+        // Settled by reading the provider back, never re-run.
+        assert!(!OutcomeUnknown.is_final());
+        assert!(OutcomeUnknown.can_become(Succeeded) && OutcomeUnknown.can_become(Failed));
+        assert!(!OutcomeUnknown.can_become(Executing) && !OutcomeUnknown.can_become(Approved));
+        assert!(Executing.can_become(EffectMismatch));
         // An agent withdraws only what nobody approved yet.
         assert!(Pending.can_become(Withdrawn) && Escalated.can_become(Withdrawn));
         for s in [Approved, Executing, Succeeded, Blocked, Denied, Expired] {

@@ -58,6 +58,20 @@ pub struct ExecutorArgs {
     /// Base URL of the PowerDNS HTTP API for `dns.record.update`.
     #[arg(long, env = "ACTIOND_PDNS_BASE_URL")]
     pub pdns_base_url: Option<url::Url>,
+    /// DNS address (`ip:port`, UDP) of the PowerDNS server behind `--pdns-base-url`: after a
+    /// `dns.record.update` runs, the executor asks it over DNS what it now serves (the API's
+    /// 204 alone does not prove a record is served). Without it the effect is not read back.
+    #[arg(long, env = "ACTIOND_PDNS_DNS_ADDR")]
+    pub pdns_dns_addr: Option<std::net::SocketAddr>,
+    /// How long an `outcome_unknown` proposal waits before the executor reads its provider back
+    /// to settle it (`succeeded`, `failed` or `effect_mismatch`, never a second run),
+    /// milliseconds: a request cut off by a timeout may still land at the provider meanwhile.
+    #[arg(
+        long,
+        env = "ACTIOND_EXECUTOR_SETTLE_AFTER_MS",
+        default_value_t = 60_000
+    )]
+    pub settle_after_ms: u64,
     /// SMTP relay for `email.send` (`host:port`; STARTTLS whenever the relay offers it, and
     /// required whenever a credential is sent).
     #[arg(long, env = "ACTIOND_SMTP_RELAY", value_parser = handlers::email::parse_relay)]

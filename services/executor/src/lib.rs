@@ -25,8 +25,14 @@
 //!
 //! A sweeper turns `executing` rows whose run lease ran out into `outcome_unknown` (never a
 //! re-run) and `approved` rows whose grant expired unspent into `expired`.
+//!
+//! After a successful run the handler's `read_back` reads the provider again and the outcome is
+//! recorded with a `proposal.effect` event; a read-back that is not what was approved ends
+//! `effect_mismatch`. The settler reads `outcome_unknown` proposals back the same way and
+//! records `succeeded`, `failed` or `effect_mismatch` ([`effects`]): never a second run.
 
 pub mod destinations;
+pub mod effects;
 pub mod finisher;
 pub mod handlers;
 pub mod prerun;

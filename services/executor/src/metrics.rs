@@ -12,6 +12,9 @@ pub struct ExecutorMetrics {
     pub(crate) swept: IntCounterVec,
     pub(crate) handler_seconds: HistogramVec,
     pub(crate) signatures_verified: IntCounterVec,
+    pub(crate) effect_read_backs: IntCounterVec,
+    pub(crate) settled: IntCounterVec,
+    pub(crate) effect_mismatches: IntCounterVec,
 }
 
 impl ExecutorMetrics {
@@ -32,11 +35,26 @@ impl ExecutorMetrics {
                 "Grant signatures checked, by method: batch (accepted by one batch verification of a claim's grants), single (the only grant to check), fallback (checked one by one after their batch verification failed, which only a bad signature makes it do)",
                 &["method"],
             ),
+            effect_read_backs: m.counter_vec(
+                "effect_read_backs_total",
+                "Effects read back from the provider after a run or to settle outcome_unknown, by action and verdict: matches, differs, absent (both end effect_mismatch after a run), unread (the provider could not be read)",
+                &["action", "verdict"],
+            ),
+            effect_mismatches: m.counter_vec(
+                "effect_mismatches_total",
+                "Proposals that ended effect_mismatch (the effect read back from the provider is not what was approved), by action; alerted on",
+                &["action"],
+            ),
+            settled: m.counter_vec(
+                "outcome_unknown_settled_total",
+                "outcome_unknown proposals settled by reading the provider back, by the state recorded: succeeded, failed, effect_mismatch",
+                &["to_state"],
+            ),
         };
         // Present at zero from the first scrape for the bounded values: the registry's actions
         // and their outcomes, the sweeper's target states.
         for kind in actiond_core::handlers::HandlerKind::ALL {
-            for outcome in ["succeeded", "failed", "outcome_unknown"] {
+            for outcome in ["succeeded", "failed", "outcome_unknown", "effect_mismatch"] {
                 metrics
                     .executions
                     .with_label_values(&[kind.action(), outcome]);
@@ -44,6 +62,25 @@ impl ExecutorMetrics {
         }
         for to_state in ["outcome_unknown", "expired"] {
             metrics.swept.with_label_values(&[to_state]);
+        }
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            if crate::handlers::handler(kind).read_back.is_some() {
+                for verdict in ["matches", "differs", "absent", "unread"] {
+                    metrics
+                        .effect_read_backs
+                        .with_label_values(&[kind.action(), verdict]);
+                }
+            }
+        }
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            if crate::handlers::handler(kind).read_back.is_some() {
+                metrics
+                    .effect_mismatches
+                    .with_label_values(&[kind.action()]);
+            }
+        }
+        for to_state in ["succeeded", "failed", "effect_mismatch"] {
+            metrics.settled.with_label_values(&[to_state]);
         }
         for method in ["batch", "single", "fallback"] {
             metrics.signatures_verified.with_label_values(&[method]);

@@ -1,6 +1,6 @@
 //! `actiond executor`: the worker run by the one service start-up ([`actiond_runtime::Service`]).
 
-use crate::{ExecutorArgs, ExecutorMetrics, Worker, previews};
+use crate::{ExecutorArgs, ExecutorMetrics, Worker, effects, previews};
 use actiond_store::Db;
 use actiond_store::listen::{CHANNEL_APPROVED, spawn_listener};
 use std::sync::Arc;
@@ -47,6 +47,12 @@ async fn work(
     let preview_task = tokio::spawn(previews::run(
         worker.clone(),
         Duration::from_millis(args.poll_ms.max(10)),
+        stop_rx.clone(),
+    ));
+    let settler = tokio::spawn(effects::run_settler(
+        worker.clone(),
+        Duration::from_millis(args.settle_after_ms),
+        Duration::from_millis(args.sweep_ms.max(100)),
         stop_rx.clone(),
     ));
     let slots = Arc::new(Semaphore::new(args.concurrency.max(1)));
@@ -110,5 +116,6 @@ async fn work(
     let _ = slots.acquire_many(args.concurrency.max(1) as u32).await;
     listener.abort();
     let _ = preview_task.await;
+    let _ = settler.await;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The executor worker: verifies, spends, runs handlers, records outcomes, sweeps.
 
-use crate::{ExecutorArgs, ExecutorMetrics, destinations, finisher, handlers, refusal};
+use crate::{ExecutorArgs, ExecutorMetrics, destinations, effects, finisher, handlers, refusal};
 use actiond_core::grant::{GrantError, KeyKind, TrustedKeys};
 use actiond_core::intent::Intent;
 use actiond_core::policy::{CompiledPolicy, Decision, Effect, EvalInput, decide_within};
@@ -136,6 +136,7 @@ impl Worker {
                     .collect(),
                 billing_base_url: args.billing_base_url.clone(),
                 pdns_base_url: args.pdns_base_url.clone(),
+                pdns_dns_addr: args.pdns_dns_addr,
                 smtp_relay: args.smtp_relay.clone(),
                 smtp_allow_plaintext: args.smtp_allow_plaintext,
                 allow_private: args.allow_private_destinations,
@@ -317,7 +318,13 @@ impl Worker {
                     return;
                 }
                 let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
-                if let Err(e) = w.record(&row, &outcome, lease_end).await {
+                // The read-back must leave time to record within the run lease.
+                let budget = lease_end
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .saturating_sub(w.lease_margin / 2);
+                let (outcome, effect) =
+                    effects::after_run(&w, &row, &r.grant, &r.entry, outcome, budget).await;
+                if let Err(e) = w.record(&row, &outcome, effect.as_ref(), lease_end).await {
                     tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
                 }
                 drop(permit);
@@ -620,7 +627,7 @@ impl Worker {
         outcome
     }
 
-    /// Stage 6: record the outcome. It must not be lost to a database outage (a restart, a
+    /// Stage 6: record the outcome (with what was read back, [`effects::after_run`]). It must not be lost to a database outage (a restart, a
     /// failover): retry until `lease_end`, the end of the run lease (handler timeout + lease
     /// margin, measured from before the spend), not merely for the margin: a handler that
     /// returned early leaves the rest of its timeout as lease, and only after the lease may the
@@ -629,16 +636,31 @@ impl Worker {
         &self,
         row: &ClaimedRow,
         outcome: &Outcome,
+        effect: Option<&actiond_core::effect::EffectRecord>,
         lease_end: tokio::time::Instant,
     ) -> anyhow::Result<()> {
         let deadline = lease_end;
         let mut wait = Duration::from_millis(100);
         loop {
-            match self
-                .finisher
-                .finish(row, outcome.state(), outcome.detail())
+            let written = match effect {
+                // With its `proposal.effect` event, in one transaction of its own.
+                Some(e) => actiond_store::effects::finish_with_effect(
+                    &self.db,
+                    &self.id,
+                    row,
+                    outcome.state(),
+                    outcome.detail(),
+                    e,
+                )
                 .await
-            {
+                .map_err(anyhow::Error::from),
+                None => {
+                    self.finisher
+                        .finish(row, outcome.state(), outcome.detail())
+                        .await
+                }
+            };
+            match written {
                 Ok(true) => return Ok(()),
                 Ok(false) => {
                     tracing::error!(proposal = %row.id, "lease ran out before the outcome was recorded; it is outcome_unknown");

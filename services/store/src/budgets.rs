@@ -34,7 +34,7 @@ use uuid::Uuid;
 /// Whether reservation `r` of proposal `p` counts (see the module docs). While a batch is being
 /// decided its proposals are still `pending`: the allowed ones count at once.
 const COUNTS: &str = "p.state NOT IN ('blocked', 'denied', 'expired', 'withdrawn', 'amended', 'stale')
-    AND (r.allowed OR p.state IN ('approved', 'executing', 'succeeded', 'failed', 'outcome_unknown'))";
+    AND (r.allowed OR p.state IN ('approved', 'executing', 'succeeded', 'failed', 'outcome_unknown', 'effect_mismatch'))";
 
 /// The value of `budget.sum_of` in `params`, as counted: an integer ≥ 0 (anything else counts 0;
 /// handler schemas make budgeted params positive integers at submission).

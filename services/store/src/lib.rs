@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod audit;
 pub mod audit_export;
 pub mod budgets;
+pub mod effects;
 pub mod executor_queue;
 pub mod grants;
 pub mod listen;

@@ -204,7 +204,7 @@ fn history_start() -> (DateTime<Utc>, Uuid) {
 }
 
 /// The decided states `proposals_purge` indexes (with `purged_at IS NULL`).
-const DECIDED_STATES: &str = "('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended', 'stale')";
+const DECIDED_STATES: &str = "('blocked', 'denied', 'expired', 'succeeded', 'failed', 'outcome_unknown', 'withdrawn', 'amended', 'stale', 'effect_mismatch')";
 
 /// Each history read's order and bound (`$6` rows).
 const NEWEST_FIRST: &str = "ORDER BY p.updated_at DESC, p.id DESC LIMIT $6";

@@ -107,7 +107,7 @@ async fn purge_batch(db: &Db, tenant: &str, age_secs: f64, batch: i64) -> Result
             "WITH b AS (
                  SELECT id FROM proposals
                  WHERE tenant_id = $1 AND purged_at IS NULL
-                   AND state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn','amended','stale')
+                   AND state IN ('blocked','denied','expired','succeeded','failed','outcome_unknown','withdrawn','amended','stale','effect_mismatch')
                    AND updated_at < now() - $2::float8 * interval '1 second'
                  ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
              u AS (

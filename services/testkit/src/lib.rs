@@ -367,8 +367,15 @@ pub struct Seen {
 /// A local HTTP server that records every request. Requests to paths starting with `/slow`
 /// are answered only after `slow_delay`. Reads of `/v1/payment_intents/{id}` (the executor's
 /// refund previews) are answered with a payment of 150.00 USD, 25.00 already refunded (a test
-/// changes that with [`Receiver::set_amount_refunded`], as a refund made elsewhere would), and
-/// are not recorded: [`Receiver::requests`] are the actions that reached the provider.
+/// changes that with [`Receiver::set_amount_refunded`], as a refund made elsewhere would), and are
+/// not recorded: [`Receiver::requests`] are the actions that reached the provider.
+///
+/// It also holds refunds as a Stripe-style billing API would: a `POST …/v1/refunds` (under any
+/// prefix, `/slow/` too, stored before the late answer) stores one refund per `Idempotency-Key`
+/// (a repeated key gets the same refund), and `GET …/v1/refunds?payment_intent=…` (the
+/// executor's read-back, answered at once and not recorded) lists them with their metadata.
+/// [`Receiver::hold_refunds_as`] makes it store later refunds with another status or amount
+/// than asked, as a provider that got it wrong.
 #[derive(Clone)]
 pub struct Receiver {
     /// Base URL (`http://127.0.0.1:PORT`).
@@ -377,6 +384,70 @@ pub struct Receiver {
     pub host_port: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     refunded: Arc<std::sync::atomic::AtomicI64>,
+    billing: Arc<Mutex<Billing>>,
+}
+
+/// The refunds a [`Receiver`] holds.
+#[derive(Default)]
+struct Billing {
+    /// Refunds in creation order, with the idempotency key that made each.
+    refunds: Vec<(String, serde_json::Value)>,
+    /// Status and amount stored instead of what was asked ([`Receiver::hold_refunds_as`]).
+    hold_as: Option<(String, Option<i64>)>,
+}
+
+impl Billing {
+    /// Stores the refund of a `POST /v1/refunds` (form body), once per idempotency key.
+    fn refund(&mut self, key: &str, body: &[u8]) -> serde_json::Value {
+        if let Some((_, r)) = self.refunds.iter().find(|(k, _)| !k.is_empty() && k == key) {
+            return r.clone();
+        }
+        let form: Vec<(String, String)> = url::form_urlencoded::parse(body).into_owned().collect();
+        let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let mut metadata = serde_json::Map::new();
+        for (k, v) in &form {
+            if let Some(m) = k
+                .strip_prefix("metadata[")
+                .and_then(|m| m.strip_suffix(']'))
+            {
+                metadata.insert(m.to_owned(), v.clone().into());
+            }
+        }
+        let mut amount = get("amount").and_then(|a| a.parse::<i64>().ok());
+        let mut status = "succeeded".to_owned();
+        if let Some((st, am)) = &self.hold_as {
+            status = st.clone();
+            if am.is_some() {
+                amount = *am;
+            }
+        }
+        let r = serde_json::json!({
+            "id": format!("re_{}", self.refunds.len() + 1),
+            "object": "refund",
+            "amount": amount,
+            "currency": get("currency"),
+            "payment_intent": get("payment_intent"),
+            "status": status,
+            "metadata": metadata,
+        });
+        self.refunds.push((key.to_owned(), r.clone()));
+        r
+    }
+
+    /// `GET /v1/refunds?payment_intent=…`: the payment's refunds, newest first.
+    fn list(&self, query: &str) -> serde_json::Value {
+        let payment = url::form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "payment_intent")
+            .map(|(_, v)| v.into_owned());
+        let data: Vec<serde_json::Value> = self
+            .refunds
+            .iter()
+            .rev()
+            .map(|(_, r)| r.clone())
+            .filter(|r| payment.is_none() || r["payment_intent"].as_str() == payment.as_deref())
+            .collect();
+        serde_json::json!({"object": "list", "data": data, "has_more": false})
+    }
 }
 
 impl Receiver {
@@ -389,39 +460,59 @@ impl Receiver {
     /// Starts the receiver.
     pub async fn start(slow_delay: Duration) -> Self {
         use axum::body::Bytes;
-        use axum::http::{HeaderMap, Uri};
+        use axum::http::{HeaderMap, Method, Uri};
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let s2 = seen.clone();
+        let billing: Arc<Mutex<Billing>> = Arc::default();
         let refunded = Arc::new(std::sync::atomic::AtomicI64::new(2500));
         let r2 = refunded.clone();
-        let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
-            let s = s2.clone();
-            let refunded = r2.load(std::sync::atomic::Ordering::SeqCst);
-            async move {
-                let path = uri.path().to_owned();
-                if path.starts_with("/v1/payment_intents/") {
-                    // A preview's read-only lookup: answered, not recorded as an action.
-                    return axum::Json(serde_json::json!({"id": path.rsplit('/').next(), "amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": refunded}}));
+        let (s2, b2) = (seen.clone(), billing.clone());
+        let app = axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let (s, b) = (s2.clone(), b2.clone());
+                let refunded = r2.load(std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let path = uri.path().to_owned();
+                    if path.starts_with("/v1/payment_intents/") {
+                        // A preview's read-only lookup: answered, not recorded as an action.
+                        return axum::Json(serde_json::json!({"id": path.rsplit('/').next(), "amount": 15000, "currency": "usd", "latest_charge": {"amount_refunded": refunded}}));
+                    }
+                    let refunds = path.ends_with("/v1/refunds");
+                    if refunds && method == Method::GET {
+                        // A read-back: answered at once, not recorded as an action.
+                        let list = b.lock().unwrap().list(uri.query().unwrap_or_default());
+                        return axum::Json(list);
+                    }
+                    let header = |k: &str| {
+                        headers
+                            .get(k)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    let refund = refunds
+                        .then(|| b.lock().unwrap().refund(&header("idempotency-key"), &body));
+                    s.lock().unwrap().push(Seen {
+                        path: path.clone(),
+                        headers: headers
+                            .iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.as_str().to_owned(),
+                                    v.to_str().unwrap_or_default().to_owned(),
+                                )
+                            })
+                            .collect(),
+                        body: body.to_vec(),
+                    });
+                    if path.starts_with("/slow") {
+                        answer_late(slow_delay).await;
+                    }
+                    axum::Json(refund.unwrap_or_else(
+                        || serde_json::json!({"id": "re_test", "status": "succeeded"}),
+                    ))
                 }
-                s.lock().unwrap().push(Seen {
-                    path: path.clone(),
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                k.as_str().to_owned(),
-                                v.to_str().unwrap_or_default().to_owned(),
-                            )
-                        })
-                        .collect(),
-                    body: body.to_vec(),
-                });
-                if path.starts_with("/slow") {
-                    answer_late(slow_delay).await;
-                }
-                axum::Json(serde_json::json!({"id": "re_test", "status": "succeeded"}))
-            }
-        });
+            },
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -432,6 +523,7 @@ impl Receiver {
             host_port: addr.to_string(),
             seen,
             refunded,
+            billing,
         }
     }
 
@@ -443,6 +535,18 @@ impl Receiver {
     /// Number of requests so far.
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
+    }
+
+    /// Refunds made from now on are stored with `status` (and `amount`, when given) instead of
+    /// what was asked: the provider answers 200 but holds something else.
+    pub fn hold_refunds_as(&self, status: &str, amount: Option<i64>) {
+        self.billing.lock().unwrap().hold_as = Some((status.to_owned(), amount));
+    }
+
+    /// The refunds held, oldest first.
+    pub fn refunds(&self) -> Vec<serde_json::Value> {
+        let b = self.billing.lock().unwrap();
+        b.refunds.iter().map(|(_, r)| r.clone()).collect()
     }
 }
 

@@ -80,6 +80,8 @@ pub struct PowerDns {
     pub base_url: String,
     /// The API key (`X-API-Key`).
     pub api_key: String,
+    /// Where it answers DNS queries (`127.0.0.1:PORT`, UDP and TCP).
+    pub dns_addr: String,
     http: reqwest::Client,
     _dir: Scratch,
 }
@@ -102,7 +104,7 @@ impl PowerDns {
         assert!(st.success(), "loading the PowerDNS schema failed");
         let api_key = format!("k{}", uuid::Uuid::new_v4().simple());
         // The DNS port is bound for UDP as well as TCP; either may be taken.
-        let (child, api_port) = crate::ports::with_ports_from(pick, 2, |ports| {
+        let (child, api_port, dns_port) = crate::ports::with_ports_from(pick, 2, |ports| {
             let (api_port, dns_port) = (ports[0], ports[1]);
             let conf = format!(
                 "launch=gsqlite3\ngsqlite3-database={}\napi=yes\napi-key={api_key}\nwebserver=yes\n\
@@ -125,12 +127,13 @@ impl PowerDns {
             wait_up(&mut child, "pdns_server", &log, |_| {
                 http_ok(api_port, "/api/v1/servers/localhost", &key)
             })?;
-            Ok((child, api_port))
+            Ok((child, api_port, dns_port))
         });
         let s = Self {
             child,
             base_url: format!("http://127.0.0.1:{api_port}/"),
             api_key,
+            dns_addr: format!("127.0.0.1:{dns_port}"),
             http: reqwest::Client::new(),
             _dir: dir,
         };

@@ -62,8 +62,10 @@ States:
 the action has NOT happened. Tell the user it is awaiting approval; check again later with a wait.
 - \"approved\" and \"executing\": approved, but not finished yet; check again for the outcome.
 - \"succeeded\": the action was performed. \"failed\": it was attempted and failed. \
-\"outcome_unknown\": it may or may not have happened and will not be re-run automatically; \
-tell the user to verify.
+\"outcome_unknown\": it may or may not have happened and will not be re-run automatically \
+(actiond may still settle it to succeeded or failed from the provider's records); tell the user \
+to verify. \"effect_mismatch\": it ran, but what the provider shows afterwards is not what was \
+approved; tell the user to verify.
 - \"blocked\", \"denied\", \"expired\": final; the action did NOT happen. reason says why. Tell \
 the user; do not just propose the same action again.
 - \"amended\": final; a person approved it with an edit, so it will NOT run as filed. \
@@ -506,7 +508,7 @@ pub mod tasks {
                 ),
                 TaskPayload::Cancelled,
             ),
-            Some(st) if st.is_final() => {
+            Some(st) if st.is_answered() => {
                 let result = match serde_json::to_value(status_result(s)) {
                     Ok(Value::Object(m)) => m,
                     _ => JsonObject::new(),
@@ -721,7 +723,8 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "executing" => "Approved and being executed now; the outcome is not known yet. Check again.".to_owned(),
         "succeeded" => format!("The action was performed and succeeded.{why}"),
         "failed" => format!("The action was attempted and failed.{why} Tell the user; do not retry on your own."),
-        "outcome_unknown" => "The action may or may not have happened (the executor lost track of it); it will not be re-run automatically. Tell the user to verify it.".to_owned(),
+        "outcome_unknown" => "The action may or may not have happened (the executor lost track of it); it will not be re-run automatically. actiond may still settle it from the provider's records: check again later, and tell the user to verify it.".to_owned(),
+        "effect_mismatch" => format!("{} Tell the user to verify it; do not propose it again on your own.", actiond_core::effect::EFFECT_MISMATCH_WORDS),
         "amended" => format!("A person approved it with an edit: this proposal will NOT run as you filed it; the edited version is a new proposal (amended_to: its id, state and what changed), which you may follow with check_proposal.{why} Tell the user what the person changed."),
         "blocked" => format!("Blocked by policy: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
@@ -1006,6 +1009,7 @@ mod tests {
             "succeeded",
             "failed",
             "outcome_unknown",
+            "effect_mismatch",
             "blocked",
             "denied",
             "expired",

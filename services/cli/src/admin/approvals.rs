@@ -349,6 +349,8 @@ async fn show(
     let summary = summary_of(&db, &p).await;
     let (preview_lines, preview_json) = preview(&db, &p.tenant_id, id).await?;
     let (stage_line, stages_json) = stage(&db, &p.tenant_id, id).await?;
+    let effect_lines =
+        super::effect_lines::effect_lines(&db, &p.tenant_id, id, &summary, esc).await?;
     let flags = flags_of(&p);
     let decide = if p.state == ProposalState::Escalated {
         decide_commands(&p)
@@ -376,6 +378,7 @@ async fn show(
             format!("target     {}", esc(&p.target)),
         ];
         l.extend(preview_lines);
+        l.extend(effect_lines);
         l.push(format!(
             "agent      {} ({}), owner {}",
             esc(&p.agent_name),

@@ -6,6 +6,7 @@
 
 mod agent;
 mod approvals;
+mod effect_lines;
 mod keys;
 mod policy;
 mod tenant;

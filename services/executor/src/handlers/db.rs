@@ -15,6 +15,7 @@ use tokio_postgres::types::ToSql;
 pub(super) static HANDLER: Handler = Handler {
     run: |ex| Box::pin(execute(ex)),
     preview: Some(|ex| Box::pin(preview(ex))),
+    read_back: None,
 };
 
 /// How a run ended before commit.

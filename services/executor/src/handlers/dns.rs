@@ -1,7 +1,9 @@
 //! `dns.record.update` against the PowerDNS HTTP API: one RRset replaced (`changetype:
-//! REPLACE`) in a zone of the approved settings, and the read-only lookup previews use.
+//! REPLACE`) in a zone of the approved settings, the read-only lookup previews use, and the
+//! read-back that asks PowerDNS over DNS what it now serves ([`super::dns_served`]).
 
-use super::{Execution, Handler, Outcome, credential, send_with};
+use super::{Execution, Handler, Outcome, credential, dns_served, send_with};
+use actiond_core::effect::{EffectRecord, Verdict};
 use actiond_core::handlers::dns::{
     allowed_zones, allows_delegations, is_delegation, most_specific_zone,
 };
@@ -11,6 +13,7 @@ use serde_json::{Value, json};
 pub(super) static HANDLER: Handler = Handler {
     run: |ex| Box::pin(update(ex)),
     preview: Some(|ex| Box::pin(preview(ex))),
+    read_back: Some(|ex| Box::pin(read_back(ex))),
 };
 
 /// The zone, record name and type of a DNS proposal, as PowerDNS spells them.
@@ -291,6 +294,122 @@ fn warnings(set: &Rrset, old: Option<&[String]>, new: &[String]) -> Vec<String> 
     out
 }
 
+/// The approved records in the form a DNS answer is compared in: names lowercase, TXT as its
+/// text (sorted).
+fn approved_records(p: &Value) -> Vec<String> {
+    let rtype = p.get("type").and_then(Value::as_str).unwrap_or_default();
+    let mut recs: Vec<String> = p
+        .get("records")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(|r| match rtype {
+                    "TXT" | "A" | "AAAA" => r.to_owned(),
+                    _ => r.to_ascii_lowercase(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    recs.sort();
+    recs
+}
+
+/// What PowerDNS serves for the approved name and type, asked over DNS at the operator's
+/// `--pdns-dns-addr` (not the API: a 204 proves the change was stored, not that it is served),
+/// compared with the approved records. The API's copy of the RRset in the approved zone goes
+/// into the evidence beside it, so "stored but not served" reads as such.
+async fn read_back(ex: &Execution<'_>) -> EffectRecord {
+    let set = Rrset::from_params(ex.params);
+    let unread = |reason: String| EffectRecord {
+        verdict: Verdict::Unread,
+        after: String::new(),
+        reason,
+        evidence: Value::Null,
+        settled: false,
+    };
+    let Some(addr) = ex.destinations.pdns_dns_addr else {
+        return unread(
+            "no PowerDNS DNS address is configured on this executor (--pdns-dns-addr)".into(),
+        );
+    };
+    let served = match dns_served::query(
+        addr,
+        &set.name,
+        &set.rtype,
+        std::time::Duration::from_secs(3),
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => return unread(e),
+    };
+    let stored = current(ex).await.ok().flatten();
+    compare_served(ex.params, &set, &served, stored)
+}
+
+/// Compares what is served with the approved records (see [`read_back`]).
+fn compare_served(
+    p: &Value,
+    set: &Rrset,
+    served: &dns_served::Served,
+    stored: Option<(i64, Vec<String>)>,
+) -> EffectRecord {
+    let name = set.name.trim_end_matches('.');
+    let approved = approved_records(p);
+    let after = if served.records.is_empty() {
+        format!("{name} {}: nothing served ({})", set.rtype, served.rcode)
+    } else {
+        format!(
+            "{name} {} served: {} (TTL {}s)",
+            set.rtype,
+            served.records.join(", "),
+            served.ttl.unwrap_or_default()
+        )
+    };
+    let (verdict, reason) = if served.records == approved {
+        (Verdict::Matches, String::new())
+    } else {
+        let stored_note = match &stored {
+            Some((_, recs)) if !recs.is_empty() => format!(
+                "; the API holds {} in zone {}, which does not serve it",
+                recs.join(", "),
+                set.zone
+            ),
+            _ => String::new(),
+        };
+        let verdict = if served.records.is_empty() {
+            Verdict::Absent
+        } else {
+            Verdict::Differs
+        };
+        (
+            verdict,
+            format!(
+                "approved {}, served {}{stored_note}",
+                approved.join(", "),
+                if served.records.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    served.records.join(", ")
+                }
+            ),
+        )
+    };
+    EffectRecord {
+        verdict,
+        after,
+        reason,
+        evidence: json!({
+            "name": set.name, "type": set.rtype, "zone": set.zone,
+            "served": served.records, "ttl": served.ttl, "rcode": served.rcode,
+            "authoritative": served.authoritative,
+            "api_rrset": stored.map(|(ttl, recs)| json!({"ttl": ttl, "records": recs})),
+        }),
+        settled: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +496,39 @@ mod tests {
         assert_eq!(
             refusal_reason(500, "oops"),
             "PowerDNS refused the change: oops"
+        );
+    }
+
+    #[test]
+    fn served_records_are_compared_with_the_approved_ones() {
+        let p = json!({"zone": "example.com", "name": "www.inner.example.com", "type": "A", "records": ["192.0.2.9"]});
+        let set = Rrset::from_params(&p);
+        let served = |recs: &[&str]| dns_served::Served {
+            rcode: "No Error".into(),
+            authoritative: true,
+            records: recs.iter().map(|r| (*r).to_owned()).collect(),
+            ttl: Some(300),
+        };
+        let ok = compare_served(&p, &set, &served(&["192.0.2.9"]), None);
+        assert_eq!(ok.verdict, Verdict::Matches);
+        assert_eq!(
+            ok.after,
+            "www.inner.example.com A served: 192.0.2.9 (TTL 300s)"
+        );
+        let hidden = compare_served(
+            &p,
+            &set,
+            &served(&[]),
+            Some((300, vec!["192.0.2.9".into()])),
+        );
+        assert_eq!(hidden.verdict, Verdict::Absent);
+        assert_eq!(
+            hidden.reason,
+            "approved 192.0.2.9, served nothing; the API holds 192.0.2.9 in zone example.com, which does not serve it"
+        );
+        assert_eq!(
+            compare_served(&p, &set, &served(&["192.0.2.7"]), None).verdict,
+            Verdict::Differs
         );
     }
 }

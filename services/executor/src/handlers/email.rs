@@ -16,6 +16,7 @@ use lettre::transport::smtp::extension::ClientId;
 pub(super) static HANDLER: Handler = Handler {
     run: |ex| Box::pin(send(ex)),
     preview: Some(|ex| Box::pin(async move { preview(ex) })),
+    read_back: None,
 };
 
 /// The relay's address as the operator configured it: `host:port` (port 25 when absent).

@@ -5,6 +5,7 @@
 
 pub(crate) mod db;
 pub(crate) mod dns;
+mod dns_served;
 pub mod email;
 mod refund;
 mod ticket;
@@ -26,6 +27,8 @@ pub struct Destinations {
     pub billing_base_url: Option<url::Url>,
     /// Base URL of the PowerDNS HTTP API.
     pub pdns_base_url: Option<url::Url>,
+    /// DNS address of that PowerDNS server, asked over DNS by the read-back.
+    pub pdns_dns_addr: Option<std::net::SocketAddr>,
     /// SMTP relay of `email.send` (host, port).
     pub smtp_relay: Option<(String, u16)>,
     /// Let `email.send` authenticate to a relay that does not offer STARTTLS, sending the
@@ -68,6 +71,9 @@ pub enum Outcome {
     /// The request may have reached the provider but no answer came (timeout, connection
     /// dropped mid-request): never re-run automatically.
     Unknown(String),
+    /// The provider confirmed the action, but what the executor read back afterwards is not
+    /// what was approved ([`crate::effects`]): never re-run automatically.
+    EffectMismatch(String),
 }
 
 impl Outcome {
@@ -77,6 +83,7 @@ impl Outcome {
             Outcome::Succeeded(_) => "succeeded",
             Outcome::Failed(_) => "failed",
             Outcome::Unknown(_) => "outcome_unknown",
+            Outcome::EffectMismatch(_) => "effect_mismatch",
         }
     }
     /// The proposal state this outcome ends in.
@@ -86,12 +93,16 @@ impl Outcome {
             Outcome::Succeeded(_) => ProposalState::Succeeded,
             Outcome::Failed(_) => ProposalState::Failed,
             Outcome::Unknown(_) => ProposalState::OutcomeUnknown,
+            Outcome::EffectMismatch(_) => ProposalState::EffectMismatch,
         }
     }
     /// The internal detail.
     pub fn detail(&self) -> &str {
         match self {
-            Outcome::Succeeded(d) | Outcome::Failed(d) | Outcome::Unknown(d) => d,
+            Outcome::Succeeded(d)
+            | Outcome::Failed(d)
+            | Outcome::Unknown(d)
+            | Outcome::EffectMismatch(d) => d,
         }
     }
 }
@@ -109,15 +120,26 @@ pub use actiond_store::previews::Read;
 /// (`crate::prerun`), so "what the approver saw" and "what holds now" are read alike.
 pub type Preview = for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, Result<Read, String>>;
 
+/// A handler's read-back: what the provider shows now for the approved action, found under
+/// the spent grant (`ex.grant_id`, the idempotency key its run sent) and compared with the
+/// approved params. Read-only; a provider that cannot be read is [`Verdict::Unread`], never an
+/// error. Used after a successful run and to settle `outcome_unknown` ([`crate::effects`]).
+///
+/// [`Verdict::Unread`]: actiond_core::effect::Verdict::Unread
+pub type ReadBack =
+    for<'a> fn(&'a Execution<'a>) -> BoxFuture<'a, actiond_core::effect::EffectRecord>;
+
 /// What the executor does for one handler of the registry: run it and, when the provider can
-/// be read without changing anything, preview it for approvers. Each handler module defines
-/// one `HANDLER`; [`handler`] is the registry.
+/// be read without changing anything, preview it for approvers and read its effect back. Each
+/// handler module defines one `HANDLER`; [`handler`] is the registry.
 pub struct Handler {
     /// Performs the approved action (the grant is spent).
     pub run: Run,
     /// Reads the provider, read-only: the preview stored beside an escalated proposal, and
     /// the read again before the run of a grant bound to it.
     pub preview: Option<Preview>,
+    /// Reads the provider, read-only, after the run: the `proposal.effect` event.
+    pub read_back: Option<ReadBack>,
 }
 
 /// The executor's half of the registry (the other half is [`HandlerKind`]'s spec in core).

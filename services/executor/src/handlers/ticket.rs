@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 pub(super) static HANDLER: Handler = Handler {
     run: |ex| Box::pin(comment(ex)),
     preview: Some(|ex| Box::pin(preview(ex))),
+    read_back: None,
 };
 
 /// The ticket's URL under the approved `base_url`, after the destination guard, and the

@@ -9,6 +9,7 @@ use serde_json::Value;
 pub(super) static HANDLER: Handler = Handler {
     run: |ex| Box::pin(post(ex)),
     preview: None,
+    read_back: None,
 };
 
 async fn post(ex: &Execution<'_>) -> Outcome {

@@ -1,0 +1,49 @@
+//! The decision card's "before → approved → after": once the executor read a run's effect
+//! back (`proposal.effect`, services/store/src/effects.rs), the card shows the preview the
+//! approver saw, the approved action and what the provider shows now, and says plainly when
+//! the two differ (`effect_mismatch`).
+
+use crate::error::WebResult;
+use crate::views::DecisionPage;
+use actiond_core::effect::{EFFECT_MISMATCH_WORDS, Verdict};
+use actiond_core::text::reveal_invisible;
+
+/// Fills `page.effect` (rows of label and text) and `page.effect_words` for proposal `id`,
+/// seen with `tenants`; leaves them empty when nothing was read back.
+pub(crate) async fn fill(
+    db: &actiond_store::Db,
+    tenants: &[String],
+    id: uuid::Uuid,
+    state: &str,
+    page: &mut DecisionPage,
+) -> WebResult<()> {
+    let Some((effect, at)) = actiond_store::effects::latest(db, tenants, id).await? else {
+        return Ok(());
+    };
+    let before = if page.preview.is_empty() {
+        "(not previewed: it was never escalated)".to_owned()
+    } else {
+        page.preview.clone()
+    };
+    let mut after = effect.line();
+    if effect.settled {
+        after.push_str(" — read back to settle outcome_unknown");
+    }
+    page.effect = vec![
+        ("before".into(), before),
+        ("approved".into(), page.sentence.clone()),
+        (
+            format!("after (read {})", at.format("%Y-%m-%d %H:%M UTC")),
+            reveal_invisible(&after, false),
+        ),
+    ];
+    page.effect_words = match (state, effect.verdict) {
+        ("effect_mismatch", _) => EFFECT_MISMATCH_WORDS.to_owned(),
+        (_, Verdict::Matches) => "The provider shows what was approved.".to_owned(),
+        (_, Verdict::Unread) => {
+            "The provider could not be read back; its own answer stands.".to_owned()
+        }
+        _ => String::new(),
+    };
+    Ok(())
+}
