@@ -22,6 +22,7 @@ mod flows;
 mod freeze;
 mod handlers;
 mod idp_clocks;
+mod newcomer;
 mod privileges;
 mod proposal_checks;
 mod queue_plans;
