@@ -3,6 +3,17 @@
 use actiond_runtime::Metrics;
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
 
+/// The `outcome` label values of `policy_classifier_calls_total`.
+pub const CLASSIFIER_OUTCOMES: [&str; 7] = [
+    "agreed",
+    "raised",
+    "lower_ignored",
+    "timeout",
+    "error",
+    "malformed",
+    "unconfigured",
+];
+
 /// Metrics of the policy worker.
 #[derive(Clone)]
 pub struct PolicyMetrics {
@@ -28,12 +39,14 @@ impl PolicyMetrics {
     pub fn new(m: &Metrics) -> Self {
         let metrics = Self::register(m);
         metrics.grants_issued.with_label_values(&["policy"]);
+        // A histogram without labels has its one series only once it is asked for.
+        metrics.eval_seconds.with_label_values(&[]);
         metrics
     }
 
     /// Makes the counters of `tenant` present at 0 (a no-op for series that exist): its
     /// decisions by effect, no-handler attempts, expirations, evaluation failures by cause,
-    /// and budget escalations for each action one of its `budgets` covers. Called at every
+    /// classifier calls by outcome, and budget escalations for each action one of its `budgets` covers. Called at every
     /// scrape for every tenant with a document, so a panel or an alert on a tenant's rate sees
     /// 0 rather than "No data" until the first event.
     pub fn touch_tenant(&self, tenant: &str, budgets: &[actiond_core::tenant::Budget]) {
@@ -44,6 +57,9 @@ impl PolicyMetrics {
         self.expired.with_label_values(&[tenant]);
         for cause in ["error", "budget"] {
             self.eval_failures.with_label_values(&[tenant, cause]);
+        }
+        for outcome in CLASSIFIER_OUTCOMES {
+            self.classifier_calls.with_label_values(&[tenant, outcome]);
         }
         for b in budgets {
             self.budget_escalations

@@ -87,7 +87,7 @@ fn hint(config: &tokio_postgres::Config, e: &tokio_postgres::Error) -> Option<St
 pub fn explain(config: &tokio_postgres::Config, e: &tokio_postgres::Error) -> StoreError {
     let at = addresses(config).join(", ");
     let mut message = format!(
-        "cannot connect to Postgres at {at} (from {SETTING}): {}",
+        "cannot connect to Postgres at {at}, the address in {SETTING}: {}",
         crate::db_detail(e)
     );
     if let Some(h) = hint(config, e) {
@@ -111,7 +111,7 @@ pub fn explain_pool(
         PoolError::Backend(ref pg) => explain(config, pg),
         PoolError::Timeout(TimeoutType::Create) => StoreError::Connect {
             message: format!(
-                "cannot connect to Postgres at {} (from {SETTING}): no connection within the connect timeout; the host is down, wrong, or a firewall drops the connection; check the host in {SETTING}",
+                "cannot connect to Postgres at {}, the address in {SETTING}: no connection within the connect timeout; the host is down, wrong, or a firewall drops the connection; check the host in {SETTING}",
                 addresses(config).join(", ")
             ),
             retry: true,
