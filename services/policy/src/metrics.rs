@@ -40,7 +40,7 @@ impl PolicyMetrics {
         let metrics = Self::register(m);
         metrics.grants_issued.with_label_values(&["policy"]);
         // A histogram without labels has its one series only once it is asked for.
-        metrics.eval_seconds.with_label_values(&[]);
+        metrics.eval_seconds.with_label_values::<&str>(&[]);
         metrics
     }
 
