@@ -336,9 +336,13 @@ fn series(text: &str) -> Vec<(String, BTreeMap<String, String>)> {
     out
 }
 
+/// Label matchers of a mention: `(label, Some(value))` for `label="value"`, `(label, None)`
+/// for a bare label name.
+type Matchers = Vec<(String, Option<String>)>;
+
 /// The metric names (`actiond_…`) with their label matchers (`k="v"` or a bare label name) in
 /// `text`: a PromQL expression or a documentation code span.
-fn mentions(text: &str) -> Vec<(String, Vec<(String, Option<String>)>)> {
+fn mentions(text: &str) -> Vec<(String, Matchers)> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(i) = rest.find("actiond_") {
@@ -347,7 +351,7 @@ fn mentions(text: &str) -> Vec<(String, Vec<(String, Option<String>)>)> {
             .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
             .unwrap_or(from.len());
         let name = &from[..end];
-        let before = rest[..i].chars().last();
+        let before = rest[..i].chars().next_back();
         let mut matchers = Vec::new();
         if let Some(body) = from[end..].strip_prefix('{')
             && let Some(close) = body.find('}')
@@ -390,7 +394,7 @@ fn looks_like_metric(name: &str) -> bool {
 
 /// Every metric the docs (docs/*.md, deploy/README.md), the Grafana dashboard and the
 /// Prometheus alerts (deploy/ and the Helm chart's copies) name, with where it is named.
-fn documented_metrics() -> Vec<(String, Vec<(String, Option<String>)>, String)> {
+fn documented_metrics() -> Vec<(String, Matchers, String)> {
     let root = repo();
     let mut out = Vec::new();
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))

@@ -131,9 +131,11 @@ impl IntoResponse for WebError {
             chrome: None,
         };
         let mut r = (status, [(header::CACHE_CONTROL, "no-store")], render(&page)).into_response();
-        let extra = (status == StatusCode::BAD_REQUEST)
-            .then(|| field_errors(&message))
-            .flatten();
+        let extra = if status == StatusCode::BAD_REQUEST {
+            field_errors(&message)
+        } else {
+            None
+        };
         r.extensions_mut().insert(ProblemInfo {
             title,
             detail: message,
