@@ -208,7 +208,22 @@ pub fn parse_strict(raw: &[u8]) -> Result<Value, CanonicalError> {
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v));
     // serde_json appends " at line L column C" to the rule; it helps find the spot.
-    result.map_err(|e| decode_error(&e.to_string(), &path))
+    result.map_err(|e| {
+        let msg = e.to_string();
+        // A lone `\uD800` before the closing quote is "unexpected end of hex escape".
+        let lone = msg.contains("hex escape") && has_surrogate_escape(raw);
+        decode_error(&msg, &path, lone)
+    })
+}
+
+/// Whether `raw` holds a `\uD800`–`\uDFFF` escape (either case).
+fn has_surrogate_escape(raw: &[u8]) -> bool {
+    raw.windows(4).any(|w| {
+        w[0] == b'\\'
+            && w[1] == b'u'
+            && (w[2] | 0x20) == b'd'
+            && matches!(w[3] | 0x20, b'8'..=b'9' | b'a'..=b'f')
+    })
 }
 
 /// Reads any serde data format (the tenant document's YAML, for one) with the same strict rules
@@ -222,10 +237,12 @@ where
     let path = RefCell::new(Vec::new());
     Strict { path: &path }
         .deserialize(d)
-        .map_err(|e| decode_error(&e.to_string(), &path))
+        .map_err(|e| decode_error(&e.to_string(), &path, false))
 }
 
-fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>) -> CanonicalError {
+/// The error of a failed strict parse; `lone_surrogate` when the input's failure is a
+/// surrogate escape without its pair (serde_json words that several ways).
+fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>, lone_surrogate: bool) -> CanonicalError {
     if let Some(pos) = msg.find('\u{0}') {
         let rest = &msg[pos + 1..];
         let mut parts = rest.splitn(2, '\u{0}');
@@ -235,7 +252,7 @@ fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>) -> CanonicalError {
             path: p,
             rule: rule.to_owned(),
         }
-    } else if msg.contains("surrogate") {
+    } else if lone_surrogate || msg.contains("surrogate") {
         // Keep serde_json's " at line L column C": it finds the spot.
         let at = msg.find(" at line ").map_or("", |i| &msg[i..]);
         CanonicalError {
