@@ -583,6 +583,8 @@ async fn dev_refuses_a_database_an_earlier_dev_set_up_and_keeps_its_keys() {
     actiond_testkit::agent(&tdb.db, "demo", "support-bot", Some("dev-owner")).await;
     let dir = std::env::temp_dir().join(format!("actiond-dev-again-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(dir.join("credentials")).unwrap();
+    // The earlier dev made this directory (its marker) and has stopped (no such process).
+    std::fs::write(dir.join(".actiond-dev-state"), "999999999\n").unwrap();
     let kept = dir.join("credentials").join("earlier-key");
     std::fs::write(&kept, "the earlier run's key").unwrap();
     // Never bound: the refusal comes before any service starts.

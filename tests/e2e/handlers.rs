@@ -579,6 +579,9 @@ async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed(
     assert_eq!(smtp.messages().len(), 1, "the relay did store the message");
     let d = hx.detail(id).await;
     assert!(d.contains("may have accepted the message"), "{d}");
+    let (_, v) = hx.s.get(&hx.token, &id.to_string(), "").await;
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("The action may have reached"), "{v}");
     drop(hx);
 
     let hx = Hx::new("email_dead_relay", &[("ACTIOND_SMTP_RELAY", dead)], &[]).await;
@@ -586,6 +589,17 @@ async fn email_cut_off_after_data_is_outcome_unknown_and_a_dead_relay_is_failed(
     hx.s.wait_state(id, "failed", T).await;
     let d = hx.detail(id).await;
     assert!(d.starts_with("could not reach the SMTP relay"), "{d}");
+    // The agent is told that it failed, not the approval's "approved by …" (and never the
+    // relay's error text, which stays in the audit log).
+    let (code, v) = hx.s.get(&hx.token, &id.to_string(), "").await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["outcome"], "failed", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("The action ran and failed"), "{v}");
+    assert!(
+        !reason.contains("SMTP") && !reason.contains("approved"),
+        "{v}"
+    );
 }
 
 /// A relay with AUTH but without STARTTLS (misconfigured, or stripped by someone on the path):

@@ -24,6 +24,7 @@ mod freeze;
 mod handlers;
 mod idp_clocks;
 mod preview_bound;
+mod newcomer;
 mod privileges;
 mod proposal_checks;
 mod queue_plans;

@@ -131,11 +131,16 @@ impl IntoResponse for WebError {
             chrome: None,
         };
         let mut r = (status, [(header::CACHE_CONTROL, "no-store")], render(&page)).into_response();
+        let extra = if status == StatusCode::BAD_REQUEST {
+            field_errors(&message)
+        } else {
+            None
+        };
         r.extensions_mut().insert(ProblemInfo {
             title,
             detail: message,
             operation_id: None,
-            extra: None,
+            extra,
         });
         r.extensions_mut().insert(WithoutNavigation);
         r
@@ -175,6 +180,27 @@ impl ProblemInfo {
         self.extra = Some(extra);
         self
     }
+}
+
+/// The `errors` member of a 400 problem, as the API writes it (`[{"field", "rule"}]`), from a
+/// message of `field: rule` parts joined by `; ` (every [`WebError::BadRequest`] names its
+/// field so); `None` when the message does not name a field.
+fn field_errors(message: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let is_field = |f: &str| {
+        !f.is_empty()
+            && f.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c))
+    };
+    let errors = message
+        .split("; ")
+        .map(|part| {
+            let (field, rule) = part.split_once(": ")?;
+            is_field(field).then(|| serde_json::json!({"field": field, "rule": rule}))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut extra = serde_json::Map::new();
+    extra.insert("errors".into(), serde_json::Value::Array(errors));
+    Some(extra)
 }
 
 /// Whether `Accept` asks for problem details or JSON (with a non-zero `q`) rather than a page.
@@ -270,3 +296,25 @@ pub(crate) async fn navigation_on_errors(
 
 /// Result of page handlers.
 pub(crate) type WebResult<T> = Result<T, WebError>;
+
+#[cfg(test)]
+mod tests {
+    /// A 400's problem document lists its fields as the API's does; a message that names no
+    /// field gets no `errors`.
+    #[test]
+    fn bad_requests_list_their_fields() {
+        let e = super::field_errors(
+            "doc_version: must be an integer: the policy version shown on the page",
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::Value::Object(e),
+            serde_json::json!({"errors": [{"field": "doc_version",
+                "rule": "must be an integer: the policy version shown on the page"}]})
+        );
+        let two = super::field_errors("a.b[0]: is required; c: must be short").unwrap();
+        assert_eq!(two["errors"].as_array().unwrap().len(), 2);
+        assert!(super::field_errors("The sign-in answer lacks code or state.").is_none());
+        assert!(super::field_errors("Nothing was decided: try again").is_none());
+    }
+}

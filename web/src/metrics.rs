@@ -15,11 +15,52 @@ pub struct WebMetrics {
 }
 
 impl WebMetrics {
+    /// Makes the bounded series the dashboard and the alerts read present at 0 from the first
+    /// scrape (a rate of a series that does not exist yet is "No data", not 0): decisions by
+    /// verdict and result, logins by method and the common results, notices by channel,
+    /// CSRF refusals by reason. The per-tenant decision times appear with a tenant's first
+    /// decision.
+    fn present_at_zero(&self) {
+        for verdict in ["approve", "deny"] {
+            for result in [
+                "approved",
+                "denied",
+                "recorded",
+                "stage-complete",
+                "already",
+                "refused",
+            ] {
+                self.decisions.with_label_values(&[verdict, result]);
+            }
+        }
+        for result in ["amended", "refused"] {
+            self.decisions.with_label_values(&["amend", result]);
+        }
+        for result in [
+            "ok",
+            "idp_error",
+            "malformed",
+            "unknown_state",
+            "foreign_browser",
+        ] {
+            self.logins.with_label_values(&["oidc", result]);
+        }
+        for result in ["ok", "bad_code"] {
+            self.logins.with_label_values(&["dev", result]);
+        }
+        for channel in ["webhook", "email"] {
+            self.notifications.with_label_values(&[channel, "sent"]);
+        }
+        for reason in ["missing", "mismatch", "origin", "sec-fetch-site"] {
+            self.csrf_rejections.with_label_values(&[reason]);
+        }
+    }
+
     pub(crate) fn new(m: &actiond_runtime::Metrics) -> anyhow::Result<Self> {
         let vec = |name: &str, help: &str, labels: &[&str]| {
             IntCounterVec::new(Opts::new(name, help), labels).map(|c| m.register(c))
         };
-        Ok(Self {
+        let metrics = Self {
             decisions: vec(
                 "web_decisions_total",
                 "Decisions submitted by people, by verdict and result",
@@ -53,6 +94,8 @@ impl WebMetrics {
                 "POSTs refused for a missing or wrong CSRF token or a foreign origin",
                 &["reason"],
             )?,
-        })
+        };
+        metrics.present_at_zero();
+        Ok(metrics)
     }
 }

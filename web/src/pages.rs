@@ -1158,12 +1158,20 @@ fn decision_fields(form: &HashMap<String, String>) -> WebResult<(Option<Verdict>
         .ok_or_else(|| {
             WebError::BadRequest("intent_hash: the intent hash shown is required".into())
         })?;
-    let doc_version: i32 = form
-        .get("doc_version")
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| {
-            WebError::BadRequest("doc_version: the policy version shown is required".into())
-        })?;
+    // Missing and malformed are different mistakes: say which (a form with `doc_version=x`
+    // was told the field was required).
+    let doc_version: i32 = match form.get("doc_version").filter(|s| !s.is_empty()) {
+        None => {
+            return Err(WebError::BadRequest(
+                "doc_version: is required: the policy version shown on the page".into(),
+            ));
+        }
+        Some(s) => s.parse().map_err(|_| {
+            WebError::BadRequest(
+                "doc_version: must be an integer: the policy version shown on the page".into(),
+            )
+        })?,
+    };
     Ok((verdict, intent, doc_version))
 }
 

@@ -199,7 +199,8 @@ pub async fn audit(cmd: AuditCmd) -> anyhow::Result<()> {
 /// `actiond dev`'s sealer: a key of its own in `<creds>/sealer` (public half
 /// `<creds>/sealer-1.pub`, which dev's banner names in its `audit verify` line), its state in
 /// `<creds>/sealer-state`, and
-/// `actiond audit seal` as a child process with its own login.
+/// `actiond audit seal` as a child process with its own login, its metrics listener on a
+/// free loopback port and its stderr piped (dev relays it and reads the port from it).
 pub fn spawn_dev_sealer(
     exe: &std::path::Path,
     database_url: &str,
@@ -217,6 +218,8 @@ pub fn spawn_dev_sealer(
         .env("DATABASE_URL", database_url)
         .env("ACTIOND_SEALER_CREDENTIALS_DIR", &dir)
         .env("ACTIOND_SEALER_STATE_DIR", creds.join("sealer-state"))
+        .env("ACTIOND_SEALER_ADMIN_LISTEN", "127.0.0.1:0")
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .context("cannot start actiond audit seal")?;

@@ -113,6 +113,43 @@ fn print_doc(format: Format, v: &serde_json::Value) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join("\n")
     })
+
+/// The error of a request to the API at `url` that got no answer: the `host:port` tried, the
+/// setting it came from (`ACTIOND_URL` or `--url`), what happened and the likely fix. Before,
+/// it was reqwest's chain ending in `tcp connect error: Connection refused (os error 111)`.
+/// Exit code "unreachable" (4).
+fn unreachable(url: &str, e: reqwest::Error) -> anyhow::Error {
+    let at = url::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_owned();
+            Some(format!("{host}:{}", u.port_or_known_default()?))
+        })
+        .unwrap_or_else(|| url.to_owned());
+    let chain: Vec<&(dyn std::error::Error + 'static)> =
+        std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |s| {
+            s.source()
+        })
+        .collect();
+    let refused = chain.iter().any(|s| {
+        s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    });
+    let hint = if refused {
+        "nothing listens there: start the API (actiond dev, or actiond api), or set ACTIOND_URL (--url) to where it listens"
+    } else if e.is_timeout() {
+        "no answer in time: check the host in ACTIOND_URL (--url) and that the API runs there"
+    } else {
+        "check ACTIOND_URL (--url) and that the API runs there"
+    };
+    // The innermost cause says what happened (`Connection refused (os error 111)`); the
+    // layers above it repeat the URL.
+    let what = chain.last().map(ToString::to_string).unwrap_or_default();
+    crate::exit::tagged(
+        crate::exit::Kind::Unreachable,
+        format!("cannot reach the API at {at} (from ACTIOND_URL or --url: {url}): {what}; {hint}"),
+    )
+}
 }
 
 /// `actiond propose`.
@@ -149,10 +186,7 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     if let Some(k) = &a.idempotency_key {
         req = req.header("idempotency-key", k);
     }
-    let resp = req
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {}", a.conn.url))?;
+    let resp = req.send().await.map_err(|e| unreachable(&a.conn.url, e))?;
     let status = resp.status();
     let mut v = parse_response(status, &resp.text().await?)?;
     let Some(id) = v
@@ -234,7 +268,7 @@ async fn wait_status(
             .bearer_auth(token)
             .send()
             .await
-            .with_context(|| format!("cannot reach {url}"))?;
+            .map_err(|e| unreachable(url, e))?;
         let v = parse_response(resp.status(), &resp.text().await?)?;
         let state = v.get("state").and_then(|s| s.as_str()).unwrap_or_default();
         if !WORKING_STATES.contains(&state) || left.as_secs() == 0 {

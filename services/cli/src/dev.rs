@@ -460,25 +460,161 @@ fn write_file(path: &Path, content: &str) -> anyhow::Result<()> {
     std::fs::write(path, content).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn spawn_role(exe: &Path, role: &str, envs: &[(&str, String)]) -> anyhow::Result<Child> {
+/// A listener a child reported bound: (role, listener name, address).
+type Bound = (&'static str, String, SocketAddr);
+
+/// Starts `actiond <role>` with `envs`. Its stderr passes through this process's stderr line
+/// by line; every listener it logs as bound ([`listen_line`]) is sent on `bound`, so the
+/// banner can show the ports the system picked for `127.0.0.1:0`.
+fn spawn_role(
+    exe: &Path,
+    role: &'static str,
+    envs: &[(&str, String)],
+    bound: &tokio::sync::mpsc::UnboundedSender<Bound>,
+) -> anyhow::Result<Child> {
     let mut cmd = Command::new(exe);
     cmd.arg(role)
         .env_remove("CREDENTIALS_DIRECTORY")
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    cmd.spawn()
-        .with_context(|| format!("cannot start actiond {role}"))
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start actiond {role}"))?;
+    relay_stderr(&mut child, role, bound);
+    Ok(child)
 }
 
-/// Runs `actiond dev`.
+/// Copies `child`'s stderr to ours line by line and sends each listener it reports bound.
+pub(crate) fn relay_stderr(
+    child: &mut Child,
+    role: &'static str,
+    bound: &tokio::sync::mpsc::UnboundedSender<Bound>,
+) {
+    use tokio::io::AsyncBufReadExt as _;
+    let Some(err) = child.stderr.take() else {
+        return;
+    };
+    let bound = bound.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            actiond_runtime::tell(&line);
+            if let Some((name, addr)) = listen_line(&line) {
+                let _ = bound.send((role, name, addr));
+            }
+        }
+    });
+}
+
+/// The listener name and address of the line `actiond_runtime::http::bind` logs once a
+/// listener is bound (text or JSON log format); `None` for any other line.
+fn listen_line(line: &str) -> Option<(String, SocketAddr)> {
+    let target = actiond_runtime::http::LISTEN_LOG_TARGET;
+    if line.trim_start().starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        if v["target"] != target {
+            return None;
+        }
+        let fields = if v["fields"].is_object() {
+            &v["fields"]
+        } else {
+            &v
+        };
+        let name = fields["listener"].as_str()?;
+        let addr = fields["addr"].as_str()?.parse().ok()?;
+        return Some((name.to_owned(), addr));
+    }
+    let (_, rest) = line.split_once(&format!("{target}:"))?;
+    let mut name = None;
+    let mut addr = None;
+    for token in rest.split_whitespace() {
+        if let Some(v) = token.strip_prefix("listener=") {
+            name = Some(v.trim_matches('"').to_owned());
+        } else if let Some(v) = token.strip_prefix("addr=") {
+            addr = v.trim_matches('"').parse().ok();
+        }
+    }
+    Some((name?, addr?))
+}
+
+/// The listeners every role of `actiond dev` binds: (role, listener).
+const LISTENERS: [(&str, &str); 7] = [
+    ("api", "http"),
+    ("api", "admin"),
+    ("policy", "admin"),
+    ("executor", "admin"),
+    ("web", "http"),
+    ("web", "admin"),
+    ("sealer", "admin"),
+];
+
+/// Where each role's listeners are bound.
+#[derive(Debug, Default)]
+struct Addresses(std::collections::BTreeMap<(String, String), SocketAddr>);
+
+impl Addresses {
+    /// The address of `role`'s `listener`, as `127.0.0.1:port`; `(not up)` when it never
+    /// reported one.
+    fn of(&self, role: &str, listener: &str) -> String {
+        self.0
+            .get(&(role.to_owned(), listener.to_owned()))
+            .map_or_else(|| "(not up)".to_owned(), ToString::to_string)
+    }
+}
+
+/// Collects the bound listeners the children report until every one of [`LISTENERS`] is in,
+/// a child exits, or 120 s pass (a cold machine starts five processes).
+async fn await_listeners(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bound>,
+    children: &mut [(&'static str, Child)],
+) -> Addresses {
+    let mut got = Addresses::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while LISTENERS
+        .iter()
+        .any(|(r, l)| !got.0.contains_key(&((*r).to_owned(), (*l).to_owned())))
+    {
+        if tokio::time::Instant::now() > deadline
+            || children
+                .iter_mut()
+                .any(|(_, c)| matches!(c.try_wait(), Ok(Some(_))))
+        {
+            break;
+        }
+        if let Ok(Some((role, name, addr))) =
+            tokio::time::timeout(Duration::from_millis(200), rx.recv()).await
+        {
+            got.0.insert((role.to_owned(), name), addr);
+        }
+    }
+    got
+}
+
+/// Runs `actiond dev`. What would make it refuse later is checked before a Postgres is
+/// started: a `DATABASE_URL` left from an earlier run's banner, a `--state-dir` another dev
+/// runs with, an `--api-listen`/`--web-listen` address that is taken.
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
-    if !args.api_listen.ip().is_loopback() {
-        bail!(
-            "actiond dev binds to loopback only (got {})",
-            args.api_listen
-        );
+    for (flag, addr) in [
+        ("--api-listen", args.api_listen),
+        ("--web-listen", args.web_listen),
+    ] {
+        if !addr.ip().is_loopback() {
+            bail!("{flag} {addr}: actiond dev binds to loopback only (127.0.0.1 or ::1)");
+        }
+    }
+    if let Some(u) = &args.database_url {
+        refuse_a_leftover_export(u)?;
+    }
+    check_state_dir(&args.state_dir)?;
+    check_free(&args)?;
+    let mut args = args;
+    // The web app must know its own URL (links, the login page) before it binds: with port 0
+    // and no public URL, pick the free port here.
+    if args.web_listen.port() == 0 && args.web_public_url.is_none() {
+        args.web_listen.set_port(free_port()?);
     }
     let mut pg = None;
     let base_url = match &args.database_url {
@@ -496,6 +632,58 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         stop_pg(p).await;
     }
     result
+}
+
+/// Refuses a `DATABASE_URL` that is one of the service logins of an earlier `actiond dev`'s
+/// throwaway Postgres (`actiond_<role>_login@…/actiond`, as its banner's `export` line sets
+/// it): that Postgres is gone once its dev stopped, and a login of a service role can never
+/// set a database up. Named as the cause, with the fix, before anything is started.
+fn refuse_a_leftover_export(database_url: &str) -> anyhow::Result<()> {
+    let Ok(u) = url::Url::parse(database_url) else {
+        return Ok(());
+    };
+    let user = u.username();
+    let from_dev = user.starts_with("actiond_")
+        && user.ends_with("_login")
+        && u.path() == "/actiond"
+        && u.host_str().is_some_and(|h| h == "127.0.0.1");
+    if from_dev {
+        let origin = if std::env::var("DATABASE_URL").is_ok_and(|e| e == database_url) {
+            "DATABASE_URL"
+        } else {
+            "--database-url"
+        };
+        bail!(
+            "{origin} is {user}@{}:{}/actiond, the service login an earlier actiond dev printed in its `export …` line; \
+             that throwaway Postgres is gone when its dev stops and a service login cannot set a database up: \
+             run `unset DATABASE_URL` and start actiond dev again (it starts a new throwaway Postgres), \
+             or set DATABASE_URL to a database of your own with a login that may create tables",
+            u.host_str().unwrap_or_default(),
+            u.port().unwrap_or(5432),
+        );
+    }
+    Ok(())
+}
+
+/// Refuses an `--api-listen` or `--web-listen` address another process holds (a second
+/// `actiond dev` with the defaults), before a Postgres is started for nothing. Port 0 (the
+/// system picks) is always free.
+fn check_free(args: &DevArgs) -> anyhow::Result<()> {
+    for (flag, addr) in [
+        ("--api-listen", args.api_listen),
+        ("--web-listen", args.web_listen),
+    ] {
+        if addr.port() == 0 {
+            continue;
+        }
+        if let Err(e) = std::net::TcpListener::bind(addr) {
+            bail!(
+                "{flag} {addr}: cannot bind it ({e}): another actiond dev or another program listens there; \
+                 stop it, or pass {flag} 127.0.0.1:0 (a free port, shown in the banner)"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The rest of `actiond dev` once a Postgres is up: database, roles, keys, the demo tenant and
@@ -521,13 +709,13 @@ async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Re
         .context("the demo orders database")?;
     let demo = set_up_demo(&db, state, sink).await?;
     let exe = std::env::current_exe()?;
-    let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, (sink, smtp))?;
-    children.push(crate::audit::spawn_dev_sealer(
-        &exe,
-        &roles.of("sealer"),
-        &creds,
-    )?);
-    print_banner(args, &roles, &creds, &demo, &exe, sink);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut children = spawn_services(&exe, args, &roles, &creds, &exec_dir, (sink, smtp), &tx)?;
+    let mut sealer = crate::audit::spawn_dev_sealer(&exe, &roles.of("sealer"), &creds)?;
+    relay_stderr(&mut sealer.1, "sealer", &tx);
+    children.push(sealer);
+    let addrs = await_listeners(&mut rx, &mut children).await;
+    print_banner(args, &roles, &creds, &demo, &exe, sink, &addrs);
     supervise(&mut children).await;
     say("actiond dev stopped");
     Ok(())
@@ -543,34 +731,44 @@ const STATE_MARKER: &str = ".actiond-dev-state";
 /// is still running (its process id in the marker is alive), so a second run cannot replace
 /// the first one's keys and token under it.
 fn reset_state_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    check_state_dir(dir)?;
     if dir.exists() {
-        let marker = dir.join(STATE_MARKER);
-        let empty = std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read --state-dir {}", dir.display()))?
-            .next()
-            .is_none();
-        if !empty && !marker.exists() {
-            anyhow::bail!(
-                "--state-dir {}: this directory holds files actiond dev did not create, and dev empties its state dir on every start; pass a new or empty directory",
-                dir.display()
-            );
-        }
-        if let Some(pid) = std::fs::read_to_string(&marker)
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok())
-            && pid != std::process::id()
-            && Path::new(&format!("/proc/{pid}")).exists()
-        {
-            anyhow::bail!(
-                "--state-dir {}: another actiond dev (pid {pid}) is running with it; stop it first (Ctrl-C in its terminal) or pass another --state-dir and other --api-listen/--web-listen addresses",
-                dir.display()
-            );
-        }
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot reset {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join(STATE_MARKER), format!("{}\n", std::process::id()))?;
     Ok(std::fs::canonicalize(dir)?)
+}
+
+/// The refusals of [`reset_state_dir`], touching nothing: `actiond dev` runs them first, so a
+/// second dev on the same directory is refused before it starts a Postgres.
+fn check_state_dir(dir: &Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let marker = dir.join(STATE_MARKER);
+    let empty = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read --state-dir {}", dir.display()))?
+        .next()
+        .is_none();
+    if !empty && !marker.exists() {
+        anyhow::bail!(
+            "--state-dir {}: this directory holds files actiond dev did not create, and dev empties its state dir on every start; pass a new or empty directory",
+            dir.display()
+        );
+    }
+    if let Some(pid) = std::fs::read_to_string(&marker)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        && pid != std::process::id()
+        && Path::new(&format!("/proc/{pid}")).exists()
+    {
+        anyhow::bail!(
+            "--state-dir {}: another actiond dev (pid {pid}) is running with it; stop it first (Ctrl-C in its terminal) or pass another --state-dir and other --api-listen/--web-listen addresses",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// `actiond dev` sets a database up from nothing (the demo tenant and a new `support-bot`),
@@ -718,6 +916,7 @@ fn spawn_services(
     creds: &Path,
     exec_dir: &Path,
     (sink, smtp): (u16, u16),
+    bound: &tokio::sync::mpsc::UnboundedSender<Bound>,
 ) -> anyhow::Result<Vec<(&'static str, Child)>> {
     let any = "127.0.0.1:0".to_owned();
     Ok(vec![
@@ -731,6 +930,7 @@ fn spawn_services(
                     ("ACTIOND_API_LISTEN", args.api_listen.to_string()),
                     ("ACTIOND_API_ADMIN_LISTEN", any.clone()),
                 ],
+                bound,
             )?,
         ),
         (
@@ -746,6 +946,7 @@ fn spawn_services(
                         creds.join("policy").display().to_string(),
                     ),
                 ],
+                bound,
             )?,
         ),
         (
@@ -769,6 +970,7 @@ fn spawn_services(
                     ("ACTIOND_SMTP_RELAY", format!("127.0.0.1:{smtp}")),
                     ("ACTIOND_ALLOW_PRIVATE_DESTINATIONS", "true".into()),
                 ],
+                bound,
             )?,
         ),
         (
@@ -779,6 +981,7 @@ fn spawn_services(
                 &[
                     ("DATABASE_URL", roles.of("web")),
                     ("ACTIOND_WEB_LISTEN", args.web_listen.to_string()),
+                    ("ACTIOND_WEB_ADMIN_LISTEN", any.clone()),
                     (
                         "ACTIOND_WEB_CREDENTIALS_DIR",
                         creds.join("web").display().to_string(),
@@ -788,6 +991,7 @@ fn spawn_services(
                     ("ACTIOND_WEB_NOTIFY_ALLOW_PRIVATE", "true".into()),
                     ("ACTIOND_WEB_PUBLIC_URL", web_url(args)),
                 ],
+                bound,
             )?,
         ),
     ])
@@ -808,12 +1012,18 @@ fn print_banner(
     demo: &Demo,
     exe: &Path,
     sink: u16,
+    addrs: &Addresses,
 ) {
     let url = &roles.url;
     let own_pg = roles.own_pg;
     let token = &demo.token;
     let doc_path = &demo.doc_path;
-    let api = format!("http://{}", args.api_listen);
+    // The bound address: with `--api-listen 127.0.0.1:0` the port the system picked.
+    let api = match addrs.0.get(&("api".to_owned(), "http".to_owned())) {
+        Some(a) => format!("http://{a}"),
+        None => format!("http://{}", args.api_listen),
+    };
+    let admin = |role: &str| format!("{role} http://{}", addrs.of(role, "admin"));
     let exe_s = exe.display().to_string();
     let tp = demo.token_path.display();
     let cli_creds = creds.join("cli").display().to_string();
@@ -833,7 +1043,20 @@ fn print_banner(
                 ""
             }
         ),
+        format!(
+            "  metrics       /metrics, /healthz and /readyz of each service:   {}   {}   {}",
+            admin("api"),
+            admin("policy"),
+            admin("executor")
+        ),
+        format!(
+            "                {}   {}",
+            admin("web"),
+            admin("sealer")
+        ),
         format!("  tenant        demo   (document: {})", doc_path.display()),
+        approvers_line(),
+        "                (refunds over 500.00: a team-leads approval, then a finance one, from two different people)".into(),
         format!("  agent token   {token}"),
         format!("                (agent support-bot, owner dev-owner; also in {tp})"),
         format!(
@@ -874,6 +1097,25 @@ fn print_banner(
     for l in lines {
         say(&l);
     }
+}
+
+/// Who can approve the demo tenant's escalations at the dev login, from its `approvers`.
+fn approvers_line() -> String {
+    let doc = actiond_core::tenant::TenantDocument::parse(&DEMO_TENANT.replace("SINK_PORT", "9"));
+    let Ok(doc) = doc else {
+        return "  approvers     see the demo tenant document's approvers".into();
+    };
+    let a = &doc.approvers;
+    let values = match a.values.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    };
+    format!(
+        "  approvers     dev login: subject {}, or any subject with {} {values} (the dev login form asks for both)",
+        a.subjects.join(" or "),
+        a.claim
+    )
 }
 
 /// Runs until Ctrl-C / SIGTERM or a child dies, then stops every child (SIGTERM, then a kill

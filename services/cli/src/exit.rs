@@ -76,7 +76,10 @@ pub fn classify(e: &anyhow::Error) -> Kind {
                 StoreError::NotFound(_) => Kind::NotFound,
                 StoreError::Conflict(_) | StoreError::Config(_) => Kind::Invalid,
                 s if s.is_unavailable() => Kind::Unreachable,
-                StoreError::Pool(_) | StoreError::Db(_) | StoreError::Migration(_) => Kind::Other,
+                StoreError::Pool(_)
+                | StoreError::Db(_)
+                | StoreError::Connect { .. }
+                | StoreError::Migration(_) => Kind::Other,
             };
         }
         if cause.is::<actiond_core::FieldErrors>() {

@@ -8,7 +8,8 @@
 //! - duplicate object keys anywhere (`{"amount":10,"amount":5000}`): serde_json would keep the
 //!   last one silently;
 //! - integers beyond ±(2^53−1) (`Number.MAX_SAFE_INTEGER`), including integral doubles such as
-//!   `1e21`: the serializer would round them silently; send such values as strings;
+//!   `1e21`: the serializer would round them silently (a money amount that large is a unit
+//!   mistake: amounts are integers in minor units);
 //! - U+0000 in any string value or object key (`"a\u0000b"`): Postgres `text` and `jsonb`
 //!   cannot store it, so it would otherwise fail late as a server error;
 //! - non-finite numbers, lone surrogates, invalid UTF-8, trailing data, nesting deeper than 128
@@ -25,6 +26,17 @@ use std::fmt::Write as _;
 /// `Number.MAX_SAFE_INTEGER` (2^53−1): the largest integer every JSON peer represents exactly
 /// (RFC 7493 §2.2).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// What to do about an integer past [`MAX_SAFE_INTEGER`]. Not just "send it as a string": the
+/// handlers' schemas take amounts as integers, so a string amount is refused there too; only
+/// a `bigint` parameter of `db.statement.execute` takes a larger value, as a string.
+const UNSAFE_HINT: &str = "check the value and its unit (amounts are integers in minor units, e.g. cents); \
+     only a bigint statement parameter takes a larger value, as a string of its digits";
+
+/// The rule of a lone UTF-16 surrogate escape (`"\uD800"` without its pair), in place of
+/// serde_json's "lone leading surrogate in hex escape".
+const LONE_SURROGATE_RULE: &str = "a \\uD800–\\uDFFF escape is half of a UTF-16 surrogate pair and is not a character alone: \
+     send the character itself (UTF-8), or both halves in order (\\uD83D\\uDE00 for U+1F600)";
 
 /// Rule of a string value or object key containing U+0000, which Postgres `text` and `jsonb`
 /// cannot store.
@@ -129,7 +141,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
         if n > MAX_SAFE_INTEGER {
             return Err(self.err(format!(
-                "integer {n} is outside ±(2^53−1); send it as a string"
+                "integer {n} is outside ±9007199254740991 (2^53−1), the largest every JSON reader keeps exactly; {UNSAFE_HINT}"
             )));
         }
         Ok(n.into())
@@ -137,7 +149,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
         if n.unsigned_abs() > MAX_SAFE_INTEGER {
             return Err(self.err(format!(
-                "integer {n} is outside ±(2^53−1); send it as a string"
+                "integer {n} is outside ±9007199254740991 (2^53−1), the largest every JSON reader keeps exactly; {UNSAFE_HINT}"
             )));
         }
         Ok(n.into())
@@ -146,7 +158,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
         // `1e21` and integer literals wider than u64 arrive here.
         if x.fract() == 0.0 && x.abs() > MAX_SAFE_INTEGER as f64 {
             return Err(self.err(format!(
-                "number {x} is an integer outside ±(2^53−1); send it as a string"
+                "number {x} is an integer outside ±9007199254740991 (2^53−1), the largest every JSON reader keeps exactly; {UNSAFE_HINT}"
             )));
         }
         Number::from_f64(x)
@@ -196,7 +208,22 @@ pub fn parse_strict(raw: &[u8]) -> Result<Value, CanonicalError> {
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v));
     // serde_json appends " at line L column C" to the rule; it helps find the spot.
-    result.map_err(|e| decode_error(&e.to_string(), &path))
+    result.map_err(|e| {
+        let msg = e.to_string();
+        // A lone `\uD800` before the closing quote is "unexpected end of hex escape".
+        let lone = msg.contains("hex escape") && has_surrogate_escape(raw);
+        decode_error(&msg, &path, lone)
+    })
+}
+
+/// Whether `raw` holds a `\uD800`–`\uDFFF` escape (either case).
+fn has_surrogate_escape(raw: &[u8]) -> bool {
+    raw.windows(4).any(|w| {
+        w[0] == b'\\'
+            && w[1] == b'u'
+            && (w[2] | 0x20) == b'd'
+            && matches!(w[3] | 0x20, b'8'..=b'9' | b'a'..=b'f')
+    })
 }
 
 /// Reads any serde data format (the tenant document's YAML, for one) with the same strict rules
@@ -210,10 +237,12 @@ where
     let path = RefCell::new(Vec::new());
     Strict { path: &path }
         .deserialize(d)
-        .map_err(|e| decode_error(&e.to_string(), &path))
+        .map_err(|e| decode_error(&e.to_string(), &path, false))
 }
 
-fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>) -> CanonicalError {
+/// The error of a failed strict parse; `lone_surrogate` when the input's failure is a
+/// surrogate escape without its pair (serde_json words that several ways).
+fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>, lone_surrogate: bool) -> CanonicalError {
     if let Some(pos) = msg.find('\u{0}') {
         let rest = &msg[pos + 1..];
         let mut parts = rest.splitn(2, '\u{0}');
@@ -222,6 +251,13 @@ fn decode_error(msg: &str, path: &RefCell<Vec<Seg>>) -> CanonicalError {
         CanonicalError {
             path: p,
             rule: rule.to_owned(),
+        }
+    } else if lone_surrogate || msg.contains("surrogate") {
+        // Keep serde_json's " at line L column C": it finds the spot.
+        let at = msg.find(" at line ").map_or("", |i| &msg[i..]);
+        CanonicalError {
+            path: format_path(&path.borrow()),
+            rule: format!("{LONE_SURROGATE_RULE}{at}"),
         }
     } else {
         CanonicalError {
@@ -302,7 +338,11 @@ mod tests {
         assert!(parse_strict(b"9007199254740991").is_ok());
         let e = parse_strict(br#"{"n":9007199254740992}"#).unwrap_err();
         assert_eq!(e.path, "n");
-        assert!(e.rule.contains("send it as a string"));
+        assert!(e.rule.contains("outside ±9007199254740991"), "{e}");
+        // Not a bare "send it as a string": the handlers' schemas refuse a string amount.
+        assert!(!e.rule.contains("send it as a string"), "{e}");
+        assert!(e.rule.contains("minor units"), "{e}");
+        assert!(e.rule.contains("only a bigint statement parameter"), "{e}");
         assert!(parse_strict(b"-9007199254740992").is_err());
         assert!(parse_strict(b"18446744073709551616").is_err());
     }
@@ -311,6 +351,11 @@ mod tests {
     fn lone_surrogates_and_garbage_are_refused() {
         let e = parse_strict(br#"{"s":"\uD800"}"#).unwrap_err();
         assert_eq!(e.path, "s");
+        // Says what a lone surrogate is and what to send, and still where it is.
+        assert!(e.rule.contains("half of a UTF-16 surrogate pair"), "{e}");
+        assert!(e.rule.contains("at line 1 column"), "{e}");
+        let e = parse_strict(br#"{"s":"a\uDE00"}"#).unwrap_err();
+        assert!(e.rule.contains("half of a UTF-16 surrogate pair"), "{e}");
         assert!(parse_strict(br#""\uDE00x""#).is_err());
         assert!(parse_strict(b"{} x").is_err());
         assert!(parse_strict(b"\xEF\xBB\xBF{}").is_err());

@@ -812,7 +812,7 @@ fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Ins
         Some((effect, rule, true)) => Decision {
             effect,
             rule: Some(rule.name.clone()),
-            reason: "a policy rule could not be evaluated; a person must review this".into(),
+            reason: failed_rule_reason(&rule.name, effect),
             errors: errors.clone(),
         },
         None => Decision {
@@ -835,6 +835,23 @@ fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Ins
         );
     }
     decision
+}
+
+/// The reason the agent (and the approver) reads when rule `name` failed to evaluate and the
+/// decision failed closed to `effect`. It names the rule and says who can act: a blocked row
+/// cannot be reviewed by anyone, so "a person must review this" (the text before) was wrong
+/// for it. The evaluation error itself stays in the audit log.
+fn failed_rule_reason(name: &str, effect: Effect) -> String {
+    if effect == Effect::Block {
+        format!(
+            "blocked because rule {name} could not be evaluated and its effect is block (fail closed); nothing ran. \
+             The tenant's rule needs fixing: the error is in the audit log"
+        )
+    } else {
+        format!(
+            "rule {name} could not be evaluated, so this needs a person (fail closed); the error is in the audit log"
+        )
+    }
 }
 
 #[cfg(test)]
@@ -1247,11 +1264,25 @@ handlers:
             !d.reason.contains("nope"),
             "errors stay out of the agent-visible reason"
         );
-        let rule = "    - name: missing\n      when: 'params.nope > 1'\n      effect: block\n      reason: never\n";
-        assert_eq!(
-            decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect,
-            Effect::Block
+        // The agent reads which rule failed and who can act; not "a person must review this"
+        // for a row nobody can review.
+        assert!(
+            d.reason.contains("rule missing could not be evaluated"),
+            "{}",
+            d.reason
         );
+        assert!(d.reason.contains("needs a person"), "{}", d.reason);
+        let rule = "    - name: missing\n      when: 'params.nope > 1'\n      effect: block\n      reason: never\n";
+        let d = decide(&policy(rule, "allow"), &input("billing.refund.issue", 100));
+        assert_eq!(d.effect, Effect::Block);
+        assert!(
+            d.reason
+                .starts_with("blocked because rule missing could not be evaluated"),
+            "{}",
+            d.reason
+        );
+        assert!(!d.reason.contains("a person must review"), "{}", d.reason);
+        assert!(!d.reason.contains("nope"), "{}", d.reason);
         let rule = "    - name: notbool\n      when: 'params.amount'\n      effect: allow\n      reason: x\n";
         assert_eq!(
             decide(&policy(rule, "allow"), &input("billing.refund.issue", 100)).effect,

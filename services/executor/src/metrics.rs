@@ -24,7 +24,7 @@ impl ExecutorMetrics {
             grants_spent: m.counter_vec("grants_spent_total", "Grants spent, by issuer kind", &["issuer"]),
             grants_rejected: m.counter_vec(
                 "grants_rejected_total",
-                "Grants refused: expired, replayed, bad_signature, untrusted_key, intent_mismatch, policy_changed, missing",
+                "Grants refused, by reason: missing, untrusted_key, unknown_version, bad_signature, intent_mismatch, policy_changed, replayed, expired, agent_frozen, agent_revoked",
                 &["reason"],
             ),
             executions: m.counter_vec("executions_total", "Handler runs by action and outcome", &["action", "outcome"]),
@@ -60,6 +60,9 @@ impl ExecutorMetrics {
                     .with_label_values(&[kind.action(), outcome]);
             }
         }
+        for kind in actiond_core::handlers::HandlerKind::ALL {
+            metrics.handler_seconds.with_label_values(&[kind.action()]);
+        }
         for to_state in ["outcome_unknown", "expired"] {
             metrics.swept.with_label_values(&[to_state]);
         }
@@ -81,6 +84,16 @@ impl ExecutorMetrics {
         }
         for to_state in ["succeeded", "failed", "effect_mismatch"] {
             metrics.settled.with_label_values(&[to_state]);
+        }
+        for reason in crate::refusal::METRIC_LABELS {
+            metrics.grants_rejected.with_label_values(&[reason]);
+        }
+        for issuer in [
+            actiond_core::grant::KeyKind::Policy,
+            actiond_core::grant::KeyKind::Approver,
+            actiond_core::grant::KeyKind::BreakGlass,
+        ] {
+            metrics.grants_spent.with_label_values(&[issuer.as_str()]);
         }
         for method in ["batch", "single", "fallback"] {
             metrics.signatures_verified.with_label_values(&[method]);

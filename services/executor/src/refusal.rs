@@ -18,6 +18,21 @@ pub struct GrantFault {
     pub key_id: String,
 }
 
+/// Every `reason` label of `grants_rejected_total` ([`Refusal::metric_label`]): the executor
+/// makes each present at 0 from its first scrape.
+pub const METRIC_LABELS: [&str; 10] = [
+    "missing",
+    "untrusted_key",
+    "unknown_version",
+    "bad_signature",
+    "intent_mismatch",
+    "policy_changed",
+    "replayed",
+    "expired",
+    "agent_frozen",
+    "agent_revoked",
+];
+
 /// A refusal to run a claimed `approved` proposal.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -139,7 +154,7 @@ impl Refusal {
         }
     }
 
-    /// The `reason` label of `grants_rejected_total`.
+    /// The `reason` label of `grants_rejected_total` (one of [`METRIC_LABELS`]).
     pub fn metric_label(&self) -> &'static str {
         match self {
             Self::MissingGrant | Self::ApprovedVersionMissing | Self::NoHandler { .. } => "missing",
@@ -273,6 +288,12 @@ mod tests {
             );
             assert_eq!(r.audit_detail()["reason"], r.metric_label());
             assert!(!r.agent_text().is_empty());
+            // Pre-created at 0, so a rate over it never starts at "No data".
+            assert!(METRIC_LABELS.contains(&r.metric_label()), "{r:?}");
+        }
+        // And no pre-created label that no refusal uses.
+        for l in METRIC_LABELS {
+            assert!(all.iter().any(|r| r.metric_label() == l), "{l}");
         }
     }
 }

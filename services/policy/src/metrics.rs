@@ -3,6 +3,17 @@
 use actiond_runtime::Metrics;
 use prometheus::{GaugeVec, HistogramVec, IntCounterVec};
 
+/// The `outcome` label values of `policy_classifier_calls_total`.
+pub const CLASSIFIER_OUTCOMES: [&str; 7] = [
+    "agreed",
+    "raised",
+    "lower_ignored",
+    "timeout",
+    "error",
+    "malformed",
+    "unconfigured",
+];
+
 /// Metrics of the policy worker.
 #[derive(Clone)]
 pub struct PolicyMetrics {
@@ -21,8 +32,42 @@ pub struct PolicyMetrics {
 }
 
 impl PolicyMetrics {
-    /// Registers the policy metrics.
+    /// Registers the policy metrics; the series with bounded labels only
+    /// (`grants_issued_total{issuer="policy"}`, the one issuer this process counts) are
+    /// present at 0 from the first scrape. The per-tenant ones follow
+    /// ([`PolicyMetrics::touch_tenant`]).
     pub fn new(m: &Metrics) -> Self {
+        let metrics = Self::register(m);
+        metrics.grants_issued.with_label_values(&["policy"]);
+        // A histogram without labels has its one series only once it is asked for.
+        metrics.eval_seconds.with_label_values::<&str>(&[]);
+        metrics
+    }
+
+    /// Makes the counters of `tenant` present at 0 (a no-op for series that exist): its
+    /// decisions by effect, no-handler attempts, expirations, evaluation failures by cause,
+    /// classifier calls by outcome, and budget escalations for each action one of its `budgets` covers. Called at every
+    /// scrape for every tenant with a document, so a panel or an alert on a tenant's rate sees
+    /// 0 rather than "No data" until the first event.
+    pub fn touch_tenant(&self, tenant: &str, budgets: &[actiond_core::tenant::Budget]) {
+        for effect in ["allow", "escalate", "block"] {
+            self.decisions.with_label_values(&[tenant, effect]);
+        }
+        self.no_handler.with_label_values(&[tenant]);
+        self.expired.with_label_values(&[tenant]);
+        for cause in ["error", "budget"] {
+            self.eval_failures.with_label_values(&[tenant, cause]);
+        }
+        for outcome in CLASSIFIER_OUTCOMES {
+            self.classifier_calls.with_label_values(&[tenant, outcome]);
+        }
+        for b in budgets {
+            self.budget_escalations
+                .with_label_values(&[tenant, b.action.as_str()]);
+        }
+    }
+
+    fn register(m: &Metrics) -> Self {
         Self {
             decisions: m.counter_vec("policy_decisions_total", "Decisions by tenant and effect", &["tenant", "effect"]),
             no_handler: m.counter_vec(

@@ -374,6 +374,7 @@ impl Worker {
         let docs = self.cache.latest_of_every_tenant(&c).await?;
         self.metrics.budget_use.reset();
         for doc in docs {
+            self.metrics.touch_tenant(doc.tenant.as_str(), &doc.budgets);
             let mut highest: HashMap<&str, f64> = HashMap::new();
             for b in &doc.budgets {
                 let ratio = budgets::use_ratio(&c, doc.tenant.as_str(), b).await?;

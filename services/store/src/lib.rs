@@ -21,6 +21,7 @@ pub mod audit;
 pub mod audit_export;
 pub mod budgets;
 pub mod effects;
+pub mod connect_error;
 pub mod executor_queue;
 pub mod grants;
 pub mod listen;
@@ -58,6 +59,17 @@ pub enum StoreError {
     /// No connection could be had from the pool.
     #[error("database pool: {}", tls::error_chain(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
+    /// A connection could not be opened: the message names the address, the setting it came
+    /// from and the likely fix ([`connect_error::explain`]). `retry` when the server could
+    /// not be reached (or cannot serve now), so waiting may help; not for a refused login or a
+    /// missing database.
+    #[error("{message}")]
+    Connect {
+        /// One line: address, setting, what happened, what to do.
+        message: String,
+        /// Whether the failure is one of reaching the server ([`StoreError::is_unavailable`]).
+        retry: bool,
+    },
     /// Migrations failed.
     #[error("migration failed: {0}")]
     Migration(String),
@@ -102,6 +114,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             StoreError::Pool(_) => true,
+            StoreError::Connect { retry, .. } => *retry,
             StoreError::Db(e) => {
                 e.is_closed() || e.code().is_none_or(|c| sqlstate_unavailable(c.code()))
             }
@@ -296,7 +309,10 @@ impl Db {
 
     /// A pooled client.
     pub async fn client(&self) -> Result<Client> {
-        Ok(self.pool.get().await?)
+        self.pool
+            .get()
+            .await
+            .map_err(|e| connect_error::explain_pool(&self.config, e))
     }
 
     /// The connection config (for a dedicated LISTEN connection).
@@ -311,7 +327,13 @@ impl Db {
 
     /// Opens a dedicated (non-pooled) connection; its driver runs on a spawned task.
     pub async fn dedicated(&self) -> Result<tokio_postgres::Client> {
-        let (client, conn) = self.config.connect(self.tls.clone()).await?;
+        let (client, conn) = self.config.connect(self.tls.clone()).await.map_err(|e| {
+            let e = connect_error::explain(&self.config, &e);
+            if e.is_unavailable() {
+                suspect::connection_lost();
+            }
+            e
+        })?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "dedicated connection ended");

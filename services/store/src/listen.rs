@@ -76,6 +76,7 @@ pub fn spawn_listener_with(
                     x
                 }
                 Err(e) => {
+                    let e = crate::connect_error::explain(&cfg, &e);
                     tracing::warn!(error = %e, channel, "LISTEN connection failed; retrying");
                     actiond_runtime::clock::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -940,7 +940,7 @@ pub async fn get_for_agent(
         action: r.get(1),
         target: r.get(2),
         state: r.get(3),
-        reason: r.get(4),
+        reason: agent_reason_of(r.get(3), r.get(5), r.get(4)),
         outcome: r.get(5),
         intent_hash: r.get(6),
         created_at: r.get(7),
@@ -952,6 +952,29 @@ pub async fn get_for_agent(
             changes: r.get(12),
         }),
     }))
+}
+
+/// What an agent is told when its approved proposal failed: the outcome, without the
+/// provider's error text (which stays in `outcome_detail` and the audit log).
+pub const FAILED_REASON: &str = "The action ran and failed: the provider refused it or nothing was sent. \
+     The provider's answer is in the operator's audit log.";
+
+/// What an agent is told when its approved proposal ran with no answer from the provider.
+pub const OUTCOME_UNKNOWN_REASON: &str = "The action may have reached the provider, but no answer came; \
+     it is not run again automatically. Ask the operator before proposing it again.";
+
+/// The `reason` an agent reads for a proposal in `state` with `outcome`: for a `failed` or
+/// `outcome_unknown` run, what happened when it ran ([`FAILED_REASON`],
+/// [`OUTCOME_UNKNOWN_REASON`]); before, the approver's comment or "approved by an approver",
+/// which told the agent its failed action was approved. Otherwise the decision's reason.
+fn agent_reason_of(state: &str, outcome: Option<&str>, decided: Option<String>) -> Option<String> {
+    match (state, outcome) {
+        ("failed", _) | (_, Some("failed")) => Some(FAILED_REASON.to_owned()),
+        ("outcome_unknown", _) | (_, Some("outcome_unknown")) => {
+            Some(OUTCOME_UNKNOWN_REASON.to_owned())
+        }
+        _ => decided,
+    }
 }
 
 /// What [`withdraw`] did.

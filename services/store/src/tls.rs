@@ -443,11 +443,15 @@ fn with_param(s: &str, key: &str, value: &str) -> String {
 /// [`crate::Db`].
 ///
 /// # Errors
-/// [`StoreError::Config`] for a bad string or certificate file, [`StoreError::Db`] when the
-/// connection fails (the message names the `sslmode` when the TLS handshake is at fault).
+/// [`StoreError::Config`] for a bad string or certificate file, [`StoreError::Connect`] when
+/// the connection fails (naming the address and the likely fix; the `sslmode` when the TLS
+/// handshake is at fault).
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
     let (config, params) = parse(url)?;
-    let (client, conn) = config.connect(params.connector()?).await?;
+    let (client, conn) = config
+        .connect(params.connector()?)
+        .await
+        .map_err(|e| crate::connect_error::explain(&config, &e))?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "connection ended");

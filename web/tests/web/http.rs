@@ -242,6 +242,24 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     let r = dev.http.get(format!("{base}/queue")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()[LOCATION], "/login?next=%2Fqueue");
+    // Without OIDC the sign-in page does not talk of a single sign-on it has no button for:
+    // it says the dev login is the way in, where the code is, and who may approve.
+    let login = dev
+        .http
+        .get(format!("{base}/login?next=%2Fqueue"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(login.contains("id=\"dev-only\""), "{login}");
+    assert!(
+        !login.contains("sign in with the company's single sign-on"),
+        "{login}"
+    );
+    assert!(login.contains("dev login one-time code"), "{login}");
+    assert!(login.contains("<code>dev-operator</code>"), "{login}");
     let r = dev
         .http
         .get(format!("{base}/p/{}", seeded.p_deny))
@@ -410,6 +428,24 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         assert_eq!(st, StatusCode::BAD_REQUEST, "{name}: {body}");
         assert!(body.contains(says), "{name}: {body}");
     }
+    // `doc_version=x` is not an integer (it was told the field is required), and a client
+    // asking for problem details gets `errors` naming the field, as the API writes it.
+    let mut not_a_number = good.clone();
+    not_a_number[2] = ("doc_version", "x");
+    let r = dev
+        .http
+        .post(format!("{}{p}", dev.base))
+        .header("cookie", &approver)
+        .header("accept", "application/problem+json")
+        .form(&not_a_number)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let problem: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(problem["errors"][0]["field"], "doc_version", "{problem}");
+    let rule = problem["errors"][0]["rule"].as_str().unwrap_or_default();
+    assert!(rule.starts_with("must be an integer"), "{problem}");
     assert_eq!(proposal_facts(&t.db, seeded.p_approve).await.0, "escalated");
 
     // One click approves; the grant carries the web key id; the audit has subject and email.

@@ -81,14 +81,64 @@ pub enum Rejection {
     NotYetValid,
     /// `aud` does not contain the configured audience.
     WrongAudience,
-    /// `exp`, `aud` or `sub` is missing or not of its type.
-    MissingClaim,
+    /// A claim is missing or not of its type; the detail names which.
+    MissingClaim(Claim),
     /// `exp - iat` is over the issuer's maximum token lifetime.
     LifetimeTooLong,
     /// `act` is not an object with a string `sub`, or its `iss` differs from the token's.
     BadActor,
     /// A valid token whose `(iss, sub)` is bound to no live agent (unknown or revoked).
     NoAgent,
+}
+
+/// The claim a [`Rejection::MissingClaim`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// `exp`: required, a number.
+    Exp,
+    /// `iat`: a number when present.
+    Iat,
+    /// `nbf`: a number when present.
+    Nbf,
+    /// `aud`: required.
+    Aud,
+    /// `sub`: required, a string of 1 to 512 characters.
+    Sub,
+    /// `iss`: required.
+    Iss,
+    /// Another claim the JWT library names (none today).
+    Other,
+}
+
+impl Claim {
+    /// The claim named `name` (as the JWT library or this module spells it).
+    fn named(name: &str) -> Self {
+        match name {
+            "exp" => Self::Exp,
+            "iat" => Self::Iat,
+            "nbf" => Self::Nbf,
+            "aud" => Self::Aud,
+            "sub" => Self::Sub,
+            "iss" => Self::Iss,
+            _ => Self::Other,
+        }
+    }
+
+    /// The problem's `detail`: the claim and what it must be. Before, every such refusal said
+    /// "JWT claims exp, iss, aud and sub are required", naming none of them.
+    fn detail(self) -> &'static str {
+        match self {
+            Self::Exp => "JWT claim exp: required, a number (seconds since 1970-01-01 UTC)",
+            Self::Iat => "JWT claim iat: must be a number (seconds since 1970-01-01 UTC)",
+            Self::Nbf => "JWT claim nbf: must be a number (seconds since 1970-01-01 UTC)",
+            Self::Aud => "JWT claim aud: required, naming this API's configured audience",
+            Self::Sub => "JWT claim sub: required, a string of 1 to 512 characters",
+            Self::Iss => "JWT claim iss: required, a trusted issuer of this API",
+            Self::Other => {
+                "JWT claims exp, iss, aud and sub are required (exp a number, sub a string of 1 to 512 characters)"
+            }
+        }
+    }
 }
 
 impl Rejection {
@@ -116,9 +166,7 @@ impl Rejection {
                 "JWT claim nbf: the token is not valid yet (more than the 60 s clock skew allowed)"
             }
             Self::WrongAudience => "JWT claim aud: does not name this API's configured audience",
-            Self::MissingClaim => {
-                "JWT claims exp, iss, aud and sub are required (exp a number, sub a string of 1 to 512 characters)"
-            }
+            Self::MissingClaim(c) => c.detail(),
             Self::LifetimeTooLong => {
                 "JWT claims exp - iat: longer than this issuer's max_token_lifetime"
             }
@@ -143,7 +191,7 @@ impl Rejection {
                 "jwt_time"
             }
             Self::WrongAudience => "jwt_audience",
-            Self::MissingClaim | Self::BadActor => "jwt_claims",
+            Self::MissingClaim(_) | Self::BadActor => "jwt_claims",
             Self::NoAgent => "jwt_no_agent",
         }
     }
@@ -180,8 +228,8 @@ fn kind_to_rejection(kind: &ErrorKind) -> Rejection {
         ErrorKind::InvalidIssuer => Rejection::UnknownIssuer,
         ErrorKind::InvalidSignature => Rejection::BadSignature,
         ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => Rejection::AlgorithmNotAllowed,
-        ErrorKind::MissingRequiredClaim(_) | ErrorKind::InvalidClaimFormat(_) => {
-            Rejection::MissingClaim
+        ErrorKind::MissingRequiredClaim(c) | ErrorKind::InvalidClaimFormat(c) => {
+            Rejection::MissingClaim(Claim::named(c))
         }
         _ => Rejection::Malformed,
     }
@@ -194,7 +242,7 @@ fn actor(claims: &Value, iss: &str) -> Result<(String, Option<String>), Rejectio
             .filter(|s| !s.is_empty() && s.len() <= 512)
             .map(str::to_owned)
     };
-    let sub = text(claims.get("sub")).ok_or(Rejection::MissingClaim)?;
+    let sub = text(claims.get("sub")).ok_or(Rejection::MissingClaim(Claim::Sub))?;
     match claims.get("act") {
         None => Ok((sub, None)),
         Some(act @ Value::Object(_)) => {
@@ -317,9 +365,9 @@ fn check_times(claims: &Value, issuer: &config::IssuerConfig, now: f64) -> Resul
             .as_f64()
             .filter(|t| t.is_finite())
             .map(Some)
-            .ok_or(Rejection::MissingClaim),
+            .ok_or(Rejection::MissingClaim(Claim::named(name))),
     };
-    let exp = time("exp")?.ok_or(Rejection::MissingClaim)?;
+    let exp = time("exp")?.ok_or(Rejection::MissingClaim(Claim::Exp))?;
     if now - exp > CLOCK_SKEW.as_secs_f64() {
         return Err(Rejection::Expired);
     }
@@ -331,7 +379,7 @@ fn check_times(claims: &Value, issuer: &config::IssuerConfig, now: f64) -> Resul
             .map_err(|e| match e {
                 TimeRefused::Ahead { .. } => Rejection::IssuedInFuture,
                 TimeRefused::TooOld { .. } => Rejection::LifetimeTooLong,
-                TimeRefused::Malformed { .. } => Rejection::MissingClaim,
+                TimeRefused::Malformed { .. } => Rejection::MissingClaim(Claim::Iat),
             })?;
     }
     if let Some(nbf) = time("nbf")? {
@@ -340,7 +388,7 @@ fn check_times(claims: &Value, issuer: &config::IssuerConfig, now: f64) -> Resul
             .check_unix(nbf, now)
             .map_err(|e| match e {
                 TimeRefused::Ahead { .. } => Rejection::NotYetValid,
-                _ => Rejection::MissingClaim,
+                _ => Rejection::MissingClaim(Claim::Nbf),
             })?;
     }
     let lifetime = exp - time("iat")?.unwrap_or(now);
@@ -388,7 +436,27 @@ mod tests {
             at(json!({"exp": now + 300.0, "iat": now - 7200.0})),
             Err(Rejection::LifetimeTooLong)
         );
-        assert_eq!(at(json!({"exp": "soon"})), Err(Rejection::MissingClaim));
+        assert_eq!(
+            at(json!({"exp": "soon"})),
+            Err(Rejection::MissingClaim(Claim::Exp))
+        );
+        assert_eq!(
+            at(json!({"exp": now + 60.0, "nbf": "later"})),
+            Err(Rejection::MissingClaim(Claim::Nbf))
+        );
+        // Each names its claim, never the list of all of them.
+        for (c, name) in [
+            (Claim::Exp, "exp"),
+            (Claim::Iat, "iat"),
+            (Claim::Nbf, "nbf"),
+            (Claim::Aud, "aud"),
+            (Claim::Sub, "sub"),
+            (Claim::Iss, "iss"),
+        ] {
+            assert_eq!(Claim::named(name), c);
+            let d = Rejection::MissingClaim(c).detail();
+            assert!(d.starts_with(&format!("JWT claim {name}: ")), "{d}");
+        }
         // The details state the skew the code applies.
         let skew = format!("{} s clock skew", CLOCK_SKEW.as_secs());
         for r in [
@@ -423,10 +491,18 @@ mod tests {
         ] {
             assert_eq!(actor(&bad, "i"), Err(Rejection::BadActor), "{bad}");
         }
-        assert_eq!(actor(&json!({}), "i"), Err(Rejection::MissingClaim));
+        assert_eq!(
+            actor(&json!({}), "i"),
+            Err(Rejection::MissingClaim(Claim::Sub))
+        );
         assert_eq!(
             actor(&json!({"sub": ""}), "i"),
-            Err(Rejection::MissingClaim)
+            Err(Rejection::MissingClaim(Claim::Sub))
+        );
+        assert!(
+            Rejection::MissingClaim(Claim::Sub)
+                .detail()
+                .starts_with("JWT claim sub:")
         );
     }
 

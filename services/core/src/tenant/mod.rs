@@ -637,6 +637,18 @@ handlers:
     }
 
     #[test]
+    fn a_document_of_only_its_tenant_says_what_policy_needs() {
+        // What is missing is `policy.default`; rules are optional (before: "a mapping with
+        // default and rules", which sent newcomers writing rules they did not need).
+        let e = errors_of("tenant: acme\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("policy: is required"), "{e:?}");
+        assert!(e[0].contains("rules are optional"), "{e:?}");
+        assert!(e[0].contains("policy: {default: escalate}"), "{e:?}");
+        assert!(TenantDocument::parse("tenant: acme\npolicy: {default: escalate}\n").is_ok());
+    }
+
+    #[test]
     fn present_but_wrong_values_say_what_they_must_be() {
         let e = errors_of(&DOC.replace("effect: block", "effect: Allow"));
         assert_eq!(

@@ -96,14 +96,14 @@ pub(super) fn parse_policy(errs: &mut Vec<FieldError>, v: Option<&Value>) -> Opt
         None | Some(Value::Null) => {
             errs.push(FieldError::new(
                 "policy",
-                "is required: a mapping with default and rules",
+                "is required: a mapping with at least default (allow, escalate or block; rules are optional), e.g. policy: {default: escalate}",
             ));
             return None;
         }
         Some(_) => {
             errs.push(FieldError::new(
                 "policy",
-                "must be a mapping with default and rules",
+                "must be a mapping with at least default (allow, escalate or block; rules are optional), e.g. policy: {default: escalate}",
             ));
             return None;
         }
