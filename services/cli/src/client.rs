@@ -113,6 +113,7 @@ fn print_doc(format: Format, v: &serde_json::Value) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join("\n")
     })
+}
 
 /// The error of a request to the API at `url` that got no answer: the `host:port` tried, the
 /// setting it came from (`ACTIOND_URL` or `--url`), what happened and the likely fix. Before,
@@ -149,7 +150,6 @@ fn unreachable(url: &str, e: reqwest::Error) -> anyhow::Error {
         crate::exit::Kind::Unreachable,
         format!("cannot reach the API at {at} (from ACTIOND_URL or --url: {url}): {what}; {hint}"),
     )
-}
 }
 
 /// `actiond propose`.
