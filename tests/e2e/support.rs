@@ -624,11 +624,24 @@ impl Stack {
         .collect()
     }
 
-    /// Approves `id` on the break-glass CLI as alice, confirming the first 16 characters of
-    /// its stored intent hash; panics with the CLI's output when it refuses.
-    pub async fn approve_as_alice(&self, id: uuid::Uuid) {
+    /// How many decisions (approve or deny, any channel) are recorded for proposal `id`.
+    pub async fn approval_count(&self, id: uuid::Uuid) -> i64 {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query_one(
+            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
+    /// `actiond approvals approve ID --as alice` on the break-glass CLI, confirming the first
+    /// 16 characters of its stored intent hash; returns whether it succeeded, its stdout and
+    /// its stderr.
+    pub async fn break_glass_approve(&self, id: uuid::Uuid) -> (bool, String, String) {
         let intent: String = self.row(id).await.get(3);
-        let (ok, out, err) = actiond_testkit::cli(
+        actiond_testkit::cli(
             &[
                 "approvals",
                 "approve",
@@ -639,7 +652,12 @@ impl Stack {
                 &intent[..16],
             ],
             &self.cli_env().await,
-        );
+        )
+    }
+
+    /// [`Stack::break_glass_approve`]; panics with the CLI's output when it refuses.
+    pub async fn approve_as_alice(&self, id: uuid::Uuid) {
+        let (ok, out, err) = self.break_glass_approve(id).await;
         assert!(ok, "{out}{err}");
     }
 

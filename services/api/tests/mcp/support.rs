@@ -86,6 +86,35 @@ pub fn new_token() -> String {
 }
 
 impl Env {
+    /// Starts `script` (a Python MCP client in `services/api/e2e`) with `python` on
+    /// `actiond mcp-stdio` against this api, the agent's token in a file only its owner may
+    /// read; returns the running script and the folder of the token file, which the test
+    /// removes when it is done.
+    pub fn python_on_stdio(
+        &self,
+        python: &Path,
+        actiond: &Path,
+        script: &str,
+    ) -> (Script, PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("actiond-mcp-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, format!("{}\n", self.token)).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let mut cmd = Command::new(python);
+        cmd.arg(e2e_dir().join(script))
+            .arg("--")
+            .arg(actiond)
+            .args(["mcp-stdio", "--url", &self.base, "--token-file"])
+            .arg(&token_file);
+        (Script::spawn(cmd), dir)
+    }
+
     /// Fresh database, migrated; tenant `acme` applied; one agent; the api served on port 0.
     pub async fn start() -> Env {
         Self::start_with(|s| s).await
