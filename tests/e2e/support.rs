@@ -1,7 +1,7 @@
 //! A whole gateway per test: a fresh database, keys, a counting receiver, and `actiond api`,
 //! `actiond policy` and `actiond executor` as real processes.
 
-use actiond_testkit::{Keys, Receiver, Seen, Service, TestDb, agent, eventually, log_dir};
+use actiond_testkit::{Keys, Receiver, Seed, Seen, Service, TestDb, eventually, log_dir, seed};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -172,11 +172,8 @@ pub async fn acme_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
     let doc = TENANT
         .replace("RECEIVER", "http://127.0.0.1:9")
         .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", agent_name, None).await;
-    (tdb, agent_id)
+    let seeded = seed(&tdb.db, "acme", &doc, agent_name, None).await;
+    (tdb, seeded.agent_id)
 }
 
 /// The audit kinds of a proposal that policy allowed and the executor ran, in order.
@@ -271,10 +268,8 @@ impl Stack {
         let doc = TENANT
             .replace("RECEIVER", &recv.url)
             .replace("WEBHOOK_PATH", o.webhook_path);
-        actiond_store::tenants::apply(&tdb.db, &doc, "test")
-            .await
-            .unwrap();
-        let (agent_id, token) = agent(&tdb.db, "acme", "support-bot", Some("owner-olivia")).await;
+        let Seed { agent_id, token } =
+            seed(&tdb.db, "acme", &doc, "support-bot", Some("owner-olivia")).await;
         let mut s = Self {
             tdb,
             keys,
