@@ -372,15 +372,7 @@ async fn a_decision_after_the_ttl_expires_the_proposal_on_web_and_cli() {
             .map(|(k, _)| k)
             .collect();
         assert!(kinds.contains(&"proposal.expired".to_owned()), "{kinds:?}");
-        let c = s.tdb.db.client().await.unwrap();
-        let n: i64 = c
-            .query_one(
-                "SELECT count(*) FROM approvals WHERE proposal_id = $1",
-                &[&id],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let n = s.approval_count(id).await;
         assert_eq!(n, 0, "a late decision is not recorded");
     }
 }

@@ -838,66 +838,9 @@ impl TicketApi {
 
 /// Signs in to a fresh web app as alice (dev login) and returns the decision page of `id`.
 async fn decision_page(s: &mut Stack, id: uuid::Uuid) -> String {
-    let mut web = Service::spawn(
-        "web",
-        "web-hx",
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
-            (
-                "ACTIOND_WEB_CREDENTIALS_DIR",
-                s.keys.web_dir.display().to_string(),
-            ),
-            ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
-            ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
-        ],
-        &s.logs,
-    );
-    let web_url = web.url("http").await;
-    let code = eventually(T, "dev login code on stderr", || {
-        let log = web.log_text();
-        async move {
-            log.lines()
-                .find_map(|l| l.split("one-time code: ").nth(1))
-                .map(|rest| {
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned()
-                })
-        }
-    })
-    .await;
-    s.services.push(web);
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let login = http
-        .get(format!("{web_url}/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let prelogin = crate::web::hidden(&login, "prelogin");
-    let r = http
-        .post(format!("{web_url}/dev-login"))
-        .header("origin", &web_url)
-        .form(&[
-            ("prelogin", prelogin.as_str()),
-            ("next", "/queue"),
-            ("code", code.as_str()),
-            ("subject", "alice"),
-            ("email", "alice@acme.test"),
-            ("groups", ""),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    let web = s.start_dev_web().await;
+    let web_url = web.url.clone();
+    let http = s.dev_sign_in(&web, "alice").await;
     http.get(format!("{web_url}/p/{id}"))
         .send()
         .await

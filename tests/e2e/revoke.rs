@@ -118,32 +118,12 @@ async fn revoking_an_agent_denies_its_escalated_refund_and_nobody_approves_it_af
         r.url()
     );
     // The break-glass CLI.
-    let intent: String = s.row(id).await.get(3);
-    let (ok, out, err) = cli(
-        &[
-            "approvals",
-            "approve",
-            &id.to_string(),
-            "--as",
-            "alice",
-            "--intent",
-            &intent[..16],
-        ],
-        &s.cli_env().await,
-    );
+    let (ok, out, err) = s.break_glass_approve(id).await;
     assert!(!ok, "break-glass approved a revoked agent's refund: {out}");
     assert!(err.contains("proposal is already denied"), "{err}");
     assert_eq!(s.state(id).await, "denied");
     assert_eq!(grants(&s, id).await, (0, 0), "a grant was issued");
-    let c = s.tdb.db.client().await.unwrap();
-    let approvals: i64 = c
-        .query_one(
-            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let approvals = s.approval_count(id).await;
     assert_eq!(approvals, 0, "an approval was recorded");
     sentinel_of_another_agent(&s).await;
     assert!(s.calls().is_empty(), "{:?}", s.calls());

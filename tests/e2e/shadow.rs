@@ -4,7 +4,7 @@
 //! tenant promote` applies it through the versioned, audited apply path.
 
 use crate::support::{Options, Stack, TENANT, refund};
-use actiond_testkit::{Service, cli, eventually};
+use actiond_testkit::cli;
 use std::time::Duration;
 
 fn live_doc(s: &Stack) -> String {
@@ -14,92 +14,12 @@ fn live_doc(s: &Stack) -> String {
         + "admins:\n  subjects: [carol]\n"
 }
 
-/// The newest dev-login code printed by the web service after `used` (None: any).
-fn latest_code(log: &str, used: Option<&str>) -> Option<String> {
-    let line = log.lines().rev().find(|l| l.contains("one-time code"))?;
-    let after = line.split("one-time code").nth(1)?;
-    let code = after
-        .split(": ")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .to_owned();
-    (Some(code.as_str()) != used).then_some(code)
-}
-
-fn hidden(html: &str, name: &str) -> String {
-    let key = format!("name=\"{name}\" value=\"");
-    let start = html.find(&key).map(|i| i + key.len()).unwrap_or(0);
-    html[start..]
-        .split('"')
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Signs `subject` in through the dev login; returns the cookie-holding client and the code
-/// it used.
-async fn sign_in(
-    web: &Service,
-    web_url: &str,
-    subject: &str,
-    used: Option<&str>,
-) -> (reqwest::Client, String) {
-    let code = eventually(Duration::from_secs(20), "dev login code", || {
-        let log = web.log_text();
-        async move { latest_code(&log, used) }
-    })
-    .await;
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let login = http
-        .get(format!("{web_url}/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let r = http
-        .post(format!("{web_url}/dev-login"))
-        .header("origin", web_url)
-        .form(&[
-            ("prelogin", hidden(&login, "prelogin").as_str()),
-            ("next", "/queue"),
-            ("code", code.as_str()),
-            ("subject", subject),
-            ("email", ""),
-            ("groups", ""),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{subject}: {}", r.status());
-    (http, code)
-}
-
 /// The tenant-admin page: carol (listed under admins) sees the report; alice (an approver,
 /// not an admin) is refused; another tenant's report is a 404.
 async fn check_admin_page(s: &mut Stack, flipped: uuid::Uuid) {
-    let mut web = Service::spawn(
-        "web",
-        "web",
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
-            (
-                "ACTIOND_WEB_CREDENTIALS_DIR",
-                s.keys.web_dir.display().to_string(),
-            ),
-            ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
-        ],
-        &s.logs,
-    );
-    let web_url = web.url("http").await;
-    let (carol, used) = sign_in(&web, &web_url, "carol", None).await;
+    let web = s.start_dev_web().await;
+    let web_url = web.url.clone();
+    let carol = s.dev_sign_in(&web, "carol").await;
     let r = carol
         .get(format!("{web_url}/admin/shadow"))
         .send()
@@ -116,7 +36,7 @@ async fn check_admin_page(s: &mut Stack, flipped: uuid::Uuid) {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    let (alice, _) = sign_in(&web, &web_url, "alice", Some(&used)).await;
+    let alice = s.dev_sign_in(&web, "alice").await;
     let r = alice
         .get(format!("{web_url}/admin/shadow"))
         .send()
@@ -124,7 +44,6 @@ async fn check_admin_page(s: &mut Stack, flipped: uuid::Uuid) {
         .unwrap();
     assert_eq!(r.status(), 403);
     assert!(r.text().await.unwrap().contains("admins"));
-    s.services.push(web);
 }
 
 /// Promote: the candidate becomes version 3 through apply; new proposals follow it; every step

@@ -415,15 +415,7 @@ async fn a_stage_closing_between_the_check_and_the_insert_is_the_same_409() {
     assert!(body.contains("Nothing was decided"), "{body}");
     assert_eq!(s.state(id).await, "escalated");
     assert_eq!(grants(&s, id).await, 0);
-    let c = s.tdb.db.client().await.unwrap();
-    let approvals: i64 = c
-        .query_one(
-            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let approvals = s.approval_count(id).await;
     assert_eq!(approvals, 0);
     assert!(
         refusals(&s, id).await.iter().any(|r| r == "stage_within"),

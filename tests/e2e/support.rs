@@ -1,7 +1,7 @@
 //! A whole gateway per test: a fresh database, keys, a counting receiver, and `actiond api`,
 //! `actiond policy` and `actiond executor` as real processes.
 
-use actiond_testkit::{Keys, Receiver, Seen, Service, TestDb, agent, eventually, log_dir};
+use actiond_testkit::{Keys, Receiver, Seed, Seen, Service, TestDb, eventually, log_dir, seed};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -172,11 +172,8 @@ pub async fn acme_db(agent_name: &str) -> (TestDb, uuid::Uuid) {
     let doc = TENANT
         .replace("RECEIVER", "http://127.0.0.1:9")
         .replace("WEBHOOK_PATH", "hook");
-    actiond_store::tenants::apply(&tdb.db, &doc, "test")
-        .await
-        .unwrap();
-    let (agent_id, _) = agent(&tdb.db, "acme", agent_name, None).await;
-    (tdb, agent_id)
+    let seeded = seed(&tdb.db, "acme", &doc, agent_name, None).await;
+    (tdb, seeded.agent_id)
 }
 
 /// The audit kinds of a proposal that policy allowed and the executor ran, in order.
@@ -281,10 +278,8 @@ impl Stack {
         let doc = TENANT
             .replace("RECEIVER", &recv.url)
             .replace("WEBHOOK_PATH", o.webhook_path);
-        actiond_store::tenants::apply(&tdb.db, &doc, "test")
-            .await
-            .unwrap();
-        let (agent_id, token) = agent(&tdb.db, "acme", "support-bot", Some("owner-olivia")).await;
+        let Seed { agent_id, token } =
+            seed(&tdb.db, "acme", &doc, "support-bot", Some("owner-olivia")).await;
         let mut s = Self {
             tdb,
             keys,
@@ -634,11 +629,24 @@ impl Stack {
         .collect()
     }
 
-    /// Approves `id` on the break-glass CLI as alice, confirming the first 16 characters of
-    /// its stored intent hash; panics with the CLI's output when it refuses.
-    pub async fn approve_as_alice(&self, id: uuid::Uuid) {
+    /// How many decisions (approve or deny, any channel) are recorded for proposal `id`.
+    pub async fn approval_count(&self, id: uuid::Uuid) -> i64 {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query_one(
+            "SELECT count(*) FROM approvals WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
+    /// `actiond approvals approve ID --as alice` on the break-glass CLI, confirming the first
+    /// 16 characters of its stored intent hash; returns whether it succeeded, its stdout and
+    /// its stderr.
+    pub async fn break_glass_approve(&self, id: uuid::Uuid) -> (bool, String, String) {
         let intent: String = self.row(id).await.get(3);
-        let (ok, out, err) = actiond_testkit::cli(
+        actiond_testkit::cli(
             &[
                 "approvals",
                 "approve",
@@ -649,7 +657,12 @@ impl Stack {
                 &intent[..16],
             ],
             &self.cli_env().await,
-        );
+        )
+    }
+
+    /// [`Stack::break_glass_approve`]; panics with the CLI's output when it refuses.
+    pub async fn approve_as_alice(&self, id: uuid::Uuid) {
+        let (ok, out, err) = self.break_glass_approve(id).await;
         assert!(ok, "{out}{err}");
     }
 

@@ -3,7 +3,6 @@
 //! executor runs exactly the approved one with the web service's grant.
 
 use crate::support::{Options, Stack, refund};
-use actiond_testkit::{Service, eventually};
 use std::time::Duration;
 
 pub(crate) fn hidden(html: &str, name: &str) -> String {
@@ -29,69 +28,17 @@ async fn a_person_approves_in_the_web_app_and_the_executor_runs_it() {
     s.wait_state(deny_id, "escalated", Duration::from_secs(20))
         .await;
 
-    let mut web = Service::spawn(
-        "web",
-        "web",
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", "127.0.0.1:0".into()),
-            (
-                "ACTIOND_WEB_CREDENTIALS_DIR",
-                s.keys.web_dir.display().to_string(),
-            ),
-            ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
-            ("ACTIOND_WEB_DEV_LOGIN", "true".into()),
-        ],
-        &s.logs,
-    );
-    let web_url = web.url("http").await;
-    let code = eventually(Duration::from_secs(20), "dev login code on stderr", || {
-        let log = web.log_text();
-        async move {
-            log.lines()
-                .find_map(|l| l.split("one-time code: ").nth(1))
-                .map(|rest| {
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned()
-                })
-        }
-    })
-    .await;
-    s.services.push(web);
-
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .build()
-        .unwrap();
-    let login = http
-        .get(format!("{web_url}/login"))
+    let web = s.start_dev_web().await;
+    let web_url = web.url.clone();
+    let http = s.dev_sign_in(&web, "alice").await;
+    let queue = http
+        .get(format!("{web_url}/queue"))
         .send()
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let prelogin = hidden(&login, "prelogin");
-    let r = http
-        .post(format!("{web_url}/dev-login"))
-        .header("origin", &web_url)
-        .form(&[
-            ("prelogin", prelogin.as_str()),
-            ("next", "/queue"),
-            ("code", code.as_str()),
-            ("subject", "alice"),
-            ("email", "alice@acme.test"),
-            ("groups", ""),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
-    let queue = r.text().await.unwrap();
     assert!(
         queue.contains("Refund 120.00 USD") || queue.contains(&approve_id.to_string()),
         "{queue}"

@@ -10,19 +10,106 @@
 
 use crate::AppState;
 use crate::error::{WebError, WebResult};
-use crate::pages::{chrome, parse_form, path_and_query};
+use crate::pages::chrome::{Chrome, parse_form, path_and_query, render};
 use crate::session::{Viewer, require_post, require_viewer};
-use crate::views::{
-    AgentAdminRow, AgentsPage, ApproverRow, ApproversPage, ShadowFlipRow, ShadowPage,
-    ShadowSummary, render,
-};
 use actiond_core::text::reveal_invisible;
+use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use uuid::Uuid;
+
+/// One example proposal of a shadow flip.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowExample {
+    pub(crate) proposal_id: String,
+    pub(crate) action: String,
+    pub(crate) live_rule: String,
+}
+
+/// One group of flipped decisions.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowFlipRow {
+    pub(crate) direction: &'static str,
+    pub(crate) from: &'static str,
+    pub(crate) to: &'static str,
+    pub(crate) rule: String,
+    pub(crate) count: i64,
+    pub(crate) examples: Vec<ShadowExample>,
+}
+
+/// The report of one shadow document.
+#[derive(Debug, Clone)]
+pub(crate) struct ShadowSummary {
+    pub(crate) seq: i32,
+    pub(crate) status: String,
+    pub(crate) stored_by: String,
+    pub(crate) stored_at: String,
+    pub(crate) live_version: String,
+    pub(crate) evaluated: i64,
+    pub(crate) agreed: i64,
+    pub(crate) flipped: i64,
+    pub(crate) flips: Vec<ShadowFlipRow>,
+}
+
+/// `/admin/shadow`.
+#[derive(Template)]
+#[template(path = "shadow.html")]
+pub(crate) struct ShadowPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) report: Option<ShadowSummary>,
+}
+
+/// One person on the Approvers page.
+#[derive(Debug, Clone)]
+pub(crate) struct ApproverRow {
+    pub(crate) who: String,
+    pub(crate) subject: String,
+    pub(crate) issuer: String,
+    pub(crate) decisions: i64,
+    pub(crate) approve_pct: String,
+    pub(crate) median: String,
+    pub(crate) fast_approvals: i64,
+    /// Looks like rubber-stamping: ≥ 20 decisions, > 95% approved, median under 5 s.
+    pub(crate) flag: bool,
+}
+
+/// One agent on `/admin/agents`.
+pub(crate) struct AgentAdminRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) owner: String,
+    pub(crate) created: String,
+    pub(crate) frozen: bool,
+    /// When it was revoked (empty: live).
+    pub(crate) revoked: String,
+}
+
+/// `/admin/agents`.
+#[derive(Template)]
+#[template(path = "agents.html")]
+pub(crate) struct AgentsPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) rows: Vec<AgentAdminRow>,
+    /// What the last revocation did (empty: nothing to say).
+    pub(crate) notice: String,
+}
+
+/// `/admin/approvers`.
+#[derive(Template)]
+#[template(path = "approvers.html")]
+pub(crate) struct ApproversPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) admin_tenants: Vec<String>,
+    pub(crate) tenant: String,
+    pub(crate) rows: Vec<ApproverRow>,
+}
 
 /// `?tenant=` of the report page (and `?result=` of the agents page after a revocation).
 #[derive(Debug, Default, Deserialize)]
@@ -102,7 +189,7 @@ pub(crate) async fn approvers(
         })
         .collect();
     Ok(render(&ApproversPage {
-        chrome: chrome(&v),
+        chrome: v.chrome(),
         admin_tenants,
         tenant,
         rows,
@@ -155,7 +242,7 @@ pub(crate) async fn shadow(
                     examples: f
                         .examples
                         .iter()
-                        .map(|e| crate::views::ShadowExample {
+                        .map(|e| ShadowExample {
                             proposal_id: e.proposal_id.to_string(),
                             action: reveal_invisible(&e.action, false),
                             live_rule: e.live_rule.clone(),
@@ -166,7 +253,7 @@ pub(crate) async fn shadow(
         }
     });
     Ok(render(&ShadowPage {
-        chrome: chrome(&v),
+        chrome: v.chrome(),
         admin_tenants,
         tenant,
         report,
@@ -205,7 +292,7 @@ pub(crate) async fn agents(
         _ => "",
     };
     Ok(render(&AgentsPage {
-        chrome: chrome(&v),
+        chrome: v.chrome(),
         admin_tenants,
         tenant,
         rows,

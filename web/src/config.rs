@@ -90,3 +90,12 @@ pub struct WebArgs {
     #[command(flatten)]
     pub edge: actiond_runtime::http::EdgeArgs,
 }
+
+/// Notification settings from the operator's configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct NotifyConfig {
+    pub(crate) smtp_relay: Option<String>,
+    pub(crate) smtp_from: String,
+    pub(crate) interval: Duration,
+    pub(crate) allow_private: bool,
+}

@@ -9,95 +9,14 @@
 //! that pins `approvers.issuer` never trusts a dev login.
 
 use crate::error::{WebError, WebResult};
-use crate::session::{cookie, cookie_name, create_session, ct_eq, safe_next, set_cookie};
+use crate::session::{cookie, cookie_name, create_session, safe_next, set_cookie};
+use crate::token::ct_eq;
 use crate::{AppState, DEV_ISSUER, headers};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use rand::Rng as _;
 use serde_json::json;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-/// Wrong codes accepted before the code is replaced.
-const MAX_FAILURES: u32 = 5;
-/// Unambiguous characters; 12 of them carry 60 bits.
-const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-
-fn new_code() -> String {
-    let mut rng = rand::rng();
-    (0..12)
-        .map(|i| {
-            let c = ALPHABET
-                .get(rng.random_range(0..ALPHABET.len()))
-                .copied()
-                .unwrap_or(b'A') as char;
-            if i == 4 || i == 8 {
-                format!("-{c}")
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// State of the dev login.
-pub(crate) struct DevLogin {
-    code: Mutex<String>,
-    failures: AtomicU32,
-    url: String,
-}
-
-impl DevLogin {
-    /// Creates the first code and prints it on stderr.
-    pub(crate) fn new(public_url: &url::Url) -> Self {
-        let url = public_url
-            .join("login")
-            .map(|u| u.to_string())
-            .unwrap_or_default();
-        let d = Self {
-            code: Mutex::new(new_code()),
-            failures: AtomicU32::new(0),
-            url,
-        };
-        d.announce("");
-        d
-    }
-
-    fn announce(&self, why: &str) {
-        let code = self.current();
-        actiond_runtime::tell(&format!(
-            "actiond web: dev login one-time code{why}: {code}   (sign in at {})",
-            self.url
-        ));
-    }
-
-    fn rotate(&self, why: &str) {
-        if let Ok(mut c) = self.code.lock() {
-            *c = new_code();
-        }
-        self.failures.store(0, Ordering::SeqCst);
-        self.announce(why);
-    }
-
-    /// The current code.
-    pub(crate) fn current(&self) -> String {
-        self.code.lock().map(|c| c.clone()).unwrap_or_default()
-    }
-
-    /// Checks a code; a match consumes it, too many misses replace it.
-    fn check(&self, given: &str) -> bool {
-        let given = given.trim().to_ascii_uppercase();
-        let ok = ct_eq(&given, &self.current());
-        if ok {
-            self.rotate(" (the previous one was used)");
-        } else if self.failures.fetch_add(1, Ordering::SeqCst) + 1 >= MAX_FAILURES {
-            self.rotate(" (too many wrong codes)");
-        }
-        ok
-    }
-}
 
 /// `GET /dev-login`: the form is on the login page.
 pub(crate) async fn page(State(state): State<AppState>) -> WebResult<Redirect> {
@@ -125,7 +44,7 @@ pub(crate) async fn submit(
             "This form was not sent from this site.".into(),
         ));
     }
-    let form = crate::pages::parse_form(&body)?;
+    let form = crate::pages::chrome::parse_form(&body)?;
     let get = |k: &str| form.get(k).map(|s| s.trim().to_owned()).unwrap_or_default();
     let pre_cookie = cookie(&headers, &cookie_name(&state, "actiond_prelogin")).unwrap_or_default();
     if pre_cookie.is_empty() || !ct_eq(&pre_cookie, &get("prelogin")) {

@@ -4,7 +4,7 @@
 //! the two differ (`effect_mismatch`).
 
 use crate::error::WebResult;
-use crate::views::DecisionPage;
+use crate::pages::decision::DecisionPage;
 use actiond_core::effect::{EFFECT_MISMATCH_WORDS, Verdict};
 use actiond_core::text::reveal_invisible;
 

@@ -1,9 +1,23 @@
 //! Errors of the web pages. 4xx pages say what to do; 5xx pages are opaque and carry an
 //! operation id that is also in the log line with the detail.
 
-use crate::views::{ErrorPage, render};
+use crate::pages::chrome::{Chrome, RepeatedField, render};
+use askama::Template;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+
+/// An error page.
+#[derive(Template)]
+#[template(path = "error.html")]
+pub(crate) struct ErrorPage<'a> {
+    pub(crate) status: u16,
+    pub(crate) title: &'a str,
+    pub(crate) message: &'a str,
+    pub(crate) operation_id: Option<String>,
+    /// The signed-in header, when the request carried a valid session (see
+    /// `session::navigation_on_errors`); anonymous error pages link the queue and history.
+    pub(crate) chrome: Option<Chrome>,
+}
 
 /// A page-level error.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +57,12 @@ impl From<actiond_store::StoreError> for WebError {
             other if other.is_unavailable() => WebError::Unavailable(other.detail()),
             other => WebError::Internal(anyhow::anyhow!(other.detail())),
         }
+    }
+}
+
+impl From<RepeatedField> for WebError {
+    fn from(e: RepeatedField) -> Self {
+        WebError::BadRequest(e.0)
     }
 }
 
@@ -148,17 +168,17 @@ impl IntoResponse for WebError {
 }
 
 /// Marks an error page rendered without the signed-in header, which
-/// [`navigation_on_errors`] renders again with it. Pages that carry their own header (the
+/// `session::navigation_on_errors` renders again with it. Pages that carry their own header (the
 /// passkey page) have no such mark and are left as they are.
 #[derive(Debug, Clone, Copy)]
-struct WithoutNavigation;
+pub(crate) struct WithoutNavigation;
 
 /// What an error page says, kept beside the HTML so [`problem_when_asked`] can answer
 /// `application/problem+json` instead.
 #[derive(Debug, Clone)]
 pub(crate) struct ProblemInfo {
-    title: &'static str,
-    detail: String,
+    pub(crate) title: &'static str,
+    pub(crate) detail: String,
     operation_id: Option<String>,
     /// Members added to the problem document (RFC 9457 §3.2 extension members).
     extra: Option<serde_json::Map<String, serde_json::Value>>,
@@ -204,7 +224,7 @@ fn field_errors(message: &str) -> Option<serde_json::Map<String, serde_json::Val
 }
 
 /// Whether `Accept` asks for problem details or JSON (with a non-zero `q`) rather than a page.
-fn wants_problem(headers: &axum::http::HeaderMap) -> bool {
+pub(crate) fn wants_problem(headers: &axum::http::HeaderMap) -> bool {
     actiond_runtime::http::accept_admits(headers, &["application/problem+json", "application/json"])
         .unwrap_or(false)
 }
@@ -257,45 +277,13 @@ pub(crate) async fn problem_when_asked(
     Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
-/// Middleware: a 4xx page (a 404 above all) keeps the navigation. Error pages are rendered
-/// where the person is not known; when the request carries a valid session, the page is
-/// rendered again with the signed-in header (queue, history, admin links, sign out). Clients
-/// that asked for problem details are left to [`problem_when_asked`].
-pub(crate) async fn navigation_on_errors(
-    axum::extract::State(state): axum::extract::State<crate::AppState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let headers = request.headers().clone();
-    let response = next.run(request).await;
-    if !response.status().is_client_error()
-        || wants_problem(&headers)
-        || response.extensions().get::<WithoutNavigation>().is_none()
-    {
-        return response;
-    }
-    let Some(info) = response.extensions().get::<ProblemInfo>().cloned() else {
-        return response;
-    };
-    let viewer = match crate::session::viewer(&state, &headers).await {
-        Ok(Some(v)) => v,
-        _ => return response,
-    };
-    let page = ErrorPage {
-        status: response.status().as_u16(),
-        title: info.title,
-        message: &info.detail,
-        operation_id: None,
-        chrome: Some(crate::pages::chrome(&viewer)),
-    };
-    let body = render(&page).into_body();
-    let (mut parts, _) = response.into_parts();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, body)
-}
-
 /// Result of page handlers.
 pub(crate) type WebResult<T> = Result<T, WebError>;
+
+/// The answer to any path no route takes.
+pub(crate) async fn not_found() -> WebError {
+    WebError::NotFound
+}
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 //! found in the Parameters table below it. The text stays untrusted: it is split into
 //! [`PieceView`]s (phrases marked, hidden characters as named chips) and escaped by askama.
 
-use crate::card::{PieceView, excerpt, pieces};
+use crate::pieces::{PieceView, excerpt, pieces};
 use serde_json::Value;
 
 /// Unflagged lines shown before the rest is cut.

@@ -7,7 +7,7 @@
 
 use crate::AppState;
 use crate::error::{WebError, WebResult};
-use crate::pages::{AgentFacts, parse_form};
+use crate::pages::chrome::parse_form;
 use crate::session::{Viewer, require_post};
 use actiond_store::approvals::{self, ProposalDetail};
 use axum::body::Bytes;
@@ -15,6 +15,16 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
+
+/// What the decision page knows about the agent: frozen, its open escalations, and whether
+/// the viewer may freeze it.
+#[derive(Debug, Default)]
+pub(crate) struct AgentFacts {
+    pub(crate) frozen: bool,
+    pub(crate) open: i64,
+    pub(crate) can_freeze: bool,
+    pub(crate) can_unfreeze: bool,
+}
 
 /// True when `v` is a tenant admin of `tenant` by its current document.
 async fn is_admin(state: &AppState, v: &Viewer, tenant: &str) -> WebResult<bool> {

@@ -9,10 +9,17 @@
 //!
 //! - [`WebArgs`]: configuration (flags and `ACTIOND_WEB_*` variables; secrets from files only).
 //! - [`serve`] / [`run`]: the process; [`router`]: the HTTP routes, for tests to mount.
-//! - `oidc`: the OpenID Connect client; `session`: Postgres-backed sessions, cookies, CSRF;
-//!   `authz`: tenant authorization from claims; `pages`: queue, history and decision pages;
+//! - `oidc`: the OpenID Connect client; `session`: Postgres-backed sessions, cookies, CSRF,
+//!   the login page; `authz`: tenant authorization from claims; `pages`: one module per page
+//!   (queue, history, decision page, decision POST) above `pages::chrome` (rendering, the
+//!   signed-in header, form parsing), which imports nothing of the crate; `admin`, `passkey`,
+//!   `freeze`: the tenant-admin pages, passkeys, freezing an agent, each with its templates;
 //!   `notify`: escalation notices (Slack-compatible webhook, SMTP email); `devlogin`: the
-//!   loopback-only dev login with a one-time code; `headers`: security headers.
+//!   loopback-only dev login with a one-time code (`devcode`); `headers`: security headers.
+//! - Imports go one way (no module imports one that imports it back): `state` and the leaves
+//!   below it (`config`, `metrics`, `oidc`, `fatigue`, `devcode`, `token`), then `error`,
+//!   `headers`, `session`, the pages and the modules they compute with, then `routes` and
+//!   `run`.
 //!
 //! Routes: `GET /queue`, `GET /history`, `GET /p/{id}`, `POST /p/{id}/decide`, `GET /login`,
 //! `GET /login/oidc`, `GET /oidc/callback`, `POST /logout`, `GET|POST /dev-login`,
@@ -23,6 +30,8 @@ mod admin;
 mod authz;
 mod card;
 mod config;
+mod describe;
+mod devcode;
 mod devlogin;
 mod effect_view;
 mod error;
@@ -36,12 +45,13 @@ mod oidc;
 mod pages;
 mod params_view;
 mod passkey;
+mod pieces;
 mod routes;
 mod run;
 mod session;
 mod staging;
 mod state;
-mod views;
+mod token;
 
 pub use config::WebArgs;
 pub use metrics::WebMetrics;

@@ -13,7 +13,8 @@
 //! links are split, and invisible or bidirectional characters are shown as `⟨U+XXXX⟩`.
 
 use crate::AppState;
-use crate::pages::{describe, human_age};
+use crate::describe::describe;
+use crate::pages::chrome::human_age;
 use actiond_core::text::reveal_invisible;
 use actiond_store::{notifications, passkeys};
 use anyhow::Context as _;
@@ -21,15 +22,6 @@ use serde_json::{Value, json};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use uuid::Uuid;
-
-/// Notification settings from the operator's configuration.
-#[derive(Debug, Clone)]
-pub(crate) struct NotifyConfig {
-    pub(crate) smtp_relay: Option<String>,
-    pub(crate) smtp_from: String,
-    pub(crate) interval: Duration,
-    pub(crate) allow_private: bool,
-}
 
 /// Escapes agent-written text for a Slack-compatible chat message: entities for `&<>`, broken
 /// mass mentions, split Markdown links, visible invisible characters. Newlines become visible

@@ -7,13 +7,29 @@
 //! page draws as dashed boxes: the same characters inside a value are plain text, so no value
 //! can pass itself off as the end of what it says.
 
-use crate::card::PieceView;
-use crate::pages::{Described, show_value};
-use crate::views::ParamRow;
+use crate::describe::{Described, show_value};
+use crate::pieces::PieceView;
 use actiond_core::handlers::{HandlerKind, format_minor_units};
 use actiond_core::injection::find_phrases;
 use actiond_core::text::reveal_invisible;
 use serde_json::Value;
+
+/// One parameter of the handler's schema on the decision page.
+#[derive(Debug, Clone)]
+pub(crate) struct ParamRow {
+    pub(crate) name: String,
+    /// What shows without a click: the value, or the head of a long one with what it leaves
+    /// out marked (see `params_view::fold`).
+    pub(crate) value: Vec<PieceView>,
+    /// The whole value when `value` is only its head, else empty.
+    pub(crate) full: String,
+    /// Lines of the whole value.
+    pub(crate) lines: usize,
+    pub(crate) risky: bool,
+    pub(crate) missing: bool,
+    pub(crate) unexpected: bool,
+    pub(crate) description: String,
+}
 
 /// A value with more lines than this is folded.
 const FOLD_LINES: usize = 8;
@@ -238,7 +254,7 @@ pub(crate) fn unset_line(unset: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pages::describe;
+    use crate::describe::describe;
     use serde_json::json;
 
     /// The pieces as text, each `cut` mark in brackets: how a reader tells them apart.

@@ -17,11 +17,11 @@
 
 use crate::AppState;
 use crate::error::{WebError, WebResult};
-use crate::pages::{chrome, parse_form};
+use crate::pages::chrome::{Chrome, parse_form, path_and_query, render};
 use crate::session::{Viewer, require_post, require_viewer};
-use crate::views::{PasskeyNeededPage, PasskeyRow, PasskeysPage, render};
 use actiond_core::passkey::{self as pk, Assertion, ChallengeInput, RelyingParty};
 use actiond_store::passkeys::{self, Person, SubmittedAssertion};
+use askama::Template;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -31,6 +31,41 @@ use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
 use uuid::Uuid;
+
+/// `/passkeys`.
+#[derive(Template)]
+#[template(path = "passkeys.html")]
+pub(crate) struct PasskeysPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) notice: String,
+    pub(crate) rows: Vec<PasskeyRow>,
+    /// Tenants the person may register a passkey for.
+    pub(crate) tenants: Vec<String>,
+    /// Local path to go back to.
+    pub(crate) next: String,
+    /// How recent a sign-in registration needs, in minutes.
+    pub(crate) sign_in_minutes: u64,
+}
+
+/// One registered passkey.
+pub(crate) struct PasskeyRow {
+    pub(crate) tenant: String,
+    pub(crate) label: String,
+    pub(crate) alg: String,
+    pub(crate) created: String,
+    pub(crate) last_used: String,
+}
+
+/// An Approve refused because it needs a passkey.
+#[derive(Template)]
+#[template(path = "passkey_needed.html")]
+pub(crate) struct PasskeyNeededPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) tenant: String,
+    pub(crate) id: String,
+    /// The person has a passkey for the tenant (the browser sent no signature).
+    pub(crate) registered: bool,
+}
 
 /// The relying party this app is: RP ID = host of the public URL, origin = its origin.
 pub(crate) fn relying_party(state: &AppState) -> RelyingParty {
@@ -74,7 +109,7 @@ pub(crate) async fn page(
     uri: Uri,
     Query(q): Query<PasskeysQuery>,
 ) -> WebResult<Response> {
-    let v = require_viewer(&state, &headers, &crate::pages::path_and_query(&uri)).await?;
+    let v = require_viewer(&state, &headers, &path_and_query(&uri)).await?;
     let rows = passkeys::list(&state.db, &v.tenants, person(&v)).await?;
     let alg = |a: i32| match a {
         -7 => "ES256",
@@ -84,7 +119,7 @@ pub(crate) async fn page(
     };
     let fmt = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
     Ok(render(&PasskeysPage {
-        chrome: chrome(&v),
+        chrome: v.chrome(),
         notice: if q.registered.is_some() {
             "Passkey registered. Approvals that need one will now ask for it.".into()
         } else {
@@ -386,7 +421,7 @@ pub(crate) async fn needed_page(
     let mut r = (
         StatusCode::FORBIDDEN,
         render(&PasskeyNeededPage {
-            chrome: chrome(v),
+            chrome: v.chrome(),
             tenant: tenant.to_owned(),
             id: id.to_string(),
             registered,

@@ -14,37 +14,33 @@
 
 use crate::error::{WebError, WebResult};
 use crate::oidc::Identity;
-use crate::views::{LoginPage, render};
+use crate::pages::chrome::{Chrome, render};
+use crate::token::{ct_eq, random_token};
 use crate::{AppState, authz, headers};
 use actiond_core::canonical::sha256_hex;
+use actiond_core::text::reveal_invisible;
 use actiond_store::web_sessions;
+use askama::Template;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rand::RngCore as _;
 use serde::Deserialize;
 use std::time::Duration;
 
+/// `/login`.
+#[derive(Template)]
+#[template(path = "login.html")]
+pub(crate) struct LoginPage {
+    pub(crate) oidc_issuer: Option<String>,
+    pub(crate) oidc_href: String,
+    pub(crate) dev: bool,
+    pub(crate) prelogin: String,
+    pub(crate) next: String,
+    pub(crate) logged_out: bool,
+}
+
 /// Lifetime of a started login.
 const LOGIN_TTL: Duration = Duration::from_secs(600);
-
-/// A random 256-bit token, base64url.
-pub(crate) fn random_token() -> String {
-    let mut b = [0u8; 32];
-    rand::rng().fill_bytes(&mut b);
-    URL_SAFE_NO_PAD.encode(b)
-}
-
-/// Constant-time equality of two strings (length is not secret).
-pub(crate) fn ct_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// Cookie names, `__Host-` prefixed when cookies are Secure.
 pub(crate) fn cookie_name(state: &AppState, base: &str) -> String {
@@ -127,6 +123,25 @@ pub(crate) struct Viewer {
     pub(crate) claims: serde_json::Value,
 }
 
+impl Viewer {
+    /// The signed-in header of this person's pages.
+    pub(crate) fn chrome(&self) -> Chrome {
+        let who = self
+            .name
+            .clone()
+            .or_else(|| self.email.clone())
+            .unwrap_or_else(|| self.subject.clone());
+        Chrome {
+            who: reveal_invisible(&who, false),
+            subject: reveal_invisible(&self.subject, false),
+            tenants: self.tenants.join(", "),
+            csrf: self.csrf.clone(),
+            dev: self.dev,
+            admin: !self.admin_tenants.is_empty(),
+        }
+    }
+}
+
 /// The session of this request, if valid; refreshes its idle timer.
 pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<Option<Viewer>> {
     let Some(id) = cookie(headers, &cookie_name(state, "actiond_session")) else {
@@ -175,6 +190,50 @@ pub(crate) async fn viewer(state: &AppState, headers: &HeaderMap) -> WebResult<O
             auth_time: s.auth_time,
         },
     }))
+}
+
+/// Middleware: a 4xx page (a 404 above all) keeps the navigation. Error pages are rendered
+/// where the person is not known; when the request carries a valid session, the page is
+/// rendered again with the signed-in header (queue, history, admin links, sign out). Clients
+/// that asked for problem details are left to `error::problem_when_asked`.
+pub(crate) async fn navigation_on_errors(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers().clone();
+    let response = next.run(request).await;
+    if !response.status().is_client_error()
+        || crate::error::wants_problem(&headers)
+        || response
+            .extensions()
+            .get::<crate::error::WithoutNavigation>()
+            .is_none()
+    {
+        return response;
+    }
+    let Some(info) = response
+        .extensions()
+        .get::<crate::error::ProblemInfo>()
+        .cloned()
+    else {
+        return response;
+    };
+    let viewer = match viewer(&state, &headers).await {
+        Ok(Some(v)) => v,
+        _ => return response,
+    };
+    let page = crate::error::ErrorPage {
+        status: response.status().as_u16(),
+        title: info.title,
+        message: &info.detail,
+        operation_id: None,
+        chrome: Some(viewer.chrome()),
+    };
+    let body = render(&page).into_body();
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, body)
 }
 
 /// The session of a GET page, or a redirect to the login page coming back to `next`.
@@ -459,7 +518,7 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> WebResult<Response> {
-    let form = crate::pages::parse_form(&body)?;
+    let form = crate::pages::chrome::parse_form(&body)?;
     let v = require_post(&state, &headers, form.get("csrf").map(String::as_str)).await?;
     web_sessions::delete(&state.db, &v.id_sha256).await?;
     let mut res = (

@@ -1,7 +1,7 @@
 //! How the queue and the decision page show a staged approval: "stage 1 of 2: team-leads, 0
 //! of 1 needed, 12 min left" and who is next ("next: finance", or "last stage").
 
-use crate::pages::human_age;
+use crate::pages::chrome::human_age;
 use actiond_store::stages::{Stage, open_stage};
 
 /// The open stage in words with its time left, and who is next; both empty when no stage is

@@ -1,6 +1,8 @@
 //! The web service's shared state, built from its configuration.
 
-use crate::{DEV_ISSUER, WebArgs, WebMetrics, devlogin, fatigue, notify, oidc};
+use crate::config::NotifyConfig;
+use crate::devcode::DevLogin;
+use crate::{DEV_ISSUER, WebArgs, WebMetrics, fatigue, oidc};
 use actiond_core::grant::GrantSigner;
 use actiond_runtime::credentials::CredentialsDir;
 use actiond_store::Db;
@@ -22,7 +24,7 @@ pub struct Inner {
     /// Signs when a decision page was rendered (time-on-page measurement).
     pub(crate) form_clock: fatigue::FormClock,
     pub(crate) oidc: Option<oidc::Oidc>,
-    pub(crate) dev: Option<devlogin::DevLogin>,
+    pub(crate) dev: Option<DevLogin>,
     pub(crate) public_url: Url,
     pub(crate) origin: String,
     pub(crate) secure_cookies: bool,
@@ -33,7 +35,7 @@ pub struct Inner {
     pub(crate) metrics: WebMetrics,
     pub(crate) registry: actiond_runtime::Metrics,
     pub(crate) creds: Option<CredentialsDir>,
-    pub(crate) notify: notify::NotifyConfig,
+    pub(crate) notify: NotifyConfig,
     /// DER certificates of `--passkey-attestation-roots` (empty: none configured).
     pub(crate) attestation_roots: Vec<Vec<u8>>,
 }
@@ -124,7 +126,7 @@ impl AppState {
             _ => anyhow::bail!("--oidc-issuer and --oidc-client-id go together"),
         };
         let dev = if args.dev_login {
-            Some(devlogin::DevLogin::new(&public_url))
+            Some(DevLogin::new(&public_url))
         } else {
             None
         };
@@ -166,7 +168,7 @@ impl AppState {
             metrics,
             registry,
             creds,
-            notify: notify::NotifyConfig {
+            notify: NotifyConfig {
                 smtp_relay: args.smtp_relay.clone(),
                 smtp_from: args.smtp_from.clone(),
                 interval: args.notify_interval,
@@ -178,7 +180,7 @@ impl AppState {
     /// The dev login's current one-time code, when the dev login is on (it is also printed on
     /// stderr at start and after every use). For embedding, e.g. `actiond dev`.
     pub fn dev_login_code(&self) -> Option<String> {
-        self.dev.as_ref().map(devlogin::DevLogin::current)
+        self.dev.as_ref().map(DevLogin::current)
     }
 
     /// This instance's metrics in the Prometheus text format (what `/metrics` serves).

@@ -7,30 +7,15 @@ on stdout, one command per line on stdin.
 usage: py_client.py -- COMMAND [ARGS...]
 """
 
-import json
 import sys
 
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from py_test_io import check, emit, expect_command
+
 FINAL = {"succeeded", "failed", "outcome_unknown", "blocked", "denied", "expired"}
-
-
-def emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event, default=str) + "\n")
-    sys.stdout.flush()
-
-
-async def expect_command(want: str) -> None:
-    line = await anyio.to_thread.run_sync(sys.stdin.readline)
-    if line.strip() != want:
-        raise RuntimeError(f"expected command {want!r}, got {line!r}")
-
-
-def check(cond: bool, what: str) -> None:
-    if not cond:
-        raise RuntimeError(f"check failed: {what}")
 
 
 async def main(command: list[str]) -> None:

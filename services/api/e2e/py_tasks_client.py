@@ -9,7 +9,6 @@ with the test: one JSON event per line on stdout, one command per line on stdin.
 usage: py_tasks_client.py -- COMMAND [ARGS...]
 """
 
-import json
 import sys
 from typing import Any, Literal
 
@@ -19,6 +18,8 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import TypeAdapter
+
+from py_test_io import check, emit, expect_command
 
 TASKS = "io.modelcontextprotocol/tasks"
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -54,22 +55,6 @@ class CancelTask(Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     params: TaskIdParams
     name_param = "taskId"
-
-
-def emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event, default=str) + "\n")
-    sys.stdout.flush()
-
-
-async def expect_command(want: str) -> None:
-    line = await anyio.to_thread.run_sync(sys.stdin.readline)
-    if line.strip() != want:
-        raise RuntimeError(f"expected command {want!r}, got {line!r}")
-
-
-def check(cond: bool, what: str) -> None:
-    if not cond:
-        raise RuntimeError(f"check failed: {what}")
 
 
 async def get_task(session, task_id: str) -> dict[str, Any]:

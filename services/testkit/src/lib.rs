@@ -863,6 +863,27 @@ pub async fn agent(db: &Db, tenant: &str, name: &str, owner: Option<&str>) -> (u
     (a.id, token)
 }
 
+/// A tenant as a test starts from it: its document applied and one agent ([`seed`]).
+#[derive(Debug, Clone)]
+pub struct Seed {
+    /// The agent's id.
+    pub agent_id: uuid::Uuid,
+    /// The agent's bearer token (`actiond_…`).
+    pub token: String,
+}
+
+/// The one seed fixture of the suites: applies the tenant document `doc` (for `tenant`, the
+/// tenant it names; its `approvers:` say who may decide) as version 1 by `test`, then creates
+/// agent `agent_name` of `tenant` owned by `owner` ([`agent`]). Each suite keeps the document
+/// its rules need and calls this instead of repeating the two steps.
+pub async fn seed(db: &Db, tenant: &str, doc: &str, agent_name: &str, owner: Option<&str>) -> Seed {
+    actiond_store::tenants::apply(db, doc, "test")
+        .await
+        .unwrap();
+    let (agent_id, token) = agent(db, tenant, agent_name, owner).await;
+    Seed { agent_id, token }
+}
+
 #[cfg(test)]
 mod tests {
     use super::listen_line;

@@ -126,11 +126,9 @@ approvers:
 
 /// A new agent of `tenant` owned by `owner`.
 pub async fn agent(db: &Db, tenant: &str, name: &str, owner: &str) -> Uuid {
-    let token = sha256_hex(Uuid::new_v4().to_string());
-    actiond_store::agents::create(db, tenant, name, Some(owner), &token, None)
+    actiond_testkit::agent(db, tenant, name, Some(owner))
         .await
-        .unwrap()
-        .id
+        .0
 }
 
 /// The rule name that makes [`escalated`] leave its proposal `pending` (policy has not seen it).
@@ -209,15 +207,14 @@ pub async fn escalated(
 
 /// Applies both tenant documents and creates agents and four escalated proposals.
 pub async fn seed(db: &Db, acme_issuer: Option<&str>) -> Seeded {
-    actiond_store::tenants::apply(db, &acme_doc(acme_issuer), "test")
+    let doc = acme_doc(acme_issuer);
+    let support = actiond_testkit::seed(db, "acme", &doc, "support-bot", Some("dave"))
         .await
-        .unwrap();
-    actiond_store::tenants::apply(db, GLOBEX_DOC, "test")
-        .await
-        .unwrap();
-    let support = agent(db, "acme", "support-bot", "dave").await;
+        .agent_id;
     let refund = agent(db, "acme", "refund-bot", "alice").await;
-    let gbot = agent(db, "globex", "globex-bot", "gary").await;
+    let gbot = actiond_testkit::seed(db, "globex", GLOBEX_DOC, "globex-bot", Some("gary"))
+        .await
+        .agent_id;
     let p_deny = escalated(
         db,
         "acme",

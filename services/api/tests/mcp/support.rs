@@ -3,7 +3,7 @@
 
 use actiond_api::{AppState, router};
 use actiond_runtime::Metrics;
-use actiond_store::{Db, agents};
+use actiond_store::Db;
 use rand::RngCore;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -86,6 +86,35 @@ pub fn new_token() -> String {
 }
 
 impl Env {
+    /// Starts `script` (a Python MCP client in `services/api/e2e`) with `python` on
+    /// `actiond mcp-stdio` against this api, the agent's token in a file only its owner may
+    /// read; returns the running script and the folder of the token file, which the test
+    /// removes when it is done.
+    pub fn python_on_stdio(
+        &self,
+        python: &Path,
+        actiond: &Path,
+        script: &str,
+    ) -> (Script, PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("actiond-mcp-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, format!("{}\n", self.token)).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let mut cmd = Command::new(python);
+        cmd.arg(e2e_dir().join(script))
+            .arg("--")
+            .arg(actiond)
+            .args(["mcp-stdio", "--url", &self.base, "--token-file"])
+            .arg(&token_file);
+        (Script::spawn(cmd), dir)
+    }
+
     /// Fresh database, migrated; tenant `acme` applied; one agent; the api served on port 0.
     pub async fn start() -> Env {
         Self::start_with(|s| s).await
@@ -105,21 +134,10 @@ impl Env {
         url.set_path(&format!("/{dbname}"));
         let db = Db::connect(url.as_str(), 8).unwrap();
         db.migrate().await.unwrap();
-        actiond_store::tenants::apply(&db, TENANT_YAML, "test")
+        let token = actiond_testkit::seed(&db, "acme", TENANT_YAML, "support-bot", Some("alice"))
             .await
-            .unwrap();
+            .token;
         let sql = Arc::new(connect(url.as_str()).await);
-        let token = new_token();
-        agents::create(
-            &db,
-            "acme",
-            "support-bot",
-            Some("alice"),
-            &actiond_core::canonical::sha256_hex(&token),
-            None,
-        )
-        .await
-        .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let metrics = Metrics::new("api");
@@ -140,38 +158,15 @@ impl Env {
 
     /// Another agent of the same tenant; returns its token.
     pub async fn another_agent(&self, name: &str) -> String {
-        let token = new_token();
-        agents::create(
-            &self.db,
-            "acme",
-            name,
-            None,
-            &actiond_core::canonical::sha256_hex(&token),
-            None,
-        )
-        .await
-        .unwrap();
-        token
+        actiond_testkit::agent(&self.db, "acme", name, None).await.1
     }
 
     /// Applies `yaml` (a tenant document for tenant `tenant`) and creates an agent of that
     /// tenant; returns the agent's token.
     pub async fn agent_of_tenant(&self, tenant: &str, yaml: &str, name: &str) -> String {
-        actiond_store::tenants::apply(&self.db, yaml, "test")
+        actiond_testkit::seed(&self.db, tenant, yaml, name, None)
             .await
-            .unwrap();
-        let token = new_token();
-        agents::create(
-            &self.db,
-            tenant,
-            name,
-            None,
-            &actiond_core::canonical::sha256_hex(&token),
-            None,
-        )
-        .await
-        .unwrap();
-        token
+            .token
     }
 
     /// Number of proposals in the database.

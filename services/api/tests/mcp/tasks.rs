@@ -322,22 +322,7 @@ async fn python_sdk_follows_and_withdraws_tasks() {
     let python = require_python_client().await;
     let actiond = require_actiond_binary().await;
     let env = Env::start().await;
-    let dir = std::env::temp_dir().join(format!("actiond-mcp-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, format!("{}\n", env.token)).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let mut cmd = tokio::process::Command::new(&python);
-    cmd.arg(e2e_dir().join("py_tasks_client.py"))
-        .arg("--")
-        .arg(&actiond)
-        .args(["mcp-stdio", "--url", &env.base, "--token-file"])
-        .arg(&token_file);
-    let mut script = Script::spawn(cmd);
+    let (mut script, dir) = env.python_on_stdio(&python, &actiond, "py_tasks_client.py");
     let mut run = None;
     loop {
         let event = script.next_event().await;
