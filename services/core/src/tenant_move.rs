@@ -311,7 +311,7 @@ mod tests {
         let e = check_file(&[h, end_line(1)], "", &[]).unwrap_err();
         assert!(e.contains("version 2 is not supported"), "{e}");
         let h = header_line("acme", "cell-b", "ops");
-        let e = check_file(&[h.clone()], "", &[]).unwrap_err();
+        let e = check_file(std::slice::from_ref(&h), "", &[]).unwrap_err();
         assert!(e.contains("truncated"), "{e}");
         let e = check_file(
             &[h.clone(), row_line("agents", &json!({})), end_line(1)],
