@@ -356,13 +356,14 @@ async fn four_executors_race_over_500_proposals() {
     let wrong: Vec<uuid::Uuid> = c
         .query(
             "SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
-             WHERE (SELECT array_agg(e.kind ORDER BY e.id) FROM audit_events e WHERE e.proposal_id = p.id)
+             WHERE p.id = ANY($2)
+               AND ((SELECT array_agg(e.kind ORDER BY e.id) FROM audit_events e WHERE e.proposal_id = p.id)
                    IS DISTINCT FROM $1::text[]
                 OR NOT EXISTS (SELECT 1 FROM audit_events e
                                WHERE e.proposal_id = p.id AND e.kind = 'grant.spent'
                                  AND e.detail->>'grant_id' = g.id::text AND e.detail->>'key_id' = g.key_id
-                                 AND e.actor = 'executor:' || g.used_by)",
-            &[&kinds],
+                                 AND e.actor = 'executor:' || g.used_by))",
+            &[&kinds, &ids],
         )
         .await
         .unwrap()

@@ -83,7 +83,9 @@ async fn v27_keeps_rows_and_refuses_a_statement_that_breaks_a_rule_for_one_row()
 async fn a_proposals_times_never_go_backwards() {
     use actiond_store::executor_queue::FINISH_SQL;
     use actiond_store::policy_queue::DECIDE_SQL;
-    let s = Scratch::at(30).await;
+    // Today's decide and finish statements need today's columns (V42's grant preview hash,
+    // V44's tenant moves): the database is migrated to the latest version, which includes V30.
+    let s = Scratch::at(44).await;
     let url = {
         let server = actiond_testkit::server_url();
         let (base, _) = server.rsplit_once('/').unwrap();
@@ -121,6 +123,7 @@ async fn a_proposals_times_never_go_backwards() {
                 &none,
                 &Vec::<Vec<u8>>::new(),
                 &"policy",
+                &Vec::<Option<String>>::new(),
             ],
         )
         .await

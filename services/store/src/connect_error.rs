@@ -94,9 +94,12 @@ pub fn explain(config: &tokio_postgres::Config, e: &tokio_postgres::Error) -> St
         message.push_str("; ");
         message.push_str(&h);
     }
+    // Only a refusal that waiting cannot fix is final: a wrong login (class 28) or a missing
+    // database (3D000). Anything else — no answer, a restart, a database that does not allow
+    // connections now (55000) — is "unavailable, try again" (503 at the api).
     let retry = e
         .code()
-        .is_none_or(|c| crate::sqlstate_unavailable(c.code()));
+        .is_none_or(|c| !(c.code().starts_with("28") || c.code() == "3D000"));
     StoreError::Connect { message, retry }
 }
 

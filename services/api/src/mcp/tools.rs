@@ -433,7 +433,7 @@ impl ServerHandler for ActiondMcp {
 /// | proposal state | task status | payload |
 /// |---|---|---|
 /// | `pending`, `escalated`, `approved`, `executing` | `working` | `statusMessage`: what the state means ("has NOT happened") |
-/// | `succeeded`, `failed`, `outcome_unknown`, `blocked`, `denied`, `expired`, `stale`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
+/// | `succeeded`, `failed`, `outcome_unknown`, `effect_mismatch`, `blocked`, `denied`, `expired`, `stale`, `amended` (the result names the new proposal) | `completed` | `result`: the `check_proposal` result |
 /// | `withdrawn` | `cancelled` | `statusMessage`: withdrawn, nothing happened |
 pub mod tasks {
     use super::{McpError, ProposalStatus, SubmitError, Value, json, state_advice, status_result};
