@@ -356,9 +356,19 @@ fn report(args: &Args, run: &report::Run) {
     }
 }
 
-/// Runs actiond on a fresh database and measures it.
-async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> report::Run {
-    let allow = args.scenario == "allow";
+/// What a measured run starts from: a fresh database with the bench tenant (changed by any
+/// `--schema-sql`), the receiver its handlers call, the gateway's processes, and the load's
+/// target once the api answers.
+struct Setup {
+    tdb: TestDb,
+    recv: Receiver,
+    /// The gateway's processes; dropping them stops them.
+    services: Vec<Service>,
+    target: load::Target,
+}
+
+/// Sets up a measured run ([`Setup`]).
+async fn set_up(args: &Args, allow: bool) -> Setup {
     let tdb = TestDb::new().await;
     for path in &args.schema_sql {
         let sql = std::fs::read_to_string(path)
@@ -400,6 +410,23 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         kind: if allow { "ping" } else { "review" },
         first: 0,
     };
+    Setup {
+        tdb,
+        recv,
+        services,
+        target,
+    }
+}
+
+/// Runs actiond on a fresh database and measures it.
+async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> report::Run {
+    let allow = args.scenario == "allow";
+    let Setup {
+        tdb,
+        recv,
+        services,
+        target,
+    } = set_up(args, allow).await;
     let su = tdb.superuser().await;
     // The warm-up, through the whole path, before metering: every process is up, and with
     // `--warm-up` above 1 every pool holds the connections the load needs.
