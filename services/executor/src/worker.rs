@@ -305,32 +305,46 @@ impl Worker {
         // Committed: the grants are spent and the proposals `executing`. Now, and only now, the
         // handlers run.
         for (row, r, permit) in run {
-            let w = self.clone();
             let lease_end = spending + r.entry.timeout + self.lease_margin;
-            tokio::spawn(async move {
-                if let Err(stale) = crate::prerun::check(&w, &row, &r.grant, &r.entry).await {
-                    w.metrics
-                        .executions
-                        .with_label_values(&[r.entry.kind.action(), "stale"])
-                        .inc();
-                    crate::prerun::record(&w, &row, &stale, lease_end).await;
-                    drop(permit);
-                    return;
-                }
-                let outcome = w.run_handler(&row, &r.grant, &r.entry).await;
-                // The read-back must leave time to record within the run lease.
-                let budget = lease_end
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .saturating_sub(w.lease_margin / 2);
-                let (outcome, effect) =
-                    effects::after_run(&w, &row, &r.grant, &r.entry, outcome, budget).await;
-                if let Err(e) = w.record(&row, &outcome, effect.as_ref(), lease_end).await {
-                    tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
-                }
-                drop(permit);
-            });
+            tokio::spawn(self.clone().run_spent(row, r, permit, lease_end));
         }
         Ok(())
+    }
+
+    /// Runs one proposal whose grant this executor has just spent (committed): the pre-run
+    /// check of the preview the grant binds ([`crate::prerun`]), the handler, the read-back
+    /// ([`effects::after_run`]) and the recording of the outcome within `lease_end`, the end
+    /// of its run lease. `permit` is its slot of the executor's concurrency.
+    async fn run_spent(
+        self: Arc<Self>,
+        row: ClaimedRow,
+        r: Ready,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        lease_end: tokio::time::Instant,
+    ) {
+        if let Err(stale) = crate::prerun::check(&self, &row, &r.grant, &r.entry).await {
+            self.metrics
+                .executions
+                .with_label_values(&[r.entry.kind.action(), "stale"])
+                .inc();
+            crate::prerun::record(&self, &row, &stale, lease_end).await;
+            drop(permit);
+            return;
+        }
+        let outcome = self.run_handler(&row, &r.grant, &r.entry).await;
+        // The read-back must leave time to record within the run lease.
+        let budget = lease_end
+            .saturating_duration_since(tokio::time::Instant::now())
+            .saturating_sub(self.lease_margin / 2);
+        let (outcome, effect) =
+            effects::after_run(&self, &row, &r.grant, &r.entry, outcome, budget).await;
+        if let Err(e) = self
+            .record(&row, &outcome, effect.as_ref(), lease_end)
+            .await
+        {
+            tracing::warn!(proposal = %row.id, error = %e, "recording failed; the lease will expire and the sweeper decides");
+        }
+        drop(permit);
     }
 
     /// Records `refusal` on `row` (state, agent text, audit event) in the claiming transaction.
