@@ -253,7 +253,7 @@ struct SealMetrics {
 
 fn seal_metrics() -> SealMetrics {
     let metrics = Metrics::new("sealer");
-    SealMetrics {
+    let m = SealMetrics {
         lag: metrics.gauge_vec(
             "audit_seal_lag_seconds",
             "Age of the oldest audit event not sealed yet (0 when all are sealed).",
@@ -268,7 +268,11 @@ fn seal_metrics() -> SealMetrics {
             &[],
         ),
         metrics,
-    }
+    };
+    // Label-less counters exist at 0 from the first scrape, not from the first seal.
+    m.seals.with_label_values::<&str>(&[]);
+    m.events.with_label_values::<&str>(&[]);
+    m
 }
 
 /// The [`Service`] of a database worker (`sealer`, `retention`): its metrics, a ready check
