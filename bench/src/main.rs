@@ -55,6 +55,15 @@ struct Args {
     /// Policy worker processes.
     #[arg(long, default_value_t = 1)]
     policies: usize,
+    /// API processes; the load's clients take them in turn (proposal n goes to api n mod N).
+    #[arg(long, default_value_t = 1)]
+    apis: usize,
+    /// Runs N api, N policy and N executor processes (overrides `--apis`, `--policies` and
+    /// `--executors`), so contention between replicas (row locks, LISTEN fan-out, SKIP LOCKED
+    /// misses) shows as N grows. On a 2-core machine, 4 and 8 measure contention and
+    /// scheduling together; compare each with the floor of its own run.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=32))]
+    replicas: Option<u16>,
     /// Scenario: allow or submit.
     #[arg(long, default_value = "allow")]
     scenario: String,
@@ -127,33 +136,37 @@ handlers:
 /// Statements shown by `--pg-stat-statements`.
 const TOP_STATEMENTS: i64 = 12;
 
-/// Spawns the api (on a port of its choosing) and, for the allow scenario, the policy and
-/// executor processes; returns them and the api's URL.
+/// Spawns the api processes (each on a port of its choosing) and, for the allow scenario, the
+/// policy and executor processes; returns them and the apis' URLs.
 async fn spawn_services(
     args: &Args,
     tdb: &TestDb,
     keys: &Keys,
     recv: &Receiver,
-) -> (Vec<Service>, String) {
+) -> (Vec<Service>, Vec<String>) {
     let logs = log_dir("bench");
-    let mut api = Service::spawn(
-        "api",
-        "api",
-        &[],
-        &[
-            ("DATABASE_URL", tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_POOL_SIZE", "32".into()),
-            // The bound-listener line is how the port is learnt (Service::bound).
-            ("RUST_LOG", "warn,actiond::listen=info".into()),
-        ],
-        &logs,
-    );
-    let api_url = api.url("http").await;
-    let mut services = vec![api];
+    let mut services = Vec::new();
+    let mut api_urls = Vec::new();
+    for i in 0..args.apis.max(1) {
+        let mut api = Service::spawn(
+            "api",
+            &format!("api-{i}"),
+            &[],
+            &[
+                ("DATABASE_URL", tdb.role_url("api").await),
+                ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
+                ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
+                ("ACTIOND_API_POOL_SIZE", "32".into()),
+                // The bound-listener line is how the port is learnt (Service::bound).
+                ("RUST_LOG", "warn,actiond::listen=info".into()),
+            ],
+            &logs,
+        );
+        api_urls.push(api.url("http").await);
+        services.push(api);
+    }
     if args.scenario != "allow" {
-        return (services, api_url);
+        return (services, api_urls);
     }
     for i in 0..args.policies {
         services.push(Service::spawn(
@@ -197,7 +210,7 @@ async fn spawn_services(
     if args.seal {
         services.push(spawn_sealer(tdb, keys, &logs).await);
     }
-    (services, api_url)
+    (services, api_urls)
 }
 
 /// The audit sealer with a key of its own (`actiond audit keygen`), chaining and signing
@@ -316,7 +329,11 @@ fn label(role: &str) -> &'static str {
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(n) = args.replicas {
+        let n = usize::from(n);
+        (args.apis, args.policies, args.executors) = (n, n, n);
+    }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         eprintln!("--rate must be a positive number of proposals per second");
         std::process::exit(2);
@@ -392,17 +409,19 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
         .pool_max_idle_per_host(args.concurrency.max(256))
         .build()
         .unwrap();
-    eventually(Duration::from_secs(30), "api up", || {
-        let (h, u) = (http.clone(), format!("{api}/healthz"));
-        async move {
-            h.get(u)
-                .send()
-                .await
-                .ok()
-                .filter(|r| r.status().is_success())
-        }
-    })
-    .await;
+    for url in &api {
+        eventually(Duration::from_secs(30), "api up", || {
+            let (h, u) = (http.clone(), format!("{url}/healthz"));
+            async move {
+                h.get(u)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            }
+        })
+        .await;
+    }
     let target = load::Target {
         http,
         api,
@@ -529,6 +548,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         },
         rate: args.rate,
         proposals: args.proposals,
+        apis: args.apis,
         policies: if allow { args.policies } else { 0 },
         executors: if allow { args.executors } else { 0 },
         submitted,
