@@ -78,33 +78,17 @@ async fn refund(ex: &Execution<'_>) -> Outcome {
 /// its latest charge expanded), beside this refund. Binding: the payment's amount, currency
 /// and the amount already refunded. Warning: a refund larger than what is left to refund.
 async fn preview(ex: &Execution<'_>) -> Result<Read, String> {
-    let base = ex
-        .destinations
-        .billing_base_url
-        .as_ref()
-        .ok_or("no billing provider is configured on this executor")?;
     let p = ex.params;
     let payment = p
         .get("payment_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let mut url = base
-        .join(&format!("v1/payment_intents/{payment}"))
-        .map_err(|_| "bad billing base URL")?;
-    url.query_pairs_mut()
-        .append_pair("expand[]", "latest_charge");
-    let key = credential(ex)
-        .map_err(|o| o.detail().to_owned())?
-        .ok_or("billing.refund.issue needs a credential")?;
-    let resp = ex
-        .http
-        .get(url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .map_err(|e| format!("could not reach the billing API: {e}"))?;
-    let status = resp.status().as_u16();
-    let v: Value = resp.json().await.unwrap_or(Value::Null);
+    let (status, v) = billing_get(
+        ex,
+        &format!("v1/payment_intents/{payment}"),
+        &[("expand[]", "latest_charge")],
+    )
+    .await?;
     let (Some(amount), Some(currency)) = (
         v.get("amount").and_then(Value::as_i64),
         v.get("currency").and_then(Value::as_str),
@@ -142,6 +126,35 @@ async fn preview(ex: &Execution<'_>) -> Result<Read, String> {
     })
 }
 
+/// A read-only `GET` of the billing API at `path` (relative to its base URL) with `query`, as
+/// the executor's billing credential; the HTTP status and the JSON body (`null` when the body
+/// is not JSON). Errors: no billing provider or credential configured, the API unreachable.
+async fn billing_get(
+    ex: &Execution<'_>,
+    path: &str,
+    query: &[(&str, &str)],
+) -> Result<(u16, Value), String> {
+    let base = ex
+        .destinations
+        .billing_base_url
+        .as_ref()
+        .ok_or("no billing provider is configured on this executor")?;
+    let mut url = base.join(path).map_err(|_| "bad billing base URL")?;
+    url.query_pairs_mut().extend_pairs(query);
+    let key = credential(ex)
+        .map_err(|o| o.detail().to_owned())?
+        .ok_or("billing.refund.issue needs a credential")?;
+    let resp = ex
+        .http
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .map_err(|e| format!("could not reach the billing API: {e}"))?;
+    let status = resp.status().as_u16();
+    Ok((status, resp.json().await.unwrap_or(Value::Null)))
+}
+
 /// The refund this grant made, as the provider lists it now: the payment's refunds
 /// (`GET /v1/refunds?payment_intent=…&limit=100`), the one whose `metadata.actiond_grant_id`
 /// is this grant's id (the run's idempotency key). It matches when its amount and currency are
@@ -162,34 +175,17 @@ async fn read_back(ex: &Execution<'_>) -> EffectRecord {
 
 /// The refund of this grant at the provider, if it lists one.
 async fn find_refund(ex: &Execution<'_>) -> Result<Option<Value>, String> {
-    let base = ex
-        .destinations
-        .billing_base_url
-        .as_ref()
-        .ok_or("no billing provider is configured on this executor")?;
     let payment = ex
         .params
         .get("payment_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let mut url = base
-        .join("v1/refunds")
-        .map_err(|_| "bad billing base URL")?;
-    url.query_pairs_mut()
-        .append_pair("payment_intent", payment)
-        .append_pair("limit", "100");
-    let key = credential(ex)
-        .map_err(|o| o.detail().to_owned())?
-        .ok_or("billing.refund.issue needs a credential")?;
-    let resp = ex
-        .http
-        .get(url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .map_err(|e| format!("could not reach the billing API: {e}"))?;
-    let status = resp.status().as_u16();
-    let v: Value = resp.json().await.unwrap_or(Value::Null);
+    let (status, v) = billing_get(
+        ex,
+        "v1/refunds",
+        &[("payment_intent", payment), ("limit", "100")],
+    )
+    .await?;
     let Some(list) = v.get("data").and_then(Value::as_array) else {
         return Err(format!(
             "the billing API answered HTTP {status} without a list of refunds"
