@@ -792,6 +792,20 @@ ALTER TABLE ONLY public.proposal_delegations FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: proposal_facts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.proposal_facts (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    facts jsonb NOT NULL,
+    CONSTRAINT proposal_facts_facts_check CHECK (((jsonb_typeof(facts) = 'object'::text) AND (length((facts)::text) <= 65536)))
+);
+
+ALTER TABLE ONLY public.proposal_facts FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: proposal_previews; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1237,6 +1251,14 @@ ALTER TABLE ONLY public.passkeys
 
 ALTER TABLE ONLY public.proposal_delegations
     ADD CONSTRAINT proposal_delegations_pkey PRIMARY KEY (proposal_id);
+
+
+--
+-- Name: proposal_facts proposal_facts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_facts
+    ADD CONSTRAINT proposal_facts_pkey PRIMARY KEY (proposal_id);
 
 
 --
@@ -1741,6 +1763,14 @@ ALTER TABLE ONLY public.proposal_delegations
 
 
 --
+-- Name: proposal_facts proposal_facts_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.proposal_facts
+    ADD CONSTRAINT proposal_facts_proposal_id_fkey FOREIGN KEY (proposal_id) REFERENCES public.proposals(id) ON DELETE CASCADE;
+
+
+--
 -- Name: proposal_previews proposal_previews_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1830,6 +1860,13 @@ CREATE POLICY api_read ON public.audit_events FOR SELECT TO actiond_api USING (p
 --
 
 CREATE POLICY api_tenant ON public.proposal_delegations TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
+
+
+--
+-- Name: proposal_facts api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.proposal_facts TO actiond_api USING (public.actiond_tenant_visible(tenant_id)) WITH CHECK (public.actiond_tenant_visible(tenant_id));
 
 
 --
@@ -1952,6 +1989,12 @@ CREATE POLICY policy_write ON public.audit_events FOR INSERT TO actiond_policy W
 --
 
 ALTER TABLE public.proposal_delegations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: proposal_facts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.proposal_facts ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: proposal_previews; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2082,6 +2125,13 @@ CREATE POLICY web_tenant ON public.proposal_delegations TO actiond_web USING (pu
 
 
 --
+-- Name: proposal_facts web_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY web_tenant ON public.proposal_facts TO actiond_web USING (public.actiond_tenant_visible(tenant_id, true)) WITH CHECK (public.actiond_tenant_visible(tenant_id, true));
+
+
+--
 -- Name: proposal_previews web_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2184,6 +2234,13 @@ CREATE POLICY workers ON public.passkeys FOR SELECT TO actiond_admin USING (true
 --
 
 CREATE POLICY workers ON public.proposal_delegations TO actiond_policy, actiond_executor, actiond_admin, actiond_retention USING (true) WITH CHECK (true);
+
+
+--
+-- Name: proposal_facts workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.proposal_facts TO actiond_policy, actiond_executor, actiond_admin, actiond_retention USING (true) WITH CHECK (true);
 
 
 --
@@ -2654,6 +2711,18 @@ GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_web;
 GRANT SELECT ON TABLE public.proposal_delegations TO actiond_executor;
 GRANT SELECT,INSERT ON TABLE public.proposal_delegations TO actiond_admin;
 GRANT SELECT,DELETE ON TABLE public.proposal_delegations TO actiond_retention;
+
+
+--
+-- Name: TABLE proposal_facts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.proposal_facts TO actiond_api;
+GRANT SELECT,INSERT ON TABLE public.proposal_facts TO actiond_web;
+GRANT SELECT,INSERT ON TABLE public.proposal_facts TO actiond_admin;
+GRANT SELECT ON TABLE public.proposal_facts TO actiond_policy;
+GRANT SELECT ON TABLE public.proposal_facts TO actiond_executor;
+GRANT SELECT,DELETE ON TABLE public.proposal_facts TO actiond_retention;
 
 
 --

@@ -300,3 +300,141 @@ async fn the_web_edit_creates_the_new_proposal_and_refuses_bad_edits() {
         .await;
     assert_eq!(st, 409, "{body}");
 }
+
+/// Signs `subject` in on `web`'s dev login and returns the session cookie it set
+/// (`name=value`), for a browser to carry.
+async fn session_cookie(
+    s: &crate::support::Stack,
+    web: &crate::approval_rules::Web,
+    subject: &str,
+) -> String {
+    let http = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = http
+        .get(format!("{}/login?again=1", web.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let code = web.code(s).await;
+    let r = http
+        .post(format!("{}/dev-login", web.url))
+        .header("origin", &web.url)
+        .form(&[
+            ("prelogin", crate::web::hidden(&page, "prelogin").as_str()),
+            ("next", "/queue"),
+            ("code", code.as_str()),
+            ("subject", subject),
+            ("email", &format!("{subject}@acme.test")),
+            ("groups", ""),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "dev login of {subject}");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|v| v.starts_with("actiond_session="))
+        .expect("a session cookie")
+        .to_owned();
+    actiond_testkit::eventually(T, "a fresh one-time code", || {
+        let c = web.code(s);
+        let used = code.clone();
+        async move { Some(c.await).filter(|c| *c != used) }
+    })
+    .await;
+    cookie
+}
+
+/// The amend flow in Chromium (`web/e2e/amend.test.mjs`, playwright-core and Debian
+/// chromium): alice edits a refund of 120.00 to 80.00 on the decision page; with two approvers
+/// required, her edit counts as one and bob approves the amended proposal. At 1280×900 and
+/// 390×844 the diff and both buttons are inside the first screen. Screenshots go to
+/// `tests/e2e/artifacts/amend_browser/` (not committed). Needs `apt-get install -y chromium`
+/// and `web/e2e/node_modules` (`npm ci --prefix web/e2e`); skipped, loudly, only with
+/// `ACTIOND_SKIP_BROWSER=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_a_person_amends_and_another_approves_the_amended_proposal() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let e2e = root.join("web/e2e");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let ready = e2e.join("node_modules/playwright-core").exists()
+        && std::path::Path::new(&chromium).exists();
+    if !ready {
+        assert_eq!(
+            std::env::var("ACTIOND_SKIP_BROWSER").as_deref(),
+            Ok("1"),
+            "needs apt-get install -y chromium and npm ci --prefix web/e2e (or ACTIOND_SKIP_BROWSER=1)"
+        );
+        eprintln!("\n*** SKIPPED the amend browser test (ACTIOND_SKIP_BROWSER=1) ***\n");
+        return;
+    }
+    let (s, web) = stack("amend_browser", |d| {
+        d.replace(
+            "    credential: payments\n",
+            "    credential: payments\n    approvals_required: 2\n",
+        )
+    })
+    .await;
+    let id = s.propose(&refund("pi_browser", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let alice = session_cookie(&s, &web, "alice").await;
+    let bob = session_cookie(&s, &web, "bob").await;
+    let artifacts = root.join("tests/e2e/artifacts/amend_browser");
+    let scratch = s.logs.join("browser-home");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let out = tokio::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "amend.test.mjs"])
+        .current_dir(&e2e)
+        .env("WEB_URL", &web.url)
+        .env("P_AMEND", id.to_string())
+        .env("ALICE_SESSION", &alice)
+        .env("BOB_SESSION", &bob)
+        .env("ARTIFACTS", &artifacts)
+        .env("CHROMIUM", &chromium)
+        .env("HOME", &scratch)
+        .env("TMPDIR", &scratch)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("node");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{said}");
+    assert!(
+        out.status.success(),
+        "the browser test failed (output above); screenshots in {}",
+        artifacts.display()
+    );
+    // The database shows what the people did: the original amended, the new proposal
+    // approved by alice (her edit) and bob, and its grant issued.
+    assert_eq!(s.state(id).await, "amended");
+    let new = amended_to(&s, id).await.expect("a new proposal");
+    assert!(said.contains(&format!("amended: {new}")), "{said}");
+    assert_eq!(s.state(new).await, "approved");
+    assert_eq!(approvals_of(&s, new).await, ["alice", "bob"]);
+    let edited = s.row(new).await;
+    let params: String = edited.get("params_json");
+    assert!(params.contains("\"amount\":8000"), "{params}");
+    for shot in [
+        "amend-02-first-screen-bob-1280x900.png",
+        "amend-02-first-screen-bob-390x844.png",
+    ] {
+        assert!(artifacts.join(shot).exists(), "{shot}");
+    }
+}

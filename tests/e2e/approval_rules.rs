@@ -57,7 +57,7 @@ impl Web {
     }
 
     /// The current one-time code (the last one the log announced).
-    async fn code(&self, s: &Stack) -> String {
+    pub(crate) async fn code(&self, s: &Stack) -> String {
         let svc = &s.services[self.svc_index];
         eventually(T, "dev login code on stderr", || {
             let log = svc.log_text();

@@ -143,6 +143,25 @@ impl Hx {
         .await
     }
 
+    /// The warnings of the executor's stored preview of `id` (waits for it).
+    async fn warnings(&self, id: uuid::Uuid) -> Value {
+        let db = self.s.tdb.db.clone();
+        eventually(T, "a preview's warnings", || {
+            let db = db.clone();
+            async move {
+                let c = db.client().await.ok()?;
+                c.query_opt(
+                    "SELECT warnings FROM proposal_previews WHERE proposal_id = $1",
+                    &[&id],
+                )
+                .await
+                .ok()?
+                .map(|r| r.get(0))
+            }
+        })
+        .await
+    }
+
     /// Approves `id` on the break-glass CLI as alice.
     async fn approve(&self, id: uuid::Uuid) {
         self.s.approve_as_alice(id).await;
@@ -293,6 +312,11 @@ async fn dns_changes_reach_a_real_powerdns() {
         .await
         .unwrap();
     assert_eq!(now, ["192.0.2.7"]);
+    assert_eq!(
+        hx.warnings(id).await,
+        json!([]),
+        "an address replaced warns of nothing"
+    );
     hx.approve(id).await;
     hx.s.wait_state(id, "succeeded", T).await;
     let (_, now) = pdns
@@ -300,6 +324,30 @@ async fn dns_changes_reach_a_real_powerdns() {
         .await
         .unwrap();
     assert_eq!(now, ["203.0.113.9"]);
+    // The zone's MX at its apex replaced: warned in the preview (issue #34, point 4); the same
+    // records again are no change and warn of nothing.
+    pdns.set(
+        "prod.example.com",
+        "prod.example.com",
+        "MX",
+        300,
+        &["10 mx1.example.net."],
+    )
+    .await;
+    let apex_mx = |mx: &str| dns("prod.example.com", "prod.example.com", "MX", json!([mx]));
+    let id = hx
+        .propose("dns.record.update", apex_mx("10 mx.evil.example.net."))
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(
+        hx.warnings(id).await,
+        json!(["this change replaces the MX records of the zone apex prod.example.com"])
+    );
+    let id = hx
+        .propose("dns.record.update", apex_mx("10 mx1.example.net."))
+        .await;
+    hx.s.wait_state(id, "escalated", T).await;
+    assert_eq!(hx.warnings(id).await, json!([]));
 }
 
 /// With two allowed zones, one inside the other, a record of the inner zone belongs to it: the
@@ -559,6 +607,107 @@ async fn email_send_reaches_a_real_smtp_server() {
     assert_eq!(smtp.messages().len(), 1);
 }
 
+/// An email to a recipient domain the tenant never sent email to before (issue #34, point 4):
+/// the api computes the fact at submission from the database (no earlier `succeeded` email of
+/// the tenant to that domain) and stores it with the proposal; a rule on
+/// `facts.new_recipient_domain` escalates it, and the card shows the warning as a banner and
+/// the queue flags it. Once one email to the domain succeeded, the next is not new: the rule
+/// does not match and it runs. A second proposal filed while the first still waits is new too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_email_to_a_new_domain_is_warned_and_a_rule_on_the_fact_escalates_it() {
+    let smtp = SmtpSink::start();
+    let doc = DOC.replace(
+        "    - name: inside-email\n      when: 'action == \"email.send\" && params.recipients.all(r, r.endsWith(\"@acme.example\"))'\n",
+        "    - name: new-domain\n      when: 'action == \"email.send\" && facts.new_recipient_domain'\n      effect: escalate\n      reason: A domain this tenant never wrote to.\n    - name: inside-email\n      when: 'action == \"email.send\"'\n",
+    );
+    assert_ne!(doc, DOC);
+    let mut hx = Hx::with_doc(
+        "email_new_domain_warned",
+        &doc,
+        &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
+        &[],
+    )
+    .await;
+    let email = |to: &str| json!({"recipients": [to], "template": "ticket-reply", "variables": {"ticket": "T-9", "name": "Pat"}});
+    let facts = |hx: &Hx, id: uuid::Uuid| {
+        let db = hx.s.tdb.db.clone();
+        async move {
+            db.client()
+                .await
+                .unwrap()
+                .query_one(
+                    "SELECT facts FROM proposal_facts WHERE proposal_id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get::<_, Value>(0)
+        }
+    };
+    let rule = |hx: &Hx, id: uuid::Uuid| {
+        let db = hx.s.tdb.db.clone();
+        async move {
+            db.client()
+                .await
+                .unwrap()
+                .query_one("SELECT rule_name FROM proposals WHERE id = $1", &[&id])
+                .await
+                .unwrap()
+                .get::<_, Option<String>>(0)
+        }
+    };
+    let first = hx.propose("email.send", email("pat@partner.example")).await;
+    hx.s.wait_state(first, "escalated", T).await;
+    assert_eq!(
+        facts(&hx, first).await,
+        json!({"new_recipient_domain": true, "new_recipient_domains": ["partner.example"]})
+    );
+    assert_eq!(rule(&hx, first).await.as_deref(), Some("new-domain"));
+    let warning =
+        "this email goes to partner.example, a domain this tenant has never sent email to before";
+    assert_eq!(hx.warnings(first).await, json!([warning]));
+    // Filed while the first still waits: nothing has gone to partner.example yet.
+    let second = hx.propose("email.send", email("sam@partner.example")).await;
+    hx.s.wait_state(second, "escalated", T).await;
+    assert_eq!(rule(&hx, second).await.as_deref(), Some("new-domain"));
+
+    // The card shows the warning as a banner; the queue flags both.
+    let web = hx.s.start_dev_web().await;
+    let http = hx.s.dev_sign_in(&web, "alice").await;
+    let get = |path: String| {
+        let http = http.clone();
+        async move { http.get(path).send().await.unwrap().text().await.unwrap() }
+    };
+    let page = get(format!("{}/p/{first}", web.url)).await;
+    assert!(page.contains("id=\"preview-banner\""), "{page}");
+    assert!(page.contains(warning), "{page}");
+    let queue = get(format!("{}/queue", web.url)).await;
+    assert_eq!(
+        queue.matches(&format!("⚠ preview: {warning}")).count(),
+        2,
+        "{queue}"
+    );
+
+    // Once one email to the domain succeeded, the next is not new: allowed, sent, no warning.
+    hx.approve(first).await;
+    hx.s.wait_state(first, "succeeded", T).await;
+    let third = hx.propose("email.send", email("kim@partner.example")).await;
+    hx.s.wait_state(third, "succeeded", T).await;
+    assert_eq!(
+        facts(&hx, third).await,
+        json!({"new_recipient_domain": false, "new_recipient_domains": []})
+    );
+    assert_eq!(rule(&hx, third).await.as_deref(), Some("inside-email"));
+    assert_eq!(smtp.messages().len(), 2);
+    // Allowed by the tenant's recipient_domains is not written to: acme.example is new too.
+    let fourth = hx.propose("email.send", email("ann@acme.example")).await;
+    hx.s.wait_state(fourth, "escalated", T).await;
+    assert_eq!(
+        facts(&hx, fourth).await,
+        json!({"new_recipient_domain": true, "new_recipient_domains": ["acme.example"]})
+    );
+}
+
 /// A relay that stored the message and died before its reply to the end of DATA: the email
 /// may have been delivered, so the proposal is `outcome_unknown` (never re-run). A relay that
 /// cannot be reached at all sent nothing: `failed`.
@@ -750,7 +899,20 @@ async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
         hx.preview(id).await,
         (true, "Statement cancel_customer would touch 3 rows now, over its cap of 2: it would fail and be rolled back".to_owned())
     );
+    assert_eq!(
+        hx.warnings(id).await,
+        json!(["this statement touches 3 rows now, more than its max_rows of 2"])
+    );
     assert_eq!(status(1).await, "open", "the preview was rolled back");
+    // Within the cap (no open order of c9): escalated by the same rule, nothing to warn of.
+    let within = hx
+        .propose(
+            "db.statement.execute",
+            json!({"statement": "cancel_customer", "values": {"customer": "c9"}}),
+        )
+        .await;
+    hx.s.wait_state(within, "escalated", T).await;
+    assert_eq!(hx.warnings(within).await, json!([]));
     hx.approve(id).await;
     hx.s.wait_state(id, "failed", T).await;
     assert_eq!(

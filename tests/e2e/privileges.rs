@@ -40,6 +40,7 @@ async fn seed(t: &TestDb) -> (uuid::Uuid, uuid::Uuid) {
             idempotency_key: None,
             request_sha256: "c".repeat(64),
             on_behalf_of: None,
+            facts: None,
         };
         // Version 1: the document applied above.
         let stored = actiond_store::proposals::submit(&t.db, &p, 20, 1)

@@ -38,6 +38,7 @@ fn refund_proposal(
         idempotency_key: None,
         request_sha256: hex(),
         on_behalf_of: None,
+        facts: None,
     }
 }
 

@@ -242,6 +242,7 @@ pub async fn submit(
         idempotency_key,
         request_sha256: req.request_sha256.clone(),
         on_behalf_of: agent.on_behalf_of.clone(),
+        facts: None,
     };
     for _attempt in 0..3 {
         let Some(p) = policy else {
@@ -274,6 +275,18 @@ pub async fn submit(
             params_json: &new.params_json,
         }
         .hash();
+        if let Some(entry) = p.doc.handler(&new.action)
+            && new.facts.is_none()
+        {
+            // Facts policy reads without I/O: computed here, from the database, once.
+            new.facts = actiond_store::proposals::facts_at_submission(
+                &state.db,
+                tenant,
+                entry.kind,
+                &req.params,
+            )
+            .await?;
+        }
         let cap = i64::from(p.doc.policy.max_open_escalations_per_agent);
         match state.submitter.submit(&new, cap, p.version).await? {
             Submitted::StaleDocument { latest } => {

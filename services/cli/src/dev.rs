@@ -1217,6 +1217,7 @@ mod tests {
                 on_behalf_of: String::new(),
                 history: History::default(),
                 now: None,
+                facts: None,
             };
             format!("{:?}", decide(&policy, &input).effect)
         };

@@ -29,6 +29,7 @@ pub mod canonical;
 pub mod classifier;
 pub mod effect;
 pub mod external_time;
+pub mod facts;
 pub mod grant;
 pub mod handlers;
 pub mod ids;

@@ -541,6 +541,9 @@ pub struct EvalInput {
     /// `policy.time_zone`). `None` when no rule reads `now`: a rule that reads it then fails
     /// closed.
     pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// The facts the handler computed at submission, as stored (`facts` in rules, see
+    /// [`crate::facts::for_rules`]); `None` when none were stored.
+    pub facts: Option<Value>,
 }
 
 /// `now` as rules read it: the decision time `at` in time zone `tz`. Fields: `time` (a
@@ -772,6 +775,9 @@ fn decide_until(policy: &CompiledPolicy, input: &EvalInput, deadline: Option<Ins
     if let Some(at) = input.now {
         ctx.add_variable_from_value("now", now_value(at, policy.doc.policy.time_zone));
     }
+    if let Some(facts) = crate::facts::for_rules(handler.kind, input.facts.as_ref()) {
+        ctx.add_variable_from_value("facts", to_cel(&facts));
+    }
 
     let _deadline = deadline.map(DeadlineGuard::set);
     let mut best: Option<(Effect, &CompiledRule, bool)> = None;
@@ -958,6 +964,7 @@ handlers:
             on_behalf_of: String::new(),
             history: History::default(),
             now: None,
+            facts: None,
         }
     }
 
@@ -1214,6 +1221,23 @@ handlers:
         assert_eq!(
             (d.effect, d.rule.as_deref()),
             (Effect::Escalate, Some("customer-refund"))
+        );
+    }
+
+    /// `facts`: a handler that computes none gives the defaults (a rule on them is false);
+    /// stored facts are what the rule reads.
+    #[test]
+    fn rules_read_the_facts_computed_at_submission() {
+        let rule = "    - name: new-domain\n      when: 'facts.new_recipient_domain'\n      effect: escalate\n      reason: A new domain.\n";
+        let p = policy(rule, "allow");
+        let mut i = input("billing.refund.issue", 100);
+        assert_eq!(decide(&p, &i).effect, Effect::Allow);
+        i.facts =
+            Some(json!({"new_recipient_domain": true, "new_recipient_domains": ["x.example"]}));
+        let d = decide(&p, &i);
+        assert_eq!(
+            (d.effect, d.rule.as_deref()),
+            (Effect::Escalate, Some("new-domain"))
         );
     }
 

@@ -6,7 +6,8 @@
 //! on every proposal at run time, failing closed (every refund blocked or escalated). This
 //! module walks a compiled rule's expression with the fixed set of declared variables and
 //! their types ([`RuleEnv`]: `action`, `target`, `params` with the types of the enabled
-//! handlers' params schemas, `agent`, `session`, `on_behalf_of`, `history`, `now`) and refuses:
+//! handlers' params schemas, `agent`, `session`, `on_behalf_of`, `history`, `now`,
+//! `facts` ([`crate::facts`])) and refuses:
 //!
 //! - a name that is not declared (`parmas`), with the nearest declared one;
 //! - a field that the value does not have (`params.amout`, `agent.email`, `history.total`);
@@ -167,7 +168,7 @@ pub struct RuleEnv {
 }
 
 /// Every variable a rule can read, in the order messages list them.
-pub const RULE_VARIABLES: [&str; 8] = [
+pub const RULE_VARIABLES: [&str; 9] = [
     "action",
     "target",
     "params",
@@ -176,6 +177,7 @@ pub const RULE_VARIABLES: [&str; 8] = [
     "on_behalf_of",
     "history",
     "now",
+    "facts",
 ];
 
 /// The type of `now`: the decision time in the tenant's time zone.
@@ -245,6 +247,7 @@ impl RuleEnv {
                 ),
             ),
             ("now", now_type()),
+            ("facts", crate::facts::rule_type()),
         ]);
         Self {
             vars,
@@ -951,6 +954,11 @@ mod tests {
                 "agent.email == \"x\"",
                 "`agent` has no field `email`; agent has id, name, owner",
             ),
+            (
+                "facts.new_recipient_domian",
+                "`facts` has no field `new_recipient_domian`",
+            ),
+            ("facts.new_recipient_domain == \"yes\"", "never equal"),
             ("history.total > 3", "`history` has no field `total`"),
             ("histroy.count > 3", "did you mean `history`?"),
             ("history.count > \"3\"", "CEL cannot order these"),
@@ -1017,6 +1025,8 @@ mod tests {
             "params.records.exists(r, r.startsWith(\"10.\"))",
             "params.recipients.all(r, r.endsWith(\"@example.com\"))",
             "size(params.recipients) > 3",
+            "action == \"email.send\" && facts.new_recipient_domain",
+            "\"partner.example\" in facts.new_recipient_domains",
             "params.type == \"NS\" || params.ttl < 300",
             "params.zone == \"example.com\" && params.name.matches(\"^www\\\\.\")",
             "params.body.priority == \"high\"",

@@ -91,8 +91,13 @@ async fn build(w: &Worker, t: &PreviewTask) -> Result<handlers::Read, String> {
         destinations: &w.destinations,
         timeout: PREVIEW_TIMEOUT,
     };
-    match handlers::handler(entry.kind).preview {
-        Some(preview) => preview(&ex).await,
-        None => Err(format!("{} has no preview", entry.kind.action())),
-    }
+    let mut read = match handlers::handler(entry.kind).preview {
+        Some(preview) => preview(&ex).await?,
+        None => return Err(format!("{} has no preview", entry.kind.action())),
+    };
+    // What the handler computed at submission (an email to a domain never written to before)
+    // is warned as the preview's own findings are.
+    read.warnings
+        .extend(actiond_core::facts::warnings(t.facts.as_ref()));
+    Ok(read)
 }

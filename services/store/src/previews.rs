@@ -26,6 +26,9 @@ pub struct PreviewTask {
     pub params_json: String,
     /// The tenant document version that escalated it (its handler settings are used).
     pub doc_version: i32,
+    /// The facts its handler computed at submission (`proposal_facts`), whose warnings join
+    /// the preview's.
+    pub facts: Option<Value>,
 }
 
 /// A stored preview.
@@ -62,7 +65,8 @@ pub async fn pending(db: &Db, actions: &[&str], limit: i64) -> Result<Vec<Previe
     let c = db.client().await?;
     let rows = c
         .query(
-            "SELECT p.id, p.tenant_id, p.action, p.params_json, p.doc_version
+            "SELECT p.id, p.tenant_id, p.action, p.params_json, p.doc_version,
+                    (SELECT f.facts FROM proposal_facts f WHERE f.proposal_id = p.id)
              FROM proposals p
              WHERE p.state = 'escalated' AND p.doc_version IS NOT NULL AND p.action = ANY($1)
                AND NOT EXISTS (SELECT 1 FROM proposal_previews v WHERE v.proposal_id = p.id)
@@ -78,6 +82,7 @@ pub async fn pending(db: &Db, actions: &[&str], limit: i64) -> Result<Vec<Previe
             action: r.get(2),
             params_json: r.get(3),
             doc_version: r.get(4),
+            facts: r.get(5),
         })
         .collect())
 }

@@ -15,6 +15,7 @@ pub const PROPOSAL_COLUMNS: &str = "p.id, p.tenant_id, p.agent_id, a.name AS age
     p.action, p.target, p.params_json, p.params_sha256, p.intent_hash, p.state, p.effect, p.rule_name, p.decision_reason,
     p.doc_version, p.doc_sha256, p.agent_reason, p.source_text, p.session_id, p.created_at, p.updated_at,
     (SELECT d.on_behalf_of FROM proposal_delegations d WHERE d.proposal_id = p.id) AS on_behalf_of,
+    (SELECT f.facts FROM proposal_facts f WHERE f.proposal_id = p.id) AS facts,
     a.frozen_at IS NOT NULL AS agent_frozen, a.revoked_at IS NOT NULL AS agent_revoked";
 
 /// A proposal with its agent's name and owner, read by column name (see [`PROPOSAL_COLUMNS`]).
@@ -74,6 +75,9 @@ pub struct ProposalRow {
     /// the executor stop its proposal as they stop a frozen agent's, with a reason of its own;
     /// the database refuses to move it forward either way (V34).
     pub agent_revoked: bool,
+    /// The facts its handler computed at submission (`proposal_facts`, V46;
+    /// [`actiond_core::facts`]), `None` when none were stored.
+    pub facts: Option<serde_json::Value>,
 }
 
 /// A stored name the core enums do not know: the database and this build disagree.
@@ -113,6 +117,7 @@ impl ProposalRow {
             on_behalf_of: r.try_get("on_behalf_of")?,
             agent_frozen: r.try_get("agent_frozen")?,
             agent_revoked: r.try_get("agent_revoked")?,
+            facts: r.try_get("facts")?,
         })
     }
 
@@ -142,6 +147,7 @@ impl ProposalRow {
             on_behalf_of: self.on_behalf_of.clone().unwrap_or_default(),
             history,
             now: None,
+            facts: self.facts.clone(),
         }
     }
 
@@ -189,6 +195,79 @@ pub struct NewProposal {
     /// The user the agent acts for (the `sub` of a delegated workload JWT), stored beside the
     /// proposal in `proposal_delegations`.
     pub on_behalf_of: Option<String>,
+    /// The facts its handler computed at submission ([`actiond_core::facts`]), stored beside
+    /// the proposal in `proposal_facts`; `None` for a handler that computes none.
+    pub facts: Option<serde_json::Value>,
+}
+
+/// Of `domains`, those an earlier `succeeded` proposal of `tenant` for `action` (an email
+/// handler's) sent email to (one of its `recipients` at that domain): what an email's
+/// `facts.new_recipient_domains` leaves out ([`actiond_core::facts`]). Read on `c` with the
+/// tenant already set (api and web roles). A purged proposal (retention) no longer names its
+/// recipients, so a domain written to only before the retention window counts as new again.
+pub async fn domains_written_to<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    action: &str,
+    domains: &[String],
+) -> Result<Vec<String>> {
+    if domains.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = c
+        .query(
+            "SELECT DISTINCT d FROM proposals p
+               CROSS JOIN LATERAL jsonb_array_elements_text(
+                   CASE WHEN jsonb_typeof(p.params_json::jsonb -> 'recipients') = 'array'
+                        THEN p.params_json::jsonb -> 'recipients' ELSE '[]'::jsonb END) AS r(addr)
+               CROSS JOIN LATERAL (SELECT lower(substring(r.addr FROM '@([^@]*)$'))) AS x(d)
+             WHERE p.tenant_id = $1 AND p.action = $2 AND p.state = 'succeeded' AND x.d = ANY($3)",
+            &[&tenant, &action, &domains],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The facts of a proposal of `kind` with `params`, computed from the database at submission
+/// ([`actiond_core::facts`]): for an email, its recipient domains no earlier succeeded email
+/// of the tenant went to. `None` for a handler that computes none. Read on `c` with the tenant
+/// already set.
+pub async fn submission_facts<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    tenant: &str,
+    kind: actiond_core::handlers::HandlerKind,
+    params: &serde_json::Value,
+) -> Result<Option<serde_json::Value>> {
+    if !actiond_core::facts::computed_for(kind) {
+        return Ok(None);
+    }
+    let domains = actiond_core::facts::recipient_domains(params);
+    let known = domains_written_to(c, tenant, kind.action(), &domains).await?;
+    let new_recipient_domains = domains.into_iter().filter(|d| !known.contains(d)).collect();
+    Ok(Some(
+        actiond_core::facts::Facts {
+            new_recipient_domains,
+        }
+        .to_json(),
+    ))
+}
+
+/// Computes [`submission_facts`] in a read transaction of its own, for `tenant`.
+pub async fn facts_at_submission(
+    db: &Db,
+    tenant: &str,
+    kind: actiond_core::handlers::HandlerKind,
+    params: &serde_json::Value,
+) -> Result<Option<serde_json::Value>> {
+    if !actiond_core::facts::computed_for(kind) {
+        return Ok(None);
+    }
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    set_tenant(&tx, tenant).await?;
+    let facts = submission_facts(&tx, tenant, kind, params).await?;
+    tx.commit().await?;
+    Ok(facts)
 }
 
 /// What [`submit`] did.
@@ -337,7 +416,8 @@ async fn agent_refusal<C: deadpool_postgres::GenericClient>(
 /// params, params SHA-256, intent hash, agent reason, source text, session, Idempotency-Key,
 /// request SHA-256), `$14` the tenant's per-agent cap on open escalations, `$15` the actor
 /// (`agent:<id>`), `$16` the event's detail, `$17` the version of the tenant document the
-/// params were validated against, `$18` the user the agent acts for (or null).
+/// params were validated against, `$18` the user the agent acts for (or null), `$19` the
+/// facts its handler computed (or null), stored in `proposal_facts`.
 ///
 /// A `proposal.submitted` event that is not written (a trigger dropping it) fails the whole
 /// statement ([`audit::events_match`]): no proposal without its event.
@@ -369,6 +449,9 @@ pub static SUBMIT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
          ), del AS (
             INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of)
             SELECT id, tenant_id, $18::text FROM ins WHERE $18::text IS NOT NULL
+         ), fct AS (
+            INSERT INTO proposal_facts (proposal_id, tenant_id, facts)
+            SELECT id, tenant_id, $19::jsonb FROM ins WHERE $19::jsonb IS NOT NULL
          )
          SELECT (SELECT id FROM ins), (SELECT count(*) FROM ev), (SELECT version FROM latest), {check}",
         cols = audit::EVENT_COLUMNS,
@@ -427,7 +510,7 @@ pub async fn submit(
         json!({"action_len": p.action.len(), "idempotency_key": p.idempotency_key.is_some()});
     for _attempt in 0..3 {
         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&p.tenant_id];
-        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 18] = [
+        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
             &p.id,
             &p.tenant_id,
             &p.agent_id,
@@ -446,6 +529,7 @@ pub async fn submit(
             &detail,
             &doc_version,
             &p.on_behalf_of,
+            &p.facts,
         ];
         let inserted = match in_one_round_trip(
             &client,
@@ -504,7 +588,7 @@ pub const MAX_SUBMIT_BATCH: usize = 64;
 /// fails and its submissions are stored one by one instead of holding up the others.
 const BATCH_SETTINGS_SQL: &str = "SELECT set_config('actiond.tenant_ids', $1, true), set_config('statement_timeout', '5s', true)";
 
-/// [`SUBMIT_SQL`] for several submissions at once: `$1`–`$18` are arrays, one element per
+/// [`SUBMIT_SQL`] for several submissions at once: `$1`–`$19` are arrays, one element per
 /// submission, of `SUBMIT_SQL`'s parameters in the same order (`$14` the cap and `$17` the
 /// document version per submission). Each submission is checked on its own, exactly as
 /// `SUBMIT_SQL` checks it: its tenant's latest document version, its agent live and not
@@ -520,10 +604,11 @@ pub static SUBMIT_BATCH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
         "WITH req AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
                                  $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                                 $13::text[], $14::int8[], $15::text[], $16::jsonb[], $17::int4[], $18::text[])
+                                 $13::text[], $14::int8[], $15::text[], $16::jsonb[], $17::int4[], $18::text[],
+                                 $19::jsonb[])
                 WITH ORDINALITY AS r(id, tenant_id, agent_id, action, target, params_json, params_sha256,
                                      intent_hash, agent_reason, source_text, session_id, idempotency_key,
-                                     request_sha256, cap, actor, detail, doc_version, on_behalf_of, ord)
+                                     request_sha256, cap, actor, detail, doc_version, on_behalf_of, facts, ord)
          ), latest AS (
             SELECT t.tenant_id,
                    (SELECT max(d.version) FROM tenant_documents d WHERE d.tenant_id = t.tenant_id) AS version
@@ -553,6 +638,10 @@ pub static SUBMIT_BATCH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::
             INSERT INTO proposal_delegations (proposal_id, tenant_id, on_behalf_of)
             SELECT i.id, i.tenant_id, r.on_behalf_of FROM ins i JOIN req r ON r.id = i.id
             WHERE r.on_behalf_of IS NOT NULL
+         ), fct AS (
+            INSERT INTO proposal_facts (proposal_id, tenant_id, facts)
+            SELECT i.id, i.tenant_id, r.facts FROM ins i JOIN req r ON r.id = i.id
+            WHERE r.facts IS NOT NULL
          )
          SELECT r.id, i.id IS NOT NULL, l.version, {check}
          FROM req r LEFT JOIN ins i ON i.id = r.id LEFT JOIN latest l ON l.tenant_id = r.tenant_id
@@ -813,13 +902,14 @@ async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<BatchRow>> {
         .collect();
     let versions: Vec<i32> = batch.iter().map(|j| j.doc_version).collect();
     let behalf: Vec<Option<&str>> = batch.iter().map(|j| j.p.on_behalf_of.as_deref()).collect();
+    let facts: Vec<Option<&serde_json::Value>> = batch.iter().map(|j| j.p.facts.as_ref()).collect();
     let client = db.client().await?;
     let set = client.prepare_cached(BATCH_SETTINGS_SQL).await?;
     let ins = client.prepare_cached(&SUBMIT_BATCH_SQL).await?;
     let mut last = None;
     for _attempt in 0..3 {
         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&tenants];
-        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 18] = [
+        let ins_params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
             &ids,
             &tenant_ids,
             &agents,
@@ -838,6 +928,7 @@ async fn insert_batch(db: &Db, batch: &[SubmitJob]) -> Result<Vec<BatchRow>> {
             &details,
             &versions,
             &behalf,
+            &facts,
         ];
         let rows = match in_one_round_trip(
             &client,

@@ -32,6 +32,7 @@ pub const TABLES: &[(&str, &str)] = &[
     ("shadow_documents", "tenant_id"),
     ("proposals", "tenant_id"),
     ("proposal_delegations", "tenant_id"),
+    ("proposal_facts", "tenant_id"),
     ("proposal_previews", "tenant_id"),
     ("approval_stages", "tenant_id"),
     ("approvals", "tenant_id"),

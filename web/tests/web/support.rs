@@ -177,6 +177,7 @@ pub async fn escalated(
         idempotency_key: None,
         request_sha256: sha256_hex(id.to_string()),
         on_behalf_of: None,
+        facts: None,
     };
     let c = db.client().await.unwrap();
     let latest: i32 = c

@@ -309,6 +309,18 @@ async fn file_amendment(
         )
         .await?;
     }
+    // The new params' own facts (an amended email's recipients are new ones to check), read
+    // as the api reads them at submission.
+    if let Some(kind) = actiond_core::handlers::HandlerKind::lookup(&original.action)
+        && let Some(facts) =
+            crate::proposals::submission_facts(tx, tenant, kind, &amendment.params).await?
+    {
+        tx.execute(
+            "INSERT INTO proposal_facts (proposal_id, tenant_id, facts) VALUES ($1, $2, $3)",
+            &[&new_id, &tenant, &facts],
+        )
+        .await?;
+    }
     let who = approver.audit_json();
     audit::write(
         tx,
