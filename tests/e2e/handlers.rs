@@ -471,7 +471,7 @@ async fn dns_preview_is_unavailable_when_powerdns_is_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_send_reaches_a_real_smtp_server() {
     let smtp = SmtpSink::start();
-    let hx = Hx::new(
+    let mut hx = Hx::new(
         "email_send_reaches_a_real_smtp_server",
         &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
         &[],
@@ -550,6 +550,20 @@ async fn email_send_reaches_a_real_smtp_server() {
         m.body(),
         // The rendered text exactly, plus the line end lettre adds before SMTP's end of data.
         "Hello Ann <b>bold</b>,\n\nyour ticket T-42 is closed.\n\n"
+    );
+    // SMTP cannot be read back: no proposal.effect event, and the card says so rather than
+    // nothing.
+    assert!(
+        !hx.s
+            .audit_kind_names(id)
+            .await
+            .contains(&"proposal.effect".to_owned())
+    );
+    let page = decision_page(&mut hx.s, id).await;
+    assert!(page.contains("Before → approved → after"), "{page}");
+    assert!(
+        page.contains("not readable: SMTP gives only the relay"),
+        "{page}"
     );
     // To a partner: escalated, previewed as the rendered email, nothing sent.
     let id = hx
