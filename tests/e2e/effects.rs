@@ -420,3 +420,130 @@ async fn the_settler_s_next_try_survives_a_restart_and_replicas_ask_once() {
     // Never re-run: one comment each.
     assert_eq!(api.comments().len(), 2);
 }
+
+/// A loopback webhook receiver: `POST /hook` stores the body under its `Idempotency-Key`
+/// (altered when `tamper` is on, as a receiver that got it wrong); `GET /received` answers
+/// `{"body": …}` for the key it is sent, 404 for a key it never saw.
+async fn webhook_receiver(
+    tamper: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (String, String) {
+    use axum::http::{HeaderMap, StatusCode};
+    let held: std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>> =
+        Default::default();
+    let (store, read) = (held.clone(), held);
+    let key = |h: &HeaderMap| {
+        h.get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(
+                move |h: HeaderMap, axum::Json(mut body): axum::Json<serde_json::Value>| {
+                    let store = store.clone();
+                    let tamper = tamper.clone();
+                    async move {
+                        if tamper.load(Ordering::SeqCst) {
+                            body["amount"] = json!(999);
+                        }
+                        store.lock().unwrap().push((key(&h), body));
+                        StatusCode::NO_CONTENT
+                    }
+                },
+            ),
+        )
+        .route(
+            "/received",
+            axum::routing::get(move |h: HeaderMap| {
+                let read = read.clone();
+                async move {
+                    let k = key(&h);
+                    match read.lock().unwrap().iter().find(|(s, _)| *s == k) {
+                        Some((_, b)) => (StatusCode::OK, axum::Json(json!({"body": b}))),
+                        None => (StatusCode::NOT_FOUND, axum::Json(json!({}))),
+                    }
+                }
+            }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host_port = l.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (format!("http://{host_port}"), host_port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_is_read_back_only_where_its_settings_declare_a_read_back_url() {
+    let tamper = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (url, host_port) = webhook_receiver(tamper.clone()).await;
+    let doc = DOC.replace(
+        "handlers:\n",
+        &format!(
+            "handlers:\n  webhook.post:\n    url: {url}/hook\n    read_back_url: {url}/received\n"
+        ),
+    );
+    let hx = Hx::with_doc(
+        "webhook_read_back",
+        &doc,
+        &[("ACTIOND_WEBHOOK_ALLOWED_HOSTS", host_port)],
+        &[],
+    )
+    .await;
+    let post = |amount: i64| {
+        let hx = &hx;
+        async move {
+            let id = hx
+                .propose(
+                    "webhook.post",
+                    json!({"body": {"event": "refund", "amount": amount}}),
+                )
+                .await;
+            hx.s.wait_state(id, "escalated", T).await;
+            hx.approve(id).await;
+            id
+        }
+    };
+    let ok = post(25).await;
+    hx.s.wait_state(ok, "succeeded", T).await;
+    let (e, _, _) = effect_of(&hx.s, ok).await;
+    assert_eq!(e["verdict"], "matches", "{e}");
+    assert_eq!(
+        e["after"],
+        "the receiver holds a body with keys amount, event under this grant"
+    );
+    // The receiver answers 204 but holds another body: effect_mismatch.
+    tamper.store(true, Ordering::SeqCst);
+    let off = post(30).await;
+    hx.s.wait_state(off, "effect_mismatch", T).await;
+    let (e, _, _) = effect_of(&hx.s, off).await;
+    assert_eq!(e["verdict"], "differs", "{e}");
+    assert_eq!(
+        e["reason"],
+        "the body the receiver holds is not the approved body"
+    );
+    // Without read_back_url: no read-back, and the card says why.
+    tamper.store(false, Ordering::SeqCst);
+    let plain = doc.replace(&format!("    read_back_url: {url}/received\n"), "");
+    assert_ne!(plain, doc);
+    actiond_store::tenants::apply(&hx.s.tdb.db, &plain, "test")
+        .await
+        .unwrap();
+    let unread = post(40).await;
+    hx.s.wait_state(unread, "succeeded", T).await;
+    assert!(
+        !hx.s
+            .audit_kind_names(unread)
+            .await
+            .contains(&"proposal.effect".to_owned())
+    );
+    let (okc, out, err) = cli(
+        &["approvals", "show", &unread.to_string()],
+        &hx.s.cli_env().await,
+    );
+    assert!(okc, "{out}{err}");
+    assert!(
+        out.contains("  after    not readable: this webhook's settings declare no read_back_url"),
+        "{out}"
+    );
+}
