@@ -651,6 +651,23 @@ ALTER TABLE ONLY public.budget_reservations FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: effect_settle_tries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.effect_settle_tries (
+    proposal_id uuid NOT NULL,
+    tenant_id text NOT NULL,
+    next_try_at timestamp with time zone NOT NULL,
+    tries integer DEFAULT 1 NOT NULL,
+    last_reason text DEFAULT ''::text NOT NULL,
+    CONSTRAINT effect_settle_tries_last_reason_check CHECK ((length(last_reason) <= 1000)),
+    CONSTRAINT effect_settle_tries_tries_check CHECK ((tries > 0))
+);
+
+ALTER TABLE ONLY public.effect_settle_tries FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: grants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1190,6 +1207,14 @@ ALTER TABLE ONLY public.budget_reservations
 
 
 --
+-- Name: effect_settle_tries effect_settle_tries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.effect_settle_tries
+    ADD CONSTRAINT effect_settle_tries_pkey PRIMARY KEY (proposal_id);
+
+
+--
 -- Name: grants grants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1715,6 +1740,14 @@ ALTER TABLE ONLY public.budget_reservations
 
 
 --
+-- Name: effect_settle_tries effect_settle_tries_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.effect_settle_tries
+    ADD CONSTRAINT effect_settle_tries_tenant_id_proposal_id_fkey FOREIGN KEY (tenant_id, proposal_id) REFERENCES public.proposals(tenant_id, id) ON DELETE CASCADE;
+
+
+--
 -- Name: grants grants_tenant_id_proposal_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1939,6 +1972,12 @@ CREATE POLICY auditor_read ON public.audit_moved_events FOR SELECT TO actiond_au
 --
 
 ALTER TABLE public.budget_reservations ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: effect_settle_tries; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.effect_settle_tries ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: audit_events executor_write; Type: POLICY; Schema: public; Owner: -
@@ -2199,6 +2238,13 @@ CREATE POLICY workers ON public.approvals TO actiond_admin USING (true) WITH CHE
 --
 
 CREATE POLICY workers ON public.budget_reservations TO actiond_policy, actiond_admin USING (true) WITH CHECK (true);
+
+
+--
+-- Name: effect_settle_tries workers; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY workers ON public.effect_settle_tries TO actiond_executor, actiond_admin, actiond_retention USING (true) WITH CHECK (true);
 
 
 --
@@ -2588,6 +2634,15 @@ GRANT SELECT ON TABLE public.audit_seals TO actiond_auditor;
 
 GRANT SELECT,INSERT ON TABLE public.budget_reservations TO actiond_policy;
 GRANT SELECT ON TABLE public.budget_reservations TO actiond_admin;
+
+
+--
+-- Name: TABLE effect_settle_tries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.effect_settle_tries TO actiond_executor;
+GRANT SELECT ON TABLE public.effect_settle_tries TO actiond_admin;
+GRANT SELECT,DELETE ON TABLE public.effect_settle_tries TO actiond_retention;
 
 
 --

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 
-const DOC: &str = r#"
+pub(crate) const DOC: &str = r#"
 tenant: hx
 policy:
   default: escalate
@@ -62,18 +62,22 @@ approvers:
 "#;
 
 /// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers.
-struct Hx {
-    s: Stack,
+pub(crate) struct Hx {
+    pub(crate) s: Stack,
     token: String,
 }
 
 impl Hx {
-    async fn new(name: &str, extra: &[(&'static str, String)], creds: &[(&str, &str)]) -> Self {
+    pub(crate) async fn new(
+        name: &str,
+        extra: &[(&'static str, String)],
+        creds: &[(&str, &str)],
+    ) -> Self {
         Self::with_doc(name, DOC, extra, creds).await
     }
 
     /// [`Hx::new`] with another document for tenant `hx`.
-    async fn with_doc(
+    pub(crate) async fn with_doc(
         name: &str,
         doc: &str,
         extra: &[(&'static str, String)],
@@ -107,13 +111,13 @@ impl Hx {
         self.s.post_as(&self.token, &body.to_string(), None).await
     }
 
-    async fn propose(&self, action: &str, params: Value) -> uuid::Uuid {
+    pub(crate) async fn propose(&self, action: &str, params: Value) -> uuid::Uuid {
         let (st, v) = self.post(action, params).await;
         assert_eq!(st, 202, "{v}");
         v["proposal_id"].as_str().unwrap().parse().unwrap()
     }
 
-    async fn detail(&self, id: uuid::Uuid) -> String {
+    pub(crate) async fn detail(&self, id: uuid::Uuid) -> String {
         let c = self.s.tdb.db.client().await.unwrap();
         c.query_one(
             "SELECT coalesce(outcome_detail, '') FROM proposals WHERE id = $1",
@@ -163,7 +167,7 @@ impl Hx {
     }
 
     /// Approves `id` on the break-glass CLI as alice.
-    async fn approve(&self, id: uuid::Uuid) {
+    pub(crate) async fn approve(&self, id: uuid::Uuid) {
         self.s.approve_as_alice(id).await;
     }
 }
@@ -515,7 +519,7 @@ async fn dns_preview_is_unavailable_when_powerdns_is_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_send_reaches_a_real_smtp_server() {
     let smtp = SmtpSink::start();
-    let hx = Hx::new(
+    let mut hx = Hx::new(
         "email_send_reaches_a_real_smtp_server",
         &[("ACTIOND_SMTP_RELAY", smtp.host_port.clone())],
         &[],
@@ -594,6 +598,20 @@ async fn email_send_reaches_a_real_smtp_server() {
         m.body(),
         // The rendered text exactly, plus the line end lettre adds before SMTP's end of data.
         "Hello Ann <b>bold</b>,\n\nyour ticket T-42 is closed.\n\n"
+    );
+    // SMTP cannot be read back: no proposal.effect event, and the card says so rather than
+    // nothing.
+    assert!(
+        !hx.s
+            .audit_kind_names(id)
+            .await
+            .contains(&"proposal.effect".to_owned())
+    );
+    let page = decision_page(&mut hx.s, id).await;
+    assert!(page.contains("Before → approved → after"), "{page}");
+    assert!(
+        page.contains("not readable: SMTP gives only the relay"),
+        "{page}"
     );
     // To a partner: escalated, previewed as the rendered email, nothing sent.
     let id = hx
@@ -925,19 +943,32 @@ async fn db_statement_runs_as_the_tenant_role_under_its_cap() {
 }
 
 /// A loopback ticket API (`/api/tickets/{id}`, `/api/tickets/{id}/comments`) that records
-/// every comment request: (Authorization, Idempotency-Key, JSON body).
-struct TicketApi {
-    url: String,
-    host_port: String,
+/// every comment request: (Authorization, Idempotency-Key, JSON body), stores each comment once
+/// per idempotency key (`c-1`, `c-2`, …) and lists a ticket's comments with their keys
+/// (`GET …/comments`, the executor's read-back). [`TicketApi::hang_posts`] makes it store a
+/// comment and never answer (the executor's handler times out: `outcome_unknown`);
+/// [`TicketApi::readable`] off answers the list 503. Tickets `T-100` and `T-200` exist.
+pub(crate) struct TicketApi {
+    pub(crate) url: String,
+    pub(crate) host_port: String,
     comments: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+    /// Ticket ids whose comments were listed, in order.
+    lists: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub(crate) hang_posts: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) readable: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TicketApi {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         use axum::extract::Path;
         use axum::http::{HeaderMap, StatusCode};
+        use std::sync::atomic::{AtomicBool, Ordering};
         let comments = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = comments.clone();
+        let lists = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let hang_posts = std::sync::Arc::new(AtomicBool::new(false));
+        let readable = std::sync::Arc::new(AtomicBool::new(true));
+        let (seen, held, listed) = (comments.clone(), comments.clone(), lists.clone());
+        let (hang, read) = (hang_posts.clone(), readable.clone());
         let header = |h: &HeaderMap, k: &str| {
             h.get(k)
                 .and_then(|v| v.to_str().ok())
@@ -952,7 +983,7 @@ impl TicketApi {
                         return (StatusCode::UNAUTHORIZED, axum::Json(json!({})));
                     }
                     match id.as_str() {
-                        "T-100" => (
+                        "T-100" | "T-200" => (
                             StatusCode::OK,
                             axum::Json(
                                 json!({"id": id, "title": "Printer on fire", "status": "open"}),
@@ -971,17 +1002,57 @@ impl TicketApi {
                     move |Path(id): Path<String>,
                           h: HeaderMap,
                           axum::Json(body): axum::Json<Value>| {
-                        let seen = seen.clone();
+                        let (seen, hang) = (seen.clone(), hang.clone());
                         async move {
-                            seen.lock().unwrap().push((
-                                header(&h, "authorization"),
-                                header(&h, "idempotency-key"),
-                                json!({"ticket": id, "body": body}),
-                            ));
-                            (StatusCode::CREATED, axum::Json(json!({"id": "c-1"})))
+                            let key = header(&h, "idempotency-key");
+                            let n = {
+                                let mut seen = seen.lock().unwrap();
+                                let known = seen.iter().position(|(_, k, _)| !key.is_empty() && *k == key);
+                                match known {
+                                    Some(i) => i + 1,
+                                    None => {
+                                        seen.push((
+                                            header(&h, "authorization"),
+                                            key,
+                                            json!({"ticket": id, "body": body}),
+                                        ));
+                                        seen.len()
+                                    }
+                                }
+                            };
+                            if hang.load(Ordering::SeqCst) {
+                                std::future::pending::<()>().await;
+                            }
+                            (StatusCode::CREATED, axum::Json(json!({"id": format!("c-{n}")})))
                         }
                     },
-                ),
+                )
+                .get(move |Path(id): Path<String>, h: HeaderMap| {
+                    let (held, listed, read) = (held.clone(), listed.clone(), read.clone());
+                    async move {
+                        listed.lock().unwrap().push(id.clone());
+                        if header(&h, "authorization") != "Bearer tok-ticket-1" {
+                            return (StatusCode::UNAUTHORIZED, axum::Json(json!({})));
+                        }
+                        if !read.load(Ordering::SeqCst) {
+                            return (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                axum::Json(json!({"error": "try later"})),
+                            );
+                        }
+                        let list: Vec<Value> = held
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, (_, _, c))| c["ticket"] == id.as_str())
+                            .map(|(i, (_, key, c))| {
+                                json!({"id": format!("c-{}", i + 1), "body": c["body"]["body"], "idempotency_key": key})
+                            })
+                            .collect();
+                        (StatusCode::OK, axum::Json(json!({"comments": list})))
+                    }
+                }),
             );
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let host_port = l.local_addr().unwrap().to_string();
@@ -990,11 +1061,24 @@ impl TicketApi {
             url: format!("http://{host_port}"),
             host_port,
             comments,
+            lists,
+            hang_posts,
+            readable,
         }
     }
 
-    fn comments(&self) -> Vec<(String, String, Value)> {
+    pub(crate) fn comments(&self) -> Vec<(String, String, Value)> {
         self.comments.lock().unwrap().clone()
+    }
+
+    /// How many times the comments of `ticket` were listed (read back).
+    pub(crate) fn lists_of(&self, ticket: &str) -> usize {
+        self.lists
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| *t == ticket)
+            .count()
     }
 }
 
@@ -1073,6 +1157,15 @@ async fn a_ticket_comment_is_previewed_with_its_title_and_posted_once() {
     );
     hx.approve(id).await;
     hx.s.wait_state(id, "succeeded", T).await;
+    // The effect, read back: the ticket's comment under the grant's idempotency key.
+    let (e, _, _) = effect_of(&hx.s, id).await;
+    assert_eq!(e["verdict"], "matches", "{e}");
+    assert_eq!(e["evidence"]["comment_id"], "c-1", "{e}");
+    assert_eq!(
+        e["after"], "Comment c-1 on ticket T-100, 48 characters",
+        "{e}"
+    );
+    assert_eq!(api.lists_of("T-100"), 1);
     let grant: uuid::Uuid =
         hx.s.tdb
             .db

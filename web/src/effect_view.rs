@@ -9,21 +9,32 @@ use actiond_core::effect::{EFFECT_MISMATCH_WORDS, Verdict};
 use actiond_core::text::reveal_invisible;
 
 /// Fills `page.effect` (rows of label and text) and `page.effect_words` for proposal `id`,
-/// seen with `tenants`; leaves them empty when nothing was read back.
+/// seen with `tenants`. When nothing was read back, a run whose effect cannot be read
+/// (`not_readable`, [`actiond_core::effect::not_readable`]: SMTP, a webhook without
+/// `read_back_url`, a statement without `read_back`) says so; otherwise they stay empty.
 pub(crate) async fn fill(
     db: &actiond_store::Db,
     tenants: &[String],
     id: uuid::Uuid,
     state: &str,
+    not_readable: Option<String>,
     page: &mut DecisionPage,
 ) -> WebResult<()> {
-    let Some((effect, at)) = actiond_store::effects::latest(db, tenants, id).await? else {
-        return Ok(());
-    };
     let before = if page.preview.is_empty() {
         "(not previewed: it was never escalated)".to_owned()
     } else {
         page.preview.clone()
+    };
+    let Some((effect, at)) = actiond_store::effects::latest(db, tenants, id).await? else {
+        if let Some(why) = not_readable.filter(|_| matches!(state, "succeeded" | "outcome_unknown"))
+        {
+            page.effect = vec![
+                ("before".into(), before),
+                ("approved".into(), page.sentence.clone()),
+                ("after".into(), why),
+            ];
+        }
+        return Ok(());
     };
     let mut after = effect.line();
     if effect.settled {

@@ -93,6 +93,31 @@ impl EffectRecord {
     }
 }
 
+/// Why the effect of `action` (with its approved `settings` and `params`) is not read back,
+/// for the card and `approvals show` when a run has no `proposal.effect` event (a handler, or
+/// a configuration, without a read-back says so plainly rather than nothing), and for the
+/// executor, which then reads nothing back. `None` when the executor reads it back (its
+/// `proposal.effect` event says what it found).
+pub fn not_readable(action: &str, settings: &Value, params: &Value) -> Option<String> {
+    match action {
+        "email.send" => Some(
+            "not readable: SMTP gives only the relay's acceptance, not delivery, and no mailbox can be read back".to_owned(),
+        ),
+        "webhook.post" if settings.get("read_back_url").is_none() => Some(
+            "not readable: this webhook's settings declare no read_back_url, so only the receiver's HTTP answer is known".to_owned(),
+        ),
+        "db.statement.execute" => crate::handlers::db_statement::statement(params, settings)
+            .filter(|st| st.read_back.is_none())
+            .map(|_| {
+                format!(
+                    "not readable: statement {} declares no read_back query, so only the rows it reported are known",
+                    params.get("statement").and_then(Value::as_str).unwrap_or_default()
+                )
+            }),
+        _ => None,
+    }
+}
+
 /// The card's words for `effect_mismatch`, also the agent's (REST and MCP) and the docs'.
 pub const EFFECT_MISMATCH_WORDS: &str = "It ran, but what the provider shows afterwards is not what was approved. It will not be re-run: a person must check it at the provider.";
 
@@ -122,6 +147,37 @@ mod tests {
             }
             assert!(Executing.can_become(v.after_success()));
         }
+    }
+
+    #[test]
+    fn smtp_and_a_webhook_without_read_back_url_say_they_are_not_readable() {
+        let none = serde_json::json!({});
+        assert!(
+            not_readable("email.send", &none, &none)
+                .unwrap()
+                .starts_with("not readable: SMTP gives only the relay's acceptance")
+        );
+        assert!(not_readable("webhook.post", &none, &none).is_some());
+        let rb = serde_json::json!({"read_back_url": "https://hooks.example/received"});
+        assert_eq!(not_readable("webhook.post", &rb, &none), None);
+        assert_eq!(not_readable("billing.refund.issue", &none, &none), None);
+        let st = |rb: Value| {
+            let mut s = serde_json::json!({"sql": "UPDATE t SET v = 1 WHERE id = $1",
+                "params": [{"name": "id", "type": "bigint"}], "max_rows": 1});
+            if !rb.is_null() {
+                s["read_back"] = rb;
+            }
+            serde_json::json!({"statements": {"one": s}})
+        };
+        let p = serde_json::json!({"statement": "one", "values": {"id": 1}});
+        assert_eq!(
+            not_readable("db.statement.execute", &st(Value::Null), &p).as_deref(),
+            Some(
+                "not readable: statement one declares no read_back query, so only the rows it reported are known"
+            )
+        );
+        let rb = serde_json::json!({"sql": "SELECT v FROM t WHERE id = $1", "expect": {"v": 1}});
+        assert_eq!(not_readable("db.statement.execute", &st(rb), &p), None);
     }
 
     #[test]

@@ -15,14 +15,15 @@ use actiond_core::tenant::HandlerEntry;
 use actiond_store::effects::{self, Unsettled};
 use actiond_store::grants::StoredGrant;
 use actiond_store::proposals::ProposalRow;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Longest time one read-back may take.
 const READ_BACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the settler leaves a proposal whose provider could not be read before asking
-/// again.
+/// again. The claim of a round sets this next-try time in the database before the provider is
+/// asked (`effect_settle_tries`, V47): a restarted executor does not ask again at once, and
+/// another replica does not ask the same provider meanwhile.
 const RETRY_UNREAD: Duration = Duration::from_secs(60);
 
 /// Actions whose executor entry can read its effect back.
@@ -62,6 +63,7 @@ fn execution<'a>(
     grant: &StoredGrant,
     entry: &'a HandlerEntry,
     params: &'a serde_json::Value,
+    reported: Option<&'a str>,
 ) -> Execution<'a> {
     Execution {
         tenant: &row.tenant_id,
@@ -73,6 +75,7 @@ fn execution<'a>(
         http: &w.http,
         destinations: &w.destinations,
         timeout: READ_BACK_TIMEOUT,
+        reported,
     }
 }
 
@@ -93,7 +96,12 @@ pub(crate) async fn after_run(
     }
     let params: serde_json::Value =
         serde_json::from_str(&row.params_json).unwrap_or(serde_json::Value::Null);
-    let ex = execution(w, row, grant, entry, &params);
+    if actiond_core::effect::not_readable(entry.kind.action(), &entry.settings, &params).is_some() {
+        // Nothing to read (SMTP; a webhook without read_back_url; a statement without
+        // read_back): the card says so from the settings, no event is written.
+        return (outcome, None);
+    }
+    let ex = execution(w, row, grant, entry, &params, Some(outcome.detail()));
     let Some(effect) = read(entry.kind, &ex, budget).await else {
         return (outcome, None);
     };
@@ -127,20 +135,18 @@ fn count(w: &Worker, kind: HandlerKind, verdict: Verdict) {
 
 /// Settles `outcome_unknown` proposals until `stop` turns true, every `every`: those older than
 /// `settle_after` whose handler can read its effect back. A proposal whose provider could not
-/// be read is asked again after [`RETRY_UNREAD`].
+/// be read is asked again after [`RETRY_UNREAD`], by whichever executor claims it then.
 pub async fn run_settler(
     w: std::sync::Arc<Worker>,
     settle_after: Duration,
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut unread: HashMap<uuid::Uuid, tokio::time::Instant> = HashMap::new();
     loop {
         if *stop.borrow() {
             return;
         }
-        unread.retain(|_, at| at.elapsed() < RETRY_UNREAD);
-        if let Err(e) = settle_round(&w, settle_after, &mut unread).await {
+        if let Err(e) = settle_round(&w, settle_after).await {
             tracing::warn!(error = %e, "settling outcome_unknown proposals failed");
         }
         tokio::select! {
@@ -150,22 +156,16 @@ pub async fn run_settler(
     }
 }
 
-/// One round of the settler: up to 8 proposals. Returns how many were settled.
-pub async fn settle_round(
-    w: &Worker,
-    settle_after: Duration,
-    unread: &mut HashMap<uuid::Uuid, tokio::time::Instant>,
-) -> anyhow::Result<usize> {
+/// One round of the settler: claims up to 8 proposals (each claim sets its next try
+/// [`RETRY_UNREAD`] ahead, in the database, before the provider is asked), reads them back.
+/// Returns how many were settled.
+pub async fn settle_round(w: &Worker, settle_after: Duration) -> anyhow::Result<usize> {
     let actions = read_back_actions();
-    let skip: Vec<uuid::Uuid> = unread.keys().copied().collect();
-    let rows = effects::unsettled(&w.db, &actions, settle_after, &skip, 8).await?;
+    let rows = effects::claim_unsettled(&w.db, &actions, settle_after, RETRY_UNREAD, 8).await?;
     let mut settled = 0;
     for u in &rows {
-        match settle_one(w, u).await? {
-            true => settled += 1,
-            false => {
-                unread.insert(u.proposal.id, tokio::time::Instant::now());
-            }
+        if settle_one(w, u).await? {
+            settled += 1;
         }
     }
     Ok(settled)
@@ -184,16 +184,30 @@ async fn settle_one(w: &Worker, u: &Unsettled) -> anyhow::Result<bool> {
     drop(client);
     let Some(entry) = doc.and_then(|d| d.doc.handler(&row.action).cloned()) else {
         tracing::warn!(proposal = %row.id, "cannot settle: the approved document version or its handler is missing");
+        effects::note_unread(
+            &w.db,
+            row.id,
+            "the approved document version or its handler is missing",
+        )
+        .await?;
         return Ok(false);
     };
     let params: serde_json::Value = serde_json::from_str(&row.params_json)?;
-    let ex = execution(w, row, &u.grant, &entry, &params);
+    if let Some(why) =
+        actiond_core::effect::not_readable(entry.kind.action(), &entry.settings, &params)
+    {
+        // Asked again only after the retry: a person must find out (the card says why).
+        effects::note_unread(&w.db, row.id, &why).await?;
+        return Ok(false);
+    }
+    let ex = execution(w, row, &u.grant, &entry, &params, None);
     let Some(mut effect) = read(entry.kind, &ex, READ_BACK_TIMEOUT).await else {
         return Ok(false);
     };
     count(w, entry.kind, effect.verdict);
     let Some(to) = effect.verdict.settles() else {
         tracing::info!(proposal = %row.id, reason = %effect.reason, "cannot settle yet: the provider could not be read");
+        effects::note_unread(&w.db, row.id, &effect.reason).await?;
         return Ok(false);
     };
     effect.settled = true;

@@ -87,6 +87,7 @@ pub async fn check(
         http: &w.http,
         destinations: &w.destinations,
         timeout: READ_TIMEOUT,
+        reported: None,
     };
     let now = match tokio::time::timeout(READ_TIMEOUT, read(&ex)).await {
         Ok(Ok(now)) => now,

@@ -90,6 +90,7 @@ async fn build(w: &Worker, t: &PreviewTask) -> Result<handlers::Read, String> {
         http: &w.http,
         destinations: &w.destinations,
         timeout: PREVIEW_TIMEOUT,
+        reported: None,
     };
     let mut read = match handlers::handler(entry.kind).preview {
         Some(preview) => preview(&ex).await?,

@@ -627,6 +627,7 @@ impl Worker {
                 http: &self.http,
                 destinations: &self.destinations,
                 timeout: entry.timeout,
+                reported: None,
             },
         )
         .await;

@@ -70,29 +70,46 @@ pub struct Unsettled {
     pub grant: StoredGrant,
 }
 
-/// Up to `limit` `outcome_unknown` proposals of `actions` (those whose handler can read its
-/// effect back), not purged, that became `outcome_unknown` more than `older_than` ago (a
-/// request cut off by a timeout may still land at the provider meanwhile), oldest first, not
-/// in `skip` (asked recently without an answer).
-pub async fn unsettled(
+/// Claims up to `limit` `outcome_unknown` proposals of `actions` (those whose handler can read
+/// its effect back), not purged, that became `outcome_unknown` more than `older_than` ago (a
+/// request cut off by a timeout may still land at the provider meanwhile), oldest first, whose
+/// next try (`effect_settle_tries`, V47) is due: the claim sets it `retry` ahead, in one
+/// statement, before the provider is asked. `INSERT … ON CONFLICT DO UPDATE … WHERE
+/// next_try_at <= now()` serializes on the row: of two executors claiming together, the second
+/// waits for the first's commit and then gets nothing, so replicas never ask the same provider
+/// together, and a restarted executor waits as the one before it would have.
+pub async fn claim_unsettled(
     db: &Db,
     actions: &[&str],
     older_than: Duration,
-    skip: &[Uuid],
+    retry: Duration,
     limit: i64,
 ) -> Result<Vec<Unsettled>> {
     let c = db.client().await?;
     let rows = c
         .query(
             &format!(
-                "SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id
-                 WHERE p.state = 'outcome_unknown' AND p.purged_at IS NULL AND g.used_at IS NOT NULL
-                   AND p.action = ANY($1) AND p.finished_at < now() - make_interval(secs => $2)
-                   AND NOT (p.id = ANY($3))
-                 ORDER BY p.finished_at LIMIT $4"
+                "WITH due AS (
+                     SELECT p.id, p.tenant_id FROM proposals p
+                     JOIN grants g ON g.proposal_id = p.id
+                     LEFT JOIN effect_settle_tries t ON t.proposal_id = p.id
+                     WHERE p.state = 'outcome_unknown' AND p.purged_at IS NULL AND g.used_at IS NOT NULL
+                       AND p.action = ANY($1) AND p.finished_at < now() - make_interval(secs => $2)
+                       AND (t.next_try_at IS NULL OR t.next_try_at <= now())
+                     ORDER BY p.finished_at LIMIT $4),
+                 claimed AS (
+                     INSERT INTO effect_settle_tries (proposal_id, tenant_id, next_try_at)
+                     SELECT id, tenant_id, now() + make_interval(secs => $3) FROM due
+                     ON CONFLICT (proposal_id) DO UPDATE
+                       SET next_try_at = EXCLUDED.next_try_at, tries = effect_settle_tries.tries + 1
+                       WHERE effect_settle_tries.next_try_at <= now()
+                     RETURNING proposal_id)
+                 SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}
+                 FROM claimed c JOIN proposals p ON p.id = c.proposal_id
+                 JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id
+                 ORDER BY p.finished_at"
             ),
-            &[&actions, &older_than.as_secs_f64(), &skip, &limit],
+            &[&actions, &older_than.as_secs_f64(), &retry.as_secs_f64(), &limit],
         )
         .await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -105,6 +122,37 @@ pub async fn unsettled(
         }
     }
     Ok(out)
+}
+
+/// Notes why a claimed proposal's read-back concluded nothing; its next try stays as the claim
+/// set it.
+pub async fn note_unread(db: &Db, id: Uuid, reason: &str) -> Result<()> {
+    let reason: String = reason.chars().take(1000).collect();
+    db.client()
+        .await?
+        .execute(
+            "UPDATE effect_settle_tries SET last_reason = $2 WHERE proposal_id = $1",
+            &[&id, &reason],
+        )
+        .await?;
+    Ok(())
+}
+
+/// When the settler may next ask about proposal `id`, how often it was claimed and why the
+/// last read-back concluded nothing; `None` when it holds no try (never claimed, or settled).
+pub async fn next_try(
+    db: &Db,
+    id: Uuid,
+) -> Result<Option<(chrono::DateTime<chrono::Utc>, i32, String)>> {
+    let row = db
+        .client()
+        .await?
+        .query_opt(
+            "SELECT next_try_at, tries, last_reason FROM effect_settle_tries WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
 }
 
 /// Settles an `outcome_unknown` proposal from its read-back, in one transaction: `→ to`
@@ -133,6 +181,11 @@ pub async fn settle(
         tx.rollback().await?;
         return Ok(false);
     }
+    tx.execute(
+        "DELETE FROM effect_settle_tries WHERE proposal_id = $1",
+        &[&row.id],
+    )
+    .await?;
     audit::write(
         &tx,
         &row.event(

@@ -122,7 +122,9 @@ async fn purge_batch(db: &Db, tenant: &str, age_secs: f64, batch: i64) -> Result
              v AS (
                  DELETE FROM proposal_previews pv USING u WHERE pv.proposal_id = u.id RETURNING 1),
              f AS (
-                 DELETE FROM proposal_facts pf USING u WHERE pf.proposal_id = u.id RETURNING 1)
+                 DELETE FROM proposal_facts pf USING u WHERE pf.proposal_id = u.id RETURNING 1),
+             t AS (
+                 DELETE FROM effect_settle_tries st USING u WHERE st.proposal_id = u.id RETURNING 1)
              SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a), (SELECT count(*) FROM d),
                     (SELECT count(*) FROM v)",
             &[&tenant, &age_secs, &batch],

@@ -34,6 +34,7 @@ pub const TABLES: &[(&str, &str)] = &[
     ("proposal_delegations", "tenant_id"),
     ("proposal_facts", "tenant_id"),
     ("proposal_previews", "tenant_id"),
+    ("effect_settle_tries", "tenant_id"),
     ("approval_stages", "tenant_id"),
     ("approvals", "tenant_id"),
     ("approval_passkeys", "tenant_id"),

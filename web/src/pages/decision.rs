@@ -307,7 +307,25 @@ pub(crate) async fn decision(
         agent,
     );
     show_amendment(&state, &p, &mut page).await?;
-    crate::effect_view::fill(&state.db, &v.tenants, id, p.state.as_str(), &mut page).await?;
+    let not_readable = doc
+        .as_deref()
+        .and_then(|d| d.handler(&p.action))
+        .and_then(|h| {
+            actiond_core::effect::not_readable(
+                &p.action,
+                &h.settings,
+                &serde_json::from_str(&p.params_json).unwrap_or(Value::Null),
+            )
+        });
+    crate::effect_view::fill(
+        &state.db,
+        &v.tenants,
+        id,
+        p.state.as_str(),
+        not_readable,
+        &mut page,
+    )
+    .await?;
     page.passkey_needed = passkey_needed(
         doc.as_deref(),
         tenant_wide_passkey(&state, &p.tenant_id).await?,

@@ -349,8 +349,16 @@ async fn show(
     let summary = summary_of(&db, &p).await;
     let (preview_lines, preview_json) = preview(&db, &p.tenant_id, id).await?;
     let (stage_line, stages_json) = stage(&db, &p.tenant_id, id).await?;
-    let effect_lines =
-        super::effect_lines::effect_lines(&db, &p.tenant_id, id, &summary, esc).await?;
+    let not_readable = not_readable_of(&db, &p).await;
+    let effect_lines = super::effect_lines::effect_lines(
+        &db,
+        &p.tenant_id,
+        (id, p.state),
+        &summary,
+        not_readable,
+        esc,
+    )
+    .await?;
     let flags = flags_of(&p);
     let decide = if p.state == ProposalState::Escalated {
         decide_commands(&p)
@@ -490,6 +498,22 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
     };
     actiond_core::handlers::summary_of(&p.action, template.as_deref(), &params, &p.target)
         .unwrap_or_else(|| format!("{} (no handler)", p.action))
+}
+
+/// Why `p`'s effect is not read back ([`actiond_core::effect::not_readable`]), from the
+/// settings of the document version that decided it.
+async fn not_readable_of(db: &Db, p: &approvals::ProposalDetail) -> Option<String> {
+    let params: serde_json::Value = serde_json::from_str(&p.params_json).unwrap_or_default();
+    let c = db.client().await.ok()?;
+    let doc: actiond_core::tenant::TenantDocument =
+        tenants::version(&c, &p.tenant_id, p.doc_version?)
+            .await
+            .ok()
+            .flatten()?
+            .parse()
+            .ok()?;
+    let h = doc.handlers.get(&p.action)?;
+    actiond_core::effect::not_readable(&p.action, &h.settings, &params)
 }
 
 /// `actiond approvals approve|deny`: checks the operator is in `approvers.subjects`, records

@@ -117,6 +117,72 @@ pub struct NamedStatement {
     pub params: Vec<(String, SqlType)>,
     /// Most rows the statement may touch; more rolls it back.
     pub max_rows: u64,
+    /// How its effect is read back after the run, when the statement declares it.
+    pub read_back: Option<ReadBackQuery>,
+}
+
+/// A statement's `read_back`: a read-only query of the rows it changes, run after the
+/// statement under the same credential with the same typed values (`$1`, `$2`, … as the
+/// statement's params; it may leave some out), and what their columns must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBackQuery {
+    /// One SELECT (run as a subquery of a read-only transaction).
+    pub sql: String,
+    /// Column → what it must hold in every row read back: a value of the statement's
+    /// params, or a literal.
+    pub expect: Vec<(String, Expected)>,
+}
+
+/// What one column of a read-back row must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// The approved value of this statement param (`{param: NAME}`).
+    Param(String),
+    /// This JSON value (a string, a number, a boolean or null).
+    Literal(Value),
+}
+
+impl Expected {
+    /// The value a column must hold, given the approved `values`.
+    pub fn value<'a>(&'a self, values: Option<&'a Value>) -> Option<&'a Value> {
+        match self {
+            Self::Param(name) => values.and_then(|v| v.get(name)),
+            Self::Literal(v) => Some(v),
+        }
+    }
+}
+
+/// Whether `got` (a column read back, as `to_jsonb` gives it) is `want` (an approved value or
+/// a literal): equal JSON, the same bigint however it is spelled, or the same number (a
+/// `numeric` column reads `80.00` for a literal `80`).
+pub fn same_value(got: &Value, want: &Value) -> bool {
+    got == want
+        || matches!((bigint_of(got), bigint_of(want)), (Some(a), Some(b)) if a == b)
+        || matches!((got, want), (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64())
+}
+
+/// The `read_back` of a statement's settings, if well formed.
+fn read_back_of(s: &Value) -> Option<ReadBackQuery> {
+    let rb = s.get("read_back")?;
+    let expect = rb
+        .get("expect")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(col, v)| {
+                    let e = match v.get("param").and_then(Value::as_str) {
+                        Some(p) => Expected::Param(p.to_owned()),
+                        None => Expected::Literal(v.clone()),
+                    };
+                    (col.clone(), e)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ReadBackQuery {
+        sql: rb.get("sql")?.as_str()?.to_owned(),
+        expect,
+    })
 }
 
 /// The statement `params.statement` names in `settings`, or `None`.
@@ -140,6 +206,7 @@ pub fn statement(params: &Value, settings: &Value) -> Option<NamedStatement> {
         sql: s.get("sql")?.as_str()?.to_owned(),
         params,
         max_rows: s.get("max_rows")?.as_u64()?,
+        read_back: read_back_of(s),
     })
 }
 
@@ -254,11 +321,11 @@ fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
     }
     if let Some(k) = s.as_object().and_then(|o| {
         o.keys()
-            .find(|k| !matches!(k.as_str(), "sql" | "params" | "max_rows"))
+            .find(|k| !matches!(k.as_str(), "sql" | "params" | "max_rows" | "read_back"))
     }) {
         errs.push(FieldError::new(
             format!("{p}.{k}"),
-            "unknown setting; expected sql, params, max_rows",
+            "unknown setting; expected sql, params, max_rows, read_back",
         ));
     }
     let mut repeated = false;
@@ -321,6 +388,9 @@ fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
             "is required: one SQL statement of at most 4000 characters",
         )),
     }
+    if let Some(rb) = s.get("read_back") {
+        check_read_back(&format!("{p}.read_back"), rb, s, n_params, errs);
+    }
     if !s
         .get("max_rows")
         .and_then(Value::as_u64)
@@ -330,6 +400,80 @@ fn check_statement(p: &str, name: &str, s: &Value, errs: &mut Vec<FieldError>) {
             format!("{p}.max_rows"),
             "is required: the most rows the statement may touch, 1 to 1000000",
         ));
+    }
+}
+
+/// Checks a statement's `read_back`: `{sql: one SELECT using at most the statement's $n,
+/// expect: {column: literal | {param: NAME}}}`.
+fn check_read_back(p: &str, rb: &Value, s: &Value, n_params: usize, errs: &mut Vec<FieldError>) {
+    let Some(o) = rb.as_object() else {
+        errs.push(FieldError::new(
+            p,
+            "must be {sql: a SELECT of the rows the statement changes, expect: {column: value or {param: NAME}}}",
+        ));
+        return;
+    };
+    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "sql" | "expect")) {
+        errs.push(FieldError::new(
+            format!("{p}.{k}"),
+            "unknown setting; expected sql, expect",
+        ));
+    }
+    match o.get("sql").and_then(Value::as_str) {
+        Some(sql)
+            if sql
+                .trim_start()
+                .get(..6)
+                .is_some_and(|w| w.eq_ignore_ascii_case("select"))
+                && sql.len() <= 4000
+                && !sql.contains(';') =>
+        {
+            let max = highest_placeholder(sql);
+            if max > n_params {
+                errs.push(FieldError::new(
+                    format!("{p}.sql"),
+                    format!("uses ${max} but the statement has {n_params} params: the read-back binds the statement's values"),
+                ));
+            }
+        }
+        _ => errs.push(FieldError::new(
+            format!("{p}.sql"),
+            "is required: one SELECT (no ';') of at most 4000 characters",
+        )),
+    }
+    let names: Vec<&str> = s
+        .get("params")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|q| q.get("name")?.as_str()).collect())
+        .unwrap_or_default();
+    let Some(expect) = o
+        .get("expect")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+    else {
+        errs.push(FieldError::new(
+            format!("{p}.expect"),
+            "is required: the columns the rows must hold afterwards, {column: value or {param: NAME}}",
+        ));
+        return;
+    };
+    for (col, v) in expect {
+        let ok = match v {
+            Value::Object(m) => {
+                m.len() == 1
+                    && m.get("param")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| names.contains(&n))
+            }
+            Value::Array(_) => false,
+            _ => true,
+        };
+        if !ok {
+            errs.push(FieldError::new(
+                format!("{p}.expect.{col}"),
+                "must be a string, number, boolean, null, or {param: NAME} naming one of the statement's params",
+            ));
+        }
     }
 }
 
@@ -564,5 +708,69 @@ mod tests {
             ],
             "{all:?}"
         );
+    }
+
+    /// A `read_back` is one SELECT over the statement's own params, with what its columns
+    /// must hold; anything else is refused naming the field.
+    #[test]
+    fn a_read_back_is_one_select_with_expected_columns() {
+        let with = |rb: Value| {
+            let settings = json!({"statements": {"hold": {
+                "sql": "UPDATE orders SET status = $2 WHERE id = $1",
+                "params": [{"name": "order_id", "type": "bigint"}, {"name": "status", "type": "text"}],
+                "max_rows": 1, "read_back": rb}}});
+            let mut errs = Vec::new();
+            check_settings("h", settings.as_object().unwrap(), &mut errs);
+            errs.iter().map(|e| e.field.clone()).collect::<Vec<_>>()
+        };
+        let ok = json!({"sql": "SELECT id, status FROM orders WHERE id = $1",
+                        "expect": {"status": {"param": "status"}, "id": {"param": "order_id"}}});
+        assert!(with(ok.clone()).is_empty(), "{:?}", with(ok));
+        for (rb, field) in [
+            (
+                json!({"sql": "DELETE FROM orders WHERE id = $1", "expect": {"id": 1}}),
+                "h.statements.hold.read_back.sql",
+            ),
+            (
+                json!({"sql": "SELECT 1; DELETE FROM orders", "expect": {"id": 1}}),
+                "h.statements.hold.read_back.sql",
+            ),
+            (
+                json!({"sql": "SELECT id FROM orders WHERE id = $3", "expect": {"id": 1}}),
+                "h.statements.hold.read_back.sql",
+            ),
+            (
+                json!({"sql": "SELECT id FROM orders WHERE id = $1"}),
+                "h.statements.hold.read_back.expect",
+            ),
+            (
+                json!({"sql": "SELECT id FROM orders WHERE id = $1", "expect": {"id": {"param": "nope"}}}),
+                "h.statements.hold.read_back.expect.id",
+            ),
+            (
+                json!({"sql": "SELECT id FROM orders WHERE id = $1", "expect": {"id": 1}, "url": "x"}),
+                "h.statements.hold.read_back.url",
+            ),
+        ] {
+            assert_eq!(with(rb.clone()), vec![field.to_owned()], "{rb}");
+        }
+        let st = statement(
+            &json!({"statement": "hold"}),
+            &json!({"statements": {"hold": {
+            "sql": "UPDATE orders SET status = $2 WHERE id = $1", "params": [], "max_rows": 1,
+            "read_back": ok}}}),
+        )
+        .unwrap();
+        let rb = st.read_back.unwrap();
+        assert_eq!(
+            rb.expect[0],
+            ("id".to_owned(), Expected::Param("order_id".into()))
+        );
+        assert!(same_value(
+            &json!(9_007_199_254_740_993_i64),
+            &json!("9007199254740993")
+        ));
+        assert!(same_value(&json!(80.0), &json!(80)));
+        assert!(!same_value(&json!("7"), &json!(7)));
     }
 }

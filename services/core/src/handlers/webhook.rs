@@ -16,7 +16,7 @@ pub(super) static SPEC: Spec = Spec {
     default_risky: &["body"],
     editable: &[],
     default_summary: "Send a webhook with {body_keys} to {target}",
-    settings: &["url", "headers", "credential"],
+    settings: &["url", "headers", "credential", "read_back_url"],
     credential_required: false,
     params_schema,
     check_params,
@@ -46,6 +46,11 @@ fn check_params(obj: &Map<String, Value>, _settings: &Value, errs: &mut Vec<Fiel
 
 fn check_settings(path: &str, settings: &Map<String, Value>, errs: &mut Vec<FieldError>) {
     check_http_url(path, "url", settings, errs);
+    // Optional: where the receiver lets the executor read back what it received under an
+    // idempotency key (`GET read_back_url` with `Idempotency-Key`).
+    if settings.get("read_back_url").is_some() {
+        check_http_url(path, "read_back_url", settings, errs);
+    }
 }
 
 /// The target is the tenant's configured URL.

@@ -58,6 +58,9 @@ pub struct Execution<'a> {
     pub destinations: &'a Destinations,
     /// Timeout of the whole handler.
     pub timeout: Duration,
+    /// What the run reported, when a read-back follows it (the handler's success detail, such
+    /// as `1 row(s) affected`); `None` when settling `outcome_unknown`, previewing or running.
+    pub reported: Option<&'a str>,
 }
 
 /// What a handler reports. Details are internal: stored in `outcome_detail` and the audit
