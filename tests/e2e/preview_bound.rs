@@ -39,7 +39,7 @@ fn refunds(s: &Stack) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs() {
-    let s = Stack::new("refund_changed_after_preview_is_stale").await;
+    let mut s = Stack::new("refund_changed_after_preview_is_stale").await;
     // Two escalated refunds of 60.00 against a payment of 150.00 with 25.00 refunded.
     let same = s.propose(&refund("pi_same", 6000)).await;
     let moved = s.propose(&refund("pi_moved", 6000)).await;
@@ -122,10 +122,44 @@ async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs
             .contains("NOT performed"),
         "{m}"
     );
+    // The approver's reason is kept (as the run of `same` kept it); why it did not run is
+    // where outcomes go, and the card says "not performed" beside who approved it.
+    let reasons: Vec<(Option<String>, Option<String>)> = c
+        .query(
+            "SELECT decision_reason, outcome_detail FROM proposals WHERE id = ANY($1) ORDER BY id = $2",
+            &[&vec![same, moved], &moved],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let approver_reason = reasons[0].0.clone().expect("the approver's reason");
+    assert_eq!(reasons[1].0.as_deref(), Some(approver_reason.as_str()));
+    let outcome: Value = serde_json::from_str(reasons[1].1.as_deref().unwrap()).unwrap();
+    assert_eq!(outcome["agent_reason"], reason, "{outcome}");
+    assert_eq!(
+        outcome["changes"][0]["field"], "amount_refunded",
+        "{outcome}"
+    );
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let card = page(&http, &format!("{}/p/{moved}", web.url)).await;
+    let not_performed = actiond_core::preview::STALE_CARD
+        .split('\'')
+        .next()
+        .unwrap();
+    assert!(card.contains(not_performed), "{card}");
+    assert!(card.contains(&approver_reason), "{card}");
     // Nothing runs it again: stale is final.
     s.sentinel().await;
     assert_eq!(s.state(moved).await, "stale");
     assert_eq!(refunds(&s), 1);
+}
+
+/// The body of the page at `url`.
+async fn page(http: &reqwest::Client, url: &str) -> String {
+    http.get(url).send().await.unwrap().text().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,7 +31,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why a bound grant's handler does not run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stale {
-    /// What the agent is told (`decision_reason`).
+    /// What the agent is told (kept in `outcome_detail`; the approver's `decision_reason` stays).
     pub reason: String,
     /// The `proposal.stale` event's detail.
     pub detail: Value,

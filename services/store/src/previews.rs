@@ -169,10 +169,12 @@ pub async fn for_run(db: &Db, id: Uuid) -> Result<Option<(String, PreviewDoc)>> 
     Ok(Some((canonical, doc)))
 }
 
-/// Ends a proposal `stale` (`executing → stale`) instead of running it: `reason` is what its
-/// agent is told (`decision_reason`), `detail` the `proposal.stale` event's detail (the
-/// changed fields with their values, the approved preview's hash). Only while `owner` still
-/// holds its run lease; `false` when it does not (the sweeper decides).
+/// Ends a proposal `stale` (`executing → stale`) instead of running it: `detail` is the
+/// `proposal.stale` event's detail (the changed fields with their values, the approved
+/// preview's hash); `reason`, what its agent is told, goes with it where outcomes go
+/// (`outcome_detail`, as the detail's `reason` member: [`STALE_REASON_KEY`]). The approver's
+/// `decision_reason` is kept. Only while `owner` still holds its run lease; `false` when it
+/// does not (the sweeper decides).
 pub async fn mark_stale(
     db: &Db,
     row: &ProposalRow,
@@ -180,14 +182,18 @@ pub async fn mark_stale(
     reason: &str,
     detail: Value,
 ) -> Result<bool> {
+    let mut outcome = detail.clone();
+    if let Some(o) = outcome.as_object_mut() {
+        o.insert(STALE_REASON_KEY.to_owned(), Value::from(reason));
+    }
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     let n = tx
         .execute(
-            "UPDATE proposals SET state = 'stale', decision_reason = $2, outcome_detail = $3,
+            "UPDATE proposals SET state = 'stale', outcome_detail = $2,
                     finished_at = greatest(now(), updated_at), lease_owner = NULL, lease_until = NULL
-             WHERE id = $1 AND state = 'executing' AND lease_owner = $4",
-            &[&row.id, &reason, &detail.to_string(), &owner],
+             WHERE id = $1 AND state = 'executing' AND lease_owner = $3",
+            &[&row.id, &outcome.to_string(), &owner],
         )
         .await?;
     if n == 0 {
@@ -202,6 +208,17 @@ pub async fn mark_stale(
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// The member of a `stale` proposal's `outcome_detail` (a JSON object: the `proposal.stale`
+/// event's detail) that holds what its agent is told ([`stale_reason_of`]).
+pub const STALE_REASON_KEY: &str = "agent_reason";
+
+/// What the agent of a `stale` proposal is told, read from its `outcome_detail`; `None` when
+/// it holds none (a row ended `stale` before the reason moved out of `decision_reason`).
+pub fn stale_reason_of(outcome_detail: Option<&str>) -> Option<String> {
+    let v: Value = serde_json::from_str(outcome_detail?).ok()?;
+    v.get(STALE_REASON_KEY)?.as_str().map(str::to_owned)
 }
 
 /// The preview of proposal `id`, seen with `tenants` (row-level security scopes the web role).
