@@ -11,7 +11,7 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 
-const DOC: &str = r#"
+pub(crate) const DOC: &str = r#"
 tenant: hx
 policy:
   default: escalate
@@ -61,14 +61,19 @@ approvers:
   subjects: [alice]
 "#;
 
-/// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers.
-struct Hx {
-    s: Stack,
-    token: String,
+/// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers
+/// (also used by `preview_bound.rs` for DNS previews bound to grants).
+pub(crate) struct Hx {
+    pub(crate) s: Stack,
+    pub(crate) token: String,
 }
 
 impl Hx {
-    async fn new(name: &str, extra: &[(&'static str, String)], creds: &[(&str, &str)]) -> Self {
+    pub(crate) async fn new(
+        name: &str,
+        extra: &[(&'static str, String)],
+        creds: &[(&str, &str)],
+    ) -> Self {
         Self::with_doc(name, DOC, extra, creds).await
     }
 
@@ -107,7 +112,7 @@ impl Hx {
         self.s.post_as(&self.token, &body.to_string(), None).await
     }
 
-    async fn propose(&self, action: &str, params: Value) -> uuid::Uuid {
+    pub(crate) async fn propose(&self, action: &str, params: Value) -> uuid::Uuid {
         let (st, v) = self.post(action, params).await;
         assert_eq!(st, 202, "{v}");
         v["proposal_id"].as_str().unwrap().parse().unwrap()
@@ -125,7 +130,7 @@ impl Hx {
     }
 
     /// Waits for the executor's preview of `id`: (ok, text).
-    async fn preview(&self, id: uuid::Uuid) -> (bool, String) {
+    pub(crate) async fn preview(&self, id: uuid::Uuid) -> (bool, String) {
         let db = self.s.tdb.db.clone();
         eventually(T, "a preview", || {
             let db = db.clone();
@@ -144,12 +149,12 @@ impl Hx {
     }
 
     /// Approves `id` on the break-glass CLI as alice.
-    async fn approve(&self, id: uuid::Uuid) {
+    pub(crate) async fn approve(&self, id: uuid::Uuid) {
         self.s.approve_as_alice(id).await;
     }
 }
 
-fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
+pub(crate) fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
     json!({"zone": zone, "name": name, "type": rtype, "ttl": 300, "records": records})
 }
 

@@ -3,12 +3,15 @@
 //! billing sink (the test changes what the payment reads as already refunded, as a refund
 //! made elsewhere would). A person's grant signs the hash of the stored preview; before
 //! running, the executor reads the payment again and ends the proposal `stale` when a binding
-//! field changed, with nothing paid and the grant spent once.
+//! field changed, with nothing paid and the grant spent once. The same for a DNS change
+//! against the real PowerDNS (`crate::handlers::Hx`).
 
 use crate::amend::mcp_check;
+use crate::handlers::{Hx, dns};
 use crate::support::{Stack, refund};
 use actiond_core::grant::{GRANT_VERSION, GrantClaims};
-use serde_json::Value;
+use actiond_testkit::providers::PowerDns;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -160,6 +163,79 @@ async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs
 /// The body of the page at `url`.
 async fn page(http: &reqwest::Client, url: &str) -> String {
     http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The same with a DNS change and the real PowerDNS: an RRset someone else changed between
+/// the approver's preview and the run is not written (`stale`, the changed RRset named); the
+/// unchanged one runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dns_change_whose_rrset_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs() {
+    let pdns = PowerDns::start(&["prod.example.com"]).await;
+    let hx = Hx::new(
+        "dns_changed_after_preview_is_stale",
+        &[("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone())],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let z = "prod.example.com";
+    let (www, api) = ("www.prod.example.com", "api.prod.example.com");
+    for name in [www, api] {
+        pdns.set(z, name, "A", 300, &["192.0.2.7"]).await;
+    }
+    let same = hx
+        .propose(
+            "dns.record.update",
+            dns(z, www, "A", json!(["203.0.113.9"])),
+        )
+        .await;
+    let moved = hx
+        .propose(
+            "dns.record.update",
+            dns(z, api, "A", json!(["203.0.113.10"])),
+        )
+        .await;
+    for id in [same, moved] {
+        hx.s.wait_state(id, "escalated", T).await;
+        let (ok, text) = hx.preview(id).await;
+        assert!(ok && text.contains("192.0.2.7 → 203.0.113."), "{text}");
+    }
+    // Someone else changes the api RRset in PowerDNS after the approver's preview.
+    pdns.set(z, api, "A", 300, &["192.0.2.8"]).await;
+    hx.approve(same).await;
+    hx.approve(moved).await;
+    hx.s.wait_state(same, "succeeded", T).await;
+    hx.s.wait_state(moved, "stale", T).await;
+    let rrset = |name: &'static str| {
+        let pdns = &pdns;
+        async move { pdns.rrset(z, name, "A").await.unwrap().1 }
+    };
+    assert_eq!(rrset(www).await, ["203.0.113.9"], "the unchanged one ran");
+    assert_eq!(
+        rrset(api).await,
+        ["192.0.2.8"],
+        "PowerDNS was not written for the stale one"
+    );
+    let events = hx.s.audit_kinds(moved).await;
+    let (kind, detail) = events.last().unwrap();
+    assert_eq!(kind, "proposal.stale");
+    assert_eq!(detail["check"], "changed", "{detail}");
+    assert_eq!(detail["changes"][0]["field"], "rrset", "{detail}");
+    assert_eq!(
+        detail["changes"][0]["before"]["records"],
+        json!(["192.0.2.7"])
+    );
+    assert_eq!(detail["changes"][0]["now"]["records"], json!(["192.0.2.8"]));
+    assert!(
+        !events.iter().any(|e| e.0 == "proposal.executed"),
+        "{events:?}"
+    );
+    let (_, v) = hx.s.get(&hx.token, &moved.to_string(), "").await;
+    assert_eq!(v["state"], "stale", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("(rrset)") && !reason.contains("192.0.2.8"),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
