@@ -4,11 +4,13 @@
 //! made elsewhere would). A person's grant signs the hash of the stored preview; before
 //! running, the executor reads the payment again and ends the proposal `stale` when a binding
 //! field changed, with nothing paid and the grant spent once. The same for a DNS change
-//! against the real PowerDNS (`crate::handlers::Hx`).
+//! against the real PowerDNS (`crate::handlers::Hx`), and the web form's refusal of an
+//! approval whose page showed another preview than the stored one (`stale_preview`).
 
 use crate::amend::mcp_check;
 use crate::handlers::{Hx, dns};
-use crate::support::{Stack, refund};
+use crate::support::{Options, Stack, refund};
+use crate::web::hidden;
 use actiond_core::grant::{GRANT_VERSION, GrantClaims};
 use actiond_testkit::providers::PowerDns;
 use serde_json::{Value, json};
@@ -236,6 +238,129 @@ async fn a_dns_change_whose_rrset_changed_after_its_preview_ends_stale_and_an_un
         reason.contains("(rrset)") && !reason.contains("192.0.2.8"),
         "{v}"
     );
+}
+
+/// Posts the decision form of `page` with `verdict`: (status, body).
+async fn post_decision(
+    http: &reqwest::Client,
+    web_url: &str,
+    id: uuid::Uuid,
+    page: &str,
+    verdict: &str,
+) -> (u16, String) {
+    let fields: Vec<(&str, String)> = [
+        "csrf",
+        "intent_hash",
+        "doc_version",
+        "shown",
+        "preview_sha256",
+    ]
+    .into_iter()
+    .map(|k| (k, hidden(page, k)))
+    .chain([("verdict", verdict.to_owned())])
+    .collect();
+    let r = http
+        .post(format!("{web_url}/p/{id}/decide"))
+        .header("origin", web_url)
+        .form(&fields)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The web form's `stale_preview` refusal through the real POST (session, CSRF): a person
+/// approves with the preview their page showed, but the stored one is another (read after the
+/// page showed none; rebuilt after the payment changed): 409 with the reason, and nothing is
+/// decided (no approval, no grant, still escalated). Reloaded, the page shows the stored
+/// preview and its approval runs, bound to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_approval_of_a_preview_read_since_is_refused_and_nothing_is_granted() {
+    let mut s = Stack::with(
+        "web_stale_preview_refused",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_web_stale", 6000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let url = format!("{}/p/{id}", web.url);
+    let nothing_decided = |s: &Stack| {
+        let db = s.tdb.db.clone();
+        async move {
+            let c = db.client().await.unwrap();
+            let n = |sql: &'static str| {
+                let c = &c;
+                async move { c.query_one(sql, &[&id]).await.unwrap().get::<_, i64>(0) }
+            };
+            (
+                n("SELECT count(*) FROM grants WHERE proposal_id = $1").await,
+                n("SELECT count(*) FROM approvals WHERE proposal_id = $1").await,
+                n("SELECT count(*) FROM audit_events WHERE proposal_id = $1 AND kind = 'approval.decided'").await,
+            )
+        }
+    };
+    let refusal = "the provider preview shown is not the one read since; reload it and decide again. Nothing was decided.";
+
+    // The page showed no preview (none was read yet); the executor reads one meanwhile.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), "", "no preview yet");
+    s.start_executor("exec-1").await;
+    let (first, _, _) = stored_preview(&s, id).await;
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert_eq!(st, 409, "{body}");
+    assert!(body.contains(refusal), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(nothing_decided(&s).await, (0, 0, 0));
+
+    // Reloaded, it shows the first preview; the payment changes and the preview is rebuilt.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), first);
+    s.recv.set_amount_refunded(8000);
+    s.tdb
+        .superuser()
+        .await
+        .execute(
+            "DELETE FROM proposal_previews WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let (rebuilt, canonical, _) = stored_preview(&s, id).await;
+    assert_ne!(rebuilt, first);
+    assert!(
+        canonical.contains("\"amount_refunded\":8000"),
+        "{canonical}"
+    );
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert_eq!(st, 409, "{body}");
+    assert!(body.contains(refusal), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(nothing_decided(&s).await, (0, 0, 0));
+
+    // Reloaded again: it shows the rebuilt preview, the approval is granted bound to it, runs.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), rebuilt);
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert!((200..300).contains(&st), "{st}: {body}");
+    s.wait_state(id, "succeeded", T).await;
+    let bound: Option<String> = s
+        .tdb
+        .superuser()
+        .await
+        .query_one(
+            "SELECT preview_sha256 FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(bound.as_deref(), Some(rebuilt.as_str()));
+    assert_eq!(refunds(&s), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
