@@ -363,6 +363,143 @@ async fn a_web_approval_of_a_preview_read_since_is_refused_and_nothing_is_grante
     assert_eq!(refunds(&s), 1);
 }
 
+/// `on_stale: reapprove`: a refund whose payment changed between the preview and the run does
+/// not run and does not end `stale`; it goes back to `escalated` with a fresh preview, its
+/// grant (spent by that run) and its approval void, its agent told why. Approved again (by the
+/// same person) on the fresh preview, it runs once: one refund is paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_on_stale_reapprove_a_changed_refund_goes_back_to_the_approvers_and_runs_once() {
+    let s = Stack::new("refund_changed_goes_back_to_approvers").await;
+    let c = s.tdb.superuser().await;
+    let source: String = c
+        .query_one(
+            "SELECT source FROM tenant_documents WHERE tenant_id = 'acme' ORDER BY version DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let reapprove = source.replace(
+        "    max_amount: 100000\n",
+        "    max_amount: 100000\n    on_stale: reapprove\n",
+    );
+    assert_ne!(reapprove, source);
+    actiond_store::tenants::apply(&s.tdb.db, &reapprove, "test")
+        .await
+        .unwrap();
+    let id = s.propose(&refund("pi_reapprove", 6000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (first, _, _) = stored_preview(&s, id).await;
+
+    // Someone refunds 25.00 more elsewhere after the preview; alice approves what she saw.
+    s.recv.set_amount_refunded(5000);
+    s.approve_as_alice(id).await;
+    let events = actiond_testkit::eventually(T, "proposal.reescalated", || async {
+        let events = s.audit_kinds(id).await;
+        events
+            .iter()
+            .any(|e| e.0 == "proposal.reescalated")
+            .then_some(events)
+    })
+    .await;
+    assert_eq!(s.state(id).await, "escalated");
+    let (kind, detail) = events.last().unwrap();
+    assert_eq!(kind, "proposal.reescalated");
+    assert_eq!(detail["changes"][0]["field"], "amount_refunded", "{detail}");
+    assert_eq!(detail["changes"][0]["before"], 2500);
+    assert_eq!(detail["changes"][0]["now"], 5000);
+    assert_eq!(detail["approval_round"], 1);
+    assert!(
+        !events.iter().any(|e| e.0 == "proposal.stale"),
+        "{events:?}"
+    );
+    let (fresh, canonical, _) = stored_preview(&s, id).await;
+    assert_ne!(fresh, first);
+    assert_eq!(detail["fresh_preview_sha256"], fresh.as_str());
+    assert!(
+        canonical.contains("\"amount_refunded\":5000"),
+        "{canonical}"
+    );
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 0, "nothing was paid");
+    let grant = c
+        .query_one(
+            "SELECT used_at IS NOT NULL, voided_at IS NOT NULL, preview_sha256 FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (grant.get::<_, bool>(0), grant.get::<_, bool>(1)),
+        (true, true),
+        "the grant was spent by the run that did not happen, and is void"
+    );
+    assert_eq!(
+        grant.get::<_, Option<String>>(2).as_deref(),
+        Some(first.as_str())
+    );
+    // The agent is told why, over REST and MCP.
+    let (_, v) = s.get(&s.token, &id.to_string(), "").await;
+    assert_eq!(v["state"], "escalated", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("(amount_refunded)") && reason.contains("went back to the approvers"),
+        "{v}"
+    );
+    assert!(!reason.contains("5000") && !reason.contains("50.00"), "{v}");
+    let m = mcp_check(&s, id).await;
+    assert_eq!(m["state"], "escalated", "{m}");
+    assert!(
+        m["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("went back to the approvers"),
+        "{m}"
+    );
+    // The database moves the approval round only with a run sent back, even for its owner.
+    let err = c
+        .execute(
+            "UPDATE proposals SET approval_round = approval_round + 1 WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("moves only when a run goes back to the approvers"),
+        "{err:?}"
+    );
+
+    // Approved again by the same person, on the fresh preview: it runs once.
+    s.approve_as_alice(id).await;
+    s.wait_state(id, "succeeded", T).await;
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 1, "one refund was paid");
+    let grants = c
+        .query(
+            "SELECT voided_at IS NULL, used_at IS NOT NULL, preview_sha256 FROM grants WHERE proposal_id = $1 ORDER BY created_at",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(grants.len(), 2);
+    assert!(grants[1].get::<_, bool>(0) && grants[1].get::<_, bool>(1));
+    assert_eq!(
+        grants[1].get::<_, Option<String>>(2).as_deref(),
+        Some(fresh.as_str())
+    );
+    let events = s.audit_kinds(id).await;
+    assert_eq!(
+        events.iter().filter(|e| e.0 == "proposal.executed").count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(
+        s.approval_count(id).await,
+        2,
+        "both rounds' approvals are kept"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_larger_than_what_is_left_is_warned_in_its_preview() {
     let s = Stack::new("refund_larger_than_left_warns").await;

@@ -86,7 +86,7 @@ pub async fn unsettled(
         .query(
             &format!(
                 "SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}
-                 FROM proposals p JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id
+                 FROM proposals p JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
                  WHERE p.state = 'outcome_unknown' AND p.purged_at IS NULL AND g.used_at IS NOT NULL
                    AND p.action = ANY($1) AND p.finished_at < now() - make_interval(secs => $2)
                    AND NOT (p.id = ANY($3))
