@@ -72,7 +72,7 @@ BEGIN
     END IF;
     IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
        AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
-         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale','effect_mismatch'))
+         OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale','effect_mismatch','escalated'))
          OR (from_state = 'outcome_unknown' AND to_state IN ('succeeded','failed','effect_mismatch'))) THEN
         RETURN true;
     END IF;
@@ -194,6 +194,22 @@ END $$;
 
 
 --
+-- Name: approvals_current_round(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.approvals_current_round() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT p.approval_round INTO NEW.round FROM proposals p WHERE p.id = NEW.proposal_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'proposal % not found', NEW.proposal_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
 -- Name: approvals_in_stage(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -267,7 +283,7 @@ END $$;
 
 CREATE FUNCTION public.proposal_transition_legal(from_state text, to_state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'effect_mismatch'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'stale'), ('executing', 'succeeded'), ('outcome_unknown', 'effect_mismatch'), ('outcome_unknown', 'failed'), ('outcome_unknown', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
+    AS $$SELECT (from_state, to_state) IN (('approved', 'blocked'), ('approved', 'executing'), ('approved', 'expired'), ('escalated', 'amended'), ('escalated', 'approved'), ('escalated', 'denied'), ('escalated', 'expired'), ('escalated', 'withdrawn'), ('executing', 'effect_mismatch'), ('executing', 'escalated'), ('executing', 'failed'), ('executing', 'outcome_unknown'), ('executing', 'stale'), ('executing', 'succeeded'), ('outcome_unknown', 'effect_mismatch'), ('outcome_unknown', 'failed'), ('outcome_unknown', 'succeeded'), ('pending', 'approved'), ('pending', 'blocked'), ('pending', 'denied'), ('pending', 'escalated'), ('pending', 'expired'), ('pending', 'withdrawn'))$$;
 
 
 --
@@ -348,6 +364,28 @@ BEGIN
             RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
                 USING ERRCODE = 'check_violation';
         END IF;
+        -- V45: a run whose preview changed goes back to the approvers only when its handler says
+        -- so (the document version that escalated it), with its approvals void (the round moves
+        -- by one), no live grant left, and a fresh preview read in this very transaction.
+        IF OLD.state = 'executing' AND NEW.state = 'escalated' THEN
+            IF NEW.approval_round IS DISTINCT FROM OLD.approval_round + 1 THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with its approvals void (approval_round % -> %)', NEW.id, OLD.approval_round, OLD.approval_round + 1
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF EXISTS (SELECT 1 FROM grants g WHERE g.proposal_id = NEW.id AND g.voided_at IS NULL) THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with its grant void', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM proposal_previews v WHERE v.proposal_id = NEW.id AND v.ok AND v.read_at = now()) THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with a preview read in this transaction', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF coalesce((SELECT d.document -> 'handlers' -> NEW.action ->> 'on_stale' FROM tenant_documents d
+                         WHERE d.tenant_id = NEW.tenant_id AND d.version = NEW.doc_version), 'end') <> 'reapprove' THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only when its handler says on_stale: reapprove', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
             SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
@@ -362,6 +400,11 @@ BEGIN
             END IF;
         END IF;
         NEW.updated_at := greatest(now(), OLD.updated_at);
+    END IF;
+    IF NEW.approval_round IS DISTINCT FROM OLD.approval_round
+       AND NOT (OLD.state = 'executing' AND NEW.state = 'escalated') THEN
+        RAISE EXCEPTION 'the approval round of proposal % moves only when a run goes back to the approvers', NEW.id
+            USING ERRCODE = 'check_violation';
     END IF;
     IF OLD.purged_at IS NOT NULL AND NEW.purged_at IS DISTINCT FROM OLD.purged_at THEN
         RAISE EXCEPTION 'a purge is not undone' USING ERRCODE = 'check_violation';
@@ -464,6 +507,7 @@ CREATE TABLE public.approval_passkeys (
     sign_count bigint NOT NULL,
     evidence_sha256 text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    round integer DEFAULT 0 NOT NULL,
     CONSTRAINT approval_passkeys_evidence_sha256_check CHECK ((evidence_sha256 ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT approval_passkeys_nonce_check CHECK ((nonce ~ '^[0-9a-f]{64}$'::text))
 );
@@ -519,6 +563,7 @@ CREATE TABLE public.approvals (
     decided_at timestamp with time zone DEFAULT now() NOT NULL,
     seconds_on_page double precision,
     stage integer,
+    round integer DEFAULT 0 NOT NULL,
     CONSTRAINT approvals_channel_check CHECK ((channel = ANY (ARRAY['web'::text, 'breakglass'::text]))),
     CONSTRAINT approvals_decision_check CHECK ((decision = ANY (ARRAY['approve'::text, 'deny'::text]))),
     CONSTRAINT approvals_seconds_on_page_check CHECK (((seconds_on_page IS NULL) OR ((seconds_on_page >= (0)::double precision) AND (seconds_on_page <= (86400)::double precision))))
@@ -686,8 +731,10 @@ CREATE TABLE public.grants (
     used_by text,
     expires_at timestamp with time zone GENERATED ALWAYS AS (to_timestamp(((expires_at_us)::double precision / (1000000)::double precision))) STORED,
     preview_sha256 text,
+    voided_at timestamp with time zone,
     CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (ltrim(preview_sha256, '0123456789abcdef'::text) = ''::text))))
+    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (ltrim(preview_sha256, '0123456789abcdef'::text) = ''::text)))),
+    CONSTRAINT grants_voided_after_spent CHECK (((voided_at IS NULL) OR (used_at IS NOT NULL)))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
 
@@ -893,10 +940,12 @@ CREATE TABLE public.proposals (
     amended_from uuid,
     amended_by text,
     amendment_diff jsonb,
+    approval_round integer DEFAULT 0 NOT NULL,
     CONSTRAINT proposals_action_check CHECK ((length(action) <= 128)),
     CONSTRAINT proposals_amended_by_check CHECK (((amended_by IS NULL) OR ((length(amended_by) >= 1) AND (length(amended_by) <= 300)))),
     CONSTRAINT proposals_amendment_complete CHECK ((((amended_from IS NULL) AND (amended_by IS NULL) AND (amendment_diff IS NULL)) OR ((amended_from IS NOT NULL) AND (amended_by IS NOT NULL) AND (amendment_diff IS NOT NULL)))),
     CONSTRAINT proposals_amendment_diff_check CHECK (((amendment_diff IS NULL) OR (jsonb_typeof(amendment_diff) = 'array'::text))),
+    CONSTRAINT proposals_approval_round_check CHECK ((approval_round >= 0)),
     CONSTRAINT proposals_effect_check CHECK ((effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
     CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
     CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'effect_mismatch'::text]))),
@@ -1147,7 +1196,7 @@ ALTER TABLE ONLY public.approval_passkeys
 --
 
 ALTER TABLE ONLY public.approval_passkeys
-    ADD CONSTRAINT approval_passkeys_pkey PRIMARY KEY (proposal_id, issuer, subject);
+    ADD CONSTRAINT approval_passkeys_pkey PRIMARY KEY (proposal_id, round, issuer, subject);
 
 
 --
@@ -1163,7 +1212,7 @@ ALTER TABLE ONLY public.approval_stages
 --
 
 ALTER TABLE ONLY public.approvals
-    ADD CONSTRAINT approvals_pkey PRIMARY KEY (proposal_id, issuer, subject);
+    ADD CONSTRAINT approvals_pkey PRIMARY KEY (proposal_id, round, issuer, subject);
 
 
 --
@@ -1220,14 +1269,6 @@ ALTER TABLE ONLY public.effect_settle_tries
 
 ALTER TABLE ONLY public.grants
     ADD CONSTRAINT grants_pkey PRIMARY KEY (id);
-
-
---
--- Name: grants grants_proposal_id_key; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.grants
-    ADD CONSTRAINT grants_proposal_id_key UNIQUE (proposal_id);
 
 
 --
@@ -1419,6 +1460,13 @@ CREATE INDEX budget_reservations_window ON public.budget_reservations USING btre
 
 
 --
+-- Name: grants_live_proposal; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX grants_live_proposal ON public.grants USING btree (proposal_id) WHERE (voided_at IS NULL);
+
+
+--
 -- Name: passkey_challenges_expires; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1566,6 +1614,13 @@ CREATE TRIGGER agents_changed AFTER DELETE OR UPDATE OR TRUNCATE ON public.agent
 
 
 --
+-- Name: approval_passkeys approval_passkeys_current_round; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approval_passkeys_current_round BEFORE INSERT ON public.approval_passkeys FOR EACH ROW EXECUTE FUNCTION public.approvals_current_round();
+
+
+--
 -- Name: approval_passkeys approval_passkeys_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1598,6 +1653,13 @@ CREATE TRIGGER approval_stages_no_delete BEFORE DELETE ON public.approval_stages
 --
 
 CREATE TRIGGER approval_stages_no_truncate BEFORE TRUNCATE ON public.approval_stages FOR EACH STATEMENT EXECUTE FUNCTION public.approval_stages_kept();
+
+
+--
+-- Name: approvals approvals_current_round; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER approvals_current_round BEFORE INSERT ON public.approvals FOR EACH ROW EXECUTE FUNCTION public.approvals_current_round();
 
 
 --
@@ -1688,7 +1750,7 @@ CREATE TRIGGER proposals_transition_insert BEFORE INSERT ON public.proposals FOR
 -- Name: proposals proposals_transition_update; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER proposals_transition_update BEFORE UPDATE ON public.proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json))) EXECUTE FUNCTION public.proposals_check_update();
+CREATE TRIGGER proposals_transition_update BEFORE UPDATE ON public.proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json) OR (new.approval_round IS DISTINCT FROM old.approval_round))) EXECUTE FUNCTION public.proposals_check_update();
 
 
 --
@@ -1708,11 +1770,11 @@ ALTER TABLE ONLY public.agents
 
 
 --
--- Name: approval_passkeys approval_passkeys_proposal_id_issuer_subject_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+-- Name: approval_passkeys approval_passkeys_approval_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.approval_passkeys
-    ADD CONSTRAINT approval_passkeys_proposal_id_issuer_subject_fkey FOREIGN KEY (proposal_id, issuer, subject) REFERENCES public.approvals(proposal_id, issuer, subject);
+    ADD CONSTRAINT approval_passkeys_approval_fkey FOREIGN KEY (proposal_id, round, issuer, subject) REFERENCES public.approvals(proposal_id, round, issuer, subject);
 
 
 --
@@ -1983,7 +2045,7 @@ ALTER TABLE public.effect_settle_tries ENABLE ROW LEVEL SECURITY;
 -- Name: audit_events executor_write; Type: POLICY; Schema: public; Owner: -
 --
 
-CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text, 'proposal.stale'::text, 'proposal.effect'::text])));
+CREATE POLICY executor_write ON public.audit_events FOR INSERT TO actiond_executor WITH CHECK ((kind = ANY (ARRAY['grant.spent'::text, 'grant.rejected'::text, 'grant.expired'::text, 'proposal.blocked_policy_changed'::text, 'proposal.executed'::text, 'proposal.outcome_unknown'::text, 'proposal.stale'::text, 'proposal.effect'::text, 'proposal.reescalated'::text])));
 
 
 --
@@ -2670,6 +2732,13 @@ GRANT UPDATE(used_by) ON TABLE public.grants TO actiond_executor;
 
 
 --
+-- Name: COLUMN grants.voided_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(voided_at) ON TABLE public.grants TO actiond_executor;
+
+
+--
 -- Name: TABLE passkey_challenges; Type: ACL; Schema: public; Owner: -
 --
 
@@ -2784,7 +2853,7 @@ GRANT SELECT,DELETE ON TABLE public.proposal_facts TO actiond_retention;
 -- Name: TABLE proposal_previews; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.proposal_previews TO actiond_executor;
+GRANT SELECT,INSERT,UPDATE ON TABLE public.proposal_previews TO actiond_executor;
 GRANT SELECT ON TABLE public.proposal_previews TO actiond_web;
 GRANT SELECT ON TABLE public.proposal_previews TO actiond_admin;
 GRANT SELECT,DELETE ON TABLE public.proposal_previews TO actiond_retention;
@@ -3066,6 +3135,13 @@ GRANT INSERT(amended_by) ON TABLE public.proposals TO actiond_admin;
 
 GRANT INSERT(amendment_diff) ON TABLE public.proposals TO actiond_web;
 GRANT INSERT(amendment_diff) ON TABLE public.proposals TO actiond_admin;
+
+
+--
+-- Name: COLUMN proposals.approval_round; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(approval_round) ON TABLE public.proposals TO actiond_executor;
 
 
 --

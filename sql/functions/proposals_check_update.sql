@@ -1,7 +1,8 @@
 -- Every rule of a proposal update, in this order (each refusal keeps its message and SQLSTATE):
 -- the legal transition (proposal_transition_legal), the moved-tenant rule (V44: nothing leaves
 -- pending, escalated or approved for a tenant in tenant_moves), `amended` only with its
--- amending proposal (V41), the frozen- and revoked-agent rules, the role allowed to
+-- amending proposal (V41), `executing → escalated` only as a run sent back to the approvers
+-- (V45), the approval round moving only then, the frozen- and revoked-agent rules, the role allowed to
 -- make it (actiond_role_may), the purge mark, the immutable identity (tenant, agent, action,
 -- target, params, intent hash), staged approvals' last stage; then updated_at is stamped and
 -- never goes backwards. The trigger fires only when the state, the purge mark or an identity
@@ -41,6 +42,28 @@ BEGIN
             RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
                 USING ERRCODE = 'check_violation';
         END IF;
+        -- V45: a run whose preview changed goes back to the approvers only when its handler says
+        -- so (the document version that escalated it), with its approvals void (the round moves
+        -- by one), no live grant left, and a fresh preview read in this very transaction.
+        IF OLD.state = 'executing' AND NEW.state = 'escalated' THEN
+            IF NEW.approval_round IS DISTINCT FROM OLD.approval_round + 1 THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with its approvals void (approval_round % -> %)', NEW.id, OLD.approval_round, OLD.approval_round + 1
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF EXISTS (SELECT 1 FROM grants g WHERE g.proposal_id = NEW.id AND g.voided_at IS NULL) THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with its grant void', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM proposal_previews v WHERE v.proposal_id = NEW.id AND v.ok AND v.read_at = now()) THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only with a preview read in this transaction', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+            IF coalesce((SELECT d.document -> 'handlers' -> NEW.action ->> 'on_stale' FROM tenant_documents d
+                         WHERE d.tenant_id = NEW.tenant_id AND d.version = NEW.doc_version), 'end') <> 'reapprove' THEN
+                RAISE EXCEPTION 'proposal % goes back to the approvers only when its handler says on_stale: reapprove', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
         IF (OLD.state = 'pending' AND NEW.state IN ('approved', 'escalated'))
            OR (OLD.state = 'approved' AND NEW.state = 'executing') THEN
             SELECT a.frozen_at IS NOT NULL, a.revoked_at IS NOT NULL INTO agent_frozen, agent_revoked
@@ -55,6 +78,11 @@ BEGIN
             END IF;
         END IF;
         NEW.updated_at := greatest(now(), OLD.updated_at);
+    END IF;
+    IF NEW.approval_round IS DISTINCT FROM OLD.approval_round
+       AND NOT (OLD.state = 'executing' AND NEW.state = 'escalated') THEN
+        RAISE EXCEPTION 'the approval round of proposal % moves only when a run goes back to the approvers', NEW.id
+            USING ERRCODE = 'check_violation';
     END IF;
     IF OLD.purged_at IS NOT NULL AND NEW.purged_at IS DISTINCT FROM OLD.purged_at THEN
         RAISE EXCEPTION 'a purge is not undone' USING ERRCODE = 'check_violation';
@@ -84,4 +112,4 @@ BEGIN
     RETURN NEW;
 END $function$;
 
-CREATE OR REPLACE TRIGGER proposals_transition_update BEFORE UPDATE ON proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json))) EXECUTE FUNCTION proposals_check_update();
+CREATE OR REPLACE TRIGGER proposals_transition_update BEFORE UPDATE ON proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json) OR (new.approval_round IS DISTINCT FROM old.approval_round))) EXECUTE FUNCTION proposals_check_update();

@@ -61,10 +61,11 @@ approvers:
   subjects: [alice]
 "#;
 
-/// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers.
+/// A stack with the `hx` tenant, its agent, and an executor that reaches the given servers
+/// (also used by `preview_bound.rs` for DNS previews bound to grants).
 pub(crate) struct Hx {
     pub(crate) s: Stack,
-    token: String,
+    pub(crate) token: String,
 }
 
 impl Hx {
@@ -129,7 +130,7 @@ impl Hx {
     }
 
     /// Waits for the executor's preview of `id`: (ok, text).
-    async fn preview(&self, id: uuid::Uuid) -> (bool, String) {
+    pub(crate) async fn preview(&self, id: uuid::Uuid) -> (bool, String) {
         let db = self.s.tdb.db.clone();
         eventually(T, "a preview", || {
             let db = db.clone();
@@ -172,7 +173,7 @@ impl Hx {
     }
 }
 
-fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
+pub(crate) fn dns(zone: &str, name: &str, rtype: &str, records: Value) -> Value {
     json!({"zone": zone, "name": name, "type": rtype, "ttl": 300, "records": records})
 }
 

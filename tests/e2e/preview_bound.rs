@@ -3,12 +3,17 @@
 //! billing sink (the test changes what the payment reads as already refunded, as a refund
 //! made elsewhere would). A person's grant signs the hash of the stored preview; before
 //! running, the executor reads the payment again and ends the proposal `stale` when a binding
-//! field changed, with nothing paid and the grant spent once.
+//! field changed, with nothing paid and the grant spent once. The same for a DNS change
+//! against the real PowerDNS (`crate::handlers::Hx`), and the web form's refusal of an
+//! approval whose page showed another preview than the stored one (`stale_preview`).
 
 use crate::amend::mcp_check;
-use crate::support::{Stack, refund};
+use crate::handlers::{Hx, dns};
+use crate::support::{Options, Stack, refund};
+use crate::web::hidden;
 use actiond_core::grant::{GRANT_VERSION, GrantClaims};
-use serde_json::Value;
+use actiond_testkit::providers::PowerDns;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -39,7 +44,7 @@ fn refunds(s: &Stack) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs() {
-    let s = Stack::new("refund_changed_after_preview_is_stale").await;
+    let mut s = Stack::new("refund_changed_after_preview_is_stale").await;
     // Two escalated refunds of 60.00 against a payment of 150.00 with 25.00 refunded.
     let same = s.propose(&refund("pi_same", 6000)).await;
     let moved = s.propose(&refund("pi_moved", 6000)).await;
@@ -122,10 +127,377 @@ async fn a_refund_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs
             .contains("NOT performed"),
         "{m}"
     );
+    // The approver's reason is kept (as the run of `same` kept it); why it did not run is
+    // where outcomes go, and the card says "not performed" beside who approved it.
+    let reasons: Vec<(Option<String>, Option<String>)> = c
+        .query(
+            "SELECT decision_reason, outcome_detail FROM proposals WHERE id = ANY($1) ORDER BY id = $2",
+            &[&vec![same, moved], &moved],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let approver_reason = reasons[0].0.clone().expect("the approver's reason");
+    assert_eq!(reasons[1].0.as_deref(), Some(approver_reason.as_str()));
+    let outcome: Value = serde_json::from_str(reasons[1].1.as_deref().unwrap()).unwrap();
+    assert_eq!(outcome["agent_reason"], reason, "{outcome}");
+    assert_eq!(
+        outcome["changes"][0]["field"], "amount_refunded",
+        "{outcome}"
+    );
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let card = page(&http, &format!("{}/p/{moved}", web.url)).await;
+    let not_performed = actiond_core::preview::STALE_CARD
+        .split('\'')
+        .next()
+        .unwrap();
+    assert!(card.contains(not_performed), "{card}");
+    assert!(card.contains(&approver_reason), "{card}");
     // Nothing runs it again: stale is final.
     s.sentinel().await;
     assert_eq!(s.state(moved).await, "stale");
     assert_eq!(refunds(&s), 1);
+}
+
+/// The body of the page at `url`.
+async fn page(http: &reqwest::Client, url: &str) -> String {
+    http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The same with a DNS change and the real PowerDNS: an RRset someone else changed between
+/// the approver's preview and the run is not written (`stale`, the changed RRset named); the
+/// unchanged one runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dns_change_whose_rrset_changed_after_its_preview_ends_stale_and_an_unchanged_one_runs() {
+    let pdns = PowerDns::start(&["prod.example.com"]).await;
+    let hx = Hx::new(
+        "dns_changed_after_preview_is_stale",
+        &[("ACTIOND_PDNS_BASE_URL", pdns.base_url.clone())],
+        &[("pdns", &pdns.api_key)],
+    )
+    .await;
+    let z = "prod.example.com";
+    let (www, api) = ("www.prod.example.com", "api.prod.example.com");
+    for name in [www, api] {
+        pdns.set(z, name, "A", 300, &["192.0.2.7"]).await;
+    }
+    let same = hx
+        .propose(
+            "dns.record.update",
+            dns(z, www, "A", json!(["203.0.113.9"])),
+        )
+        .await;
+    let moved = hx
+        .propose(
+            "dns.record.update",
+            dns(z, api, "A", json!(["203.0.113.10"])),
+        )
+        .await;
+    for id in [same, moved] {
+        hx.s.wait_state(id, "escalated", T).await;
+        let (ok, text) = hx.preview(id).await;
+        assert!(ok && text.contains("192.0.2.7 → 203.0.113."), "{text}");
+    }
+    // Someone else changes the api RRset in PowerDNS after the approver's preview.
+    pdns.set(z, api, "A", 300, &["192.0.2.8"]).await;
+    hx.approve(same).await;
+    hx.approve(moved).await;
+    hx.s.wait_state(same, "succeeded", T).await;
+    hx.s.wait_state(moved, "stale", T).await;
+    let rrset = |name: &'static str| {
+        let pdns = &pdns;
+        async move { pdns.rrset(z, name, "A").await.unwrap().1 }
+    };
+    assert_eq!(rrset(www).await, ["203.0.113.9"], "the unchanged one ran");
+    assert_eq!(
+        rrset(api).await,
+        ["192.0.2.8"],
+        "PowerDNS was not written for the stale one"
+    );
+    let events = hx.s.audit_kinds(moved).await;
+    let (kind, detail) = events.last().unwrap();
+    assert_eq!(kind, "proposal.stale");
+    assert_eq!(detail["check"], "changed", "{detail}");
+    assert_eq!(detail["changes"][0]["field"], "rrset", "{detail}");
+    assert_eq!(
+        detail["changes"][0]["before"]["records"],
+        json!(["192.0.2.7"])
+    );
+    assert_eq!(detail["changes"][0]["now"]["records"], json!(["192.0.2.8"]));
+    assert!(
+        !events.iter().any(|e| e.0 == "proposal.executed"),
+        "{events:?}"
+    );
+    let (_, v) = hx.s.get(&hx.token, &moved.to_string(), "").await;
+    assert_eq!(v["state"], "stale", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("(rrset)") && !reason.contains("192.0.2.8"),
+        "{v}"
+    );
+}
+
+/// Posts the decision form of `page` with `verdict`: (status, body).
+async fn post_decision(
+    http: &reqwest::Client,
+    web_url: &str,
+    id: uuid::Uuid,
+    page: &str,
+    verdict: &str,
+) -> (u16, String) {
+    let fields: Vec<(&str, String)> = [
+        "csrf",
+        "intent_hash",
+        "doc_version",
+        "shown",
+        "preview_sha256",
+    ]
+    .into_iter()
+    .map(|k| (k, hidden(page, k)))
+    .chain([("verdict", verdict.to_owned())])
+    .collect();
+    let r = http
+        .post(format!("{web_url}/p/{id}/decide"))
+        .header("origin", web_url)
+        .form(&fields)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The web form's `stale_preview` refusal through the real POST (session, CSRF): a person
+/// approves with the preview their page showed, but the stored one is another (read after the
+/// page showed none; rebuilt after the payment changed): 409 with the reason, and nothing is
+/// decided (no approval, no grant, still escalated). Reloaded, the page shows the stored
+/// preview and its approval runs, bound to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_approval_of_a_preview_read_since_is_refused_and_nothing_is_granted() {
+    let mut s = Stack::with(
+        "web_stale_preview_refused",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_web_stale", 6000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let web = s.start_dev_web().await;
+    let http = s.dev_sign_in(&web, "alice").await;
+    let url = format!("{}/p/{id}", web.url);
+    let nothing_decided = |s: &Stack| {
+        let db = s.tdb.db.clone();
+        async move {
+            let c = db.client().await.unwrap();
+            let n = |sql: &'static str| {
+                let c = &c;
+                async move { c.query_one(sql, &[&id]).await.unwrap().get::<_, i64>(0) }
+            };
+            (
+                n("SELECT count(*) FROM grants WHERE proposal_id = $1").await,
+                n("SELECT count(*) FROM approvals WHERE proposal_id = $1").await,
+                n("SELECT count(*) FROM audit_events WHERE proposal_id = $1 AND kind = 'approval.decided'").await,
+            )
+        }
+    };
+    let refusal = "the provider preview shown is not the one read since; reload it and decide again. Nothing was decided.";
+
+    // The page showed no preview (none was read yet); the executor reads one meanwhile.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), "", "no preview yet");
+    s.start_executor("exec-1").await;
+    let (first, _, _) = stored_preview(&s, id).await;
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert_eq!(st, 409, "{body}");
+    assert!(body.contains(refusal), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(nothing_decided(&s).await, (0, 0, 0));
+
+    // Reloaded, it shows the first preview; the payment changes and the preview is rebuilt.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), first);
+    s.recv.set_amount_refunded(8000);
+    s.tdb
+        .superuser()
+        .await
+        .execute(
+            "DELETE FROM proposal_previews WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let (rebuilt, canonical, _) = stored_preview(&s, id).await;
+    assert_ne!(rebuilt, first);
+    assert!(
+        canonical.contains("\"amount_refunded\":8000"),
+        "{canonical}"
+    );
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert_eq!(st, 409, "{body}");
+    assert!(body.contains(refusal), "{body}");
+    assert_eq!(s.state(id).await, "escalated");
+    assert_eq!(nothing_decided(&s).await, (0, 0, 0));
+
+    // Reloaded again: it shows the rebuilt preview, the approval is granted bound to it, runs.
+    let shown = page(&http, &url).await;
+    assert_eq!(hidden(&shown, "preview_sha256"), rebuilt);
+    let (st, body) = post_decision(&http, &web.url, id, &shown, "approve").await;
+    assert!((200..300).contains(&st), "{st}: {body}");
+    s.wait_state(id, "succeeded", T).await;
+    let bound: Option<String> = s
+        .tdb
+        .superuser()
+        .await
+        .query_one(
+            "SELECT preview_sha256 FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(bound.as_deref(), Some(rebuilt.as_str()));
+    assert_eq!(refunds(&s), 1);
+}
+
+/// `on_stale: reapprove`: a refund whose payment changed between the preview and the run does
+/// not run and does not end `stale`; it goes back to `escalated` with a fresh preview, its
+/// grant (spent by that run) and its approval void, its agent told why. Approved again (by the
+/// same person) on the fresh preview, it runs once: one refund is paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_on_stale_reapprove_a_changed_refund_goes_back_to_the_approvers_and_runs_once() {
+    let s = Stack::new("refund_changed_goes_back_to_approvers").await;
+    let c = s.tdb.superuser().await;
+    let source: String = c
+        .query_one(
+            "SELECT source FROM tenant_documents WHERE tenant_id = 'acme' ORDER BY version DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let reapprove = source.replace(
+        "    max_amount: 100000\n",
+        "    max_amount: 100000\n    on_stale: reapprove\n",
+    );
+    assert_ne!(reapprove, source);
+    actiond_store::tenants::apply(&s.tdb.db, &reapprove, "test")
+        .await
+        .unwrap();
+    let id = s.propose(&refund("pi_reapprove", 6000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let (first, _, _) = stored_preview(&s, id).await;
+
+    // Someone refunds 25.00 more elsewhere after the preview; alice approves what she saw.
+    s.recv.set_amount_refunded(5000);
+    s.approve_as_alice(id).await;
+    let events = actiond_testkit::eventually(T, "proposal.reescalated", || async {
+        let events = s.audit_kinds(id).await;
+        events
+            .iter()
+            .any(|e| e.0 == "proposal.reescalated")
+            .then_some(events)
+    })
+    .await;
+    assert_eq!(s.state(id).await, "escalated");
+    let (kind, detail) = events.last().unwrap();
+    assert_eq!(kind, "proposal.reescalated");
+    assert_eq!(detail["changes"][0]["field"], "amount_refunded", "{detail}");
+    assert_eq!(detail["changes"][0]["before"], 2500);
+    assert_eq!(detail["changes"][0]["now"], 5000);
+    assert_eq!(detail["approval_round"], 1);
+    assert!(
+        !events.iter().any(|e| e.0 == "proposal.stale"),
+        "{events:?}"
+    );
+    let (fresh, canonical, _) = stored_preview(&s, id).await;
+    assert_ne!(fresh, first);
+    assert_eq!(detail["fresh_preview_sha256"], fresh.as_str());
+    assert!(
+        canonical.contains("\"amount_refunded\":5000"),
+        "{canonical}"
+    );
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 0, "nothing was paid");
+    let grant = c
+        .query_one(
+            "SELECT used_at IS NOT NULL, voided_at IS NOT NULL, preview_sha256 FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (grant.get::<_, bool>(0), grant.get::<_, bool>(1)),
+        (true, true),
+        "the grant was spent by the run that did not happen, and is void"
+    );
+    assert_eq!(
+        grant.get::<_, Option<String>>(2).as_deref(),
+        Some(first.as_str())
+    );
+    // The agent is told why, over REST and MCP.
+    let (_, v) = s.get(&s.token, &id.to_string(), "").await;
+    assert_eq!(v["state"], "escalated", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("(amount_refunded)") && reason.contains("went back to the approvers"),
+        "{v}"
+    );
+    assert!(!reason.contains("5000") && !reason.contains("50.00"), "{v}");
+    let m = mcp_check(&s, id).await;
+    assert_eq!(m["state"], "escalated", "{m}");
+    assert!(
+        m["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("went back to the approvers"),
+        "{m}"
+    );
+    // The database moves the approval round only with a run sent back, even for its owner.
+    let err = c
+        .execute(
+            "UPDATE proposals SET approval_round = approval_round + 1 WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("moves only when a run goes back to the approvers"),
+        "{err:?}"
+    );
+
+    // Approved again by the same person, on the fresh preview: it runs once.
+    s.approve_as_alice(id).await;
+    s.wait_state(id, "succeeded", T).await;
+    s.sentinel().await;
+    assert_eq!(refunds(&s), 1, "one refund was paid");
+    let grants = c
+        .query(
+            "SELECT voided_at IS NULL, used_at IS NOT NULL, preview_sha256 FROM grants WHERE proposal_id = $1 ORDER BY created_at",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(grants.len(), 2);
+    assert!(grants[1].get::<_, bool>(0) && grants[1].get::<_, bool>(1));
+    assert_eq!(
+        grants[1].get::<_, Option<String>>(2).as_deref(),
+        Some(fresh.as_str())
+    );
+    let events = s.audit_kinds(id).await;
+    assert_eq!(
+        events.iter().filter(|e| e.0 == "proposal.executed").count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(
+        s.approval_count(id).await,
+        2,
+        "both rounds' approvals are kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

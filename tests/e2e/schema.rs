@@ -128,6 +128,15 @@ async fn transition_trigger_enforces_exactly_the_core_table() {
                 Ok(_) => {
                     accepted.insert((from.as_str().to_owned(), to.as_str().to_owned()));
                 }
+                // Legal in the table; the rest of V45's rule is tested in
+                // `a_run_goes_back_to_the_approvers_only_as_its_handler_says`.
+                Err(e)
+                    if from == ProposalState::Executing
+                        && to == ProposalState::Escalated
+                        && format!("{e:?}").contains("goes back to the approvers only") =>
+                {
+                    accepted.insert((from.as_str().to_owned(), to.as_str().to_owned()));
+                }
                 Err(e) => {
                     let msg = format!("{e:?}");
                     assert!(
@@ -333,4 +342,118 @@ async fn v13_keeps_rows_in_every_state_and_their_rules() {
         "a proposal starts as pending"
     );
     s.drop_now().await;
+}
+
+/// What `executing → escalated` needs (V45, `on_stale: reapprove`), each condition refused on
+/// its own on a real row (as the superuser, whom the role check lets through; each attempt
+/// rolled back): the approval round moves by one, no live grant is left, a preview was read in
+/// the same transaction, and the document version that escalated it says `on_stale:
+/// reapprove`. With all four it goes through. The round moves with no other transition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_goes_back_to_the_approvers_only_as_its_handler_says() {
+    let (tdb, agent_id) = acme_db("schema-reapprove-bot").await;
+    let id = one_proposal(&tdb, agent_id).await;
+    let mut c = tdb.superuser().await;
+    // (round moves, live grant left, preview read now, document says reapprove) → refusal
+    let cases = [
+        (
+            (false, false, true, true),
+            Some("only with its approvals void"),
+        ),
+        ((true, true, true, true), Some("only with its grant void")),
+        (
+            (true, false, false, true),
+            Some("only with a preview read in this transaction"),
+        ),
+        (
+            (true, false, true, false),
+            Some("only when its handler says on_stale: reapprove"),
+        ),
+        ((true, false, true, true), None),
+    ];
+    for ((round, live_grant, fresh, reapprove), refusal) in cases {
+        let tx = c.transaction().await.unwrap();
+        tx.batch_execute("SET LOCAL session_replication_role = replica")
+            .await
+            .unwrap();
+        tx.execute(
+            "UPDATE proposals SET state = 'executing',
+                    doc_version = (SELECT max(version) FROM tenant_documents WHERE tenant_id = 'acme')
+             WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+        tx.execute(
+            "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, used_at, voided_at)
+             VALUES (gen_random_uuid(), $1, 'acme', repeat('0', 64), 1, 0, 'k', '\\x00', 'alice', now(),
+                     CASE WHEN $2 THEN NULL ELSE now() END)",
+            &[&id, &live_grant],
+        )
+        .await
+        .unwrap();
+        tx.execute(
+            "INSERT INTO proposal_previews (proposal_id, tenant_id, ok, text, read_at)
+             VALUES ($1, 'acme', true, 'fresh', CASE WHEN $2 THEN now() ELSE now() - interval '1 second' END)",
+            &[&id, &fresh],
+        )
+        .await
+        .unwrap();
+        let on_stale = if reapprove {
+            "\"reapprove\""
+        } else {
+            "\"end\""
+        };
+        tx.execute(
+            "UPDATE tenant_documents SET document = jsonb_set(document, '{handlers,webhook.post,on_stale}', $1::text::jsonb)
+             WHERE tenant_id = 'acme'",
+            &[&on_stale],
+        )
+        .await
+        .unwrap();
+        tx.batch_execute("SET LOCAL session_replication_role = origin")
+            .await
+            .unwrap();
+        let moved = tx
+            .execute(
+                "UPDATE proposals SET state = 'escalated',
+                        approval_round = approval_round + CASE WHEN $2 THEN 1 ELSE 0 END
+                 WHERE id = $1",
+                &[&id, &round],
+            )
+            .await;
+        match (refusal, moved) {
+            (None, Ok(n)) => assert_eq!(n, 1),
+            (Some(why), Err(e)) => assert!(format!("{e:?}").contains(why), "{why}: {e:?}"),
+            (want, got) => panic!("{want:?}: {got:?}"),
+        }
+        tx.rollback().await.unwrap();
+    }
+    // The round moves with no other transition, nor without one.
+    let mut tx = c.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL session_replication_role = replica")
+        .await
+        .unwrap();
+    tx.execute(
+        "UPDATE proposals SET state = 'escalated' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    tx.batch_execute("SET LOCAL session_replication_role = origin")
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE proposals SET approval_round = 1 WHERE id = $1",
+        "UPDATE proposals SET state = 'expired', approval_round = 1 WHERE id = $1",
+    ] {
+        let sp = tx.savepoint("try").await.unwrap();
+        let e = sp.execute(sql, &[&id]).await.unwrap_err();
+        assert!(
+            format!("{e:?}").contains("moves only when a run goes back to the approvers"),
+            "{sql}: {e:?}"
+        );
+        sp.rollback().await.unwrap();
+    }
+    tx.rollback().await.unwrap();
 }

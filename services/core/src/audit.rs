@@ -66,6 +66,11 @@ pub enum AuditKind {
     /// hash of the approved preview and the values read before and now. The handler did not run.
     #[serde(rename = "proposal.stale")]
     ProposalStale,
+    /// The same, for a handler with `on_stale: reapprove` (`executing → escalated`): the handler
+    /// did not run, its grant (spent by that run) is void, its approvals are void, and a fresh
+    /// preview was stored; `detail` as for `proposal.stale`, with the fresh preview's hash.
+    #[serde(rename = "proposal.reescalated")]
+    ProposalReescalated,
     /// An agent was registered.
     #[serde(rename = "agent.created")]
     AgentCreated,
@@ -125,7 +130,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [AuditKind; 33] = [
+    pub const ALL: [AuditKind; 34] = [
         Self::ProposalSubmitted,
         Self::ProposalDecided,
         Self::ProposalExpired,
@@ -143,6 +148,7 @@ impl AuditKind {
         Self::ProposalAmended,
         Self::ProposalWithdrawn,
         Self::ProposalStale,
+        Self::ProposalReescalated,
         Self::AgentCreated,
         Self::AgentRevoked,
         Self::AgentFrozen,
@@ -181,6 +187,7 @@ impl AuditKind {
             Self::ProposalAmended => "proposal.amended",
             Self::ProposalWithdrawn => "proposal.withdrawn",
             Self::ProposalStale => "proposal.stale",
+            Self::ProposalReescalated => "proposal.reescalated",
             Self::AgentCreated => "agent.created",
             Self::AgentRevoked => "agent.revoked",
             Self::AgentFrozen => "agent.frozen",

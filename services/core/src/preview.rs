@@ -106,6 +106,17 @@ pub fn stale_reason(changes: &[Change]) -> String {
     )
 }
 
+/// What the agent and the approvers are told when a run found the provider changed and its
+/// handler's `on_stale: reapprove` sent it back to the approvers (`decision_reason` of the
+/// escalated proposal): the changed fields by name only.
+pub fn reescalated_reason(changes: &[Change]) -> String {
+    let names: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+    format!(
+        "not performed yet: what the provider holds changed after the approved preview ({}); it went back to the approvers with a fresh preview, and the earlier approvals no longer count",
+        names.join(", ")
+    )
+}
+
 /// The card's and the history's words for a `stale` proposal (docs/ARCHITECTURE.md uses the
 /// same).
 pub const STALE_CARD: &str =

@@ -106,7 +106,9 @@ impl ProposalState {
     /// that the proposal amending it exists).
     /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval;
     /// `executing → stale` only when the executor's pre-run read of the provider differs from
-    /// the preview the grant is bound to.
+    /// the preview the grant is bound to; `executing → escalated` in the same case when the
+    /// handler's entry says `on_stale: reapprove` (the database checks that the grant is void,
+    /// the approvals' round moved and a fresh preview was read).
     /// `outcome_unknown → succeeded | failed | effect_mismatch` only when the executor's sweep
     /// read the provider back under the spent grant ([`crate::effect`]): never by a second run.
     pub fn can_become(self, to: ProposalState) -> bool {
@@ -120,7 +122,7 @@ impl ProposalState {
                 | (Approved, Executing | Blocked | Expired)
                 | (
                     Executing,
-                    Succeeded | Failed | OutcomeUnknown | Stale | EffectMismatch
+                    Succeeded | Failed | OutcomeUnknown | Stale | EffectMismatch | Escalated
                 )
                 | (OutcomeUnknown, Succeeded | Failed | EffectMismatch)
         )
@@ -158,6 +160,7 @@ mod tests {
         assert!(Escalated.can_become(Amended));
         assert!(!Pending.can_become(Amended) && !Approved.can_become(Amended));
         assert!(Executing.can_become(Stale) && !Approved.can_become(Stale));
+        assert!(Executing.can_become(Escalated) && !Approved.can_become(Escalated));
         for s in [
             Blocked,
             Denied,

@@ -11,14 +11,16 @@
 //!
 //! When any step fails or a binding field changed, the handler does **not** run: the proposal
 //! ends `stale` with a `proposal.stale` event naming what changed (values included) and a
-//! reason for its agent naming only the fields. The grant was spent by this run and is never
+//! reason for its agent naming only the fields — or, when a binding field changed and the
+//! handler's entry says `on_stale: reapprove`, goes back to `escalated` with the fresh read as
+//! its preview and its approvals void (`proposal.reescalated`, [`previews::reescalate`]). The grant was spent by this run and is never
 //! spent again. A grant without a preview hash (policy's allow, an action without a preview, a
 //! decision made before the preview was read) runs as before.
 
 use crate::Worker;
 use crate::handlers::{self, Execution};
 use actiond_core::preview::{self, Change, UNCHECKED_REASON};
-use actiond_core::tenant::HandlerEntry;
+use actiond_core::tenant::{HandlerEntry, OnStale};
 use actiond_store::executor_queue::ClaimedRow;
 use actiond_store::grants::StoredGrant;
 use actiond_store::previews;
@@ -29,12 +31,17 @@ use std::time::Duration;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a bound grant's handler does not run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Stale {
-    /// What the agent is told (`decision_reason`).
+    /// What the agent is told (kept in `outcome_detail`; the approver's `decision_reason` stays).
     pub reason: String,
     /// The `proposal.stale` event's detail.
     pub detail: Value,
+    /// What the provider holds now, when it was read and a binding field changed (the fresh
+    /// preview of `on_stale: reapprove`); `None` when the check itself failed.
+    pub fresh: Option<handlers::Read>,
+    /// The changed binding fields (empty when the check itself failed).
+    pub changes: Vec<Change>,
 }
 
 impl Stale {
@@ -42,6 +49,8 @@ impl Stale {
         Self {
             reason: UNCHECKED_REASON.to_owned(),
             detail: json!({"check": check, "preview_sha256": bound, "why": why}),
+            fresh: None,
+            changes: Vec::new(),
         }
     }
 }
@@ -104,31 +113,40 @@ pub async fn check(
     if changes.is_empty() {
         return Ok(());
     }
-    Err(changed(bound, approved.read_at_us, &changes))
+    Err(changed(bound, approved.read_at_us, changes, now))
 }
 
 /// The stale answer for binding fields that changed.
-fn changed(bound: &str, read_at_us: i64, changes: &[Change]) -> Stale {
+fn changed(bound: &str, read_at_us: i64, changes: Vec<Change>, now: handlers::Read) -> Stale {
     Stale {
-        reason: preview::stale_reason(changes),
+        reason: preview::stale_reason(&changes),
         detail: json!({
             "check": "changed",
             "preview_sha256": bound,
             "preview_read_at_us": read_at_us,
             "changes": changes,
         }),
+        fresh: Some(now),
+        changes,
     }
 }
 
-/// Records `stale` on `row` (`executing → stale`, its `proposal.stale` event), retrying a
-/// failed write until `lease_end`; past it the sweeper marks the row `outcome_unknown` (though
-/// nothing ran: the event log says so).
-pub async fn record(w: &Worker, row: &ClaimedRow, stale: &Stale, lease_end: tokio::time::Instant) {
+/// Records `stale` on `row` (`executing → stale`, its `proposal.stale` event) — or, with
+/// `on_stale: reapprove` and a fresh read, sends it back to the approvers
+/// ([`previews::reescalate`]) — retrying a failed write until `lease_end`; past it the
+/// sweeper marks the row `outcome_unknown` (though nothing ran: the event log says so).
+pub async fn record(
+    w: &Worker,
+    row: &ClaimedRow,
+    stale: &Stale,
+    on_stale: OnStale,
+    lease_end: tokio::time::Instant,
+) {
     let mut wait = Duration::from_millis(100);
     loop {
-        match previews::mark_stale(&w.db, row, &w.id, &stale.reason, stale.detail.clone()).await {
+        match write(w, row, stale, on_stale).await {
             Ok(true) => {
-                tracing::warn!(proposal = %row.id, detail = %stale.detail, "not run: stale since the approver's preview");
+                tracing::warn!(proposal = %row.id, detail = %stale.detail, ?on_stale, "not run: the provider changed since the approver's preview");
                 return;
             }
             Ok(false) => {
@@ -146,4 +164,34 @@ pub async fn record(w: &Worker, row: &ClaimedRow, stale: &Stale, lease_end: toki
             }
         }
     }
+}
+
+/// One attempt of [`record`]. A send-back the database refuses (its rules are stricter than
+/// the executor's view, e.g. the document version that escalated the proposal says `end`)
+/// ends the proposal `stale` instead; an unavailable database is retried by the caller.
+async fn write(
+    w: &Worker,
+    row: &ClaimedRow,
+    stale: &Stale,
+    on_stale: OnStale,
+) -> actiond_store::Result<bool> {
+    if let (Some(fresh), OnStale::Reapprove) = (&stale.fresh, on_stale) {
+        let reason = preview::reescalated_reason(&stale.changes);
+        match previews::reescalate(
+            &w.db,
+            row,
+            &w.id,
+            &reason,
+            stale.detail.clone(),
+            fresh.clone(),
+        )
+        .await
+        {
+            Err(e) if !e.is_unavailable() => {
+                tracing::error!(proposal = %row.id, error = %e, "ALERT: the database refused sending it back to the approvers; it ends stale");
+            }
+            other => return other,
+        }
+    }
+    previews::mark_stale(&w.db, row, &w.id, &stale.reason, stale.detail.clone()).await
 }

@@ -327,7 +327,7 @@ impl Worker {
                 .executions
                 .with_label_values(&[r.entry.kind.action(), "stale"])
                 .inc();
-            crate::prerun::record(&self, &row, &stale, lease_end).await;
+            crate::prerun::record(&self, &row, &stale, r.entry.on_stale, lease_end).await;
             drop(permit);
             return;
         }

@@ -663,7 +663,7 @@ async fn check_person(
         .query_one(
             "SELECT count(*) FILTER (WHERE subject = $2) AS mine,
                     count(*) FILTER (WHERE channel = 'breakglass' AND decision = 'approve') AS breakglass
-             FROM approvals WHERE proposal_id = $1",
+             FROM approvals WHERE proposal_id = $1 AND round = (SELECT approval_round FROM proposals WHERE id = $1)",
             &[&d.id, &d.approver.subject],
         )
         .await?;
@@ -751,7 +751,7 @@ async fn approve(
     let (have, required): (i64, u32) = match &d.stage {
         Some(s) => (
             tx.query_one(
-                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve' AND stage = $2",
+                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve' AND stage = $2 AND round = (SELECT approval_round FROM proposals WHERE id = $1)",
                 &[&d.id, &s.stage],
             )
             .await?
@@ -760,7 +760,7 @@ async fn approve(
         ),
         None => (
             tx.query_one(
-                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve'",
+                "SELECT count(DISTINCT subject) FROM approvals WHERE proposal_id = $1 AND decision = 'approve' AND round = (SELECT approval_round FROM proposals WHERE id = $1)",
                 &[&d.id],
             )
             .await?
@@ -801,7 +801,8 @@ async fn approve(
     }
     let subjects: Vec<String> = tx
         .query(
-            "SELECT subject FROM approvals WHERE proposal_id = $1 AND decision = 'approve' ORDER BY decided_at",
+            "SELECT subject FROM approvals WHERE proposal_id = $1 AND decision = 'approve' AND round = (SELECT approval_round FROM proposals WHERE id = $1)
+             ORDER BY decided_at",
             &[&d.id],
         )
         .await?

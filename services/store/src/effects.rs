@@ -91,7 +91,7 @@ pub async fn claim_unsettled(
             &format!(
                 "WITH due AS (
                      SELECT p.id, p.tenant_id FROM proposals p
-                     JOIN grants g ON g.proposal_id = p.id
+                     JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
                      LEFT JOIN effect_settle_tries t ON t.proposal_id = p.id
                      WHERE p.state = 'outcome_unknown' AND p.purged_at IS NULL AND g.used_at IS NOT NULL
                        AND p.action = ANY($1) AND p.finished_at < now() - make_interval(secs => $2)
@@ -106,7 +106,7 @@ pub async fn claim_unsettled(
                      RETURNING proposal_id)
                  SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}
                  FROM claimed c JOIN proposals p ON p.id = c.proposal_id
-                 JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id
+                 JOIN agents a ON a.id = p.agent_id JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
                  ORDER BY p.finished_at"
             ),
             &[&actions, &older_than.as_secs_f64(), &retry.as_secs_f64(), &limit],

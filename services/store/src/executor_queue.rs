@@ -54,7 +54,7 @@ pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
             ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED
          ), {latest}
          SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}, l.version AS latest_doc_version
-         FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id
+         FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
                 LEFT JOIN latest l ON l.tenant_id = p.tenant_id
          ORDER BY p.updated_at",
         latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,

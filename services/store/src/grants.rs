@@ -241,14 +241,14 @@ impl StoredGrant {
     }
 }
 
-/// Loads the grant of a proposal.
+/// Loads the live grant of a proposal (not one voided when a run went back to the approvers).
 pub async fn for_proposal<C: deadpool_postgres::GenericClient>(
     c: &C,
     proposal_id: Uuid,
 ) -> Result<Option<StoredGrant>> {
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants g WHERE g.proposal_id = $1"
+            "SELECT {GRANT_COLUMNS} FROM grants g WHERE g.proposal_id = $1 AND g.voided_at IS NULL"
         ))
         .await?;
     match c.query_opt(&stmt, &[&proposal_id]).await? {

@@ -104,21 +104,9 @@ pub async fn insert(
         .get(0);
     let read_at = DateTime::<Utc>::from_timestamp_micros(now_us)
         .ok_or_else(|| crate::StoreError::Config(format!("database clock {now_us} µs")))?;
-    let cut = |t: &str| t.chars().take(20_000).collect::<String>();
     let (ok, text, canonical, sha, binding, warnings) = match read {
         Ok(r) => {
-            let doc = PreviewDoc {
-                action: task.action.clone(),
-                proposal_id: task.id,
-                read_at_us: now_us,
-                text: cut(&r.text),
-                binding: r.binding,
-                warnings: r.warnings,
-            };
-            let canonical = doc
-                .canonical()
-                .map_err(|e| crate::StoreError::Config(format!("preview binding: {e}")))?;
-            let sha = actiond_core::preview::hash(&canonical);
+            let (doc, canonical, sha) = document(&task.action, task.id, now_us, r)?;
             (
                 true,
                 doc.text,
@@ -140,6 +128,29 @@ pub async fn insert(
     .await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// A stored preview's text is cut to this many characters.
+fn cut(t: &str) -> String {
+    t.chars().take(20_000).collect()
+}
+
+/// The canonical preview document of what the handler read for proposal `id` of `action` at
+/// `now_us` (database clock), with its canonical text and SHA-256.
+fn document(action: &str, id: Uuid, now_us: i64, r: Read) -> Result<(PreviewDoc, String, String)> {
+    let doc = PreviewDoc {
+        action: action.to_owned(),
+        proposal_id: id,
+        read_at_us: now_us,
+        text: cut(&r.text),
+        binding: r.binding,
+        warnings: r.warnings,
+    };
+    let canonical = doc
+        .canonical()
+        .map_err(|e| crate::StoreError::Config(format!("preview binding: {e}")))?;
+    let sha = actiond_core::preview::hash(&canonical);
+    Ok((doc, canonical, sha))
 }
 
 /// The SHA-256 of proposal `id`'s stored preview, when one was read (a person's decision
@@ -174,10 +185,12 @@ pub async fn for_run(db: &Db, id: Uuid) -> Result<Option<(String, PreviewDoc)>> 
     Ok(Some((canonical, doc)))
 }
 
-/// Ends a proposal `stale` (`executing → stale`) instead of running it: `reason` is what its
-/// agent is told (`decision_reason`), `detail` the `proposal.stale` event's detail (the
-/// changed fields with their values, the approved preview's hash). Only while `owner` still
-/// holds its run lease; `false` when it does not (the sweeper decides).
+/// Ends a proposal `stale` (`executing → stale`) instead of running it: `detail` is the
+/// `proposal.stale` event's detail (the changed fields with their values, the approved
+/// preview's hash); `reason`, what its agent is told, goes with it where outcomes go
+/// (`outcome_detail`, as the detail's `reason` member: [`STALE_REASON_KEY`]). The approver's
+/// `decision_reason` is kept. Only while `owner` still holds its run lease; `false` when it
+/// does not (the sweeper decides).
 pub async fn mark_stale(
     db: &Db,
     row: &ProposalRow,
@@ -185,14 +198,18 @@ pub async fn mark_stale(
     reason: &str,
     detail: Value,
 ) -> Result<bool> {
+    let mut outcome = detail.clone();
+    if let Some(o) = outcome.as_object_mut() {
+        o.insert(STALE_REASON_KEY.to_owned(), Value::from(reason));
+    }
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     let n = tx
         .execute(
-            "UPDATE proposals SET state = 'stale', decision_reason = $2, outcome_detail = $3,
+            "UPDATE proposals SET state = 'stale', outcome_detail = $2,
                     finished_at = greatest(now(), updated_at), lease_owner = NULL, lease_until = NULL
-             WHERE id = $1 AND state = 'executing' AND lease_owner = $4",
-            &[&row.id, &reason, &detail.to_string(), &owner],
+             WHERE id = $1 AND state = 'executing' AND lease_owner = $3",
+            &[&row.id, &outcome.to_string(), &owner],
         )
         .await?;
     if n == 0 {
@@ -207,6 +224,93 @@ pub async fn mark_stale(
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Sends a proposal whose run found the provider changed back to the approvers instead of
+/// ending it `stale` (its handler's `on_stale: reapprove`, V45), in one transaction by the
+/// database clock: the grant this run spent is void (never spendable again), `fresh` (what
+/// the provider holds now) replaces the stored preview, and the proposal moves `executing →
+/// escalated` with its approvals void (`approval_round` + 1) and `reason` as its
+/// `decision_reason` (what its agent and the approvers read), with a `proposal.reescalated`
+/// event (`detail`, the fresh preview's hash and the void grant). The database refuses the
+/// move unless all of that holds (sql/functions/proposals_check_update.sql). Only while
+/// `owner` still holds its run lease; `false` (nothing written) when it does not.
+pub async fn reescalate(
+    db: &Db,
+    row: &ProposalRow,
+    owner: &str,
+    reason: &str,
+    detail: Value,
+    fresh: Read,
+) -> Result<bool> {
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    let held = tx
+        .query_opt(
+            "SELECT approval_round FROM proposals WHERE id = $1 AND state = 'executing' AND lease_owner = $2 FOR UPDATE",
+            &[&row.id, &owner],
+        )
+        .await?;
+    let Some(held) = held else {
+        return Ok(false);
+    };
+    let round: i32 = held.get(0);
+    let voided: Vec<Uuid> = tx
+        .query(
+            "UPDATE grants SET voided_at = now()
+             WHERE proposal_id = $1 AND voided_at IS NULL AND used_at IS NOT NULL RETURNING id",
+            &[&row.id],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let now_us: i64 = tx
+        .query_one(&format!("SELECT {}", crate::grants::NOW_US_SQL), &[])
+        .await?
+        .get(0);
+    let (doc, canonical, sha) = document(&row.action, row.id, now_us, fresh)?;
+    let warnings = Value::from(doc.warnings);
+    tx.execute(
+        "UPDATE proposal_previews SET ok = true, text = $2, read_at = now(), canonical = $3, sha256 = $4,
+                binding = $5, warnings = $6
+         WHERE proposal_id = $1",
+        &[&row.id, &doc.text, &canonical, &sha, &doc.binding, &warnings],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE proposals SET state = 'escalated', approval_round = approval_round + 1, decision_reason = $2,
+                lease_owner = NULL, lease_until = NULL
+         WHERE id = $1",
+        &[&row.id, &reason],
+    )
+    .await?;
+    let mut detail = detail;
+    if let Some(o) = detail.as_object_mut() {
+        o.insert("fresh_preview_sha256".into(), Value::from(sha));
+        o.insert("voided_grants".into(), serde_json::json!(voided));
+        o.insert("approval_round".into(), Value::from(round + 1));
+    }
+    let actor = format!("executor:{owner}");
+    audit::write(
+        &tx,
+        &row.event(AuditKind::ProposalReescalated, &actor, detail)
+            .transition(Some(ProposalState::Executing), ProposalState::Escalated),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// The member of a `stale` proposal's `outcome_detail` (a JSON object: the `proposal.stale`
+/// event's detail) that holds what its agent is told ([`stale_reason_of`]).
+pub const STALE_REASON_KEY: &str = "agent_reason";
+
+/// What the agent of a `stale` proposal is told, read from its `outcome_detail`; `None` when
+/// it holds none (a row ended `stale` before the reason moved out of `decision_reason`).
+pub fn stale_reason_of(outcome_detail: Option<&str>) -> Option<String> {
+    let v: Value = serde_json::from_str(outcome_detail?).ok()?;
+    v.get(STALE_REASON_KEY)?.as_str().map(str::to_owned)
 }
 
 /// The preview of proposal `id`, seen with `tenants` (row-level security scopes the web role).

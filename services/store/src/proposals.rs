@@ -1018,7 +1018,7 @@ pub async fn get_for_agent(
     let stmt = tx
         .prepare_cached(
             "SELECT p.id, p.action, p.target, p.state, p.decision_reason, p.outcome, p.intent_hash, p.created_at,
-                    p.updated_at, p.amended_from, n.id, n.state, n.amendment_diff
+                    p.updated_at, p.amended_from, n.id, n.state, n.amendment_diff, p.outcome_detail
              FROM proposals p
              LEFT JOIN proposals n ON p.state = 'amended' AND n.amended_from = p.id AND n.tenant_id = p.tenant_id
              WHERE p.tenant_id = $1 AND p.agent_id = $2 AND p.id = $3",
@@ -1031,7 +1031,7 @@ pub async fn get_for_agent(
         action: r.get(1),
         target: r.get(2),
         state: r.get(3),
-        reason: agent_reason_of(r.get(3), r.get(5), r.get(4)),
+        reason: agent_reason_of(r.get(3), r.get(5), r.get(4), r.get(13)),
         outcome: r.get(5),
         intent_hash: r.get(6),
         created_at: r.get(7),
@@ -1057,8 +1057,20 @@ pub const OUTCOME_UNKNOWN_REASON: &str = "The action may have reached the provid
 /// The `reason` an agent reads for a proposal in `state` with `outcome`: for a `failed` or
 /// `outcome_unknown` run, what happened when it ran ([`FAILED_REASON`],
 /// [`OUTCOME_UNKNOWN_REASON`]); before, the approver's comment or "approved by an approver",
-/// which told the agent its failed action was approved. Otherwise the decision's reason.
-fn agent_reason_of(state: &str, outcome: Option<&str>, decided: Option<String>) -> Option<String> {
+/// which told the agent its failed action was approved. For a `stale` one, why it did not run
+/// (kept with its outcome, [`crate::previews::stale_reason_of`]; the approver's reason stays in
+/// `decision_reason` for the card). Otherwise the decision's reason.
+fn agent_reason_of(
+    state: &str,
+    outcome: Option<&str>,
+    decided: Option<String>,
+    outcome_detail: Option<&str>,
+) -> Option<String> {
+    if state == "stale"
+        && let Some(why) = crate::previews::stale_reason_of(outcome_detail)
+    {
+        return Some(why);
+    }
     match (state, outcome) {
         ("failed", _) | (_, Some("failed")) => Some(FAILED_REASON.to_owned()),
         ("outcome_unknown", _) | (_, Some("outcome_unknown")) => {

@@ -360,7 +360,8 @@ pub struct ApprovalEntry {
     pub passkey_age_secs: Option<f64>,
 }
 
-/// The decisions recorded on proposal `id` of `tenant`, in order.
+/// The decisions recorded on proposal `id` of `tenant` in its current approval round (those of
+/// a round made void when a run went back to the approvers are in the audit log), in order.
 pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<ApprovalEntry>> {
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
@@ -370,9 +371,11 @@ pub async fn approvals_of(db: &Db, tenant: &str, id: Uuid) -> Result<Vec<Approva
             "SELECT a.subject, a.email, a.decision, a.decided_at, a.channel, a.issuer, a.comment,
                     extract(epoch FROM ap.created_at - k.created_at)::float8 AS passkey_age_secs
              FROM approvals a
-             LEFT JOIN approval_passkeys ap ON ap.proposal_id = a.proposal_id AND ap.issuer = a.issuer AND ap.subject = a.subject
+             LEFT JOIN approval_passkeys ap ON ap.proposal_id = a.proposal_id AND ap.round = a.round AND ap.issuer = a.issuer AND ap.subject = a.subject
              LEFT JOIN passkeys k ON k.tenant_id = ap.tenant_id AND k.credential_id = ap.credential_id
-             WHERE a.tenant_id = $1 AND a.proposal_id = $2 ORDER BY a.decided_at",
+             WHERE a.tenant_id = $1 AND a.proposal_id = $2
+               AND a.round = (SELECT approval_round FROM proposals WHERE id = $2)
+             ORDER BY a.decided_at",
             &[&tenant, &id],
         )
         .await?;

@@ -54,8 +54,45 @@ pub struct HandlerEntry {
     pub require_passkey: bool,
     /// With `require_passkey`: only amounts above this (minor units) need the passkey.
     pub passkey_over: Option<i64>,
+    /// What happens when the provider changed after the approver's preview (issue 34): the
+    /// proposal ends `stale` (`end`, the default) or goes back to the approvers with a fresh
+    /// preview (`reapprove`).
+    pub on_stale: OnStale,
     /// Handler-specific settings (validated by the handler).
     pub settings: Value,
+}
+
+/// `on_stale` of a handler entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStale {
+    /// The proposal ends `stale` (final); the agent may propose again.
+    #[default]
+    End,
+    /// The proposal goes back to `escalated` with a fresh preview: its grant is void (it was
+    /// spent by the run that did not happen), its approvals void, and people decide again.
+    Reapprove,
+}
+
+/// `on_stale` at `path`: `end` (the default) or `reapprove`; `reapprove` is refused with staged
+/// `approvals` (their stages are not reopened).
+fn parse_on_stale(errs: &mut Vec<FieldError>, p: &str, v: Option<&Value>, staged: bool) -> OnStale {
+    let path = format!("{p}.on_stale");
+    match v.map(|v| (v, v.as_str())) {
+        None | Some((_, Some("end"))) => OnStale::End,
+        Some((_, Some("reapprove"))) if staged => {
+            errs.push(FieldError::new(
+                path,
+                "reapprove cannot be combined with staged approvals (their stages are not reopened); use end or approvals_required",
+            ));
+            OnStale::End
+        }
+        Some((_, Some("reapprove"))) => OnStale::Reapprove,
+        Some(_) => {
+            errs.push(FieldError::new(path, "must be end or reapprove"));
+            OnStale::End
+        }
+    }
 }
 
 /// `confirm` as its names.
@@ -64,7 +101,7 @@ fn ser_confirm<S: serde::Serializer>(c: &[ConfirmField], s: S) -> Result<S::Ok, 
 }
 
 /// Settings every handler takes; the rest of an entry goes to the handler's own validation.
-pub(super) const COMMON_HANDLER_KEYS: [&str; 12] = [
+pub(super) const COMMON_HANDLER_KEYS: [&str; 13] = [
     "summary",
     "risky",
     "grant_lifetime",
@@ -77,6 +114,7 @@ pub(super) const COMMON_HANDLER_KEYS: [&str; 12] = [
     "confirm_over",
     "require_passkey",
     "passkey_over",
+    "on_stale",
 ];
 
 /// `handlers:` (optional): action name → entry; unknown actions and bad entries are left out
@@ -199,6 +237,7 @@ fn parse_entry(
         ));
     }
     let care = parse_care(errs, p, kind, em);
+    let on_stale = parse_on_stale(errs, p, em.get("on_stale"), em.contains_key("approvals"));
     let specific: Map<String, Value> = em
         .iter()
         .filter(|(k, _)| !COMMON_HANDLER_KEYS.contains(&k.as_str()))
@@ -219,6 +258,7 @@ fn parse_entry(
         confirm_over: care.confirm_over,
         require_passkey: care.require_passkey,
         passkey_over: care.passkey_over,
+        on_stale,
         settings: Value::Object(specific),
     })
 }
@@ -367,5 +407,52 @@ fn parse_risky(
             }
             r
         }
+    }
+}
+
+#[cfg(test)]
+mod on_stale_tests {
+    use super::OnStale;
+    use crate::tenant::TenantDocument;
+
+    fn doc(entry: &str) -> String {
+        format!(
+            "tenant: acme\npolicy:\n  default: escalate\nhandlers:\n  billing.refund.issue:\n    credential: payments\n    max_amount: 100000\n{entry}"
+        )
+    }
+
+    fn errors_of(entry: &str) -> Vec<String> {
+        TenantDocument::parse(&doc(entry))
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|f| f.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn on_stale_is_end_by_default_or_reapprove_and_anything_else_is_refused_by_name() {
+        let on_stale = |entry: &str| {
+            TenantDocument::parse(&doc(entry)).unwrap().handlers["billing.refund.issue"].on_stale
+        };
+        assert_eq!(on_stale(""), OnStale::End);
+        assert_eq!(on_stale("    on_stale: end\n"), OnStale::End);
+        assert_eq!(on_stale("    on_stale: reapprove\n"), OnStale::Reapprove);
+        assert_eq!(
+            errors_of("    on_stale: again\n"),
+            [r#"handlers["billing.refund.issue"].on_stale: must be end or reapprove"#]
+        );
+        assert_eq!(
+            errors_of("    on_stale: true\n"),
+            [r#"handlers["billing.refund.issue"].on_stale: must be end or reapprove"#]
+        );
+        let staged = "    on_stale: reapprove\n    approvals:\n      stages:\n        - {approvers: leads, required: 1, within: 30m}\n";
+        let errs = errors_of(staged);
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                r#"handlers["billing.refund.issue"].on_stale: reapprove cannot be combined with staged approvals"#
+            )),
+            "{errs:?}"
+        );
     }
 }

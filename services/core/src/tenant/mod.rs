@@ -73,7 +73,7 @@ pub use approvers::{
 pub use budgets::{
     Budget, BudgetScope, MAX_BUDGET_LIMIT, MAX_BUDGET_WINDOW, MAX_BUDGETS, MIN_BUDGET_WINDOW,
 };
-pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME};
+pub use handlers::{DEFAULT_GRANT_LIFETIME, HandlerEntry, MAX_GRANT_LIFETIME, OnStale};
 pub use notify::Notify;
 pub use policy::{MAX_RULE_LEN, MAX_RULES, PolicySection, RuleDef};
 use read::{got, unknown_keys};
