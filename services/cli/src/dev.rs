@@ -5,8 +5,8 @@
 //! temporary directory, removed on exit. It then migrates, generates one key pair per signer
 //! (each service gets its own credentials directory), applies a demo tenant, creates an agent
 //! and prints its token, starts a local "dev sink" that stands in for the billing API and the
-//! webhook receiver, and runs api, policy, executor, web and the audit sealer as separate child
-//! processes.
+//! webhook receiver, and runs api, policy, executor, web, the audit sealer and the retention
+//! purge (`audit purge --interval 1h`) as separate child processes.
 //! Ctrl-C (or SIGTERM) stops everything.
 
 use crate::admin::{create_agent, write_secret};
@@ -541,7 +541,7 @@ fn listen_line(line: &str) -> Option<(String, SocketAddr)> {
 }
 
 /// The listeners every role of `actiond dev` binds: (role, listener).
-const LISTENERS: [(&str, &str); 7] = [
+const LISTENERS: [(&str, &str); 8] = [
     ("api", "http"),
     ("api", "admin"),
     ("policy", "admin"),
@@ -549,6 +549,7 @@ const LISTENERS: [(&str, &str); 7] = [
     ("web", "http"),
     ("web", "admin"),
     ("sealer", "admin"),
+    ("retention", "admin"),
 ];
 
 /// Where each role's listeners are bound.
@@ -714,6 +715,9 @@ async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Re
     let mut sealer = crate::audit::spawn_dev_sealer(&exe, &roles.of("sealer"), &creds)?;
     relay_stderr(&mut sealer.1, "sealer", &tx);
     children.push(sealer);
+    let mut retention = crate::audit::spawn_dev_retention(&exe, &roles.of("retention"))?;
+    relay_stderr(&mut retention.1, "retention", &tx);
+    children.push(retention);
     let addrs = await_listeners(&mut rx, &mut children).await;
     print_banner(args, &roles, &creds, &demo, &exe, sink, &addrs);
     supervise(&mut children).await;
@@ -813,8 +817,15 @@ async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
 
 /// Every service role of the migrations, each of which gets a login user in our own cluster
 /// (`auditor` for the banner's `audit verify` line: the admin login may not read seals).
-const SERVICE_ROLES: [&str; 7] = [
-    "api", "policy", "web", "executor", "admin", "sealer", "auditor",
+const SERVICE_ROLES: [&str; 8] = [
+    "api",
+    "policy",
+    "web",
+    "executor",
+    "admin",
+    "sealer",
+    "auditor",
+    "retention",
 ];
 
 /// The database URL each service uses. In our own cluster each service logs in as a user of
@@ -1050,9 +1061,10 @@ fn print_banner(
             admin("executor")
         ),
         format!(
-            "                {}   {}",
+            "                {}   {}   {}",
             admin("web"),
-            admin("sealer")
+            admin("sealer"),
+            admin("retention")
         ),
         format!("  tenant        demo   (document: {})", doc_path.display()),
         approvers_line(),
