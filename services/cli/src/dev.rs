@@ -246,6 +246,10 @@ async fn start_pg() -> anyhow::Result<ThrowawayPg> {
         .stderr(std::process::Stdio::from(std::fs::File::create(
             dir.join("postgres.log"),
         )?))
+        // A process group of its own: Ctrl-C in the terminal signals the whole foreground
+        // group, and Postgres shut down at once under the services still draining (each
+        // logged `WARN … db error` on a clean stop). dev stops it after them ([`stop_pg`]).
+        .process_group(0)
         .kill_on_drop(true);
     if let Some((uid, gid)) = ids {
         pg.uid(uid).gid(gid);
