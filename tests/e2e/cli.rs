@@ -1548,3 +1548,35 @@ async fn an_actiond_url_that_is_not_the_api_is_named_not_printed() {
         );
     }
 }
+
+/// A missing flag that an environment variable can give names the variable (the `export …`
+/// line of `actiond dev`'s banner sets them); one that none can give is named alone.
+#[test]
+fn a_missing_flag_names_the_variable_that_gives_it() {
+    let (code, out, err) = run(&["approvals", "list"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--database-url <DATABASE_URL> (or set DATABASE_URL)"),
+        "{err}"
+    );
+    let id = uuid::Uuid::new_v4().to_string();
+    let (code, _, err) = run(
+        &["approvals", "deny", &id],
+        &[("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--as <AS_SUBJECT> (or set ACTIOND_OPERATOR)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--intent <INTENT>") && !err.contains("--intent <INTENT> (or set"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("--database-url <DATABASE_URL> (or set"),
+        "{err}"
+    );
+}
