@@ -31,16 +31,32 @@ pub struct DevArgs {
     /// Use this Postgres instead of starting a throwaway one.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// API listen address (loopback).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// API listen address (loopback; a port alone, `9090`, is `127.0.0.1:9090`).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = loopback_listen)]
     pub api_listen: SocketAddr,
-    /// Approval web app listen address (loopback: the dev login is refused elsewhere).
-    #[arg(long, default_value = "127.0.0.1:8081")]
+    /// Approval web app listen address (loopback: the dev login is refused elsewhere; a port
+    /// alone is on `127.0.0.1`).
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = loopback_listen)]
     pub web_listen: SocketAddr,
     /// Public URL of the web app, e.g. `http://localhost:8081`: passkeys need a host name
     /// (their relying-party id), never an IP address. Default `http://<web-listen>`.
     #[arg(long)]
     pub web_public_url: Option<String>,
+}
+
+/// `--api-listen`/`--web-listen`: an address and port (`127.0.0.1:8080`, `[::1]:8080`), a port
+/// alone or `localhost:<port>` (both `127.0.0.1:<port>`, dev being loopback only). Anything
+/// else is refused with the forms to write; before, `8080` and `localhost:8080` got
+/// `invalid socket address syntax`.
+fn loopback_listen(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    let port = t.strip_prefix("localhost:").unwrap_or(t);
+    if let Ok(p) = port.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
+    }
+    t.parse().map_err(|_| {
+        format!("{s:?} is not an address and port: write 127.0.0.1:8080 (or a port alone, 8080)")
+    })
 }
 
 const DEMO_TENANT: &str = r#"# The demo tenant of `actiond dev`. Apply changes with: actiond tenant apply -f <this file>
@@ -1179,6 +1195,29 @@ async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::DEMO_TENANT;
+
+    /// `--api-listen`/`--web-listen` take an address and port, a port alone or
+    /// `localhost:<port>`; anything else is refused with the forms to write.
+    #[test]
+    fn dev_listen_flags_take_a_port_alone_or_localhost() {
+        let ok = |s: &str| super::loopback_listen(s).unwrap().to_string();
+        assert_eq!(ok("127.0.0.1:9090"), "127.0.0.1:9090");
+        assert_eq!(ok("9090"), "127.0.0.1:9090");
+        assert_eq!(ok("localhost:9090"), "127.0.0.1:9090");
+        assert_eq!(ok("[::1]:9090"), "[::1]:9090");
+        assert_eq!(ok("0"), "127.0.0.1:0");
+        for bad in [
+            "",
+            "localhost",
+            "http://127.0.0.1:9090",
+            "127.0.0.1",
+            "99999",
+            "host:1",
+        ] {
+            let e = super::loopback_listen(bad).unwrap_err();
+            assert!(e.contains("write 127.0.0.1:8080"), "{bad:?}: {e}");
+        }
+    }
 
     /// `--state-dir` pointed at a directory of someone's files is refused and nothing in it is
     /// touched; a directory dev made is emptied and marked again; one whose dev is still
