@@ -551,6 +551,43 @@ async fn purge_clears_only_decided_and_verify_passes() {
     assert!(ok, "{out}");
 }
 
+/// The running retention job (`audit purge --interval`) exports its counter at 0 for every
+/// tenant on each scrape, also for a tenant applied after its last round. Before, a round added
+/// only the tenants it went through, so until the first round ended (and for a tenant applied
+/// since, until the next round an hour later) `actiond_retention_purged_rows_total` had no
+/// series and its panel said "No data".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_purge_counts_every_tenant_from_zero() {
+    let a = Audit::new().await;
+    let su = a.tdb.superuser().await;
+    let document = |tenant: &str| {
+        format!(
+            "INSERT INTO tenant_documents (tenant_id, version, sha256, source, document, applied_by)
+             VALUES ('{tenant}', 1, repeat('c', 64), 'x', '{{}}', 'test')"
+        )
+    };
+    su.batch_execute(&document("acme")).await.unwrap();
+    let logs = log_dir("purge_metrics");
+    let env = a.env("retention").await;
+    let args = ["purge", "--interval", "1h", "--admin-listen", "127.0.0.1:0"];
+    let mut s = Service::spawn("audit", "retention", &args, &env, &logs);
+    let metrics = format!("http://{}/metrics", s.bound("admin").await);
+    let scrape = || async { reqwest::get(&metrics).await.unwrap().text().await.unwrap() };
+    let zero =
+        |tenant: &str| format!("actiond_retention_purged_rows_total{{tenant=\"{tenant}\"}} 0");
+    eventually(Duration::from_secs(30), "acme's series", || async {
+        scrape().await.contains(&zero("acme")).then_some(())
+    })
+    .await;
+    // The first round is over (it ran at start); beta's document comes after it.
+    su.batch_execute(&document("beta")).await.unwrap();
+    let text = scrape().await;
+    assert!(text.contains(&zero("beta")), "{text}");
+    assert!(text.contains(&zero("acme")), "{text}");
+    assert!(s.child.try_wait().unwrap().is_none(), "{}", s.log_text());
+    s.terminate();
+}
+
 /// The sealer may read events and insert seals, nothing else; the auditor only reads; the
 /// retention role cannot reach live proposals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

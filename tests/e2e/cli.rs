@@ -1492,3 +1492,91 @@ fn tenant_validate_counts_in_words() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "ok: tenant acme, 1 rule, no handlers");
 }
+
+/// `ACTIOND_URL` set to something that is not the API (the approval web app's port, one off
+/// from the API's): the error says so in one line, with the setting to fix, and keeps the exit
+/// code of the status (404: not found, 3). Before, the web app's whole 404 page was the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actiond_url_that_is_not_the_api_is_named_not_printed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = sock.read(&mut buf).await;
+                let page = "<!doctype html>\n<html><head><title>Not found</title></head>\n<body><h1>Not found (404)</h1></body></html>\n";
+                let answer = format!(
+                    "HTTP/1.1 404 Not Found\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = sock.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    let id = uuid::Uuid::new_v4().to_string();
+    for args in [
+        vec![
+            "propose",
+            "--action",
+            "billing.refund.issue",
+            "--params",
+            "{}",
+        ],
+        vec!["status", id.as_str()],
+    ] {
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let env = [
+            ("ACTIOND_URL", url.clone()),
+            ("ACTIOND_TOKEN", "actiond_x".to_owned()),
+        ];
+        let (code, out, err) = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            run(&args, &env)
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, 3, "{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!err.contains("<html"), "{err}");
+        assert!(
+            err.contains("not the actiond API") && err.contains("ACTIOND_URL"),
+            "{err}"
+        );
+    }
+}
+
+/// A missing flag that an environment variable can give names the variable (the `export …`
+/// line of `actiond dev`'s banner sets them); one that none can give is named alone.
+#[test]
+fn a_missing_flag_names_the_variable_that_gives_it() {
+    let (code, out, err) = run(&["approvals", "list"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--database-url <DATABASE_URL> (or set DATABASE_URL)"),
+        "{err}"
+    );
+    let id = uuid::Uuid::new_v4().to_string();
+    let (code, _, err) = run(
+        &["approvals", "deny", &id],
+        &[("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--as <AS_SUBJECT> (or set ACTIOND_OPERATOR)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--intent <INTENT>") && !err.contains("--intent <INTENT> (or set"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("--database-url <DATABASE_URL> (or set"),
+        "{err}"
+    );
+}

@@ -38,7 +38,7 @@ pub fn since_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
         now - back
     } else {
         DateTime::parse_from_rfc3339(t)
-            .map_err(|e| format!("{} ({e})", since_rule(s)))?
+            .map_err(|_| format!("{}{}", since_rule(s), since_hint(t)))?
             .with_timezone(&Utc)
     };
     let skew = chrono::Duration::from_std(SINCE_SKEW).unwrap_or_default();
@@ -55,6 +55,31 @@ pub fn since_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
         ));
     }
     Ok(at)
+}
+
+/// What to write instead of a date alone or a time without its offset, the two a person
+/// types most (`2026-12-01`, `2026-12-01 10:00`); nothing for anything else. Before, the
+/// parser's own words followed the rule (`(premature end of input)`), which say no fix.
+fn since_hint(t: &str) -> String {
+    use chrono::{NaiveDate, NaiveDateTime};
+    if NaiveDate::parse_from_str(t, "%Y-%m-%d").is_ok() {
+        return format!("; for that day from midnight UTC: {t}T00:00:00Z");
+    }
+    let spelled = t.replacen(' ', "T", 1);
+    let local = [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(&spelled, f).ok());
+    match local {
+        Some(at) => format!(
+            "; add the offset, e.g. {}Z for UTC",
+            at.format("%Y-%m-%dT%H:%M:%S")
+        ),
+        None => String::new(),
+    }
 }
 
 fn since_rule(s: &str) -> String {
@@ -208,6 +233,29 @@ mod tests {
                 e.contains("must be a duration back from now"),
                 "{bad:?}: {e}"
             );
+            assert!(!e.contains("premature"), "{bad:?}: {e}");
+        }
+        // A date alone, or a time without its offset, is refused with the spelling to use.
+        for (bad, says, good) in [
+            (
+                "2026-12-01",
+                "; for that day from midnight UTC: 2026-12-01T00:00:00Z",
+                "2026-12-01T00:00:00Z",
+            ),
+            (
+                "2026-12-01 10:00",
+                "; add the offset, e.g. 2026-12-01T10:00:00Z for UTC",
+                "2026-12-01T10:00:00Z",
+            ),
+            (
+                "2026-12-01T10:00:00",
+                "; add the offset, e.g. 2026-12-01T10:00:00Z for UTC",
+                "2026-12-01T10:00:00Z",
+            ),
+        ] {
+            let e = since_at(bad, now).unwrap_err();
+            assert!(e.ends_with(says), "{bad:?}: {e}");
+            assert!(since_at(good, now).is_ok(), "{good}");
         }
     }
 

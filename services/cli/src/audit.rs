@@ -771,10 +771,44 @@ async fn purge(a: PurgeArgs) -> anyhow::Result<()> {
         "Decided proposals whose params, source text and reasons were purged.",
         &["tenant"],
     );
-    start(db_service("retention", &metrics, &db, a.admin_listen))
+    // Every tenant's series is there at 0 from the first scrape: the rounds add only the
+    // tenants they purged, so before the first round ended (or after a failed one, or for a
+    // tenant applied since) the counter had no series and its panel said "No data".
+    let (zero, sdb) = (purged.clone(), db.clone());
+    let service = db_service("retention", &metrics, &db, a.admin_listen).on_scrape(move || {
+        let (zero, db) = (zero.clone(), sdb.clone());
+        async move {
+            if let Ok(tenants) = actiond_store::retention::tenant_ages(&db, Duration::ZERO).await {
+                for (t, _) in &tenants {
+                    zero.with_label_values(&[t.as_str()]);
+                }
+            }
+        }
+    });
+    start(service)
         .await?
         .run_worker(|stop| purging(a, db, purged, stop))
         .await
+}
+
+/// `actiond dev`'s retention job: `actiond audit purge --interval 1h` as a child process with
+/// its own login (role `actiond_retention`), its metrics listener on a free loopback port and
+/// its stderr piped (dev relays it and reads the port from it). In a fresh dev nothing is old
+/// enough to purge; it runs so its metrics are scraped as in production.
+pub fn spawn_dev_retention(
+    exe: &std::path::Path,
+    database_url: &str,
+) -> anyhow::Result<(&'static str, tokio::process::Child)> {
+    let child = tokio::process::Command::new(exe)
+        .args(["audit", "purge", "--interval", "1h"])
+        .env("DATABASE_URL", database_url)
+        .env("ACTIOND_RETENTION_ADMIN_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start actiond audit purge")?;
+    Ok(("retention", child))
 }
 
 /// Purge rounds: one, or one every `--interval` until `stop`.

@@ -78,11 +78,33 @@ pub struct ProposeArgs {
     out: crate::output::OutputJson,
 }
 
-/// The body of an answer as JSON (a string when it is not JSON); a failure status is an error
-/// tagged with its exit code and the problem's `detail`.
-fn parse_response(status: reqwest::StatusCode, body: &str) -> anyhow::Result<serde_json::Value> {
-    let v: serde_json::Value =
-        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
+/// The body of an answer from the API at `url` as JSON (a string when it is not JSON); a
+/// failure status is an error tagged with its exit code and the problem's `detail`. A failure
+/// that is not JSON did not come from the actiond API (every error of it is a JSON problem):
+/// said so, with the setting to fix, instead of printing the page. Before, `ACTIOND_URL` set to
+/// the web app's address printed its whole 404 page as the error.
+fn parse_response(
+    url: &str,
+    status: reqwest::StatusCode,
+    body: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    if !status.is_success() && parsed.is_none() {
+        let looks = if body.trim_start().starts_with('<') {
+            "an HTML page (the approval web app, or another web server?)"
+        } else {
+            "an answer that is not JSON"
+        };
+        return Err(crate::exit::tagged(
+            crate::exit::of_status(status.as_u16()),
+            format!(
+                "HTTP {} with {looks} from {url} (ACTIOND_URL or --url), not the actiond API (its errors are JSON); \
+                 set ACTIOND_URL to the address of the `API` line of actiond dev's banner (the `export …` line sets it)",
+                status.as_u16()
+            ),
+        ));
+    }
+    let v = parsed.unwrap_or(serde_json::Value::String(body.to_owned()));
     if !status.is_success() {
         let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or(body);
         return Err(crate::exit::tagged(
@@ -188,7 +210,7 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     }
     let resp = req.send().await.map_err(|e| unreachable(&a.conn.url, e))?;
     let status = resp.status();
-    let mut v = parse_response(status, &resp.text().await?)?;
+    let mut v = parse_response(&a.conn.url, status, &resp.text().await?)?;
     let Some(id) = v
         .get("proposal_id")
         .and_then(|x| x.as_str())
@@ -269,7 +291,7 @@ async fn wait_status(
             .send()
             .await
             .map_err(|e| unreachable(url, e))?;
-        let v = parse_response(resp.status(), &resp.text().await?)?;
+        let v = parse_response(url, resp.status(), &resp.text().await?)?;
         let state = v.get("state").and_then(|s| s.as_str()).unwrap_or_default();
         if !WORKING_STATES.contains(&state) || left.as_secs() == 0 {
             return Ok(v);

@@ -5,8 +5,8 @@
 //! temporary directory, removed on exit. It then migrates, generates one key pair per signer
 //! (each service gets its own credentials directory), applies a demo tenant, creates an agent
 //! and prints its token, starts a local "dev sink" that stands in for the billing API and the
-//! webhook receiver, and runs api, policy, executor, web and the audit sealer as separate child
-//! processes.
+//! webhook receiver, and runs api, policy, executor, web, the audit sealer and the retention
+//! purge (`audit purge --interval 1h`) as separate child processes.
 //! Ctrl-C (or SIGTERM) stops everything.
 
 use crate::admin::{create_agent, write_secret};
@@ -31,16 +31,32 @@ pub struct DevArgs {
     /// Use this Postgres instead of starting a throwaway one.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// API listen address (loopback).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// API listen address (loopback; a port alone, `9090`, is `127.0.0.1:9090`).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = loopback_listen)]
     pub api_listen: SocketAddr,
-    /// Approval web app listen address (loopback: the dev login is refused elsewhere).
-    #[arg(long, default_value = "127.0.0.1:8081")]
+    /// Approval web app listen address (loopback: the dev login is refused elsewhere; a port
+    /// alone is on `127.0.0.1`).
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = loopback_listen)]
     pub web_listen: SocketAddr,
     /// Public URL of the web app, e.g. `http://localhost:8081`: passkeys need a host name
     /// (their relying-party id), never an IP address. Default `http://<web-listen>`.
     #[arg(long)]
     pub web_public_url: Option<String>,
+}
+
+/// `--api-listen`/`--web-listen`: an address and port (`127.0.0.1:8080`, `[::1]:8080`), a port
+/// alone or `localhost:<port>` (both `127.0.0.1:<port>`, dev being loopback only). Anything
+/// else is refused with the forms to write; before, `8080` and `localhost:8080` got
+/// `invalid socket address syntax`.
+fn loopback_listen(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    let port = t.strip_prefix("localhost:").unwrap_or(t);
+    if let Ok(p) = port.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
+    }
+    t.parse().map_err(|_| {
+        format!("{s:?} is not an address and port: write 127.0.0.1:8080 (or a port alone, 8080)")
+    })
 }
 
 const DEMO_TENANT: &str = r#"# The demo tenant of `actiond dev`. Apply changes with: actiond tenant apply -f <this file>
@@ -246,6 +262,10 @@ async fn start_pg() -> anyhow::Result<ThrowawayPg> {
         .stderr(std::process::Stdio::from(std::fs::File::create(
             dir.join("postgres.log"),
         )?))
+        // A process group of its own: Ctrl-C in the terminal signals the whole foreground
+        // group, and Postgres shut down at once under the services still draining (each
+        // logged `WARN … db error` on a clean stop). dev stops it after them ([`stop_pg`]).
+        .process_group(0)
         .kill_on_drop(true);
     if let Some((uid, gid)) = ids {
         pg.uid(uid).gid(gid);
@@ -541,7 +561,7 @@ fn listen_line(line: &str) -> Option<(String, SocketAddr)> {
 }
 
 /// The listeners every role of `actiond dev` binds: (role, listener).
-const LISTENERS: [(&str, &str); 7] = [
+const LISTENERS: [(&str, &str); 8] = [
     ("api", "http"),
     ("api", "admin"),
     ("policy", "admin"),
@@ -549,6 +569,7 @@ const LISTENERS: [(&str, &str); 7] = [
     ("web", "http"),
     ("web", "admin"),
     ("sealer", "admin"),
+    ("retention", "admin"),
 ];
 
 /// Where each role's listeners are bound.
@@ -714,6 +735,9 @@ async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Re
     let mut sealer = crate::audit::spawn_dev_sealer(&exe, &roles.of("sealer"), &creds)?;
     relay_stderr(&mut sealer.1, "sealer", &tx);
     children.push(sealer);
+    let mut retention = crate::audit::spawn_dev_retention(&exe, &roles.of("retention"))?;
+    relay_stderr(&mut retention.1, "retention", &tx);
+    children.push(retention);
     let addrs = await_listeners(&mut rx, &mut children).await;
     print_banner(args, &roles, &creds, &demo, &exe, sink, &addrs);
     supervise(&mut children).await;
@@ -813,8 +837,15 @@ async fn own_database(base_url: &str, own_pg: bool) -> anyhow::Result<String> {
 
 /// Every service role of the migrations, each of which gets a login user in our own cluster
 /// (`auditor` for the banner's `audit verify` line: the admin login may not read seals).
-const SERVICE_ROLES: [&str; 7] = [
-    "api", "policy", "web", "executor", "admin", "sealer", "auditor",
+const SERVICE_ROLES: [&str; 8] = [
+    "api",
+    "policy",
+    "web",
+    "executor",
+    "admin",
+    "sealer",
+    "auditor",
+    "retention",
 ];
 
 /// The database URL each service uses. In our own cluster each service logs in as a user of
@@ -1050,9 +1081,10 @@ fn print_banner(
             admin("executor")
         ),
         format!(
-            "                {}   {}",
+            "                {}   {}   {}",
             admin("web"),
-            admin("sealer")
+            admin("sealer"),
+            admin("retention")
         ),
         format!("  tenant        demo   (document: {})", doc_path.display()),
         approvers_line(),
@@ -1163,6 +1195,29 @@ async fn wait_any(children: &mut [(&'static str, Child)]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::DEMO_TENANT;
+
+    /// `--api-listen`/`--web-listen` take an address and port, a port alone or
+    /// `localhost:<port>`; anything else is refused with the forms to write.
+    #[test]
+    fn dev_listen_flags_take_a_port_alone_or_localhost() {
+        let ok = |s: &str| super::loopback_listen(s).unwrap().to_string();
+        assert_eq!(ok("127.0.0.1:9090"), "127.0.0.1:9090");
+        assert_eq!(ok("9090"), "127.0.0.1:9090");
+        assert_eq!(ok("localhost:9090"), "127.0.0.1:9090");
+        assert_eq!(ok("[::1]:9090"), "[::1]:9090");
+        assert_eq!(ok("0"), "127.0.0.1:0");
+        for bad in [
+            "",
+            "localhost",
+            "http://127.0.0.1:9090",
+            "127.0.0.1",
+            "99999",
+            "host:1",
+        ] {
+            let e = super::loopback_listen(bad).unwrap_err();
+            assert!(e.contains("write 127.0.0.1:8080"), "{bad:?}: {e}");
+        }
+    }
 
     /// `--state-dir` pointed at a directory of someone's files is refused and nothing in it is
     /// touched; a directory dev made is emptied and marked again; one whose dev is still

@@ -152,7 +152,7 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
 /// its tips and the usage joined (`actiond: error: unexpected argument '--x' found (usage:
 /// actiond status [OPTIONS] <ID>; more with --help)`); a command given without its subcommand
 /// names them ([`missing_subcommand`]). `--help` and `--version` print clap's own text.
-pub fn usage_error(e: clap::Error) -> ExitCode {
+pub fn usage_error(e: clap::Error, root: &clap::Command) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         e.exit()
@@ -170,6 +170,11 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
             parts.push(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
+    // A missing flag that an environment variable can give says which (`--database-url
+    // <DATABASE_URL> (or DATABASE_URL)`): before, nothing said that the `export …` line of
+    // actiond dev's banner sets it.
+    let envs = usage.map(|u| flag_envs(root, u)).unwrap_or_default();
+    let missing = e.kind() == ErrorKind::MissingRequiredArgument;
     let usage = usage
         .map(|u| format!(" (usage: {u}; more with --help)"))
         .unwrap_or_default();
@@ -180,12 +185,34 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
             line.push_str(if line.ends_with(':') { " " } else { "; " });
         }
         line.push_str(p);
+        let flag = p.split_whitespace().next().unwrap_or_default();
+        if let Some((_, env)) = envs.iter().find(|(f, _)| missing && f == flag) {
+            line.push_str(&format!(" (or set {env})"));
+        }
     }
     actiond_runtime::tell(&format!(
         "actiond: error: {}{usage}",
         crate::output::text(&line)
     ));
     ExitCode::from(Kind::Invalid.code())
+}
+
+/// The `--flag`s of the subcommand `usage` names (`actiond approvals deny --as …`) that an
+/// environment variable can give, with that variable.
+fn flag_envs(root: &clap::Command, usage: &str) -> Vec<(String, String)> {
+    let mut cmd = root;
+    for word in usage.split_whitespace().skip(1) {
+        match cmd.find_subcommand(word) {
+            Some(sub) => cmd = sub,
+            None => break,
+        }
+    }
+    cmd.get_arguments()
+        .filter_map(|a| {
+            let env = a.get_env()?.to_str()?.to_owned();
+            Some((format!("--{}", a.get_long()?), env))
+        })
+        .collect()
 }
 
 /// A command given without its subcommand (`actiond tenant`): clap would print the whole help

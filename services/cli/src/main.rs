@@ -101,7 +101,7 @@ struct PolicyCmd {
 fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return exit::usage_error(e),
+        Err(e) => return exit::usage_error(e, &<Cli as clap::CommandFactory>::command()),
     };
     if matches!(cli.command, Command::Version) {
         actiond_runtime::say(&format!("actiond {VERSION}"));

@@ -353,6 +353,17 @@ fn string_literal(e: &cel::IdedExpr) -> Option<&str> {
     }
 }
 
+/// Whether `e` is a decimal literal (`50.00`, `-1.5`).
+fn is_double_literal(e: &cel::IdedExpr) -> bool {
+    match &e.expr {
+        Expr::Literal(LiteralValue::Double(_)) => true,
+        Expr::Call(c) if c.func_name == op::NEGATE && c.args.len() == 1 => {
+            is_double_literal(&c.args[0])
+        }
+        _ => false,
+    }
+}
+
 /// The handler named by `action == "X"` (either order), when `e` is that comparison.
 fn action_equals(e: &cel::IdedExpr) -> Option<&str> {
     let Expr::Call(call) = &e.expr else {
@@ -668,6 +679,16 @@ impl Checker<'_> {
                 b.describe()
             ));
         }
+        // An int (an amount in minor units, a count, an hour) against a decimal literal:
+        // CEL orders them, so `params.amount <= 50.00` was accepted and meant 0.50 USD.
+        for (int, other, t) in [(0, 1, a), (1, 0, b)] {
+            if matches!(t, Ty::Int) && is_double_literal(&call.args[other]) {
+                self.errors.push(format!(
+                    "compares {} (an int) with a decimal number: amounts are ints in minor units (50.00 USD is 5000), counts and hours are whole; write an int",
+                    shown(&call.args[int])
+                ));
+            }
+        }
         Ty::Bool
     }
 
@@ -962,6 +983,11 @@ mod tests {
             ("history.total > 3", "`history` has no field `total`"),
             ("histroy.count > 3", "did you mean `history`?"),
             ("history.count > \"3\"", "CEL cannot order these"),
+            (
+                "action == \"billing.refund.issue\" && params.amount <= 50.00",
+                "compares `params.amount` (an int) with a decimal number",
+            ),
+            ("50.5 < history.sum", "50.00 USD is 5000"),
             (
                 "history.sum + 1.5 > 2.0",
                 "applies `+` to `history.sum` (an int) and",

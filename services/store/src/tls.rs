@@ -339,6 +339,16 @@ fn parse_with_env(
             )));
         }
     }
+    // Neither a URL nor keyword=value pairs (`postgresql:/h/db`, `localhost:5432`, a URL with
+    // a typo in its scheme): said so with both forms, without echoing the value (it may hold a
+    // password). Before, the keyword/value parser's `missing "=" after "<the whole value>"`.
+    if !is_url(url) && !url.contains('=') {
+        return Err(cfg_err(
+            "neither a URL starting with postgres:// or postgresql:// nor keyword=value pairs; \
+             write it as postgres://USER[:PASSWORD]@HOST:5432/DATABASE (or host=HOST user=USER dbname=DATABASE)"
+                .to_owned(),
+        ));
+    }
     let (rest, mut pairs) = split_tls_params(url).map_err(cfg_err)?;
     // Defaults from the environment go first: the string's own values come later and win.
     let mut from_env = Vec::new();
@@ -1046,6 +1056,37 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("PGSSLMODE"), "{e}");
+    }
+
+    /// A value that is neither a URL nor keyword=value pairs is refused with both forms to
+    /// write, and never echoed (it may hold a password); both forms still parse.
+    #[test]
+    fn a_malformed_database_url_says_the_forms_and_hides_the_value() {
+        let env = |_: &str| None;
+        for bad in [
+            "postgresql:/u:s3cret@h/db",
+            "postgres//u:s3cret@h/db",
+            "localhost:5432",
+            "s3cret",
+        ] {
+            let e = parse_with_env(bad, env)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.contains("postgres://USER[:PASSWORD]@HOST:5432/DATABASE")
+                    && e.contains("host=HOST"),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains("s3cret") && !e.contains("5432\""), "{bad}: {e}");
+        }
+        for good in [
+            "postgres://u@h:5432/db",
+            "postgresql://u@h/db",
+            "host=h user=u dbname=db",
+        ] {
+            assert!(parse_with_env(good, env).is_ok(), "{good}");
+        }
     }
 
     #[test]
