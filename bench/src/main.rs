@@ -52,6 +52,14 @@ struct Args {
     /// Executor processes.
     #[arg(long, default_value_t = 2)]
     executors: usize,
+    /// API processes; the load's proposals go to them in turn (proposal i to api i mod N).
+    #[arg(long, default_value_t = 1)]
+    apis: usize,
+    /// N api, N policy and N executor processes (sets --apis, --policies and --executors), so
+    /// that contention between replicas (locks, LISTEN fan-out, SKIP LOCKED misses) shows as
+    /// their number grows.
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
     /// Policy worker processes.
     #[arg(long, default_value_t = 1)]
     policies: usize,
@@ -134,26 +142,36 @@ async fn spawn_services(
     tdb: &TestDb,
     keys: &Keys,
     recv: &Receiver,
-) -> (Vec<Service>, String) {
+) -> (Vec<Service>, Vec<String>) {
     let logs = log_dir("bench");
-    let mut api = Service::spawn(
-        "api",
-        "api",
-        &[],
-        &[
-            ("DATABASE_URL", tdb.role_url("api").await),
-            ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-            ("ACTIOND_API_POOL_SIZE", "32".into()),
-            // The bound-listener line is how the port is learnt (Service::bound).
-            ("RUST_LOG", "warn,actiond::listen=info".into()),
-        ],
-        &logs,
-    );
-    let api_url = api.url("http").await;
-    let mut services = vec![api];
+    let mut services = Vec::new();
+    let mut api_urls = Vec::new();
+    // 32 connections in all, at least 4 each: the replicas share one server's connections.
+    let pool = (32 / args.apis).max(4).to_string();
+    for i in 0..args.apis {
+        let mut api = Service::spawn(
+            "api",
+            &if i == 0 {
+                "api".into()
+            } else {
+                format!("api-{i}")
+            },
+            &[],
+            &[
+                ("DATABASE_URL", tdb.role_url("api").await),
+                ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
+                ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
+                ("ACTIOND_API_POOL_SIZE", pool.clone()),
+                // The bound-listener line is how the port is learnt (Service::bound).
+                ("RUST_LOG", "warn,actiond::listen=info".into()),
+            ],
+            &logs,
+        );
+        api_urls.push(api.url("http").await);
+        services.push(api);
+    }
     if args.scenario != "allow" {
-        return (services, api_url);
+        return (services, api_urls);
     }
     for i in 0..args.policies {
         services.push(Service::spawn(
@@ -197,7 +215,7 @@ async fn spawn_services(
     if args.seal {
         services.push(spawn_sealer(tdb, keys, &logs).await);
     }
-    (services, api_url)
+    (services, api_urls)
 }
 
 /// The audit sealer with a key of its own (`actiond audit keygen`), chaining and signing
@@ -316,7 +334,14 @@ fn label(role: &str) -> &'static str {
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(n) = args.replicas {
+        (args.apis, args.policies, args.executors) = (n, n, n);
+    }
+    if args.apis == 0 {
+        eprintln!("--apis and --replicas must be at least 1");
+        std::process::exit(2);
+    }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         eprintln!("--rate must be a positive number of proposals per second");
         std::process::exit(2);
@@ -387,25 +412,27 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
         .await
         .unwrap();
     let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
-    let (services, api) = spawn_services(args, &tdb, &keys, &recv).await;
+    let (services, apis) = spawn_services(args, &tdb, &keys, &recv).await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(256))
         .build()
         .unwrap();
-    eventually(Duration::from_secs(30), "api up", || {
-        let (h, u) = (http.clone(), format!("{api}/healthz"));
-        async move {
-            h.get(u)
-                .send()
-                .await
-                .ok()
-                .filter(|r| r.status().is_success())
-        }
-    })
-    .await;
+    for api in &apis {
+        eventually(Duration::from_secs(30), "api up", || {
+            let (h, u) = (http.clone(), format!("{api}/healthz"));
+            async move {
+                h.get(u)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            }
+        })
+        .await;
+    }
     let target = load::Target {
         http,
-        api,
+        apis,
         token,
         kind: if allow { "ping" } else { "review" },
         first: 0,
@@ -529,6 +556,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         },
         rate: args.rate,
         proposals: args.proposals,
+        apis: args.apis,
         policies: if allow { args.policies } else { 0 },
         executors: if allow { args.executors } else { 0 },
         submitted,

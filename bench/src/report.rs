@@ -29,6 +29,8 @@ pub struct Run {
     pub rate: Option<f64>,
     /// Proposals measured (warm-up excluded).
     pub proposals: usize,
+    /// API processes.
+    pub apis: usize,
     /// Policy worker processes.
     pub policies: usize,
     /// Executor processes.
@@ -243,8 +245,8 @@ impl Run {
             None => line("floor             skipped (--floor-seconds 0)".into()),
         }
         line(format!(
-            "actiond           scenario {}, {}, {} proposals; {} policy, {} executor processes",
-            self.scenario, self.mode, self.proposals, self.policies, self.executors
+            "actiond           scenario {}, {}, {} proposals; {} api, {} policy, {} executor processes",
+            self.scenario, self.mode, self.proposals, self.apis, self.policies, self.executors
         ));
         let s = &self.submitted;
         line(format!(
@@ -375,6 +377,7 @@ impl Run {
             "mode": self.mode,
             "rate": self.rate,
             "proposals": self.proposals,
+            "apis": self.apis,
             "policies": self.policies,
             "executors": self.executors,
             "floor": floor,
