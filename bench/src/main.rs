@@ -117,6 +117,16 @@ struct Args {
     then_half_rate: bool,
 }
 
+impl Args {
+    /// `--replicas N` sets the api, policy and executor process counts to N.
+    fn with_replicas(mut self) -> Self {
+        if let Some(n) = self.replicas {
+            (self.apis, self.policies, self.executors) = (n, n, n);
+        }
+        self
+    }
+}
+
 const DOC: &str = r#"
 tenant: bench
 policy:
@@ -334,10 +344,7 @@ fn label(role: &str) -> &'static str {
 
 #[tokio::main]
 async fn main() {
-    let mut args = Args::parse();
-    if let Some(n) = args.replicas {
-        (args.apis, args.policies, args.executors) = (n, n, n);
-    }
+    let args = Args::parse().with_replicas();
     if args.apis == 0 {
         eprintln!("--apis and --replicas must be at least 1");
         std::process::exit(2);
@@ -701,6 +708,18 @@ mod tests {
         assert!(a.then_half_rate && a.rate.is_none());
         let err = Args::try_parse_from(["bench", "--then-half-rate", "--rate", "100"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn replicas_set_every_process_count() {
+        let a = Args::try_parse_from(["bench", "--replicas", "4"])
+            .unwrap()
+            .with_replicas();
+        assert_eq!((a.apis, a.policies, a.executors), (4, 4, 4));
+        let a = Args::try_parse_from(["bench", "--apis", "2"])
+            .unwrap()
+            .with_replicas();
+        assert_eq!((a.apis, a.policies, a.executors), (2, 1, 2));
     }
 
     #[tokio::test]
