@@ -20,8 +20,8 @@ pub struct Submitted {
 pub struct Target {
     /// HTTP client.
     pub http: reqwest::Client,
-    /// API base URLs; proposal `n` goes to `api[n % api.len()]`.
-    pub api: Vec<String>,
+    /// API base URLs: proposal n goes to the (n mod len)th.
+    pub apis: Vec<String>,
     /// Agent bearer token.
     pub token: String,
     /// `params.body.kind`: `ping` (allowed) or `review` (escalates).
@@ -40,7 +40,7 @@ impl Target {
         );
         let r = self
             .http
-            .post(format!("{}/v1/proposals", self.api[n % self.api.len()]))
+            .post(format!("{}/v1/proposals", self.apis[n % self.apis.len()]))
             .bearer_auth(&self.token)
             .header("content-type", "application/json")
             .body(body)

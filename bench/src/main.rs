@@ -52,18 +52,17 @@ struct Args {
     /// Executor processes.
     #[arg(long, default_value_t = 2)]
     executors: usize,
+    /// API processes; the load's proposals go to them in turn (proposal i to api i mod N).
+    #[arg(long, default_value_t = 1)]
+    apis: usize,
+    /// N api, N policy and N executor processes (sets --apis, --policies and --executors), so
+    /// that contention between replicas (locks, LISTEN fan-out, SKIP LOCKED misses) shows as
+    /// their number grows.
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
     /// Policy worker processes.
     #[arg(long, default_value_t = 1)]
     policies: usize,
-    /// API processes; the load's clients take them in turn (proposal n goes to api n mod N).
-    #[arg(long, default_value_t = 1)]
-    apis: usize,
-    /// Runs N api, N policy and N executor processes (overrides `--apis`, `--policies` and
-    /// `--executors`), so contention between replicas (row locks, LISTEN fan-out, SKIP LOCKED
-    /// misses) shows as N grows. On a 2-core machine, 4 and 8 measure contention and
-    /// scheduling together; compare each with the floor of its own run.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=32))]
-    replicas: Option<u16>,
     /// Scenario: allow or submit.
     #[arg(long, default_value = "allow")]
     scenario: String,
@@ -118,6 +117,16 @@ struct Args {
     then_half_rate: bool,
 }
 
+impl Args {
+    /// `--replicas N` sets the api, policy and executor process counts to N.
+    fn with_replicas(mut self) -> Self {
+        if let Some(n) = self.replicas {
+            (self.apis, self.policies, self.executors) = (n, n, n);
+        }
+        self
+    }
+}
+
 const DOC: &str = r#"
 tenant: bench
 policy:
@@ -136,8 +145,8 @@ handlers:
 /// Statements shown by `--pg-stat-statements`.
 const TOP_STATEMENTS: i64 = 12;
 
-/// Spawns the api processes (each on a port of its choosing) and, for the allow scenario, the
-/// policy and executor processes; returns them and the apis' URLs.
+/// Spawns the api (on a port of its choosing) and, for the allow scenario, the policy and
+/// executor processes; returns them and the api's URL.
 async fn spawn_services(
     args: &Args,
     tdb: &TestDb,
@@ -147,16 +156,22 @@ async fn spawn_services(
     let logs = log_dir("bench");
     let mut services = Vec::new();
     let mut api_urls = Vec::new();
-    for i in 0..args.apis.max(1) {
+    // 32 connections in all, at least 4 each: the replicas share one server's connections.
+    let pool = (32 / args.apis).max(4).to_string();
+    for i in 0..args.apis {
         let mut api = Service::spawn(
             "api",
-            &format!("api-{i}"),
+            &if i == 0 {
+                "api".into()
+            } else {
+                format!("api-{i}")
+            },
             &[],
             &[
                 ("DATABASE_URL", tdb.role_url("api").await),
                 ("ACTIOND_API_LISTEN", "127.0.0.1:0".into()),
                 ("ACTIOND_API_ADMIN_LISTEN", "127.0.0.1:0".into()),
-                ("ACTIOND_API_POOL_SIZE", "32".into()),
+                ("ACTIOND_API_POOL_SIZE", pool.clone()),
                 // The bound-listener line is how the port is learnt (Service::bound).
                 ("RUST_LOG", "warn,actiond::listen=info".into()),
             ],
@@ -329,10 +344,10 @@ fn label(role: &str) -> &'static str {
 
 #[tokio::main]
 async fn main() {
-    let mut args = Args::parse();
-    if let Some(n) = args.replicas {
-        let n = usize::from(n);
-        (args.apis, args.policies, args.executors) = (n, n, n);
+    let args = Args::parse().with_replicas();
+    if args.apis == 0 {
+        eprintln!("--apis and --replicas must be at least 1");
+        std::process::exit(2);
     }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         eprintln!("--rate must be a positive number of proposals per second");
@@ -404,14 +419,14 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
         .await
         .unwrap();
     let (_, token) = agent(&tdb.db, "bench", "bench-bot", None).await;
-    let (services, api) = spawn_services(args, &tdb, &keys, &recv).await;
+    let (services, apis) = spawn_services(args, &tdb, &keys, &recv).await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(256))
         .build()
         .unwrap();
-    for url in &api {
+    for api in &apis {
         eventually(Duration::from_secs(30), "api up", || {
-            let (h, u) = (http.clone(), format!("{url}/healthz"));
+            let (h, u) = (http.clone(), format!("{api}/healthz"));
             async move {
                 h.get(u)
                     .send()
@@ -424,7 +439,7 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
     }
     let target = load::Target {
         http,
-        api,
+        apis,
         token,
         kind: if allow { "ping" } else { "review" },
         first: 0,
@@ -693,6 +708,18 @@ mod tests {
         assert!(a.then_half_rate && a.rate.is_none());
         let err = Args::try_parse_from(["bench", "--then-half-rate", "--rate", "100"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn replicas_set_every_process_count() {
+        let a = Args::try_parse_from(["bench", "--replicas", "4"])
+            .unwrap()
+            .with_replicas();
+        assert_eq!((a.apis, a.policies, a.executors), (4, 4, 4));
+        let a = Args::try_parse_from(["bench", "--apis", "2"])
+            .unwrap()
+            .with_replicas();
+        assert_eq!((a.apis, a.policies, a.executors), (2, 1, 2));
     }
 
     #[tokio::test]
