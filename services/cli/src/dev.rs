@@ -739,6 +739,8 @@ async fn run_with_db(args: &DevArgs, base_url: &str, own_pg: bool) -> anyhow::Re
     relay_stderr(&mut retention.1, "retention", &tx);
     children.push(retention);
     let addrs = await_listeners(&mut rx, &mut children).await;
+    // Caught before the banner: a Ctrl-C the moment it shows stops everything in order.
+    actiond_runtime::watch_signals();
     print_banner(args, &roles, &creds, &demo, &exe, sink, &addrs);
     supervise(&mut children).await;
     say("actiond dev stopped");

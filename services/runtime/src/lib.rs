@@ -105,38 +105,68 @@ pub async fn until_draining() {
     let _ = rx.wait_for(|d| *d).await;
 }
 
-/// One SIGINT or SIGTERM.
-async fn one_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM, caught from the moment this is made (tokio registers a Unix signal
+/// when its stream is created, so a signal that arrives before the first poll is kept, not
+/// left to the default action that ends the process without a drain).
+struct Signals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn catch() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = recv(&mut self.int) => {},
+                () = recv(&mut self.term) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
 /// Watches for signals once per process: the first SIGINT/SIGTERM starts draining, a second
-/// one ends the process at once (exit code 130) whatever is still in flight.
-fn watch_signals() {
+/// one ends the process at once (exit code 130) whatever is still in flight. Signals are
+/// caught from the moment of the first call (within a Tokio runtime): call it before telling
+/// anyone the process is up (a banner, a ready line), so a signal right after is a drain, not
+/// the default action. [`shutdown_signal`] calls it too.
+pub fn watch_signals() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
-        tokio::spawn(async {
-            one_signal().await;
+        let mut signals = Signals::catch();
+        tokio::spawn(async move {
+            signals.next().await;
             tracing::info!("shutdown signal received; draining (a second signal exits at once)");
             start_draining();
-            one_signal().await;
+            signals.next().await;
             tracing::warn!("second shutdown signal; exiting without finishing the drain");
             std::process::exit(130);
         });
