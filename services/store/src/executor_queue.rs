@@ -455,7 +455,7 @@ pub async fn sweep(db: &Db) -> Result<Swept> {
     let dead = tx
         .query(
             &format!("WITH dead AS (
-                SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id
+                SELECT p.id FROM proposals p JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
                 WHERE p.state = 'approved' AND g.used_at IS NULL AND g.expires_at_us <= {NOW_US_SQL}
                   AND (p.lease_until IS NULL OR p.lease_until < now())
                   AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = p.tenant_id)
