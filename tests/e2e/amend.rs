@@ -393,8 +393,9 @@ async fn in_chromium_a_person_amends_and_another_approves_the_amended_proposal()
     let alice = session_cookie(&s, &web, "alice").await;
     let bob = session_cookie(&s, &web, "bob").await;
     let artifacts = root.join("tests/e2e/artifacts/amend_browser");
-    let scratch = s.logs.join("browser-home");
-    std::fs::create_dir_all(&scratch).unwrap();
+    // Under the system temp dir, not the logs: Chromium's singleton socket path must stay
+    // within the 108 bytes of a Unix socket address, and a clone's path can be long.
+    let scratch = actiond_testkit::Scratch::new("actiond-amend");
     let out = tokio::process::Command::new("node")
         .args(["--test", "--test-reporter=spec", "amend.test.mjs"])
         .current_dir(&e2e)
@@ -404,8 +405,8 @@ async fn in_chromium_a_person_amends_and_another_approves_the_amended_proposal()
         .env("BOB_SESSION", &bob)
         .env("ARTIFACTS", &artifacts)
         .env("CHROMIUM", &chromium)
-        .env("HOME", &scratch)
-        .env("TMPDIR", &scratch)
+        .env("HOME", &*scratch)
+        .env("TMPDIR", &*scratch)
         .kill_on_drop(true)
         .output()
         .await
