@@ -689,6 +689,8 @@ async fn an_email_to_a_new_domain_is_warned_and_a_rule_on_the_fact_escalates_it(
     let second = hx.propose("email.send", email("sam@partner.example")).await;
     hx.s.wait_state(second, "escalated", T).await;
     assert_eq!(rule(&hx, second).await.as_deref(), Some("new-domain"));
+    // The queue flags a warning once the executor has read the preview: wait for the second's.
+    assert_eq!(hx.warnings(second).await, json!([warning]));
 
     // The card shows the warning as a banner; the queue flags both.
     let web = hx.s.start_dev_web().await;
