@@ -67,16 +67,7 @@ async fn comment(ex: &Execution<'_>) -> Outcome {
 /// `Ticket T-7: "Printer on fire" (open)`: what the comment is going to. Binds nothing (a
 /// comment is fine on a ticket whose title or status changed).
 async fn preview(ex: &Execution<'_>) -> Result<super::Read, String> {
-    let (url, token) = ticket_url(ex, "")?;
-    let resp = ex
-        .http
-        .get(url)
-        .bearer_auth(token)
-        .send()
-        .await
-        .map_err(|e| format!("could not reach the ticket API: {e}"))?;
-    let status = resp.status().as_u16();
-    let v: Value = resp.json().await.unwrap_or(Value::Null);
+    let (status, v) = ticket_get(ex, "").await?;
     let (Some(title), Some(state)) = (
         v.get("title").and_then(Value::as_str),
         v.get("status").and_then(Value::as_str),
@@ -115,9 +106,11 @@ async fn read_back(ex: &Execution<'_>) -> EffectRecord {
     }
 }
 
-/// The ticket's comments as the API lists them.
-async fn list_comments(ex: &Execution<'_>) -> Result<Vec<Value>, String> {
-    let (url, token) = ticket_url(ex, "/comments")?;
+/// A read-only `GET` of the ticket (`suffix` `""`) or one of its collections (`"/comments"`) as
+/// the executor's ticket credential: the HTTP status and the JSON body (`null` when the body is
+/// not JSON). Errors: no ticket API or credential configured, the API unreachable.
+async fn ticket_get(ex: &Execution<'_>, suffix: &str) -> Result<(u16, Value), String> {
+    let (url, token) = ticket_url(ex, suffix)?;
     let resp = ex
         .http
         .get(url)
@@ -126,7 +119,12 @@ async fn list_comments(ex: &Execution<'_>) -> Result<Vec<Value>, String> {
         .await
         .map_err(|e| format!("could not reach the ticket API: {e}"))?;
     let status = resp.status().as_u16();
-    let v: Value = resp.json().await.unwrap_or(Value::Null);
+    Ok((status, resp.json().await.unwrap_or(Value::Null)))
+}
+
+/// The ticket's comments as the API lists them.
+async fn list_comments(ex: &Execution<'_>) -> Result<Vec<Value>, String> {
+    let (status, v) = ticket_get(ex, "/comments").await?;
     let list = v
         .as_array()
         .or_else(|| v.get("comments").and_then(Value::as_array))
