@@ -56,24 +56,24 @@ CREATE FUNCTION public.actiond_role_may(from_state text, to_state text) RETURNS 
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-    IF pg_has_role(current_user, 'actiond_policy', 'MEMBER')
-       AND ((from_state = 'pending' AND to_state IN ('approved','escalated','blocked','expired'))
-         OR (from_state = 'escalated' AND to_state = 'expired')) THEN
+    IF ((from_state = 'pending' AND to_state IN ('approved','escalated','blocked','expired'))
+         OR (from_state = 'escalated' AND to_state = 'expired'))
+       AND pg_has_role(current_user, 'actiond_policy', 'MEMBER') THEN
         RETURN true;
     END IF;
-    IF (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER'))
-       AND ((from_state = 'escalated' AND to_state IN ('approved','denied','expired','amended'))
-         OR (from_state = 'pending' AND to_state = 'denied')) THEN
+    IF ((from_state = 'escalated' AND to_state IN ('approved','denied','expired','amended'))
+         OR (from_state = 'pending' AND to_state = 'denied'))
+       AND (pg_has_role(current_user, 'actiond_web', 'MEMBER') OR pg_has_role(current_user, 'actiond_admin', 'MEMBER')) THEN
         RETURN true;
     END IF;
-    IF pg_has_role(current_user, 'actiond_api', 'MEMBER')
-       AND from_state IN ('pending','escalated') AND to_state = 'withdrawn' THEN
+    IF from_state IN ('pending','escalated') AND to_state = 'withdrawn'
+       AND pg_has_role(current_user, 'actiond_api', 'MEMBER') THEN
         RETURN true;
     END IF;
-    IF pg_has_role(current_user, 'actiond_executor', 'MEMBER')
-       AND ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
+    IF ((from_state = 'approved' AND to_state IN ('executing','blocked','expired'))
          OR (from_state = 'executing' AND to_state IN ('succeeded','failed','outcome_unknown','stale','effect_mismatch','escalated'))
-         OR (from_state = 'outcome_unknown' AND to_state IN ('succeeded','failed','effect_mismatch'))) THEN
+         OR (from_state = 'outcome_unknown' AND to_state IN ('succeeded','failed','effect_mismatch')))
+       AND pg_has_role(current_user, 'actiond_executor', 'MEMBER') THEN
         RETURN true;
     END IF;
     RETURN coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false);
@@ -360,9 +360,14 @@ BEGIN
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
-        IF NEW.state = 'amended' AND NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
-            RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
-                USING ERRCODE = 'check_violation';
+        -- Nested, like every test below that reads a table: PL/pgSQL runs an IF condition
+        -- holding a subquery as a query, on every call, whatever its first operand says (V48:
+        -- this one ran on every state change of every proposal).
+        IF NEW.state = 'amended' THEN
+            IF NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
+                RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
         END IF;
         -- V45: a run whose preview changed goes back to the approvers only when its handler says
         -- so (the document version that escalated it), with its approvals void (the round moves
@@ -732,8 +737,8 @@ CREATE TABLE public.grants (
     expires_at timestamp with time zone GENERATED ALWAYS AS (to_timestamp(((expires_at_us)::double precision / (1000000)::double precision))) STORED,
     preview_sha256 text,
     voided_at timestamp with time zone,
-    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (ltrim(preview_sha256, '0123456789abcdef'::text) = ''::text)))),
+    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (intent_hash !~ '[^0-9a-f]'::text))),
+    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (preview_sha256 !~ '[^0-9a-f]'::text)))),
     CONSTRAINT grants_voided_after_spent CHECK (((voided_at IS NULL) OR (used_at IS NOT NULL)))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
@@ -946,11 +951,11 @@ CREATE TABLE public.proposals (
     CONSTRAINT proposals_amendment_complete CHECK ((((amended_from IS NULL) AND (amended_by IS NULL) AND (amendment_diff IS NULL)) OR ((amended_from IS NOT NULL) AND (amended_by IS NOT NULL) AND (amendment_diff IS NOT NULL)))),
     CONSTRAINT proposals_amendment_diff_check CHECK (((amendment_diff IS NULL) OR (jsonb_typeof(amendment_diff) = 'array'::text))),
     CONSTRAINT proposals_approval_round_check CHECK ((approval_round >= 0)),
-    CONSTRAINT proposals_effect_check CHECK ((effect = ANY (ARRAY['allow'::text, 'escalate'::text, 'block'::text]))),
-    CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (ltrim(intent_hash, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'effect_mismatch'::text]))),
-    CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (ltrim(params_sha256, '0123456789abcdef'::text) = ''::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'escalated'::text, 'approved'::text, 'blocked'::text, 'denied'::text, 'expired'::text, 'executing'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text, 'withdrawn'::text, 'amended'::text, 'stale'::text, 'effect_mismatch'::text])))
+    CONSTRAINT proposals_effect_check CHECK ((effect = ANY ('{allow,escalate,block}'::text[]))),
+    CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (intent_hash !~ '[^0-9a-f]'::text))),
+    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY ('{succeeded,failed,outcome_unknown,effect_mismatch}'::text[]))),
+    CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (params_sha256 !~ '[^0-9a-f]'::text))),
+    CONSTRAINT proposals_state_check CHECK ((state = ANY ('{pending,escalated,approved,blocked,denied,expired,executing,succeeded,failed,outcome_unknown,withdrawn,amended,stale,effect_mismatch}'::text[])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 

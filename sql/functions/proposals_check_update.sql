@@ -38,9 +38,14 @@ BEGIN
                     USING ERRCODE = 'check_violation';
             END IF;
         END IF;
-        IF NEW.state = 'amended' AND NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
-            RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
-                USING ERRCODE = 'check_violation';
+        -- Nested, like every test below that reads a table: PL/pgSQL runs an IF condition
+        -- holding a subquery as a query, on every call, whatever its first operand says (V48:
+        -- this one ran on every state change of every proposal).
+        IF NEW.state = 'amended' THEN
+            IF NOT EXISTS (SELECT 1 FROM proposals n WHERE n.amended_from = NEW.id) THEN
+                RAISE EXCEPTION 'proposal % becomes amended only when the proposal amending it exists', NEW.id
+                    USING ERRCODE = 'check_violation';
+            END IF;
         END IF;
         -- V45: a run whose preview changed goes back to the approvers only when its handler says
         -- so (the document version that escalated it), with its approvals void (the round moves

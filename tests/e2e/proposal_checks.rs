@@ -231,6 +231,100 @@ async fn v28_refuses_what_v1_refused() {
     let before = s.rows().await;
     s.db.migrate_to(28).await.unwrap();
     assert_eq!(before, s.rows().await, "V28 moves no row");
+    hash_checks_agree_with(&mut s, "$1::text ~ '^[0-9a-f]{64}$'", "V1").await;
+    s.drop_now().await;
+}
+
+/// V48 makes the CHECK constraints that every write of a proposal or a grant evaluates cheaper
+/// (the hash checks test `x !~ '[^0-9a-f]'` instead of `ltrim`, the state, effect and outcome
+/// lists are one array constant): on a database holding a proposal in every state it moves no
+/// row; afterwards the hash columns refuse and accept exactly what V28's `ltrim` rule did (the
+/// cases of [`v28_refuses_what_v1_refused`], and `grants.preview_sha256` too), every known
+/// state, effect and outcome is still accepted, and a near miss of each is refused, naming the
+/// constraint, with SQLSTATE 23514.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v48_refuses_what_v47_refused() {
+    let mut s = Scratch::at(47).await;
+    s.every_state().await;
+    let before = s.rows().await;
+    s.db.migrate_to(48).await.unwrap();
+    assert_eq!(before, s.rows().await, "V48 moves no row");
+    hash_checks_agree_with(
+        &mut s,
+        "length($1::text) = 64 AND ltrim($1::text, '0123456789abcdef') = ''",
+        "V28",
+    )
+    .await;
+    let lists = [
+        (
+            "state",
+            &[
+                "pending",
+                "escalated",
+                "approved",
+                "blocked",
+                "denied",
+                "expired",
+                "executing",
+                "succeeded",
+                "failed",
+                "outcome_unknown",
+                "withdrawn",
+                "amended",
+                "stale",
+                "effect_mismatch",
+            ][..],
+        ),
+        ("effect", &["allow", "escalate", "block"][..]),
+        (
+            "outcome",
+            &["succeeded", "failed", "outcome_unknown", "effect_mismatch"][..],
+        ),
+    ];
+    for (column, known) in lists {
+        let misses = [
+            known[0].to_uppercase(),
+            format!("{} ", known[0]),
+            format!("{}s", known[0]),
+            String::new(),
+        ];
+        let cases = known
+            .iter()
+            .map(|k| ((*k).to_owned(), true))
+            .chain(misses.into_iter().map(|m| (m, false)));
+        for (value, want_ok) in cases {
+            // Written without the transition trigger, so only the CHECK constraint judges it.
+            let tx = s.c.transaction().await.unwrap();
+            tx.batch_execute("SET LOCAL session_replication_role = replica")
+                .await
+                .unwrap();
+            let r = tx
+                .execute(
+                    &format!("UPDATE proposals SET {column} = $1 WHERE state = 'succeeded'"),
+                    &[&value],
+                )
+                .await;
+            drop(tx);
+            assert_eq!(r.is_ok(), want_ok, "{column} = {value:?}: {r:?}");
+            if let Err(e) = r {
+                let (code, text) = refusal(e);
+                assert_eq!(code, "23514", "{text}");
+                assert!(
+                    text.contains(&format!("proposals_{column}_check")),
+                    "{text}"
+                );
+            }
+        }
+    }
+    s.drop_now().await;
+}
+
+/// Each 64-hex-digit column (`proposals.params_sha256` and `intent_hash` on INSERT,
+/// `params_sha256` on UPDATE, `grants.intent_hash` and `preview_sha256` on INSERT) accepts and
+/// refuses what `earlier` (an SQL test of `$1::text`, the rule of migration `name`) accepts and
+/// refuses, for the values V28's test named; each refusal is SQLSTATE 23514 naming the
+/// column's constraint.
+async fn hash_checks_agree_with(s: &mut Scratch, earlier: &str, name: &str) {
     let good = "0123456789abcdef".repeat(4);
     let bad = [
         good.to_uppercase(),
@@ -250,12 +344,12 @@ async fn v28_refuses_what_v1_refused() {
         .collect();
     for (value, want_ok) in &cases {
         let (value, want_ok) = (value.as_str(), *want_ok);
-        let v1: bool =
-            s.c.query_one("SELECT $1::text ~ '^[0-9a-f]{64}$'", &[&value])
+        let old: bool =
+            s.c.query_one(&format!("SELECT {earlier}"), &[&value])
                 .await
                 .unwrap()
                 .get(0);
-        assert_eq!(v1, want_ok, "V1's rule for {value:?}");
+        assert_eq!(old, want_ok, "{name}'s rule for {value:?}");
         for column in ["params_sha256", "intent_hash"] {
             let (params, intent) = if column == "params_sha256" {
                 (value, good.as_str())
@@ -297,29 +391,58 @@ async fn v28_refuses_what_v1_refused() {
             "UPDATE params_sha256 = {value:?}: {r:?}"
         );
         drop(tx);
-        let tx = s.c.transaction().await.unwrap();
-        let r = tx
-            .execute(
-                "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, expires_at,
-                                     key_id, sig, issued_by)
-                 SELECT gen_random_uuid(), id, tenant_id, $1, 1, 0, now(), 'policy-1', '\\x00', 'policy'
-                 FROM proposals WHERE state = 'approved'",
-                &[&value],
+        // grants.preview_sha256 exists from V42 on.
+        let has_preview: bool =
+            s.c.query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns
+                                WHERE table_name = 'grants' AND column_name = 'preview_sha256')",
+                &[],
             )
-            .await;
-        assert_eq!(
-            r.is_ok(),
-            want_ok,
-            "INSERT grants.intent_hash = {value:?}: {r:?}"
-        );
-        if let Err(e) = r {
-            let (code, text) = refusal(e);
-            assert_eq!(code, "23514", "{text}");
-            assert!(text.contains("grants_intent_hash_check"), "{text}");
+            .await
+            .unwrap()
+            .get(0);
+        let grant_columns: &[&str] = if has_preview {
+            &["intent_hash", "preview_sha256"]
+        } else {
+            &["intent_hash"]
+        };
+        for column in grant_columns {
+            let (intent, preview) = if *column == "intent_hash" {
+                (value, None)
+            } else {
+                (good.as_str(), Some(value))
+            };
+            // Before V34 `expires_at` is a column of its own; from V34 on it is generated.
+            let (more_cols, more_vals) = if has_preview {
+                (", preview_sha256", ", $2")
+            } else {
+                (", expires_at", ", now()")
+            };
+            let tx = s.c.transaction().await.unwrap();
+            let sql = format!(
+                "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us,
+                                     key_id, sig, issued_by{more_cols})
+                 SELECT gen_random_uuid(), id, tenant_id, $1, 1, 0, 'policy-1', '\\x00', 'policy'{more_vals}
+                 FROM proposals WHERE state = 'approved'"
+            );
+            let r = if has_preview {
+                tx.execute(&sql, &[&intent, &preview]).await
+            } else {
+                tx.execute(&sql, &[&intent]).await
+            };
+            assert_eq!(
+                r.is_ok(),
+                want_ok,
+                "INSERT grants.{column} = {value:?}: {r:?}"
+            );
+            if let Err(e) = r {
+                let (code, text) = refusal(e);
+                assert_eq!(code, "23514", "{text}");
+                assert!(text.contains(&format!("grants_{column}_check")), "{text}");
+            }
+            drop(tx);
         }
-        drop(tx);
     }
-    s.drop_now().await;
 }
 
 /// Waits until the database clock has moved past `t` (a transaction's `now()`), so what is
