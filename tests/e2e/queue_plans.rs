@@ -527,3 +527,77 @@ async fn claim_reads_each_tenants_document_once_per_batch() {
         "the claim no longer reads proposals_approved: {plan:#}"
     );
 }
+
+/// Both workers' claims (`executor_queue::CLAIM_SQL`, `policy_queue::CLAIM_SQL`, prepared
+/// generically as the workers prepare them) read each claimed row's agent, and the executor's
+/// its live grant, by key — also when the statistics were taken while the queues held a
+/// backlog and the database holds thousands of agents. There a plain join planned a hash of
+/// the whole `agents` table (a generic `LIMIT $1` is estimated at a tenth of the queue): one
+/// sequential scan of every agent per claim, 3.1 million agent rows read in one
+/// 20,000-proposal bench run (issue #36). Checked from the plan's nodes, so it holds on a
+/// loaded machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_probe_agents_and_grants_by_key() {
+    let (tdb, agent_id) = acme_db("probe-bot").await;
+    let mut c = tdb.superuser().await;
+    // 2,000 agents of another tenant, then 20,000 rows of the bench agent (a quarter each
+    // pending, approved, succeeded, expired: a backlog of 5,000 in each queue), every row with a
+    // grant, and every table analysed, the empty `tenant_moves` too (as the bench's set-up or
+    // an operator's `vacuumdb --analyze` leaves them; never analysed, its estimate of 610 rows
+    // made the planner expect a one-row batch).
+    c.batch_execute(
+        "INSERT INTO tenants (id) VALUES ('other');
+         INSERT INTO agents (id, tenant_id, name, token_sha256)
+         SELECT gen_random_uuid(), 'other', 'other-' || i, md5('t' || i) || md5('u' || i)
+         FROM generate_series(1, 2000) i;
+         ANALYZE agents",
+    )
+    .await
+    .unwrap();
+    grow(&c, agent_id, 0, 20_000).await;
+    c.batch_execute(
+        "SET session_replication_role = replica;
+         INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
+         SELECT gen_random_uuid(), id, tenant_id, intent_hash, 1, 0, 'policy-1', '\\x00', 'policy' FROM proposals;
+         SET session_replication_role = origin;
+         ANALYZE",
+    )
+    .await
+    .unwrap();
+    let executor_claim: &str = &actiond_store::executor_queue::CLAIM_SQL;
+    let policy_claim: &str = &actiond_store::policy_queue::CLAIM_SQL;
+    c.batch_execute(&format!(
+        "SET plan_cache_mode = force_generic_plan;
+         PREPARE executor_claim(int8) AS {executor_claim};
+         PREPARE policy_claim(int8) AS {policy_claim}"
+    ))
+    .await
+    .unwrap();
+    for (what, sql) in [
+        ("executor claim", "EXECUTE executor_claim(32)"),
+        ("policy claim", "EXECUTE policy_claim(32)"),
+    ] {
+        let plan = explain(&mut c, sql).await;
+        let rows = plan["Actual Rows"].as_i64().unwrap_or(0);
+        assert!(
+            rows >= 30,
+            "{what} found {rows} rows, expected 32: {plan:#}"
+        );
+        for table in ["agents", "grants"] {
+            for n in nodes(&plan) {
+                if n["Relation Name"] == table {
+                    assert_ne!(
+                        n["Node Type"], "Seq Scan",
+                        "{what} scans all of {table} for a batch of {rows}: {plan:#}"
+                    );
+                }
+            }
+        }
+        assert!(
+            nodes(&plan)
+                .iter()
+                .any(|n| n["Relation Name"] == "agents" && n["Index Name"] == "agents_pkey"),
+            "{what} does not probe agents by key: {plan:#}"
+        );
+    }
+}

@@ -45,6 +45,8 @@ impl std::ops::Deref for ClaimedRow {
 /// index `proposals_approved` (`tests/e2e/queue_plans.rs`); the rows come from that locking
 /// read itself (their newest versions), with no second probe of `proposals`. A tenant that
 /// moved to another cell (V44 `tenant_moves`) is skipped: its grants are spent only there.
+/// Each row's agent and live grant are one key probe each, whatever the statistics
+/// ([`crate::proposals::AGENT_OF_P`]; the grant by `grants_live_proposal`).
 pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH p AS (
@@ -54,10 +56,12 @@ pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
             ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED
          ), {latest}
          SELECT {PROPOSAL_COLUMNS}, {GRANT_COLUMNS}, l.version AS latest_doc_version
-         FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN grants g ON g.proposal_id = p.id AND g.voided_at IS NULL
+         FROM p {agent}
+                LEFT JOIN LATERAL (SELECT * FROM grants g WHERE g.proposal_id = p.id AND g.voided_at IS NULL OFFSET 0) g ON true
                 LEFT JOIN latest l ON l.tenant_id = p.tenant_id
          ORDER BY p.updated_at",
         latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,
+        agent = crate::proposals::AGENT_OF_P,
     )
 });
 

@@ -55,6 +55,25 @@ pub static DECIDE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
     )
 });
 
+/// The policy worker's claim ([`claim`]): `$1` the batch size. Returns [`PROPOSAL_COLUMNS`],
+/// `latest_doc_version` and `now_us`, oldest first. Each claimed row's agent is one
+/// primary-key probe ([`crate::proposals::AGENT_OF_P`]).
+pub static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH p AS (
+            SELECT * FROM proposals WHERE state = 'pending'
+               AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
+             ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED
+         ), {latest}
+         SELECT {PROPOSAL_COLUMNS}, l.version AS latest_doc_version, {now_us} AS now_us
+         FROM p {agent} LEFT JOIN latest l ON l.tenant_id = p.tenant_id
+         ORDER BY p.created_at",
+        latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,
+        now_us = grants::NOW_US_SQL,
+        agent = crate::proposals::AGENT_OF_P,
+    )
+});
+
 /// A claimed batch of `pending` proposals, locked by the claiming transaction.
 #[derive(Debug, Clone)]
 pub struct Claimed {
@@ -76,20 +95,7 @@ pub struct Claimed {
 /// newest versions), with no second probe of `proposals`. A tenant that moved to another cell
 /// (V44 `tenant_moves`) is skipped: its pending proposals are decided there.
 pub async fn claim(tx: &Transaction<'_>, limit: i64) -> Result<Claimed> {
-    let stmt = tx
-        .prepare_cached(&format!(
-            "WITH p AS (
-                SELECT * FROM proposals WHERE state = 'pending'
-                   AND NOT EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = proposals.tenant_id)
-                 ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED
-             ), {latest}
-             SELECT {PROPOSAL_COLUMNS}, l.version AS latest_doc_version, {now_us} AS now_us
-             FROM p JOIN agents a ON a.id = p.agent_id LEFT JOIN latest l ON l.tenant_id = p.tenant_id
-             ORDER BY p.created_at",
-            latest = crate::tenants::LATEST_PER_CLAIMED_TENANT_SQL,
-            now_us = grants::NOW_US_SQL,
-        ))
-        .await?;
+    let stmt = tx.prepare_cached(&CLAIM_SQL).await?;
     let found = tx.query(&stmt, &[&limit]).await?;
     let mut latest = std::collections::HashMap::new();
     let mut now_us = 0;
