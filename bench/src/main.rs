@@ -258,9 +258,22 @@ async fn spawn_sealer(tdb: &TestDb, keys: &Keys, logs: &std::path::Path) -> Serv
 /// stopped as main unwinds) when a
 /// proposal left the allow path, e.g. escalated because policy evaluation ran over its time
 /// budget on an overloaded machine: it would never succeed, and a figure without it is wrong.
-async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usize) {
+///
+/// Stops it too when one of `services` exited (a service that failed at start, or crashed):
+/// without it nothing would ever be executed, and the run would wait out its limit.
+async fn wait_succeeded(
+    c: &tokio_postgres::Client,
+    recv: &Receiver,
+    total: usize,
+    services: &[Service],
+) {
     let limit = Duration::from_secs(1800);
     let mut checked = std::time::Instant::now();
+    let watched: Vec<(&str, u32, &std::path::Path)> = services
+        .iter()
+        .map(|s| (s.role.as_str(), s.child.id(), s.log.as_path()))
+        .collect();
+    let watched = &watched;
     eventually(limit, "every proposal executed", || {
         let due = checked.elapsed() >= Duration::from_secs(2);
         if due {
@@ -271,6 +284,13 @@ async fn wait_succeeded(c: &tokio_postgres::Client, recv: &Receiver, total: usiz
                 return Some(());
             }
             if due {
+                for (role, pid, log) in watched {
+                    assert!(
+                        !exited(*pid),
+                        "the {role} process (pid {pid}) exited during the run; its log: {}",
+                        log.display()
+                    );
+                }
                 exit_if_off_the_allow_path(c).await;
             }
             None
@@ -310,6 +330,18 @@ async fn wait_sealed(c: &tokio_postgres::Client) {
         },
     )
     .await;
+}
+
+/// Whether process `pid`, a child of the bench, has exited: it is a zombie until the bench
+/// reaps it (state `Z` in `/proc/<pid>/stat`, proc(5)), or gone.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
 }
 
 /// Ends the run when a bench proposal is in a state off the allow path (see [`wait_succeeded`]).
@@ -397,6 +429,10 @@ struct Setup {
     /// The gateway's processes; dropping them stops them.
     services: Vec<Service>,
     target: load::Target,
+    /// The signing keys and credentials the processes read from their directories, kept until
+    /// the run ends: dropping them removes the directories, and a process that starts slowly
+    /// (a loaded machine) read its key after they were gone and exited.
+    _keys: Keys,
 }
 
 /// Sets up a measured run ([`Setup`]).
@@ -449,6 +485,7 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
         recv,
         services,
         target,
+        _keys: keys,
     }
 }
 
@@ -460,6 +497,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         recv,
         services,
         target,
+        _keys,
     } = set_up(args, allow).await;
     let su = tdb.superuser().await;
     // The warm-up, through the whole path, before metering: every process is up, and with
@@ -471,7 +509,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
             ..target.clone()
         };
         load::closed(&warm_target, warm, args.concurrency.min(warm)).await;
-        wait_succeeded(&su, &recv, warm).await;
+        wait_succeeded(&su, &recv, warm, &services).await;
     }
     let statements_on = if args.pg_stat_statements {
         Some(pgss::reset(&su).await.map_err(|e| format!("{e:#}")))
@@ -511,7 +549,7 @@ async fn measure(args: &Args, floor: Option<Result<floor::Floor, String>>) -> re
         None => load::closed(&target, args.proposals, args.concurrency).await,
     };
     let e2e_seconds = if allow {
-        wait_succeeded(&su, &recv, warm + args.proposals).await;
+        wait_succeeded(&su, &recv, warm + args.proposals, &services).await;
         Some(started.elapsed().as_secs_f64())
     } else {
         None
@@ -698,6 +736,24 @@ async fn proposal_activity(c: &tokio_postgres::Client) -> Option<report::TableAc
 
 #[cfg(test)]
 mod tests {
+    /// A child that exited is seen as exited before it is reaped; a running one is not.
+    #[test]
+    fn an_exited_child_is_seen_before_it_is_reaped() {
+        assert!(!super::exited(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = std::time::Instant::now();
+        while !super::exited(pid) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "`true` (pid {pid}) still running after 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait().unwrap();
+        assert!(super::exited(pid), "a reaped child is gone");
+    }
+
     use super::*;
 
     /// `--history` stores its rows on the schema as migrated now (a new required column of
