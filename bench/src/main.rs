@@ -737,19 +737,15 @@ async fn proposal_activity(c: &tokio_postgres::Client) -> Option<report::TableAc
 #[cfg(test)]
 mod tests {
     /// A child that exited is seen as exited before it is reaped; a running one is not.
-    #[test]
-    fn an_exited_child_is_seen_before_it_is_reaped() {
+    #[tokio::test]
+    async fn an_exited_child_is_seen_before_it_is_reaped() {
         assert!(!super::exited(std::process::id()));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
-        let start = std::time::Instant::now();
-        while !super::exited(pid) {
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(10),
-                "`true` (pid {pid}) still running after 10 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        actiond_testkit::wait_until(Duration::from_secs(10), "`true` to exit", || async move {
+            super::exited(pid)
+        })
+        .await;
         child.wait().unwrap();
         assert!(super::exited(pid), "a reaped child is gone");
     }
