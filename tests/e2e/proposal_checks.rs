@@ -305,15 +305,12 @@ async fn v48_refuses_what_v47_refused() {
                 )
                 .await;
             drop(tx);
-            assert_eq!(r.is_ok(), want_ok, "{column} = {value:?}: {r:?}");
-            if let Err(e) = r {
-                let (code, text) = refusal(e);
-                assert_eq!(code, "23514", "{text}");
-                assert!(
-                    text.contains(&format!("proposals_{column}_check")),
-                    "{text}"
-                );
-            }
+            check_judged(
+                r,
+                want_ok,
+                &format!("proposals_{column}_check"),
+                &format!("{column} = {value:?}"),
+            );
         }
     }
     s.drop_now().await;
@@ -367,15 +364,12 @@ async fn hash_checks_agree_with(s: &mut Scratch, earlier: &str, name: &str) {
                 )
                 .await;
             drop(tx);
-            assert_eq!(r.is_ok(), want_ok, "INSERT {column} = {value:?}: {r:?}");
-            if let Err(e) = r {
-                let (code, text) = refusal(e);
-                assert_eq!(code, "23514", "{text}");
-                assert!(
-                    text.contains(&format!("proposals_{column}_check")),
-                    "{text}"
-                );
-            }
+            check_judged(
+                r,
+                want_ok,
+                &format!("proposals_{column}_check"),
+                &format!("INSERT {column} = {value:?}"),
+            );
         }
         // An update re-checks params_sha256 (no trigger guards that column).
         let tx = s.c.transaction().await.unwrap();
@@ -430,18 +424,30 @@ async fn hash_checks_agree_with(s: &mut Scratch, earlier: &str, name: &str) {
             } else {
                 tx.execute(&sql, &[&intent]).await
             };
-            assert_eq!(
-                r.is_ok(),
+            check_judged(
+                r,
                 want_ok,
-                "INSERT grants.{column} = {value:?}: {r:?}"
+                &format!("grants_{column}_check"),
+                &format!("INSERT grants.{column} = {value:?}"),
             );
-            if let Err(e) = r {
-                let (code, text) = refusal(e);
-                assert_eq!(code, "23514", "{text}");
-                assert!(text.contains(&format!("grants_{column}_check")), "{text}");
-            }
             drop(tx);
         }
+    }
+}
+
+/// Asserts a write was accepted exactly when `want_ok`, and that a refusal is SQLSTATE 23514
+/// naming `constraint`; `what` names the write in the failure message.
+fn check_judged(
+    r: Result<u64, tokio_postgres::Error>,
+    want_ok: bool,
+    constraint: &str,
+    what: &str,
+) {
+    assert_eq!(r.is_ok(), want_ok, "{what}: {r:?}");
+    if let Err(e) = r {
+        let (code, text) = refusal(e);
+        assert_eq!(code, "23514", "{text}");
+        assert!(text.contains(constraint), "{text}");
     }
 }
 
