@@ -1,7 +1,7 @@
 -- One batch of :b proposals through actiond's schema under its own roles, in the shapes the
 -- services use (one statement per stage for the whole batch, the event written from the moved
--- rows): submit; decide + grant; spend + start; finish — four commits per batch.
-\set b 20
+-- rows): submit; decide + grant; spend + start; finish — four commits per batch. The batch
+-- size :b comes from run.sh (`pgbench -D b=…`, BATCH_AB_SIZE, default 20).
 BEGIN;
 SET LOCAL ROLE actiond_api;
 SELECT set_config('actiond.tenant_ids', 'acme', true);

@@ -4,6 +4,10 @@
 #
 #   bench/batch-ab/run.sh [BATCHES [FILE...]]        (default 500 batches of 20 proposals)
 #
+# BATCH_AB_SIZE sets the proposals per batch (default 20, about what the services' batches
+# hold in the closed-loop bench): comparing two sizes shows what is paid per statement and
+# what per row.
+#
 # A scratch database gets sql/schema.sql, one tenant and one agent, 200 warm-up batches and
 # ANALYZE, then FILEs in order, then one pgbench client runs BATCHES batches of
 # lifecycle-batch.sql (four commits each, synchronous_commit off so WAL flushes do not count).
@@ -12,6 +16,8 @@
 # count instructions instead), buffers and WAL bytes per proposal, and HOT updates.
 set -euo pipefail
 n=${1:-500}; shift || true
+b=${BATCH_AB_SIZE:-20}
+case $b in ''|*[!0-9]*|0) echo "BATCH_AB_SIZE must be a positive whole number of proposals (got '$b')" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 url=${ACTIOND_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 base=${url%/*}
@@ -31,16 +37,16 @@ psql_ "$base/$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
     INSERT INTO agents (id, tenant_id, name, token_sha256)
     VALUES ('00000000-0000-0000-0000-000000000001', 'acme', 'bot', repeat('a', 64));" >/dev/null
 export PGOPTIONS="-c synchronous_commit=off ${BATCH_AB_PGOPTIONS:-}"
-pgbench -n -M prepared -c 1 -t "${BATCH_AB_WARMUP:-200}" -f "$here/lifecycle-batch.sql" "$base/$db" >/dev/null
+pgbench -n -M prepared -c 1 -D b="$b" -t "${BATCH_AB_WARMUP:-200}" -f "$here/lifecycle-batch.sql" "$base/$db" >/dev/null
 psql_ "$base/$db" -c "VACUUM ANALYZE" >/dev/null
 for f in "$@"; do psql_ "$base/$db" -f "$f" >/dev/null; done
 psql_ "$base/$db" -Atc "SELECT pg_stat_reset(), pg_stat_statements_reset(0::oid, (SELECT oid FROM pg_database WHERE datname = current_database()), 0::bigint)" >/dev/null
 l0=$(psql_ "$base/$db" -Atc "SELECT pg_current_wal_lsn()")
-lat=$(pgbench -n -M prepared -c 1 -t "$n" -f "$here/lifecycle-batch.sql" "$base/$db" 2>&1 | sed -n 's/^latency average = \([0-9.]*\) ms/\1/p')
+lat=$(pgbench -n -M prepared -c 1 -D b="$b" -t "$n" -f "$here/lifecycle-batch.sql" "$base/$db" 2>&1 | sed -n 's/^latency average = \([0-9.]*\) ms/\1/p')
 sleep 1
-psql_ "$base/$db" -At -v l0="$l0" -v n="$((n * 20))" -v lat="$lat" <<'SQL'
-SELECT format('%s ms per proposal (latency %s ms per batch of 20); %s buffers, %s WAL bytes per proposal; proposals updates %s, HOT %s',
-              round(:lat::numeric / 20, 4), :lat,
+psql_ "$base/$db" -At -v l0="$l0" -v n="$((n * b))" -v b="$b" -v lat="$lat" <<'SQL'
+SELECT format('%s ms per proposal (latency %s ms per batch of %s); %s buffers, %s WAL bytes per proposal; proposals updates %s, HOT %s',
+              round(:lat::numeric / :b, 4), :lat, :b,
               round(sum(shared_blks_hit + shared_blks_read + shared_blks_dirtied) / :n::numeric, 1),
               round(pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0') / :n::numeric),
               (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'proposals'),

@@ -12,6 +12,12 @@
 #
 #   bench/narrow-queue/run.sh [PROPOSALS]        (default 2000)
 #
+# NQ_VARIANTS picks and orders the variants (default "floor wide queue actiond bare");
+# NQ_PROTOCOL is pgbench's query protocol, simple (default: parsed and planned on every call)
+# or prepared (planned once per connection, as the services run; floor, wide and queue only,
+# since actiond's script puts variables inside string literals). Run on a server under
+# callgrind, each variant's four measured backends count its instructions (bench/README.md).
+#
 # Prints WAL records and bytes per proposal (pg_stat_wal: the server must have no other
 # writer, so use a cluster of its own), shared buffers per proposal (pg_stat_statements, when
 # the server preloads it) and HOT updates. These are counts, which barely move with the
@@ -20,13 +26,22 @@
 # postgres://postgres@127.0.0.1:5432/postgres), psql and pgbench on the PATH.
 set -euo pipefail
 n=${1:-2000}
+variants=${NQ_VARIANTS:-floor wide queue actiond bare}
+protocol=${NQ_PROTOCOL:-simple}
+for v in $variants; do
+    case $protocol/$v in
+    simple/floor|simple/wide|simple/queue|simple/actiond|simple/bare|prepared/floor|prepared/wide|prepared/queue) ;;
+    prepared/*) echo "NQ_PROTOCOL=prepared runs floor, wide and queue only (got variant '$v')" >&2; exit 2 ;;
+    *) echo "unknown variant '$v' or NQ_PROTOCOL '$protocol' (variants: floor wide queue actiond bare; protocols: simple prepared)" >&2; exit 2 ;;
+    esac
+done
 here=$(cd "$(dirname "$0")" && pwd)
 migrations="$here/../../sql/migrations"
 url=${ACTIOND_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 base=${url%/*}
 export PGOPTIONS='-c client_min_messages=warning'
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-for v in floor wide queue actiond bare; do
+for v in $variants; do
     db="actiond_nq_${v}_$$"
     psql_ "$url" -c "CREATE DATABASE $db" >/dev/null
     trap 'psql_ "$url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
@@ -53,11 +68,11 @@ for v in floor wide queue actiond bare; do
     pgss=$(psql_ "$base/$db" -Atc "SELECT count(*) FROM pg_settings WHERE name = 'shared_preload_libraries' AND setting LIKE '%pg_stat_statements%'")
     [ "$pgss" = 1 ] && psql_ "$base/$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
     # Warm-up, then statistics, as a deployed database has them.
-    pgbench -n -M simple -c 2 -j 2 -t 50 -f "$script" "$base/$db" >/dev/null 2>&1
+    pgbench -n -M "$protocol" -c 2 -j 2 -t 50 -f "$script" "$base/$db" >/dev/null 2>&1
     psql_ "$base/$db" -c "ANALYZE" >/dev/null
     psql_ "$base/$db" -Atc "SELECT pg_stat_reset(), pg_stat_reset_shared('wal')" >/dev/null
     [ "$pgss" = 1 ] && psql_ "$base/$db" -Atc "SELECT pg_stat_statements_reset(0::oid, (SELECT oid FROM pg_database WHERE datname = current_database()), 0::bigint)" >/dev/null
-    pgbench -n -M simple -c 4 -j 2 -t $((n / 4)) -f "$script" "$base/$db" 2>&1 | grep -E 'aborted|ERROR' || true
+    pgbench -n -M "$protocol" -c 4 -j 2 -t $((n / 4)) -f "$script" "$base/$db" 2>&1 | grep -E 'aborted|ERROR' || true
     sleep 1 # let the backends' statistics reach the shared counters
     buffers="-"
     [ "$pgss" = 1 ] && buffers=$(psql_ "$base/$db" -Atc "SELECT round(sum(shared_blks_hit + shared_blks_read + shared_blks_dirtied) / $n::numeric, 1)
