@@ -92,6 +92,11 @@ impl Drop for FakeIdp {
 /// Starts `actiond web` with OIDC against `issuer` on a port picked here (the redirect URI is
 /// derived from the public URL, so it must be known before the start).
 async fn start_web(s: &mut Stack, issuer: &str) -> Web {
+    start_web_with(s, issuer, Vec::new()).await
+}
+
+/// [`start_web`] with `extra` variables in the web process's environment.
+async fn start_web_with(s: &mut Stack, issuer: &str, extra: Vec<(&'static str, String)>) -> Web {
     std::fs::write(s.keys.web_dir.join("oidc_client_secret"), CLIENT_SECRET).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -99,25 +104,21 @@ async fn start_web(s: &mut Stack, issuer: &str) -> Web {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let web = Service::spawn(
-        "web",
-        "web",
-        &[],
-        &[
-            ("DATABASE_URL", s.tdb.role_url("web").await),
-            ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
-            ("ACTIOND_WEB_PUBLIC_URL", url.clone()),
-            (
-                "ACTIOND_WEB_CREDENTIALS_DIR",
-                s.keys.web_dir.display().to_string(),
-            ),
-            ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
-            ("ACTIOND_WEB_OIDC_ISSUER", issuer.to_owned()),
-            ("ACTIOND_WEB_OIDC_CLIENT_ID", "actiond-idp-clocks".into()),
-            ("ACTIOND_WEB_OIDC_SCOPES", "email groups".into()),
-        ],
-        &s.logs,
-    );
+    let mut env = vec![
+        ("DATABASE_URL", s.tdb.role_url("web").await),
+        ("ACTIOND_WEB_LISTEN", format!("127.0.0.1:{port}")),
+        ("ACTIOND_WEB_PUBLIC_URL", url.clone()),
+        (
+            "ACTIOND_WEB_CREDENTIALS_DIR",
+            s.keys.web_dir.display().to_string(),
+        ),
+        ("ACTIOND_WEB_GRANT_KEY_ID", "web-1".into()),
+        ("ACTIOND_WEB_OIDC_ISSUER", issuer.to_owned()),
+        ("ACTIOND_WEB_OIDC_CLIENT_ID", "actiond-idp-clocks".into()),
+        ("ACTIOND_WEB_OIDC_SCOPES", "email groups".into()),
+    ];
+    env.extend(extra);
+    let web = Service::spawn("web", "web", &[], &env, &s.logs);
     s.services.push(web);
     let svc_index = s.services.len() - 1;
     let bound = s.services[svc_index].url("http").await;
@@ -382,4 +383,48 @@ fn a_second_later(named: &str) -> String {
         Ok(n) => format!("{claim}: {} s in the future{tail}", n - 1),
         Err(_) => named.to_owned(),
     }
+}
+
+/// The web app's OIDC client (discovery, JWKS, the token exchange with the client secret)
+/// does not follow a proxy from its environment: with every proxy variable pointing at a
+/// trap, a sign-in against the provider completes and the trap sees no connection. A proxy
+/// that answered these requests would see the client secret and the code, and could serve an
+/// `http` provider's keys of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sign_in_does_not_follow_a_proxy_from_the_environment() {
+    let trap = crate::wire::ProxyTrap::start().await;
+    let mut s = Stack::with(
+        "idp_proxy",
+        Options {
+            policy: false,
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let idp = FakeIdp::start();
+    let doc = TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace(
+            "  subjects: [alice, bob]",
+            "  claim: groups\n  values: [acme-approvers]",
+        );
+    actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+        .await
+        .unwrap();
+    let web = start_web_with(&mut s, &idp.issuer, trap.env()).await;
+    let good = sign_in_with(&web, &idp, "good", None).await;
+    assert_eq!(
+        (good.status, good.location.as_str()),
+        (StatusCode::SEE_OTHER, "/queue"),
+        "{}",
+        good.body
+    );
+    assert_eq!(eve_sessions(&s).await, 1);
+    assert_eq!(
+        trap.seen.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the web app's OIDC client connected to the proxy from its environment"
+    );
 }

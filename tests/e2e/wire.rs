@@ -14,13 +14,13 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(30);
 
 /// A loopback "proxy" that counts the connections it accepts and answers none.
-struct ProxyTrap {
+pub(crate) struct ProxyTrap {
     url: String,
-    seen: Arc<AtomicUsize>,
+    pub(crate) seen: Arc<AtomicUsize>,
 }
 
 impl ProxyTrap {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         let seen = Arc::new(AtomicUsize::new(0));
@@ -35,7 +35,7 @@ impl ProxyTrap {
     }
 
     /// Every proxy variable reqwest reads, pointing here.
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         [
             "HTTP_PROXY",
             "HTTPS_PROXY",

@@ -275,7 +275,12 @@ impl Oidc {
         algs: &[String],
         scopes: &str,
     ) -> anyhow::Result<Self> {
+        // No proxy from the environment: discovery, the JWKS and the token exchange (client
+        // secret and code) go to the issuer itself, never to whatever `HTTP_PROXY`/`HTTPS_PROXY`
+        // name; a proxy could read the secret and, for an `http` issuer, answer with keys of
+        // its own (e2e `idp_clocks::the_sign_in_does_not_follow_a_proxy_from_the_environment`).
         let http = reqwest::Client::builder()
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(10))
             .build()
