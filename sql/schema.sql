@@ -737,6 +737,8 @@ CREATE TABLE public.grants (
     expires_at timestamp with time zone GENERATED ALWAYS AS (to_timestamp(((expires_at_us)::double precision / (1000000)::double precision))) STORED,
     preview_sha256 text,
     voided_at timestamp with time zone,
+    doc_sha256 text,
+    CONSTRAINT grants_doc_sha256_check CHECK (((doc_sha256 IS NULL) OR ((length(doc_sha256) = 64) AND (doc_sha256 !~ '[^0-9a-f]'::text)))),
     CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (intent_hash !~ '[^0-9a-f]'::text))),
     CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (preview_sha256 !~ '[^0-9a-f]'::text)))),
     CONSTRAINT grants_voided_after_spent CHECK (((voided_at IS NULL) OR (used_at IS NOT NULL)))

@@ -69,6 +69,7 @@ async fn expired_grant_ends_expired_without_executing() {
         expires_at: now_us - 1_000_000,
         key_id: "breakglass-1".into(),
         preview_sha256: None,
+        doc_sha256: None,
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(
@@ -113,6 +114,7 @@ async fn approve_with_signed_grant(s: &Stack, id: uuid::Uuid, expires_at_us: i64
         expires_at: expires_at_us,
         key_id: "breakglass-1".into(),
         preview_sha256: None,
+        doc_sha256: None,
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(
@@ -966,4 +968,73 @@ async fn an_approval_whose_recheck_overruns_is_refused_and_nothing_runs() {
     );
     s.sentinel().await;
     assert!(s.calls().is_empty(), "nothing was sent");
+}
+
+/// The database owner rewrites the stored tenant document version an approved proposal's grant
+/// names — its refund handler now takes another credential the executor holds — and keeps the
+/// `sha256` column in step with the new source. The grant signed the hash of the source the
+/// decision read, so the executor refuses it (`grant.rejected`, reason `document_changed`),
+/// the proposal ends `blocked`, and nothing reaches the provider. Before V49 the grant named the
+/// version alone and the refund ran with the rewritten settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_document_version_stops_the_grants_decided_under_it() {
+    let mut s = Stack::with(
+        "rewritten_document",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = s.propose(&refund("pi_doc", 1000)).await;
+    s.wait_state(id, "approved", T).await;
+    let c = s.tdb.superuser().await;
+    let r = c
+        .query_one(
+            "SELECT d.version, d.source, d.sha256, g.doc_sha256 FROM grants g
+             JOIN tenant_documents d ON d.tenant_id = g.tenant_id AND d.version = g.doc_version
+             WHERE g.proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let (version, source, stored): (i32, String, String) = (r.get(0), r.get(1), r.get(2));
+    let signed: Option<String> = r.get(3);
+    assert_eq!(
+        signed.as_deref(),
+        Some(stored.as_str()),
+        "the grant signs the hash of the document it was decided under"
+    );
+    let rewritten = source.replace("credential: payments", "credential: hooks");
+    assert_ne!(rewritten, source);
+    let sha = actiond_core::canonical::sha256_hex(rewritten.as_bytes());
+    c.execute(
+        "UPDATE tenant_documents SET source = $1, sha256 = $2 WHERE tenant_id = 'acme' AND version = $3",
+        &[&rewritten, &sha, &version],
+    )
+    .await
+    .unwrap();
+
+    s.start_executor("exec-doc").await;
+    s.wait_state(id, "blocked", T).await;
+    let events = s.audit_kinds(id).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "grant.rejected", "{events:?}");
+    assert_eq!(last.1["reason"], "document_changed", "{events:?}");
+    assert_eq!(last.1["detail"]["signed_doc_sha256"], stored.as_str());
+    assert_eq!(last.1["detail"]["stored_doc_sha256"], sha.as_str());
+    assert_eq!(
+        s.row(id).await.get::<_, Option<String>>(1).as_deref(),
+        Some("the approved policy document was changed after the approval; nothing ran")
+    );
+    let spent: bool = c
+        .query_one(
+            "SELECT used_at IS NOT NULL FROM grants WHERE proposal_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!spent, "the grant was not spent");
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
 }

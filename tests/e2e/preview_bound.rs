@@ -539,6 +539,7 @@ async fn approve_with_preview(
         expires_at: now_us + 300_000_000,
         key_id: "breakglass-1".into(),
         preview_sha256: Some(signed_preview.to_owned()),
+        doc_sha256: None,
     };
     let sig = s.keys.breakglass.sign(&claims).unwrap();
     c.execute(

@@ -84,8 +84,9 @@ async fn a_proposals_times_never_go_backwards() {
     use actiond_store::executor_queue::FINISH_SQL;
     use actiond_store::policy_queue::DECIDE_SQL;
     // Today's decide and finish statements need today's columns (V42's grant preview hash,
-    // V44's tenant moves): the database is migrated to the latest version, which includes V30.
-    let s = Scratch::at(44).await;
+    // V44's tenant moves, V49's grant document hash): the database is migrated to the latest
+    // version, which includes V30.
+    let s = Scratch::at(49).await;
     let url = {
         let server = actiond_testkit::server_url();
         let (base, _) = server.rsplit_once('/').unwrap();
@@ -123,6 +124,7 @@ async fn a_proposals_times_never_go_backwards() {
                 &none,
                 &Vec::<Vec<u8>>::new(),
                 &"policy",
+                &Vec::<Option<String>>::new(),
                 &Vec::<Option<String>>::new(),
             ],
         )

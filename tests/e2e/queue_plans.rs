@@ -402,7 +402,7 @@ async fn batched_writes_find_their_rows_by_primary_key() {
             thirty("1", "int4"),
             thirty("repeat('a', 64)", "text"),
             thirty("'pending'", "text"),
-        ) + ", array_fill('{}'::jsonb, ARRAY[30]), 'policy', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', 'policy', '{}')";
+        ) + ", array_fill('{}'::jsonb, ARRAY[30]), 'policy', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', 'policy', '{}', '{}')";
         let spend = format!(
             "EXECUTE spend({}, {}, {}, 'x', {}, {}, 'executor:x', {})",
             ids_in(&c, "approved", true, 30).await,

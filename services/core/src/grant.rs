@@ -8,6 +8,10 @@
 //! [`crate::preview`]) is signed only when present: a grant without a preview has exactly the
 //! signed bytes it had before the field existed, so grants issued by an older build still
 //! verify, and a grant with one cannot lose it (removing it changes the signed bytes).
+//! `doc_sha256` (the SHA-256 of the tenant document version's source text, as the policy worker
+//! decided under it) is signed the same way: the executor runs the handler only with a document
+//! whose source hashes to it, so whoever can write `tenant_documents` cannot change what an
+//! approved action does after its grant was signed.
 //!
 //! The key id says who signed, by prefix: `policy-…` (the policy worker's automatic allow),
 //! `web-…` (a person through the approval app), `breakglass-…` (an operator through the CLI).
@@ -55,6 +59,12 @@ pub struct GrantClaims {
     /// run when a binding field changed (state `stale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_sha256: Option<String>,
+    /// SHA-256 (lowercase hex) of the source text of tenant document `doc_version`, the
+    /// document the decision was made under; left out of the signed JSON when `None` (grants
+    /// of builds before it). The executor refuses a grant whose document version's source
+    /// does not hash to it (`document_changed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_sha256: Option<String>,
 }
 
 impl GrantClaims {
@@ -464,6 +474,7 @@ mod tests {
             expires_at: 1_800_000_000_000_000,
             key_id: key_id.into(),
             preview_sha256: None,
+            doc_sha256: None,
         }
     }
 
@@ -742,5 +753,17 @@ mod tests {
             trusted.verify(&bound, &unbound_sig),
             Err(GrantError::BadSignature)
         );
+        // The document hash is bound the same way: signed when present, never removable.
+        let mut pinned = c.clone();
+        pinned.doc_sha256 = Some("ef".repeat(32));
+        let input = String::from_utf8(pinned.signing_input()).unwrap();
+        assert!(input.contains(&format!("\"doc_sha256\":\"{}\"", "ef".repeat(32))));
+        let sig = signer.sign(&pinned).unwrap();
+        assert_eq!(trusted.verify(&pinned, &sig), Ok(KeyKind::Policy));
+        for altered in [Some("ee".repeat(32)), None] {
+            let mut a = pinned.clone();
+            a.doc_sha256 = altered;
+            assert_eq!(trusted.verify(&a, &sig), Err(GrantError::BadSignature));
+        }
     }
 }

@@ -20,7 +20,7 @@ pub struct GrantFault {
 
 /// Every `reason` label of `grants_rejected_total` ([`Refusal::metric_label`]): the executor
 /// makes each present at 0 from its first scrape.
-pub const METRIC_LABELS: [&str; 10] = [
+pub const METRIC_LABELS: [&str; 11] = [
     "missing",
     "untrusted_key",
     "unknown_version",
@@ -31,6 +31,7 @@ pub const METRIC_LABELS: [&str; 10] = [
     "expired",
     "agent_frozen",
     "agent_revoked",
+    "document_changed",
 ];
 
 /// A refusal to run a claimed `approved` proposal.
@@ -93,6 +94,17 @@ pub enum Refusal {
     /// The proposal's agent was revoked after the approval (seen at the claim or in the
     /// spend's own statement): the grant stays unspent and nothing runs.
     AgentRevoked,
+    /// The approved document version's source no longer hashes to the SHA-256 the grant
+    /// signed (`GrantClaims::doc_sha256`): the stored document was rewritten after the
+    /// decision, so the handler settings it would run with are not the ones decided under.
+    DocumentChanged {
+        /// The approved version.
+        doc_version: i32,
+        /// The SHA-256 the grant signed.
+        signed: String,
+        /// The SHA-256 of that version's source as stored now.
+        stored: String,
+    },
 }
 
 impl Refusal {
@@ -124,7 +136,8 @@ impl Refusal {
             | Self::NoHandler { .. }
             | Self::Replayed { .. }
             | Self::AgentFrozen
-            | Self::AgentRevoked => ProposalState::Blocked,
+            | Self::AgentRevoked
+            | Self::DocumentChanged { .. } => ProposalState::Blocked,
         }
     }
 
@@ -151,6 +164,9 @@ impl Refusal {
                 "its agent was revoked after the approval: an operator stopped it, so nothing ran"
                     .into()
             }
+            Self::DocumentChanged { .. } => {
+                "the approved policy document was changed after the approval; nothing ran".into()
+            }
         }
     }
 
@@ -167,6 +183,7 @@ impl Refusal {
             Self::Expired { .. } => "expired",
             Self::AgentFrozen => "agent_frozen",
             Self::AgentRevoked => "agent_revoked",
+            Self::DocumentChanged { .. } => "document_changed",
         }
     }
 
@@ -186,7 +203,8 @@ impl Refusal {
             | Self::Replayed { .. }
             | Self::Expired { .. }
             | Self::AgentFrozen
-            | Self::AgentRevoked => AuditKind::GrantRejected,
+            | Self::AgentRevoked
+            | Self::DocumentChanged { .. } => AuditKind::GrantRejected,
         }
     }
 
@@ -221,6 +239,13 @@ impl Refusal {
             Self::Expired { grant_id } => json!({"grant_id": grant_id}),
             Self::AgentFrozen => json!({"agent_frozen": true}),
             Self::AgentRevoked => json!({"agent_revoked": true}),
+            Self::DocumentChanged {
+                doc_version,
+                signed,
+                stored,
+            } => {
+                json!({"doc_version": doc_version, "signed_doc_sha256": signed, "stored_doc_sha256": stored})
+            }
         };
         let mut out = json!({"reason": self.metric_label(), "detail": detail});
         if matches!(self, Self::AgentFrozen) {
@@ -276,6 +301,11 @@ mod tests {
             },
             Refusal::AgentFrozen,
             Refusal::AgentRevoked,
+            Refusal::DocumentChanged {
+                doc_version: 2,
+                signed: "a".repeat(64),
+                stored: "b".repeat(64),
+            },
         ];
         for r in &all {
             let expired = matches!(r, Refusal::Expired { .. });

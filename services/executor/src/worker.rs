@@ -545,7 +545,8 @@ impl Worker {
     }
 
     /// Stage 3: the handler settings of the version the grant names, so a later apply cannot
-    /// redirect an approved action.
+    /// redirect an approved action, and only when that version's source still hashes to the
+    /// grant's signed `doc_sha256`, so a rewrite of the stored version cannot either.
     async fn settings(
         &self,
         client: &actiond_store::Tx<'_>,
@@ -560,6 +561,19 @@ impl Worker {
         else {
             return Err(Refusal::ApprovedVersionMissing.into());
         };
+        // The grant signs the hash of the source it was decided under; the cache's hash is
+        // of the source it compiled. A grant of an older build has none and is judged by
+        // version alone.
+        if let Some(signed) = grant.claims.doc_sha256.as_deref()
+            && signed != approved_doc.sha256
+        {
+            return Err(Refusal::DocumentChanged {
+                doc_version: grant.claims.doc_version,
+                signed: signed.to_owned(),
+                stored: approved_doc.sha256.clone(),
+            }
+            .into());
+        }
         approved_doc
             .doc
             .handler(&row.action)

@@ -821,6 +821,9 @@ async fn approve(
             doc_version: d.doc_version,
             lifetime: handler.grant_lifetime,
             preview_sha256: preview.as_deref(),
+            // The document policy escalated it under, as policy recorded it: a rewrite of that
+            // version after the escalation stops the executor (`document_changed`).
+            doc_sha256: d.proposal.doc_sha256.as_deref(),
         },
         &subjects.join(","),
     )

@@ -27,6 +27,11 @@ pub struct GrantRequest<'a> {
     /// SHA-256 of the stored preview the person approved, when there is one
     /// ([`crate::previews::sha256_for_decision`]); `None` for policy's allow.
     pub preview_sha256: Option<&'a str>,
+    /// SHA-256 of the source of document `doc_version` as the decision read it (the policy
+    /// worker's compiled document; a person's or operator's decision takes the proposal's
+    /// `doc_sha256`, which policy wrote with it). Signed; the executor compares it with the
+    /// source it loads.
+    pub doc_sha256: Option<&'a str>,
 }
 
 /// Signed claims, ready to store.
@@ -54,6 +59,7 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
         expires_at: now_us.saturating_add(lifetime_us),
         key_id: signer.key_id().to_owned(),
         preview_sha256: req.preview_sha256.map(str::to_owned),
+        doc_sha256: req.doc_sha256.map(str::to_owned),
     };
     let sig = signer
         .sign(&claims)
@@ -61,21 +67,21 @@ pub fn sign(signer: &GrantSigner, req: &GrantRequest<'_>, now_us: i64) -> Result
     Ok(SignedGrant { claims, sig })
 }
 
-/// The one `INSERT INTO grants` of every issuer, with its ten parameters numbered from
+/// The one `INSERT INTO grants` of every issuer, with its eleven parameters numbered from
 /// `first`: ids, proposal ids, tenant ids, intent hashes, document versions, expiries in
 /// microseconds since the epoch, key ids, signatures (arrays, one element per grant, as
 /// [`GrantColumns`] holds them), then `issued_by`, then the preview hashes (an array of
-/// nullable text, V42). [`issue_many`] runs it alone (`first` = 1);
+/// nullable text, V42), then the document hashes (likewise, V49). [`issue_many`] runs it alone (`first` = 1);
 /// the policy worker's decision statement (`policy_queue::DECIDE_SQL`) runs it as one of its
 /// parts. The stored expiry is the signed value itself, in `expires_at_us`; `expires_at` is
 /// generated from it (V34), so no second copy can disagree with the signature.
 pub fn insert_sql(first: usize) -> String {
     let n = |i: usize| first + i;
     format!(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, preview_sha256)
-         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp, g.key_id, g.sig, ${}::text, g.preview
-         FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[], ${}::text[])
-              AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig, preview)",
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, preview_sha256, doc_sha256)
+         SELECT g.id, g.proposal_id, g.tenant_id, g.intent_hash, g.version, g.exp, g.key_id, g.sig, ${}::text, g.preview, g.doc
+         FROM unnest(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::int4[], ${}::int8[], ${}::text[], ${}::bytea[], ${}::text[], ${}::text[])
+              AS g(id, proposal_id, tenant_id, intent_hash, version, exp, key_id, sig, preview, doc)",
         n(8),
         n(0),
         n(1),
@@ -86,6 +92,7 @@ pub fn insert_sql(first: usize) -> String {
         n(6),
         n(7),
         n(9),
+        n(10),
     )
 }
 
@@ -101,6 +108,7 @@ pub struct GrantColumns {
     keys: Vec<String>,
     sigs: Vec<Vec<u8>>,
     previews: Vec<Option<String>>,
+    docs: Vec<Option<String>>,
 }
 
 impl GrantColumns {
@@ -117,6 +125,7 @@ impl GrantColumns {
             c.keys.push(g.claims.key_id.clone());
             c.sigs.push(g.sig.clone());
             c.previews.push(g.claims.preview_sha256.clone());
+            c.docs.push(g.claims.doc_sha256.clone());
         }
         c
     }
@@ -124,6 +133,11 @@ impl GrantColumns {
     /// The preview hashes, [`insert_sql`]'s tenth parameter (after `issued_by`).
     pub fn previews(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
         &self.previews
+    }
+
+    /// The document hashes, [`insert_sql`]'s eleventh parameter.
+    pub fn docs(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+        &self.docs
     }
 
     /// The eight array parameters, in [`insert_sql`]'s order.
@@ -178,6 +192,7 @@ pub async fn issue_many(
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = cols.params().to_vec();
     params.push(&issued_by);
     params.push(cols.previews());
+    params.push(cols.docs());
     tx.execute(&ins, &params).await?;
     Ok(signed.into_iter().map(|g| g.claims).collect())
 }
@@ -213,7 +228,7 @@ pub struct StoredGrant {
 pub const GRANT_COLUMNS: &str = "g.id AS grant_id, g.proposal_id AS grant_proposal_id, g.tenant_id AS grant_tenant_id,
     g.intent_hash AS grant_intent_hash, g.doc_version AS grant_doc_version, g.expires_at_us AS grant_expires_at_us,
     g.key_id AS grant_key_id, g.sig AS grant_sig, g.used_at AS grant_used_at, g.used_by AS grant_used_by,
-    g.preview_sha256 AS grant_preview_sha256";
+    g.preview_sha256 AS grant_preview_sha256, g.doc_sha256 AS grant_doc_sha256";
 
 impl StoredGrant {
     /// Reads the columns of [`GRANT_COLUMNS`] by name; `None` when `grant_id` is null (a
@@ -233,6 +248,7 @@ impl StoredGrant {
                 expires_at: r.try_get("grant_expires_at_us")?,
                 key_id: r.try_get("grant_key_id")?,
                 preview_sha256: r.try_get("grant_preview_sha256")?,
+                doc_sha256: r.try_get("grant_doc_sha256")?,
             },
             sig: r.try_get("grant_sig")?,
             used_at: r.try_get("grant_used_at")?,

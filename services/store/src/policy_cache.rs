@@ -123,8 +123,12 @@ impl PolicyCache {
             return Ok(None);
         };
         let doc = stored.parse()?;
-        let compiled = CompiledPolicy::new(doc, stored.version, stored.sha256)
-            .map_err(StoreError::Conflict)?;
+        // The hash of the source this cache compiled, not the stored `sha256` column: it is what
+        // a grant signs (`GrantClaims::doc_sha256`) and what the executor compares, so a row
+        // whose source was rewritten under an unchanged column cannot pass for the original.
+        let sha256 = actiond_core::canonical::sha256_hex(stored.source.as_bytes());
+        let compiled =
+            CompiledPolicy::new(doc, stored.version, sha256).map_err(StoreError::Conflict)?;
         if let Ok(mut m) = self.compiled.lock() {
             m.insert(key, compiled.clone());
         }

@@ -16,9 +16,9 @@ use uuid::Uuid;
 /// decisions and one `proposal.decided` event per decided row. `$1` ids, `$2` new states, `$3`
 /// effects, `$4` rule names, `$5` reasons, `$6` document versions, `$7` document SHA-256s, `$8`
 /// the state each row must still be in (`pending`; the rows are locked by this transaction's
-/// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$20` the grants
-/// ([`grants::insert_sql`]: eight arrays, `issued_by`, then the preview hashes, all null:
-/// policy's allow has no preview; empty arrays for none). Returns
+/// claim), `$9` the events' details (jsonb), `$10` the events' actor; `$11`–`$21` the grants
+/// ([`grants::insert_sql`]: eight arrays, `issued_by`, the preview hashes, all null: policy's
+/// allow has no preview, then the signed document hashes; empty arrays for none). Returns
 /// the number of rows it moved; each moved row's event is written from the row itself, and an
 /// event that is not written fails the whole statement ([`audit::events_match`]).
 ///
@@ -355,6 +355,7 @@ pub async fn record_batch(
                 doc_version: v,
                 lifetime: d.grant_lifetime,
                 preview_sha256: None,
+                doc_sha256: d.doc_sha256.as_deref(),
             })
         })
         .collect();
@@ -409,6 +410,7 @@ pub async fn record_batch(
     params.extend(cols.params());
     params.push(&actor);
     params.push(cols.previews());
+    params.push(cols.docs());
     let moved: i64 = tx.query_one(&stmt, &params).await?.try_get(0)?;
     if moved != ids.len() as i64 {
         return Err(crate::StoreError::Conflict(format!(
