@@ -1038,3 +1038,48 @@ async fn a_rewritten_document_version_stops_the_grants_decided_under_it() {
     assert!(!spent, "the grant was not spent");
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 }
+
+/// A grant signed by a trusted key whose expiry lies a day ahead — no issuer makes one (every
+/// expiry is the database clock plus a handler's `grant_lifetime`, at most 15 minutes); a
+/// stolen or misused key could mint grants that stay spendable for years. The executor does
+/// not spend it: `grant.rejected` with reason `expiry_too_far`, the proposal `blocked`, nothing
+/// run. One at the bound's near side (14 minutes ahead) is spent as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_expiring_beyond_any_grant_lifetime_is_refused() {
+    let s = Stack::new("grant_expiry_too_far").await;
+    let c = s.tdb.superuser().await;
+    let now_us = |c: tokio_postgres::Client| async move {
+        let v: i64 = c
+            .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
+            .await
+            .unwrap()
+            .get(0);
+        v
+    };
+    let far = s.propose(&refund("pi_far", 12000)).await;
+    s.wait_state(far, "escalated", T).await;
+    let day_ahead = now_us(s.tdb.superuser().await).await + 86_400_000_000;
+    let grant = approve_with_signed_grant(&s, far, day_ahead).await;
+    s.wait_state(far, "blocked", T).await;
+    let events = s.audit_kinds(far).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "grant.rejected", "{events:?}");
+    assert_eq!(last.1["reason"], "expiry_too_far", "{events:?}");
+    assert_eq!(last.1["detail"]["expires_at_us"], day_ahead);
+    let spent: bool = c
+        .query_one(
+            "SELECT used_at IS NOT NULL FROM grants WHERE id = $1",
+            &[&grant],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!spent, "a grant beyond the bound is never spent");
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+
+    let near = s.propose(&refund("pi_near", 12000)).await;
+    s.wait_state(near, "escalated", T).await;
+    let ahead = now_us(s.tdb.superuser().await).await + 14 * 60_000_000;
+    approve_with_signed_grant(&s, near, ahead).await;
+    s.wait_state(near, "succeeded", T).await;
+}

@@ -20,7 +20,7 @@ pub struct GrantFault {
 
 /// Every `reason` label of `grants_rejected_total` ([`Refusal::metric_label`]): the executor
 /// makes each present at 0 from its first scrape.
-pub const METRIC_LABELS: [&str; 11] = [
+pub const METRIC_LABELS: [&str; 12] = [
     "missing",
     "untrusted_key",
     "unknown_version",
@@ -32,6 +32,7 @@ pub const METRIC_LABELS: [&str; 11] = [
     "agent_frozen",
     "agent_revoked",
     "document_changed",
+    "expiry_too_far",
 ];
 
 /// A refusal to run a claimed `approved` proposal.
@@ -97,6 +98,15 @@ pub enum Refusal {
     /// The approved document version's source no longer hashes to the SHA-256 the grant
     /// signed (`GrantClaims::doc_sha256`): the stored document was rewritten after the
     /// decision, so the handler settings it would run with are not the ones decided under.
+    /// The grant's signed expiry lies further ahead of the database clock than the longest
+    /// grant lifetime plus the clock skew (`executor_queue::MAX_GRANT_AHEAD_US`): a trusted key
+    /// signed a grant no issuer makes. Not spent, nothing runs.
+    ExpiresTooFar {
+        /// The grant.
+        grant_id: Uuid,
+        /// Its signed expiry, microseconds since the epoch.
+        expires_at_us: i64,
+    },
     DocumentChanged {
         /// The approved version.
         doc_version: i32,
@@ -137,7 +147,8 @@ impl Refusal {
             | Self::Replayed { .. }
             | Self::AgentFrozen
             | Self::AgentRevoked
-            | Self::DocumentChanged { .. } => ProposalState::Blocked,
+            | Self::DocumentChanged { .. }
+            | Self::ExpiresTooFar { .. } => ProposalState::Blocked,
         }
     }
 
@@ -167,6 +178,7 @@ impl Refusal {
             Self::DocumentChanged { .. } => {
                 "the approved policy document was changed after the approval; nothing ran".into()
             }
+            Self::ExpiresTooFar { .. } => "the grant for this proposal was refused".into(),
         }
     }
 
@@ -184,6 +196,7 @@ impl Refusal {
             Self::AgentFrozen => "agent_frozen",
             Self::AgentRevoked => "agent_revoked",
             Self::DocumentChanged { .. } => "document_changed",
+            Self::ExpiresTooFar { .. } => "expiry_too_far",
         }
     }
 
@@ -204,7 +217,8 @@ impl Refusal {
             | Self::Expired { .. }
             | Self::AgentFrozen
             | Self::AgentRevoked
-            | Self::DocumentChanged { .. } => AuditKind::GrantRejected,
+            | Self::DocumentChanged { .. }
+            | Self::ExpiresTooFar { .. } => AuditKind::GrantRejected,
         }
     }
 
@@ -246,6 +260,10 @@ impl Refusal {
             } => {
                 json!({"doc_version": doc_version, "signed_doc_sha256": signed, "stored_doc_sha256": stored})
             }
+            Self::ExpiresTooFar {
+                grant_id,
+                expires_at_us,
+            } => json!({"grant_id": grant_id, "expires_at_us": expires_at_us}),
         };
         let mut out = json!({"reason": self.metric_label(), "detail": detail});
         if matches!(self, Self::AgentFrozen) {
@@ -305,6 +323,10 @@ mod tests {
                 doc_version: 2,
                 signed: "a".repeat(64),
                 stored: "b".repeat(64),
+            },
+            Refusal::ExpiresTooFar {
+                grant_id: Uuid::nil(),
+                expires_at_us: i64::MAX,
             },
         ];
         for r in &all {

@@ -606,6 +606,14 @@ impl Worker {
                 grant_id: grant.claims.id,
             }
             .into()),
+            Spend::ExpiresTooFar => {
+                tracing::error!(proposal = %row.id, grant = %grant.claims.id, key_id = %grant.claims.key_id, expires_at_us = grant.claims.expires_at, "ALERT: grant expiry beyond any grant lifetime refused");
+                Err(Refusal::ExpiresTooFar {
+                    grant_id: grant.claims.id,
+                    expires_at_us: grant.claims.expires_at,
+                }
+                .into())
+            }
             Spend::NoLongerApproved => {
                 tracing::warn!(proposal = %row.id, "no longer approved at the spend; another executor or the sweeper moved it");
                 Ok(false)

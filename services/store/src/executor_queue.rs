@@ -108,14 +108,25 @@ pub async fn back_off<C: deadpool_postgres::GenericClient>(
     .await?)
 }
 
+/// How far ahead of the database clock a grant's signed expiry may lie, in microseconds: the
+/// longest `grant_lifetime` a handler may have ([`actiond_core::tenant::MAX_GRANT_LIFETIME`],
+/// 15 minutes) plus the clock skew allowed for values from outside
+/// ([`actiond_core::external_time::CLOCK_SKEW`], 60 s). Every issuer computes the expiry from the
+/// database clock plus that lifetime, so only a signer that ignored it gets past this bound:
+/// [`SPEND_AND_START_SQL`] does not spend such a grant ([`Spend::ExpiresTooFar`]).
+pub const MAX_GRANT_AHEAD_US: u64 = (actiond_core::tenant::MAX_GRANT_LIFETIME.as_secs()
+    + actiond_core::external_time::CLOCK_SKEW.as_secs())
+    * 1_000_000;
+
 /// Spends grants, starts their proposals and writes their `grant_spent` events, in one
 /// statement (see [`spend_and_start_many`]): `$1` proposal ids, `$2` their grant ids, `$3` run
 /// leases in seconds, `$4` this executor's id (the run lease's owner and the grant's
 /// `used_by`), `$5` the state each proposal must still be in (`approved`), `$6` the grants'
 /// key ids (recorded in the events), `$7` the actor (`executor:<id>`), `$8` the expiries of
 /// the verified grants (their signed `expires_at`, microseconds since the epoch: the spend
-/// compares these with the database clock, not the table's copy). Returns per request
-/// `(proposal_id, held, started, stopped, events_ok)`, `stopped` being `'revoked'` or
+/// compares these with the database clock, not the table's copy, on both sides: not passed, and
+/// no further ahead than [`MAX_GRANT_AHEAD_US`]). Returns per request
+/// `(proposal_id, held, started, stopped, events_ok, too_far)`, `stopped` being `'revoked'` or
 /// `'frozen'` when the proposal did not start and its agent is (revoked first), else null (a
 /// started proposal's agent is neither: `held` read it in the same snapshot, so its probe is
 /// skipped, two index probes fewer per started proposal). The proposals are locked by the claim of the same
@@ -148,6 +159,7 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
             FROM req JOIN held ON held.id = req.proposal_id
             WHERE g.id = req.grant_id AND g.proposal_id = req.proposal_id
               AND g.used_at IS NULL AND req.expires_at_us > {now_us}
+              AND req.expires_at_us <= {now_us} + {max_ahead_us}
             RETURNING g.proposal_id, g.id AS grant_id, req.lease_secs, req.from_state, req.key_id
          ), started AS (
             UPDATE proposals p SET state = 'executing', lease_owner = $4,
@@ -169,10 +181,12 @@ pub static SPEND_AND_START_SQL: std::sync::LazyLock<String> = std::sync::LazyLoc
                                  WHEN a.frozen_at IS NOT NULL THEN 'frozen' END
                      FROM proposals p JOIN agents a ON a.id = p.agent_id
                      WHERE p.id = req.proposal_id OFFSET 0) END AS stopped,
-                {check} AS events_ok
+                {check} AS events_ok,
+                req.expires_at_us > {now_us} + {max_ahead_us} AS too_far
          FROM req",
         cols = audit::EVENT_COLUMNS,
         now_us = NOW_US_SQL,
+        max_ahead_us = MAX_GRANT_AHEAD_US,
         kind = AuditKind::GrantSpent.as_str(),
         check = audit::events_match(AuditKind::GrantSpent, "ev", "started"),
     )
@@ -221,6 +235,10 @@ pub enum Spend {
     },
     /// The grant expired unspent: nothing ran.
     Expired,
+    /// The grant's signed expiry lies further ahead of the database clock than any grant's
+    /// lifetime can reach ([`MAX_GRANT_AHEAD_US`]): not spent, nothing ran. Only a signer that
+    /// ignored the handler's `grant_lifetime` (a stolen or misused signing key) makes one.
+    ExpiresTooFar,
     /// The proposal is no longer `approved` (it was not claimed by this transaction, and
     /// another executor or the sweeper moved it): nothing ran.
     NoLongerApproved,
@@ -294,6 +312,7 @@ pub async fn spend_and_start_many(
                 r.try_get::<_, bool>(1)?,
                 r.try_get::<_, bool>(2)?,
                 r.try_get::<_, Option<String>>(3)?,
+                r.try_get::<_, bool>(5)?,
             ),
         );
     }
@@ -306,10 +325,11 @@ pub async fn spend_and_start_many(
     Ok(reqs
         .iter()
         .map(|r| match status.get(&r.row.id) {
-            Some((_, true, _)) => Spend::Started,
-            Some((_, false, Some(stopped))) if stopped == "revoked" => Spend::AgentRevoked,
-            Some((_, false, Some(_))) => Spend::AgentFrozen,
-            Some((true, false, None)) => match used.get(&r.grant_id) {
+            Some((_, true, _, _)) => Spend::Started,
+            Some((_, false, Some(stopped), _)) if stopped == "revoked" => Spend::AgentRevoked,
+            Some((_, false, Some(_), _)) => Spend::AgentFrozen,
+            Some((true, false, None, true)) => Spend::ExpiresTooFar,
+            Some((true, false, None, false)) => match used.get(&r.grant_id) {
                 Some(Some(by)) => Spend::Replayed {
                     used_by: by.clone(),
                 },
