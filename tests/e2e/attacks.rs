@@ -8,6 +8,17 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 
+/// The database clock in microseconds since the epoch, as grant expiries are computed.
+async fn db_now_us(c: &tokio_postgres::Client) -> i64 {
+    c.query_one(
+        &format!("SELECT {}", actiond_store::grants::NOW_US_SQL),
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// Puts a finished proposal back to `approved` as a database superuser would (bypassing the
 /// transition trigger), so the executor is shown its spent grant again.
 async fn rewind_to_approved(s: &Stack, id: uuid::Uuid) {
@@ -54,11 +65,7 @@ async fn expired_grant_ends_expired_without_executing() {
     let c = s.tdb.superuser().await;
     let row = s.row(id).await;
     let intent: String = row.get(3);
-    let now_us: i64 = c
-        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let now_us = db_now_us(&c).await;
     let claims = GrantClaims {
         version: GRANT_VERSION,
         id: uuid::Uuid::new_v4(),
@@ -150,11 +157,7 @@ async fn an_expiry_pushed_ahead_in_the_table_does_not_revive_a_grant() {
     )
     .await;
     let c = s.tdb.superuser().await;
-    let now_us: i64 = c
-        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let now_us = db_now_us(&c).await;
     let column = s.propose(&refund("pi_column", 12000)).await;
     let signed = s.propose(&refund("pi_signed", 13000)).await;
     s.wait_state(signed, "escalated", T).await;
@@ -743,11 +746,7 @@ async fn a_batched_spend_refuses_replay_expiry_and_moved_rows_row_by_row() {
     .unwrap();
     // The expiry the spend compares is the one of the verified grant it is given: here one
     // that passed a second ago.
-    let now_us: i64 = su
-        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let now_us = db_now_us(&su).await;
     let reqs: Vec<StartRequest<'_>> = rows
         .iter()
         .map(|r| {
@@ -1027,15 +1026,7 @@ async fn a_rewritten_document_version_stops_the_grants_decided_under_it() {
         s.row(id).await.get::<_, Option<String>>(1).as_deref(),
         Some("the approved policy document was changed after the approval; nothing ran")
     );
-    let spent: bool = c
-        .query_one(
-            "SELECT used_at IS NOT NULL FROM grants WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(!spent, "the grant was not spent");
+    assert!(!s.grant_spent(id).await, "the grant was not spent");
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 }
 
@@ -1048,38 +1039,25 @@ async fn a_rewritten_document_version_stops_the_grants_decided_under_it() {
 async fn a_grant_expiring_beyond_any_grant_lifetime_is_refused() {
     let s = Stack::new("grant_expiry_too_far").await;
     let c = s.tdb.superuser().await;
-    let now_us = |c: tokio_postgres::Client| async move {
-        let v: i64 = c
-            .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-            .await
-            .unwrap()
-            .get(0);
-        v
-    };
     let far = s.propose(&refund("pi_far", 12000)).await;
     s.wait_state(far, "escalated", T).await;
-    let day_ahead = now_us(s.tdb.superuser().await).await + 86_400_000_000;
-    let grant = approve_with_signed_grant(&s, far, day_ahead).await;
+    let day_ahead = db_now_us(&c).await + 86_400_000_000;
+    approve_with_signed_grant(&s, far, day_ahead).await;
     s.wait_state(far, "blocked", T).await;
     let events = s.audit_kinds(far).await;
     let last = events.last().unwrap();
     assert_eq!(last.0, "grant.rejected", "{events:?}");
     assert_eq!(last.1["reason"], "expiry_too_far", "{events:?}");
     assert_eq!(last.1["detail"]["expires_at_us"], day_ahead);
-    let spent: bool = c
-        .query_one(
-            "SELECT used_at IS NOT NULL FROM grants WHERE id = $1",
-            &[&grant],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(!spent, "a grant beyond the bound is never spent");
+    assert!(
+        !s.grant_spent(far).await,
+        "a grant beyond the bound is never spent"
+    );
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 
     let near = s.propose(&refund("pi_near", 12000)).await;
     s.wait_state(near, "escalated", T).await;
-    let ahead = now_us(s.tdb.superuser().await).await + 14 * 60_000_000;
+    let ahead = db_now_us(&c).await + 14 * 60_000_000;
     approve_with_signed_grant(&s, near, ahead).await;
     s.wait_state(near, "succeeded", T).await;
 }

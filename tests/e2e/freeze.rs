@@ -103,16 +103,10 @@ async fn executor_refuses_an_approved_proposal_of_a_frozen_agent() {
     s.wait_state(id, "blocked", Duration::from_secs(30)).await;
     let reason: String = s.row(id).await.get("decision_reason");
     assert!(reason.starts_with("its agent was frozen"), "{reason}");
-    let c = s.tdb.db.client().await.unwrap();
-    let spent: bool = c
-        .query_one(
-            "SELECT used_at IS NOT NULL FROM grants WHERE proposal_id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(!spent, "the grant of a frozen agent's proposal was spent");
+    assert!(
+        !s.grant_spent(id).await,
+        "the grant of a frozen agent's proposal was spent"
+    );
     let events = s.audit_kinds(id).await;
     assert!(
         events

@@ -538,6 +538,18 @@ impl Stack {
             .get(0)
     }
 
+    /// Whether the live grant of proposal `id` has been spent (`used_at` set).
+    pub async fn grant_spent(&self, id: uuid::Uuid) -> bool {
+        let c = self.tdb.db.client().await.unwrap();
+        c.query_one(
+            "SELECT used_at IS NOT NULL FROM grants WHERE proposal_id = $1 AND voided_at IS NULL",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
     pub async fn row(&self, id: uuid::Uuid) -> tokio_postgres::Row {
         let c = self.tdb.db.client().await.unwrap();
         c.query_one(

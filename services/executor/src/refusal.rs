@@ -156,9 +156,10 @@ impl Refusal {
     pub fn agent_text(&self) -> String {
         match self {
             Self::MissingGrant => "no grant exists for this proposal".into(),
-            Self::UntrustedKey(_) | Self::UnknownVersion(_) | Self::BadSignature(_) => {
-                "the grant for this proposal was refused".into()
-            }
+            Self::UntrustedKey(_)
+            | Self::UnknownVersion(_)
+            | Self::BadSignature(_)
+            | Self::ExpiresTooFar { .. } => "the grant for this proposal was refused".into(),
             Self::IntentMismatch { .. } => "grant does not match this proposal".into(),
             Self::NoDocument | Self::PolicyChanged { .. } => "policy changed since approval".into(),
             Self::ApprovedVersionMissing => "the approved policy version is missing".into(),
@@ -178,7 +179,6 @@ impl Refusal {
             Self::DocumentChanged { .. } => {
                 "the approved policy document was changed after the approval; nothing ran".into()
             }
-            Self::ExpiresTooFar { .. } => "the grant for this proposal was refused".into(),
         }
     }
 
