@@ -1049,6 +1049,10 @@ async fn a_grant_expiring_beyond_any_grant_lifetime_is_refused() {
     assert_eq!(last.0, "grant.rejected", "{events:?}");
     assert_eq!(last.1["reason"], "expiry_too_far", "{events:?}");
     assert_eq!(last.1["detail"]["expires_at_us"], day_ahead);
+    assert_eq!(
+        s.row(far).await.get::<_, Option<String>>(1).as_deref(),
+        Some("the grant for this proposal was refused")
+    );
     assert!(
         !s.grant_spent(far).await,
         "a grant beyond the bound is never spent"
