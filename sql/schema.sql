@@ -49,6 +49,71 @@ $$;
 
 
 --
+-- Name: actiond_grants_row_check(text, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_grants_row_check(doc_sha256 text, intent_hash text, preview_sha256 text, used_at timestamp with time zone, voided_at timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    failed text;
+BEGIN
+    IF (doc_sha256 IS NULL OR (length(doc_sha256) = 64 AND doc_sha256 !~ '[^0-9a-f]')) IS FALSE THEN
+        failed := 'grants_doc_sha256_check';
+    ELSIF (length(intent_hash) = 64 AND intent_hash !~ '[^0-9a-f]') IS FALSE THEN
+        failed := 'grants_intent_hash_check';
+    ELSIF (preview_sha256 IS NULL OR (length(preview_sha256) = 64 AND preview_sha256 !~ '[^0-9a-f]')) IS FALSE THEN
+        failed := 'grants_preview_sha256_check';
+    ELSIF (voided_at IS NULL OR used_at IS NOT NULL) IS FALSE THEN
+        failed := 'grants_voided_after_spent';
+    ELSE
+        RETURN true;
+    END IF;
+    RAISE EXCEPTION 'new row for relation "grants" violates check constraint "%"', failed
+        USING ERRCODE = 'check_violation', CONSTRAINT = failed, TABLE = 'grants';
+END $$;
+
+
+--
+-- Name: actiond_proposals_row_check(text, text, uuid, jsonb, integer, text, text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.actiond_proposals_row_check(action text, amended_by text, amended_from uuid, amendment_diff jsonb, approval_round integer, effect text, intent_hash text, outcome text, params_sha256 text, state text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    failed text;
+BEGIN
+    IF (length(action) <= 128) IS FALSE THEN
+        failed := 'proposals_action_check';
+    ELSIF (amended_by IS NULL OR (length(amended_by) >= 1 AND length(amended_by) <= 300)) IS FALSE THEN
+        failed := 'proposals_amended_by_check';
+    ELSIF ((amended_from IS NULL AND amended_by IS NULL AND amendment_diff IS NULL)
+           OR (amended_from IS NOT NULL AND amended_by IS NOT NULL AND amendment_diff IS NOT NULL)) IS FALSE THEN
+        failed := 'proposals_amendment_complete';
+    ELSIF (amendment_diff IS NULL OR jsonb_typeof(amendment_diff) = 'array') IS FALSE THEN
+        failed := 'proposals_amendment_diff_check';
+    ELSIF (approval_round >= 0) IS FALSE THEN
+        failed := 'proposals_approval_round_check';
+    ELSIF (effect = ANY ('{allow,escalate,block}'::text[])) IS FALSE THEN
+        failed := 'proposals_effect_check';
+    ELSIF (length(intent_hash) = 64 AND intent_hash !~ '[^0-9a-f]') IS FALSE THEN
+        failed := 'proposals_intent_hash_check';
+    ELSIF (outcome = ANY ('{succeeded,failed,outcome_unknown,effect_mismatch}'::text[])) IS FALSE THEN
+        failed := 'proposals_outcome_check';
+    ELSIF (length(params_sha256) = 64 AND params_sha256 !~ '[^0-9a-f]') IS FALSE THEN
+        failed := 'proposals_params_sha256_check';
+    ELSIF (state = ANY ('{pending,escalated,approved,blocked,denied,expired,executing,succeeded,failed,outcome_unknown,withdrawn,amended,stale,effect_mismatch}'::text[])) IS FALSE THEN
+        failed := 'proposals_state_check';
+    ELSE
+        RETURN true;
+    END IF;
+    RAISE EXCEPTION 'new row for relation "proposals" violates check constraint "%"', failed
+        USING ERRCODE = 'check_violation', CONSTRAINT = failed, TABLE = 'proposals';
+END $$;
+
+
+--
 -- Name: actiond_role_may(text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -738,10 +803,7 @@ CREATE TABLE public.grants (
     preview_sha256 text,
     voided_at timestamp with time zone,
     doc_sha256 text,
-    CONSTRAINT grants_doc_sha256_check CHECK (((doc_sha256 IS NULL) OR ((length(doc_sha256) = 64) AND (doc_sha256 !~ '[^0-9a-f]'::text)))),
-    CONSTRAINT grants_intent_hash_check CHECK (((length(intent_hash) = 64) AND (intent_hash !~ '[^0-9a-f]'::text))),
-    CONSTRAINT grants_preview_sha256_check CHECK (((preview_sha256 IS NULL) OR ((length(preview_sha256) = 64) AND (preview_sha256 !~ '[^0-9a-f]'::text)))),
-    CONSTRAINT grants_voided_after_spent CHECK (((voided_at IS NULL) OR (used_at IS NOT NULL)))
+    CONSTRAINT grants_row_check CHECK (public.actiond_grants_row_check(doc_sha256, intent_hash, preview_sha256, used_at, voided_at))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', fillfactor='50');
 
@@ -948,16 +1010,7 @@ CREATE TABLE public.proposals (
     amended_by text,
     amendment_diff jsonb,
     approval_round integer DEFAULT 0 NOT NULL,
-    CONSTRAINT proposals_action_check CHECK ((length(action) <= 128)),
-    CONSTRAINT proposals_amended_by_check CHECK (((amended_by IS NULL) OR ((length(amended_by) >= 1) AND (length(amended_by) <= 300)))),
-    CONSTRAINT proposals_amendment_complete CHECK ((((amended_from IS NULL) AND (amended_by IS NULL) AND (amendment_diff IS NULL)) OR ((amended_from IS NOT NULL) AND (amended_by IS NOT NULL) AND (amendment_diff IS NOT NULL)))),
-    CONSTRAINT proposals_amendment_diff_check CHECK (((amendment_diff IS NULL) OR (jsonb_typeof(amendment_diff) = 'array'::text))),
-    CONSTRAINT proposals_approval_round_check CHECK ((approval_round >= 0)),
-    CONSTRAINT proposals_effect_check CHECK ((effect = ANY ('{allow,escalate,block}'::text[]))),
-    CONSTRAINT proposals_intent_hash_check CHECK (((length(intent_hash) = 64) AND (intent_hash !~ '[^0-9a-f]'::text))),
-    CONSTRAINT proposals_outcome_check CHECK ((outcome = ANY ('{succeeded,failed,outcome_unknown,effect_mismatch}'::text[]))),
-    CONSTRAINT proposals_params_sha256_check CHECK (((length(params_sha256) = 64) AND (params_sha256 !~ '[^0-9a-f]'::text))),
-    CONSTRAINT proposals_state_check CHECK ((state = ANY ('{pending,escalated,approved,blocked,denied,expired,executing,succeeded,failed,outcome_unknown,withdrawn,amended,stale,effect_mismatch}'::text[])))
+    CONSTRAINT proposals_row_check CHECK (public.actiond_proposals_row_check(action, amended_by, amended_from, amendment_diff, approval_round, effect, intent_hash, outcome, params_sha256, state))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.02', fillfactor='80');
 

@@ -86,7 +86,7 @@ async fn a_proposals_times_never_go_backwards() {
     // Today's decide and finish statements need today's columns (V42's grant preview hash,
     // V44's tenant moves, V49's grant document hash): the database is migrated to the latest
     // version, which includes V30.
-    let s = Scratch::at(49).await;
+    let s = Scratch::at(50).await;
     let url = {
         let server = actiond_testkit::server_url();
         let (base, _) = server.rsplit_once('/').unwrap();
@@ -257,6 +257,14 @@ async fn v48_refuses_what_v47_refused() {
         "V28",
     )
     .await;
+    lists_agree(&mut s).await;
+    s.drop_now().await;
+}
+
+/// Every known state, effect and outcome is accepted by `proposals`, and a near miss of each
+/// (upper case, a trailing space, a plural, the empty string) is refused with SQLSTATE 23514
+/// naming the column's constraint.
+async fn lists_agree(s: &mut Scratch) {
     let lists = [
         (
             "state",
@@ -315,7 +323,143 @@ async fn v48_refuses_what_v47_refused() {
             );
         }
     }
+}
+
+/// V50 moves the CHECK rules of `proposals` and `grants` into one constraint per table calling
+/// a PL/pgSQL function, read once per connection instead of once per statement: on a database
+/// holding a proposal in every state it moves no row, and afterwards each rule refuses and
+/// accepts what V49's constraints did, with their SQLSTATE (23514) and their names in the
+/// message — the hash columns (the cases of [`v28_refuses_what_v1_refused`]), the lists of
+/// [`v48_refuses_what_v47_refused`], and the rules no earlier test named (the action's length,
+/// the amendment columns, the approval round, `grants.doc_sha256`, a grant voided unspent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v50_refuses_what_v49_refused() {
+    let mut s = Scratch::at(49).await;
+    s.every_state().await;
+    let before = s.rows().await;
+    s.db.migrate_to(50).await.unwrap();
+    assert_eq!(before, s.rows().await, "V50 moves no row");
+    v49_rules_hold(&mut s).await;
+    // And the function files, which the migrator applies after the migrations (the file is
+    // the definition in force, V50's copy the one it validated the stored rows with).
+    s.db.migrate().await.unwrap();
+    v49_rules_hold(&mut s).await;
     s.drop_now().await;
+}
+
+/// The rules of V49's CHECK constraints on `proposals` and `grants`, as [`v50_refuses_what_v49_refused`]
+/// states them.
+async fn v49_rules_hold(s: &mut Scratch) {
+    hash_checks_agree_with(
+        s,
+        "length($1::text) = 64 AND $1::text !~ '[^0-9a-f]'",
+        "V48",
+    )
+    .await;
+    lists_agree(s).await;
+    let good = "0123456789abcdef".repeat(4);
+    // (SET clause, accepted, constraint named by a refusal), each on the succeeded proposal,
+    // written without the transition trigger so that only the CHECK rules judge it.
+    let updates: &[(&str, bool, &str)] = &[
+        ("action = repeat('a', 128)", true, ""),
+        ("action = repeat('a', 129)", false, "proposals_action_check"),
+        ("approval_round = 0", true, ""),
+        (
+            "approval_round = -1",
+            false,
+            "proposals_approval_round_check",
+        ),
+        (
+            "amended_from = id, amended_by = 'ann@example.com', amendment_diff = '[]'",
+            true,
+            "",
+        ),
+        (
+            "amended_from = id, amended_by = '', amendment_diff = '[]'",
+            false,
+            "proposals_amended_by_check",
+        ),
+        (
+            "amended_from = id, amended_by = repeat('a', 301), amendment_diff = '[]'",
+            false,
+            "proposals_amended_by_check",
+        ),
+        (
+            "amended_from = id, amended_by = repeat('a', 300), amendment_diff = '[]'",
+            true,
+            "",
+        ),
+        (
+            "amended_from = id, amendment_diff = '[]'",
+            false,
+            "proposals_amendment_complete",
+        ),
+        (
+            "amended_from = id, amended_by = 'ann@example.com', amendment_diff = '{}'",
+            false,
+            "proposals_amendment_diff_check",
+        ),
+        // Two rules broken at once: the first in name order is the one named, as before.
+        (
+            "action = repeat('a', 129), state = 'nope'",
+            false,
+            "proposals_action_check",
+        ),
+    ];
+    for (set, want_ok, constraint) in updates {
+        let tx = s.c.transaction().await.unwrap();
+        tx.batch_execute("SET LOCAL session_replication_role = replica")
+            .await
+            .unwrap();
+        let r = tx
+            .execute(
+                &format!("UPDATE proposals SET {set} WHERE state = 'succeeded'"),
+                &[],
+            )
+            .await;
+        drop(tx);
+        check_judged(r, *want_ok, constraint, set);
+    }
+    // The grant rules V49 added or no test named: the document hash, and voided only once spent.
+    let grants: &[(&str, bool, &str)] = &[
+        ("NULL, NULL, NULL", true, ""),
+        ("$1, now(), now()", true, ""),
+        ("upper($1), NULL, NULL", false, "grants_doc_sha256_check"),
+        ("left($1, 63), NULL, NULL", false, "grants_doc_sha256_check"),
+        ("NULL, NULL, now()", false, "grants_voided_after_spent"),
+    ];
+    for (values, want_ok, constraint) in grants {
+        let tx = s.c.transaction().await.unwrap();
+        let r = tx
+            .execute(
+                &format!(
+                    "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us,
+                                         key_id, sig, issued_by, doc_sha256, used_at, voided_at)
+                     SELECT gen_random_uuid(), id, tenant_id, $1, 1, 0, 'policy-1', '\\x00', 'policy', {values}
+                     FROM proposals WHERE state = 'approved'"
+                ),
+                &[&good],
+            )
+            .await;
+        drop(tx);
+        check_judged(r, *want_ok, constraint, values);
+    }
+    // The error is the constraint's: its constraint field names the old rule.
+    let tx = s.c.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL session_replication_role = replica")
+        .await
+        .unwrap();
+    let e = tx
+        .execute(
+            "UPDATE proposals SET approval_round = -1 WHERE state = 'succeeded'",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    drop(tx);
+    let db = e.as_db_error().expect("a database error");
+    assert_eq!(db.constraint(), Some("proposals_approval_round_check"));
+    assert_eq!(db.table(), Some("proposals"));
 }
 
 /// Each 64-hex-digit column (`proposals.params_sha256` and `intent_hash` on INSERT,
