@@ -161,6 +161,36 @@ async fn two_stages_complete_in_order_by_different_people() {
     );
 }
 
+/// Break-glass cannot approve a staged proposal: a break-glass Approve is refused for the stages
+/// first, before the amount it did not type (`confirm: [amount]`) or after typing it; deny works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_glass_is_told_to_approve_a_staged_proposal_in_the_web_app() {
+    let stages = staged("30m", "next");
+    let (s, _web) = stack("staged_breakglass_hints", move |d| {
+        stages(d).replace(
+            "    approvals:\n",
+            "    confirm: [amount]\n    approvals:\n",
+        )
+    })
+    .await;
+    let id = escalated(&s, "pi_staged_hints").await;
+    for typed in [&[][..], &["--confirm-amount", "120.00"][..]] {
+        let (ok, _, err) = breakglass(&s, id, "approve", "alice", typed).await;
+        assert!(
+            !ok && err.contains("refused (breakglass_stages)"),
+            "{typed:?}: {err}"
+        );
+    }
+    let (ok, out, err) = breakglass(&s, id, "deny", "alice", &[]).await;
+    assert!(ok && out.contains("denied"), "{out}{err}");
+    assert_eq!(s.state(id).await, "denied");
+    assert_eq!(grants(&s, id).await, 0);
+    assert_eq!(
+        refusals(&s, id).await,
+        ["breakglass_stages", "breakglass_stages"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_stage_reroutes_and_the_last_one_expires() {
     let (mut s, _web) = stack("staged_reroute", staged("2s", "next")).await;

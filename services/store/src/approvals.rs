@@ -459,6 +459,15 @@ async fn check(
     let handler = handler_of(tx, d).await?;
     let params: serde_json::Value = serde_json::from_str(&d.proposal.params_json)
         .map_err(|e| StoreError::Config(format!("stored params_json: {e}")))?;
+    let staged = handler
+        .approvals
+        .as_ref()
+        .is_some_and(|s| !s.applicable(&params).is_empty());
+    // Break-glass can never approve a staged proposal (no claims, no group): say so before
+    // asking it to type a value again, which would not help ([`check_stage`] refuses the same).
+    if staged && d.verdict == Verdict::Approve && d.approver.claims.is_none() {
+        return Ok(Err(ApprovalRefusal::BreakGlassStaged));
+    }
     let required = rules::confirm_required(&handler.confirm, handler.confirm_over, &params);
     let pure = rules::check_fresh(
         d.verdict,
@@ -490,9 +499,7 @@ async fn check(
     if let Err(r) = check_person(tx, d).await? {
         return Ok(Err(r));
     }
-    if let Some(staged) = &handler.approvals
-        && !staged.applicable(&params).is_empty()
-    {
+    if staged {
         match check_stage(tx, d, &current.approvers.claim).await? {
             Ok(stage) => d.stage = Some(stage),
             Err(r) => return Ok(Err(r)),
