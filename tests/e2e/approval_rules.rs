@@ -239,6 +239,41 @@ pub(crate) async fn breakglass(
     cli(&args, &s.cli_env().await)
 }
 
+/// The approve and deny commands `approvals show` prints for proposal `id` (with
+/// `ACTIOND_OPERATOR` set, so without `--as`), as printed; no approve command when it prints
+/// none.
+pub(crate) async fn printed_commands(s: &Stack, id: uuid::Uuid) -> (Option<String>, String) {
+    let mut env = s.cli_env().await;
+    env.push(("ACTIOND_OPERATOR", "someone".into()));
+    let (ok, out, err) = cli(&["approvals", "show", &id.to_string()], &env);
+    assert!(ok, "{err}");
+    let line = |verb: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!(" approvals {verb} {id} ")))
+            .map(|l| l.trim().to_owned())
+    };
+    let deny = line("deny").unwrap_or_else(|| panic!("no deny command: {out}"));
+    (line("approve"), deny)
+}
+
+/// Runs a command `approvals show` printed, pasted into a shell as it is, as `operator`
+/// (`ACTIOND_OPERATOR`).
+pub(crate) async fn paste(s: &Stack, command: &str, operator: &str) -> (bool, String, String) {
+    let out = std::process::Command::new("bash")
+        .args(["-c", command])
+        .envs(s.cli_env().await)
+        .env("ACTIOND_OPERATOR", operator)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub(crate) async fn grants(s: &Stack, id: uuid::Uuid) -> i64 {
     let c = s.tdb.db.client().await.unwrap();
     c.query_one("SELECT count(*) FROM grants WHERE proposal_id = $1", &[&id])
@@ -479,9 +514,33 @@ async fn the_amount_must_be_typed_again_and_match() {
             Some(rule)
         );
     }
+    // The CLI names its flag, not the form's field, when the amount is missing or wrong.
+    let (ok, _, err) = breakglass(&s, big, "approve", "bob", &[]).await;
+    assert!(
+        !ok && err.contains("refused (confirm_missing): --confirm-amount: type the amount shown"),
+        "{err}"
+    );
     let (ok, _, err) = breakglass(&s, big, "approve", "bob", &["--confirm-amount", "600.00"]).await;
-    assert!(!ok && err.contains("confirm_amount"), "{err}");
+    assert!(
+        !ok && err.contains("refused (confirm_mismatch): --confirm-amount: the amount typed"),
+        "{err}"
+    );
     assert_eq!(grants(&s, big).await, 0);
+    // `approvals show` puts the amount into its approve command (not under `confirm_over`).
+    let (approve, _) = printed_commands(&s, small).await;
+    assert!(!approve.unwrap().contains("--confirm-amount"));
+    let (approve, _) = printed_commands(&s, big).await;
+    assert!(
+        approve.unwrap().contains(" --confirm-amount 600.50"),
+        "the approve command carries the amount shown"
+    );
+    // It pastes as printed (another proposal, as the web approves this one below).
+    let pasted = s.propose(&refund("pi_confirm_pasted", 60050)).await;
+    s.wait_state(pasted, "escalated", T).await;
+    let (approve, _) = printed_commands(&s, pasted).await;
+    let (ok, out, err) = paste(&s, &approve.unwrap(), "bob").await;
+    assert!(ok && out.contains("approved"), "{out}{err}");
+    assert_eq!(grants(&s, pasted).await, 1);
     let (st, loc, _) = web
         .decide(&alice, big, "approve", &[("confirm_amount", "600.50")])
         .await;
@@ -592,6 +651,13 @@ async fn an_approve_that_needs_a_passkey_is_never_break_glass_nor_unsigned() {
     s.wait_state(id, "escalated", T).await;
     let (ok, _, err) = breakglass(&s, id, "approve", "bob", &[]).await;
     assert!(!ok && err.contains("needs your passkey"), "{err}");
+    // `approvals show` prints no approve command that cannot succeed, and says where.
+    assert_eq!(printed_commands(&s, id).await.0, None);
+    let (_, out, _) = cli(&["approvals", "show", &id.to_string()], &s.cli_env().await);
+    assert!(
+        out.contains("approve in the approval web app, with your passkey"),
+        "{out}"
+    );
     let alice = web.login(&s, "alice", "", None).await;
     let (st, _, body) = web.decide(&alice, id, "approve", &[]).await;
     assert_eq!(st, StatusCode::FORBIDDEN, "{body}");

@@ -3,7 +3,9 @@
 //! moves timed-out stages on. Every time bound is the database clock's, and the database itself
 //! refuses an approval outside its stage even from a web-role connection that skips the app.
 
-use crate::approval_rules::{Person, Web, breakglass, grants, issued_by, refusals, stack};
+use crate::approval_rules::{
+    Person, Web, breakglass, grants, issued_by, paste, printed_commands, refusals, stack,
+};
 use crate::support::{Stack, refund};
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -161,8 +163,9 @@ async fn two_stages_complete_in_order_by_different_people() {
     );
 }
 
-/// Break-glass cannot approve a staged proposal: a break-glass Approve is refused for the stages
-/// first, before the amount it did not type (`confirm: [amount]`) or after typing it; deny works.
+/// Break-glass cannot approve a staged proposal: `approvals show` prints only the deny command
+/// and says where it is approved; a break-glass Approve is refused for the stages first, before
+/// the amount it did not type (`confirm: [amount]`) or after typing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn break_glass_is_told_to_approve_a_staged_proposal_in_the_web_app() {
     let stages = staged("30m", "next");
@@ -174,6 +177,18 @@ async fn break_glass_is_told_to_approve_a_staged_proposal_in_the_web_app() {
     })
     .await;
     let id = escalated(&s, "pi_staged_hints").await;
+    let (approve, deny) = printed_commands(&s, id).await;
+    assert_eq!(approve, None, "no approve command that cannot succeed");
+    let (ok, out, err) =
+        actiond_testkit::cli(&["approvals", "show", &id.to_string()], &s.cli_env().await);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("deny with:\n")
+            && out.contains(
+                "approve in the approval web app, stage by stage: break-glass cannot approve a staged proposal"
+            ),
+        "{out}"
+    );
     for typed in [&[][..], &["--confirm-amount", "120.00"][..]] {
         let (ok, _, err) = breakglass(&s, id, "approve", "alice", typed).await;
         assert!(
@@ -181,7 +196,8 @@ async fn break_glass_is_told_to_approve_a_staged_proposal_in_the_web_app() {
             "{typed:?}: {err}"
         );
     }
-    let (ok, out, err) = breakglass(&s, id, "deny", "alice", &[]).await;
+    // The deny command pastes as printed.
+    let (ok, out, err) = paste(&s, &deny, "alice").await;
     assert!(ok && out.contains("denied"), "{out}{err}");
     assert_eq!(s.state(id).await, "denied");
     assert_eq!(grants(&s, id).await, 0);

@@ -58,7 +58,8 @@ pub enum ApprovalsCmd {
         db: DbArgs,
     },
     /// Everything a person needs to decide one proposal, with the web app's flags (injection
-    /// phrases, hidden or mixed-script characters) and the commands that decide it.
+    /// phrases, hidden or mixed-script characters) and the commands that decide it (with `--confirm-amount` when it must be typed again; deny only when
+    /// just the web app can approve it: a staged proposal, or one that needs a passkey).
     Show {
         /// Proposal id, or a unique prefix of it (at least 4 hex digits).
         #[arg(value_parser = crate::args::id_arg)]
@@ -313,25 +314,140 @@ pub(crate) fn invoked_as() -> String {
     if ok { arg0 } else { "actiond".into() }
 }
 
-/// The commands that decide `p`, to paste as printed (one per verdict); `--as` is left out
-/// when `ACTIOND_OPERATOR` names the operator (it is then read from there).
-fn decide_commands(p: &approvals::ProposalDetail) -> Vec<String> {
+/// What a break-glass Approve of a proposal must add, or why it cannot approve it at all, by
+/// the rules the store applies to it ([`approvals::decide`]).
+#[derive(Debug, Default)]
+struct ApproveHint {
+    /// Why only the approval web app can approve it (a staged proposal, a passkey); the
+    /// approve command is then not printed.
+    web_only: Option<String>,
+    /// The `--confirm-…` arguments the handler's `confirm:` asks for, as they paste.
+    confirm: Vec<String>,
+}
+
+/// [`ApproveHint`] of `p`, from the handler of the document version that escalated it and the
+/// tenant's current `approvers` (as a decision reads them). Nothing is added when either cannot
+/// be read: the store then refuses with the reason.
+async fn approve_hint(db: &Db, p: &approvals::ProposalDetail) -> ApproveHint {
+    use actiond_core::approval::{ConfirmField, confirm_required, passkey_required};
+    let params: serde_json::Value = serde_json::from_str(&p.params_json).unwrap_or_default();
+    let docs = async {
+        let c = db.client().await.ok()?;
+        let at: actiond_core::tenant::TenantDocument =
+            tenants::version(&c, &p.tenant_id, p.doc_version?)
+                .await
+                .ok()
+                .flatten()?
+                .parse()
+                .ok()?;
+        let now: actiond_core::tenant::TenantDocument = tenants::latest(&c, &p.tenant_id)
+            .await
+            .ok()
+            .flatten()?
+            .parse()
+            .ok()?;
+        Some((at, now))
+    };
+    let Some((at, now)) = docs.await else {
+        return ApproveHint::default();
+    };
+    let Some(h) = at.handler(&p.action) else {
+        return ApproveHint::default();
+    };
+    if h.approvals
+        .as_ref()
+        .is_some_and(|s| !s.applicable(&params).is_empty())
+    {
+        return ApproveHint {
+            web_only: Some(
+                "approve in the approval web app, stage by stage: break-glass cannot approve a staged proposal".into(),
+            ),
+            confirm: Vec::new(),
+        };
+    }
+    if passkey_required(now.approvers.require_passkey, h, &params) {
+        return ApproveHint {
+            web_only: Some(
+                "approve in the approval web app, with your passkey: break-glass cannot give one"
+                    .into(),
+            ),
+            confirm: Vec::new(),
+        };
+    }
+    let mut confirm = Vec::new();
+    for f in confirm_required(&h.confirm, h.confirm_over, &params) {
+        let value = match f {
+            ConfirmField::Amount => params
+                .get("amount")
+                .and_then(serde_json::Value::as_i64)
+                .map(|a| {
+                    let cur = params
+                        .get("currency")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("");
+                    actiond_core::vocab::format_minor_units(a, cur)
+                }),
+            ConfirmField::Target => shell_word(&p.target),
+        };
+        match value {
+            Some(v) => confirm.push(format!("--confirm-{f} {v}")),
+            // A value that does not paste safely (a hidden character in the target) is
+            // typed by the person, from the escaped line above.
+            None => {
+                return ApproveHint {
+                    web_only: Some(format!(
+                        "approve in the approval web app, or with `approvals approve` and --confirm-{f} typed from the {f} shown above: it holds characters that do not paste safely"
+                    )),
+                    confirm: Vec::new(),
+                };
+            }
+        }
+    }
+    ApproveHint {
+        web_only: None,
+        confirm,
+    }
+}
+
+/// `s` as one shell word that pastes as itself: bare when plain, else in single quotes; `None`
+/// when it holds a control, hidden or direction-changing character (shown escaped, it would not
+/// be the value; pasted raw, it would not be what the person read).
+fn shell_word(s: &str) -> Option<String> {
+    if s.is_empty() || s.chars().any(char::is_control) || esc(s) != s {
+        return None;
+    }
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-+/:@=,%".contains(c))
+    {
+        return Some(s.to_owned());
+    }
+    Some(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
+/// The commands that decide `p`, to paste as printed (approve, unless `hint` says only the
+/// web app can, with the values `confirm:` asks for; then deny); `--as` is left out when
+/// `ACTIOND_OPERATOR` names the operator (it is then read from there).
+fn decide_commands(p: &approvals::ProposalDetail, hint: &ApproveHint) -> Vec<String> {
     let exe = invoked_as();
     let who = if std::env::var("ACTIOND_OPERATOR").is_ok_and(|v| !v.trim().is_empty()) {
         String::new()
     } else {
         " --as YOUR_SUBJECT".into()
     };
-    ["approve", "deny"]
-        .iter()
-        .map(|v| {
-            format!(
-                "{exe} approvals {v} {} --intent {}{who}",
-                p.id,
-                short_intent(&p.intent_hash)
-            )
-        })
-        .collect()
+    let intent = short_intent(&p.intent_hash);
+    let mut out = Vec::new();
+    if hint.web_only.is_none() {
+        let confirm: String = hint.confirm.iter().map(|c| format!(" {c}")).collect();
+        out.push(format!(
+            "{exe} approvals approve {} --intent {intent}{confirm}{who}",
+            p.id
+        ));
+    }
+    out.push(format!(
+        "{exe} approvals deny {} --intent {intent}{who}",
+        p.id
+    ));
+    out
 }
 
 /// `actiond approvals show`: everything a person needs to decide, untrusted text escaped.
@@ -360,10 +476,11 @@ async fn show(
     )
     .await?;
     let flags = flags_of(&p);
-    let decide = if p.state == ProposalState::Escalated {
-        decide_commands(&p)
+    let (decide, web_only) = if p.state == ProposalState::Escalated {
+        let hint = approve_hint(&db, &p).await;
+        (decide_commands(&p, &hint), hint.web_only)
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     let mut v = serde_json::to_value(&p)?;
     if let Some(m) = v.as_object_mut() {
@@ -376,6 +493,7 @@ async fn show(
             short_intent(&p.intent_hash).to_owned().into(),
         );
         m.insert("decide_with".into(), decide.clone().into());
+        m.insert("approve_elsewhere".into(), web_only.clone().into());
     }
     crate::output::print(format, &v, || {
         let mut l = vec![
@@ -429,7 +547,11 @@ async fn show(
                 .map(|v| v.to_string())
                 .unwrap_or_else(|| "-".into())
         ));
-        if !decide.is_empty() {
+        if let Some(why) = &web_only {
+            l.push("deny with:".into());
+            l.extend(decide.iter().map(|c| format!("  {c}")));
+            l.push(why.clone());
+        } else if !decide.is_empty() {
             l.push("decide with one of:".into());
             l.extend(decide.iter().map(|c| format!("  {c}")));
         }
@@ -633,9 +755,28 @@ async fn report(db: &Db, id: uuid::Uuid, intent: &str, out: Decided) -> anyhow::
             r.rule(),
             invoked_as()
         ),
-        Decided::Refused(r) => bail!("refused ({}): {r}; nothing was decided", r.rule()),
+        Decided::Refused(r) => bail!(
+            "refused ({}): {}; nothing was decided",
+            r.rule(),
+            refusal(&r)
+        ),
     }
     Ok(())
+}
+
+/// A refusal in the CLI's words: the `confirm:` rules name the flag (`--confirm-amount`) where
+/// the web app's words name its form field (`confirm_amount`); the others are the same.
+fn refusal(r: &ApprovalRefusal) -> String {
+    match r {
+        ApprovalRefusal::ConfirmMissing { field } => format!(
+            "--confirm-{field}: type the {field} shown by `{} approvals show` to approve",
+            invoked_as()
+        ),
+        ApprovalRefusal::ConfirmMismatch { field } => {
+            format!("--confirm-{field}: the {field} typed is not the proposal's {field}")
+        }
+        r => r.to_string(),
+    }
 }
 
 /// `actiond approvals amend`: approve with an edit (see [`approvals::amend::amend`]). Prints
@@ -690,8 +831,9 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
             ));
             match f.approval {
                 Some(Decided::Refused(r)) => say(&format!(
-                    "your approval of the new proposal was refused ({}): {r}",
-                    r.rule()
+                    "your approval of the new proposal was refused ({}): {}",
+                    r.rule(),
+                    refusal(&r)
                 )),
                 Some(out) => report(&db, f.id, &f.intent_hash, out).await?,
                 None if f.state == actiond_core::state::ProposalState::Pending => say(
@@ -705,7 +847,31 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
             "proposal is already {state}{}; nothing was amended",
             by.map(|b| format!(" (decided by {b})")).unwrap_or_default()
         ),
-        Amended::Refused(r) => bail!("refused ({}): {r}; nothing was amended", r.rule()),
+        Amended::Refused(r) => bail!(
+            "refused ({}): {}; nothing was amended",
+            r.rule(),
+            refusal(&r)
+        ),
         Amended::Invalid(e) => Err(crate::exit::invalid(format!("--edits: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_shell_word_pastes_as_itself_or_not_at_all() {
+        assert_eq!(shell_word("pi_4242").as_deref(), Some("pi_4242"));
+        assert_eq!(
+            shell_word("www.prod.example.com").as_deref(),
+            Some("www.prod.example.com")
+        );
+        assert_eq!(shell_word("a b").as_deref(), Some("'a b'"));
+        assert_eq!(shell_word("$(rm -rf ~)").as_deref(), Some("'$(rm -rf ~)'"));
+        assert_eq!(shell_word("it's").as_deref(), Some("'it'\\''s'"));
+        assert_eq!(shell_word("a\nb"), None);
+        assert_eq!(shell_word("p\u{202e}i"), None);
+        assert_eq!(shell_word(""), None);
     }
 }
