@@ -630,4 +630,23 @@ async fn the_card_and_the_queue_show_the_preview_warning() {
         queue.contains("⚠ preview: this refund of 130.00 USD"),
         "{queue}"
     );
+    // The operator CLI flags it in the same words: `approvals show` and a row of `list`.
+    let warning =
+        "⚠ preview: this refund of 130.00 USD is larger than what is left to refund: 125.00 USD";
+    let env = s.cli_env().await;
+    let (ok, out, err) = actiond_testkit::cli(&["approvals", "show", &id.to_string()], &env);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("\nflag       {warning}\n")), "{out}");
+    let (ok, out, err) = actiond_testkit::cli(&["approvals", "list", "-o", "json"], &env);
+    assert!(ok, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.to_string())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(row["flags"], serde_json::json!([warning]), "{out}");
+    let (_, out, _) = actiond_testkit::cli(&["approvals", "list"], &env);
+    assert!(out.contains(warning), "{out}");
 }

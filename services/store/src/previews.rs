@@ -333,3 +333,34 @@ pub async fn get(db: &Db, tenants: &[String], id: Uuid) -> Result<Option<Preview
         sha256: r.get(4),
     }))
 }
+
+/// The warnings of the stored previews of proposals `ids` (those that have some), seen with
+/// `tenants`, in one statement: what the queue flags as `⚠ preview: …`.
+pub async fn warnings_of(
+    db: &Db,
+    tenants: &[String],
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Vec<String>>> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let mut c = db.client().await?;
+    let tx = c.transaction().await?;
+    set_tenants(&tx, tenants).await?;
+    let rows = tx
+        .query(
+            "SELECT proposal_id, warnings FROM proposal_previews
+             WHERE proposal_id = ANY($1) AND jsonb_array_length(warnings) > 0",
+            &[&ids],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let w: Vec<String> = serde_json::from_value(r.get::<_, Value>(1)).unwrap_or_default();
+            (r.get(0), w)
+        })
+        .filter(|(_, w): &(Uuid, Vec<String>)| !w.is_empty())
+        .collect())
+}

@@ -33,7 +33,7 @@ pub struct BreakGlassKey {
 pub enum ApprovalsCmd {
     /// Proposals waiting for a person (`escalated`), oldest first; `--state`, `--agent` and
     /// `--since` select others. Each row is flagged as the web app's queue flags it (injection
-    /// phrases, hidden or mixed-script characters).
+    /// phrases, the preview's warnings, hidden or mixed-script characters).
     List {
         /// Only this tenant.
         #[arg(long)]
@@ -58,7 +58,8 @@ pub enum ApprovalsCmd {
         db: DbArgs,
     },
     /// Everything a person needs to decide one proposal, with the web app's flags (injection
-    /// phrases, hidden or mixed-script characters) and the commands that decide it (with `--confirm-amount` when it must be typed again; deny only when
+    /// phrases, the preview's warnings, hidden or mixed-script characters) and the commands
+    /// that decide it (with `--confirm-amount` when it must be typed again; deny only when
     /// just the web app can approve it: a staged proposal, or one that needs a passkey).
     Show {
         /// Proposal id, or a unique prefix of it (at least 4 hex digits).
@@ -210,15 +211,23 @@ pub async fn approvals(cmd: ApprovalsCmd) -> anyhow::Result<()> {
     }
 }
 
-/// The web app's flags of a proposal's agent-written text ([`crate::output::flags`]).
-fn flags_of(p: &approvals::ProposalDetail) -> Vec<String> {
-    crate::output::flags(&[
+/// The web app's queue flags of a proposal: those of its agent-written text
+/// ([`crate::output::flags`]) with its stored preview's `warnings` between them, in the queue's
+/// order and words (`⚠ injection: …`, `⚠ preview: …`, `⚠ 1 hidden: …`).
+fn flags_of(p: &approvals::ProposalDetail, warnings: &[String]) -> Vec<String> {
+    let mut flags = crate::output::flags(&[
         p.source_text.as_deref().unwrap_or_default(),
         p.agent_reason.as_deref().unwrap_or_default(),
         &p.params_json,
         &p.target,
         &p.action,
-    ])
+    ]);
+    if !warnings.is_empty() {
+        let at = usize::from(flags.first().is_some_and(|f| f.starts_with("⚠ injection")));
+        let said: Vec<String> = warnings.iter().map(|w| esc(w)).collect();
+        flags.insert(at, format!("⚠ preview: {}", said.join("; ")));
+    }
+    flags
 }
 
 /// `actiond approvals list`.
@@ -235,6 +244,11 @@ async fn list(
             super::tenant_must_exist(&db, tenant).await?;
         }
     }
+    let mut tenants: Vec<String> = rows.iter().map(|p| p.tenant_id.clone()).collect();
+    tenants.sort();
+    tenants.dedup();
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|p| p.id).collect();
+    let warnings = actiond_store::previews::warnings_of(&db, &tenants, &ids).await?;
     let mut out = Vec::with_capacity(rows.len());
     for p in &rows {
         out.push(serde_json::json!({
@@ -248,7 +262,7 @@ async fn list(
             "summary": summary_of(&db, p).await,
             "intent": short_intent(&p.intent_hash),
             "intent_hash": p.intent_hash,
-            "flags": flags_of(p),
+            "flags": flags_of(p, warnings.get(&p.id).map_or(&[], Vec::as_slice)),
         }));
     }
     let empty = match filter.state {
@@ -273,34 +287,38 @@ async fn list(
     )
 }
 
-/// The executor's preview, as `(lines for the table, JSON)`: one line, or the first line and
-/// the rest indented (an email), dated; "preview unavailable" with the reason; nothing when
-/// there is none.
+/// The executor's preview, as `(lines for the table, JSON, its warnings)`: one line, or the
+/// first line and the rest indented (an email), dated; "preview unavailable" with the reason;
+/// nothing when there is none. The warnings ("this refund … is larger than what is left to
+/// refund") are shown as a flag ([`flags_of`]).
 async fn preview(
     db: &actiond_store::Db,
     tenant: &str,
     id: uuid::Uuid,
-) -> anyhow::Result<(Vec<String>, serde_json::Value)> {
+) -> anyhow::Result<(Vec<String>, serde_json::Value, Vec<String>)> {
     let Some(v) = actiond_store::previews::get(db, &[tenant.to_owned()], id).await? else {
-        return Ok((Vec::new(), serde_json::Value::Null));
+        return Ok((Vec::new(), serde_json::Value::Null, Vec::new()));
     };
-    let json = serde_json::json!({"ok": v.ok, "text": v.text, "read_at": v.read_at});
+    let json = serde_json::json!({
+        "ok": v.ok, "text": v.text, "read_at": v.read_at, "warnings": v.warnings,
+    });
     let at = v.read_at.format("%H:%M UTC");
     if !v.ok {
         let line = format!("preview    unavailable: {} (tried {at})", esc(&v.text));
-        return Ok((vec![line], json));
+        return Ok((vec![line], json, v.warnings));
     }
     let mut lines = v.text.lines();
     let first = lines.next().unwrap_or_default();
     let rest: Vec<&str> = lines.collect();
     if rest.is_empty() {
-        return Ok((vec![format!("preview    {} (read {at})", esc(first))], json));
+        let line = format!("preview    {} (read {at})", esc(first));
+        return Ok((vec![line], json, v.warnings));
     }
     let mut out = vec![format!("preview    (read {at})")];
     for line in std::iter::once(first).chain(rest) {
         out.push(format!("  | {}", esc(line)));
     }
-    Ok((out, json))
+    Ok((out, json, v.warnings))
 }
 
 /// How this binary was invoked, for commands to paste: the path that ran when it was run by
@@ -463,7 +481,7 @@ async fn show(
         return Err(crate::exit::not_found(format!("proposal {id} not found")));
     };
     let summary = summary_of(&db, &p).await;
-    let (preview_lines, preview_json) = preview(&db, &p.tenant_id, id).await?;
+    let (preview_lines, preview_json, warnings) = preview(&db, &p.tenant_id, id).await?;
     let (stage_line, stages_json) = stage(&db, &p.tenant_id, id).await?;
     let not_readable = not_readable_of(&db, &p).await;
     let effect_lines = super::effect_lines::effect_lines(
@@ -475,7 +493,7 @@ async fn show(
         esc,
     )
     .await?;
-    let flags = flags_of(&p);
+    let flags = flags_of(&p, &warnings);
     let (decide, web_only) = if p.state == ProposalState::Escalated {
         let hint = approve_hint(&db, &p).await;
         (decide_commands(&p, &hint), hint.web_only)
