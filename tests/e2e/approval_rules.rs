@@ -526,19 +526,29 @@ async fn the_amount_must_be_typed_again_and_match() {
         "{err}"
     );
     assert_eq!(grants(&s, big).await, 0);
-    // `approvals show` puts the amount into its approve command (not under `confirm_over`).
+    // `approvals show` asks for the amount in its approve command (not under `confirm_over`),
+    // with a placeholder, never the amount itself: pasted as printed it is refused, and only
+    // the amount the person read and typed approves.
     let (approve, _) = printed_commands(&s, small).await;
     assert!(!approve.unwrap().contains("--confirm-amount"));
     let (approve, _) = printed_commands(&s, big).await;
+    let approve = approve.unwrap();
     assert!(
-        approve.unwrap().contains(" --confirm-amount 600.50"),
-        "the approve command carries the amount shown"
+        approve.contains(" --confirm-amount AMOUNT_AS_SHOWN") && !approve.contains("600.50"),
+        "the approve command asks for the amount without carrying it: {approve}"
     );
-    // It pastes as printed (another proposal, as the web approves this one below).
     let pasted = s.propose(&refund("pi_confirm_pasted", 60050)).await;
     s.wait_state(pasted, "escalated", T).await;
     let (approve, _) = printed_commands(&s, pasted).await;
-    let (ok, out, err) = paste(&s, &approve.unwrap(), "bob").await;
+    let approve = approve.unwrap();
+    let (ok, out, err) = paste(&s, &approve, "bob").await;
+    assert!(
+        !ok && err.contains("refused (confirm_mismatch): --confirm-amount"),
+        "pasted unchanged: {out}{err}"
+    );
+    assert_eq!(grants(&s, pasted).await, 0);
+    let typed = approve.replace("AMOUNT_AS_SHOWN", "600.50");
+    let (ok, out, err) = paste(&s, &typed, "bob").await;
     assert!(ok && out.contains("approved"), "{out}{err}");
     assert_eq!(grants(&s, pasted).await, 1);
     let (st, loc, _) = web

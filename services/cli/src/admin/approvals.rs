@@ -339,7 +339,8 @@ struct ApproveHint {
     /// Why only the approval web app can approve it (a staged proposal, a passkey); the
     /// approve command is then not printed.
     web_only: Option<String>,
-    /// The `--confirm-…` arguments the handler's `confirm:` asks for, as they paste.
+    /// The `--confirm-…` arguments the handler's `confirm:` asks for, each with a placeholder
+    /// the person replaces with the value they read (`--confirm-amount AMOUNT_AS_SHOWN`).
     confirm: Vec<String>,
 }
 
@@ -392,54 +393,20 @@ async fn approve_hint(db: &Db, p: &approvals::ProposalDetail) -> ApproveHint {
             confirm: Vec::new(),
         };
     }
-    let mut confirm = Vec::new();
-    for f in confirm_required(&h.confirm, h.confirm_over, &params) {
-        let value = match f {
-            ConfirmField::Amount => params
-                .get("amount")
-                .and_then(serde_json::Value::as_i64)
-                .map(|a| {
-                    let cur = params
-                        .get("currency")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("");
-                    actiond_core::vocab::format_minor_units(a, cur)
-                }),
-            ConfirmField::Target => shell_word(&p.target),
-        };
-        match value {
-            Some(v) => confirm.push(format!("--confirm-{f} {v}")),
-            // A value that does not paste safely (a hidden character in the target) is
-            // typed by the person, from the escaped line above.
-            None => {
-                return ApproveHint {
-                    web_only: Some(format!(
-                        "approve in the approval web app, or with `approvals approve` and --confirm-{f} typed from the {f} shown above: it holds characters that do not paste safely"
-                    )),
-                    confirm: Vec::new(),
-                };
-            }
-        }
-    }
+    // A placeholder, never the value: the person types what they read above (a command that
+    // carried the value would let a push-bombed operator approve without reading it, which
+    // is what `confirm:` exists to prevent). Pasted unchanged, the store refuses it.
+    let confirm = confirm_required(&h.confirm, h.confirm_over, &params)
+        .into_iter()
+        .map(|f| match f {
+            ConfirmField::Amount => "--confirm-amount AMOUNT_AS_SHOWN".to_owned(),
+            ConfirmField::Target => "--confirm-target TARGET_AS_SHOWN".to_owned(),
+        })
+        .collect();
     ApproveHint {
         web_only: None,
         confirm,
     }
-}
-
-/// `s` as one shell word that pastes as itself: bare when plain, else in single quotes; `None`
-/// when it holds a control, hidden or direction-changing character (shown escaped, it would not
-/// be the value; pasted raw, it would not be what the person read).
-fn shell_word(s: &str) -> Option<String> {
-    if s.is_empty() || s.chars().any(char::is_control) || esc(s) != s {
-        return None;
-    }
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-+/:@=,%".contains(c))
-    {
-        return Some(s.to_owned());
-    }
-    Some(format!("'{}'", s.replace('\'', "'\\''")))
 }
 
 /// The commands that decide `p`, to paste as printed (approve, unless `hint` says only the
@@ -871,25 +838,5 @@ async fn amend(a: AmendArgs) -> anyhow::Result<()> {
             refusal(&r)
         ),
         Amended::Invalid(e) => Err(crate::exit::invalid(format!("--edits: {e}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shell_word;
-
-    #[test]
-    fn a_shell_word_pastes_as_itself_or_not_at_all() {
-        assert_eq!(shell_word("pi_4242").as_deref(), Some("pi_4242"));
-        assert_eq!(
-            shell_word("www.prod.example.com").as_deref(),
-            Some("www.prod.example.com")
-        );
-        assert_eq!(shell_word("a b").as_deref(), Some("'a b'"));
-        assert_eq!(shell_word("$(rm -rf ~)").as_deref(), Some("'$(rm -rf ~)'"));
-        assert_eq!(shell_word("it's").as_deref(), Some("'it'\\''s'"));
-        assert_eq!(shell_word("a\nb"), None);
-        assert_eq!(shell_word("p\u{202e}i"), None);
-        assert_eq!(shell_word(""), None);
     }
 }
