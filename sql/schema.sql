@@ -1810,7 +1810,7 @@ CREATE TRIGGER proposals_transition_insert BEFORE INSERT ON public.proposals FOR
 -- Name: proposals proposals_transition_update; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER proposals_transition_update BEFORE UPDATE ON public.proposals FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.purged_at IS DISTINCT FROM old.purged_at) OR (new.tenant_id IS DISTINCT FROM old.tenant_id) OR (new.agent_id IS DISTINCT FROM old.agent_id) OR (new.action IS DISTINCT FROM old.action) OR (new.target IS DISTINCT FROM old.target) OR (new.intent_hash IS DISTINCT FROM old.intent_hash) OR (new.params_json IS DISTINCT FROM old.params_json) OR (new.approval_round IS DISTINCT FROM old.approval_round))) EXECUTE FUNCTION public.proposals_check_update();
+CREATE TRIGGER proposals_transition_update BEFORE UPDATE ON public.proposals FOR EACH ROW EXECUTE FUNCTION public.proposals_check_update();
 
 
 --
