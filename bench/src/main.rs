@@ -445,7 +445,12 @@ async fn set_up(args: &Args, allow: bool) -> Setup {
             .await
             .batch_execute(&sql)
             .await
-            .unwrap_or_else(|e| panic!("--schema-sql {}: {e}", path.display()));
+            .unwrap_or_else(|e| {
+                let detail = e
+                    .as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.to_string());
+                panic!("--schema-sql {}: {detail}", path.display())
+            });
         eprintln!("bench database changed by --schema-sql {}", path.display());
     }
     seed_history(&tdb, args.history).await;
