@@ -138,6 +138,7 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
     .unwrap();
     let notbool = notbool.display().to_string();
     let missing = dir.join("missing.yaml").display().to_string();
+    let missing_key = format!("--public-key: {missing}: no such file");
     let ghost = dir.join("ghost.yaml");
     std::fs::write(&ghost, "tenant: ghost\npolicy: {default: escalate}\n").unwrap();
     let ghost = ghost.display().to_string();
@@ -212,6 +213,20 @@ async fn exit_codes_say_not_found_invalid_input_and_unreachable() {
             &[],
             3,
             "cannot open",
+        ),
+        // A mistyped key file is a file that does not exist, named (it was decoded as a base64
+        // key: "bad key: public key must be 32 bytes", exit 2).
+        (
+            &["audit", "verify", "--public-key", &missing],
+            &[],
+            3,
+            &missing_key,
+        ),
+        (
+            &["audit", "verify", "--public-key", "sealer-1.pub"],
+            &[],
+            3,
+            "--public-key: sealer-1.pub: no such file",
         ),
         (
             &[

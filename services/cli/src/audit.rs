@@ -562,6 +562,10 @@ fn needs_role(cmd: &str, role: &str, e: actiond_store::StoreError) -> anyhow::Er
     )
 }
 
+/// `--public-key`: the contents of the file `arg` names, else `arg` itself as the base64 key.
+/// An `arg` that names no file and is not a key either but reads as a path (it holds a `.` or
+/// a `/`) is a mistyped path: "no such file", exit 3, where its characters were decoded as a
+/// key ("must be 32 bytes", exit 2).
 pub(crate) fn read_public_key(arg: &str) -> anyhow::Result<String> {
     let p = std::path::Path::new(arg);
     if p.exists() {
@@ -570,7 +574,13 @@ pub(crate) fn read_public_key(arg: &str) -> anyhow::Result<String> {
             .trim()
             .to_owned());
     }
-    Ok(arg.trim().to_owned())
+    let key = arg.trim();
+    if Verifier::new(key, false).is_err() && (key.contains('.') || key.contains('/')) {
+        return Err(crate::exit::not_found(format!(
+            "--public-key: {arg}: no such file (nor is it a base64 Ed25519 public key)"
+        )));
+    }
+    Ok(key.to_owned())
 }
 
 async fn verify(a: VerifyArgs) -> anyhow::Result<()> {
