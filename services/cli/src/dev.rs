@@ -1065,7 +1065,7 @@ fn print_banner(
         "actiond dev is running (Ctrl-C stops everything).".into(),
         format!("  API           {api}   (OpenAPI document: {api}/openapi.yaml; MCP: {api}/mcp)"),
         format!(
-            "  approvals     {}   (web app; dev login with the one-time code actiond web prints below)",
+            "  approvals     {}   (web app; dev login with the one-time code actiond web printed above, and prints anew after each login)",
             web_url(args)
         ),
         format!(
