@@ -3,7 +3,8 @@
 //! - Severity is monotonic: `block > escalate > allow`. The most severe matching rule wins; a
 //!   later input (a rule, `min_effect`, a classifier) may raise a decision, never lower it.
 //! - An action that is not in the tenant's handler registry is blocked: "no handler for X"
-//!   ([`no_handler_reason`]; an empty name reads `no handler for "" (empty action name)`).
+//!   ([`no_handler_reason`]; an empty name reads `no handler for "" (empty action name)`, and
+//!   one with white space at an end is quoted: `no handler for "billing.refund.issue "`).
 //! - A rule that fails to evaluate (missing field, type mismatch, non-boolean result) fails
 //!   closed: it counts as matched with at least `escalate` (or `block` if that is its effect).
 //!   The error goes to the audit log only; the agent sees a generic reason.
@@ -690,14 +691,18 @@ pub fn to_cel(v: &Value) -> Cel {
 }
 
 /// The reason of the block for an action outside the registry: `no handler for X` with the
-/// name's first 128 characters; a name that is empty or only white space is quoted and said to
-/// be so (`no handler for "" (empty action name)`), since nothing after "for" reads as a cut.
+/// name's first 128 characters. A name whose ends would not show unquoted is quoted (with
+/// Rust's escapes): an empty one or one of only white space, said to be so (`no handler for ""
+/// (empty action name)`), since nothing after "for" reads as a cut; one that starts or ends
+/// with white space (`no handler for "billing.refund.issue "`), whose space read as nothing.
 pub fn no_handler_reason(action: &str) -> String {
     let shown: String = action.chars().take(128).collect();
     if shown.is_empty() {
         r#"no handler for "" (empty action name)"#.to_owned()
     } else if shown.trim().is_empty() {
         format!("no handler for {shown:?} (an action name of white space only)")
+    } else if shown.trim() != shown {
+        format!("no handler for {shown:?}")
     } else {
         format!("no handler for {shown}")
     }
@@ -1266,12 +1271,16 @@ handlers:
             "shell.exec",
             "",
             " \t",
+            "billing.refund.issue ",
+            "\tshell.exec",
         ] {
             let d = decide(&p, &input(a, 1));
             assert_eq!(d.effect, Effect::Block);
             let want = match a {
                 "" => r#"no handler for "" (empty action name)"#.to_owned(),
                 " \t" => r#"no handler for " \t" (an action name of white space only)"#.to_owned(),
+                "billing.refund.issue " => r#"no handler for "billing.refund.issue ""#.to_owned(),
+                "\tshell.exec" => r#"no handler for "\tshell.exec""#.to_owned(),
                 _ => format!("no handler for {a}"),
             };
             assert_eq!(d.reason, want);
