@@ -45,6 +45,14 @@ async fn escalate_then_approve_executes() {
     assert_eq!(s.recv.count(), 0);
     let intent: String = s.row(id).await.get(3);
     let env = s.cli_env().await;
+    let (ok, before, err) = cli(&["approvals", "show", &id.to_string()], &env);
+    assert!(ok, "{err}");
+    let escalated_rule = before
+        .lines()
+        .find(|l| l.starts_with("rule ") && !l.ends_with(" — "))
+        .map(str::to_owned);
+    assert!(escalated_rule.is_some(), "{before}");
+    assert!(!before.contains("\nreason "), "{before}");
     // The agent's owner may not approve; a non-approver may not either.
     let (ok, _, err) = cli(
         &[
@@ -98,6 +106,21 @@ async fn escalate_then_approve_executes() {
     assert!(ok, "{out}{err}");
     s.wait_state(id, "succeeded", T).await;
     assert_eq!(s.recv.count(), 1);
+    // `approvals show` still gives the rule's reason on its rule line once a person decided
+    // (it read "rule … — approved by an approver"), and the decision on a line of its own.
+    let rule_line = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("rule "))
+            .map(str::to_owned)
+    };
+    let after = cli(&["approvals", "show", &id.to_string()], &env).1;
+    assert_eq!(rule_line(&after), escalated_rule, "{after}");
+    assert!(
+        after
+            .lines()
+            .any(|l| l == "reason     approved by an approver"),
+        "{after}"
+    );
     let kinds = s.audit_kind_names(id).await;
     assert!(
         kinds.contains(&"approval.breakglass".to_owned()),

@@ -451,6 +451,7 @@ async fn show(
     let (preview_lines, preview_json, warnings) = preview(&db, &p.tenant_id, id).await?;
     let (stage_line, stages_json) = stage(&db, &p.tenant_id, id).await?;
     let not_readable = not_readable_of(&db, &p).await;
+    let rule_reason = rule_reason_of(&db, &p).await;
     let effect_lines = super::effect_lines::effect_lines(
         &db,
         &p.tenant_id,
@@ -503,8 +504,18 @@ async fn show(
         l.push(format!(
             "rule       {} — {}",
             esc(p.rule_name.as_deref().unwrap_or_default()),
-            esc(p.decision_reason.as_deref().unwrap_or(""))
+            esc(rule_reason
+                .as_deref()
+                .or(p.decision_reason.as_deref())
+                .unwrap_or(""))
         ));
+        // The proposal's reason now, what its agent reads, when it is no longer the rule's: a
+        // person's decision (their comment, or "approved by an approver"), a re-escalation's.
+        if let (Some(rule), Some(now)) = (&rule_reason, &p.decision_reason)
+            && rule != now
+        {
+            l.push(format!("reason     {}", esc(now)));
+        }
         l.push(format!("params     {}", esc(&p.params_json)));
         l.push(format!(
             "agent says {}",
@@ -605,6 +616,24 @@ async fn summary_of(db: &Db, p: &approvals::ProposalDetail) -> String {
     };
     actiond_core::handlers::summary_of(&p.action, template.as_deref(), &params, &p.target)
         .unwrap_or_else(|| format!("{} (no handler)", p.action))
+}
+
+/// The reason the deciding rule gave, from policy's `proposal.decided` event: the proposal's
+/// `decision_reason` holds it only until a person decides (then their comment, or "approved by
+/// an approver", which is what the agent reads). `None` when there is no such event, or once
+/// retention cleared the proposal's reason (nothing of it comes back from the audit log).
+async fn rule_reason_of(db: &Db, p: &approvals::ProposalDetail) -> Option<String> {
+    p.decision_reason.as_ref()?;
+    let c = db.client().await.ok()?;
+    let events = actiond_store::audit::for_proposal(&c, &p.tenant_id, p.id)
+        .await
+        .ok()?;
+    let decided = actiond_core::audit::AuditKind::ProposalDecided.as_str();
+    events
+        .iter()
+        .rev()
+        .find(|e| e.kind == decided && e.actor == "policy")
+        .and_then(|e| e.detail.get("reason")?.as_str().map(str::to_owned))
 }
 
 /// Why `p`'s effect is not read back ([`actiond_core::effect::not_readable`]), from the
