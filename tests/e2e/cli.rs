@@ -484,6 +484,24 @@ fn usage_errors_are_one_line_and_help_is_not() {
             "{err}"
         );
     }
+    // A flag an environment variable can give is optional in the usage: clap listed it as if
+    // it had to be typed (`actiond status --url <URL> <ID>` with ACTIOND_URL set).
+    for (args, envs, usage) in [
+        (
+            &["status"][..],
+            &[("ACTIOND_URL", "http://127.0.0.1:9")][..],
+            "(usage: actiond status [--url <URL>] <ID>;",
+        ),
+        (
+            &["approvals", "show"][..],
+            &[][..],
+            "(usage: actiond approvals show [--database-url <DATABASE_URL>] <ID>;",
+        ),
+    ] {
+        let (code, _, err) = run(args, envs);
+        assert_eq!(code, 2, "actiond {}: {err}", args.join(" "));
+        assert!(err.contains(usage), "actiond {}: {err}", args.join(" "));
+    }
     let (code, out, _) = run(&["status", "--help"], &[]);
     assert_eq!(code, 0);
     assert!(

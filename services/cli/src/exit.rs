@@ -176,7 +176,12 @@ pub fn usage_error(e: clap::Error, root: &clap::Command) -> ExitCode {
     let envs = usage.map(|u| flag_envs(root, u)).unwrap_or_default();
     let missing = e.kind() == ErrorKind::MissingRequiredArgument;
     let usage = usage
-        .map(|u| format!(" (usage: {u}; more with --help)"))
+        .map(|u| {
+            format!(
+                " (usage: {}; more with --help)",
+                env_flags_optional(u, &envs)
+            )
+        })
         .unwrap_or_default();
     // "…were not provided:" runs on into its list; other lines are separate sentences.
     let mut line = String::new();
@@ -213,6 +218,24 @@ fn flag_envs(root: &clap::Command, usage: &str) -> Vec<(String, String)> {
             Some((format!("--{}", a.get_long()?), env))
         })
         .collect()
+}
+
+/// `usage` with each of the `--flag <VALUE>`s in `envs` in brackets: clap lists a flag an
+/// environment variable gives as if it had to be typed (`actiond status --url <URL> <ID>`
+/// when `ACTIOND_URL` is set, `actiond approvals show --database-url <DATABASE_URL> <ID>`),
+/// and it need not be (`actiond status [--url <URL>] <ID>`).
+fn env_flags_optional(usage: &str, envs: &[(String, String)]) -> String {
+    let mut words: Vec<String> = usage.split(' ').map(str::to_owned).collect();
+    let mut i = 0;
+    while i + 1 < words.len() {
+        if envs.iter().any(|(f, _)| *f == words[i]) && words[i + 1].starts_with('<') {
+            words[i].insert(0, '[');
+            words[i + 1].push(']');
+            i += 1;
+        }
+        i += 1;
+    }
+    words.join(" ")
 }
 
 /// A command given without its subcommand (`actiond tenant`): clap would print the whole help
@@ -271,6 +294,34 @@ mod tests {
             Kind::Unreachable
         );
         assert_eq!(classify(&anyhow::anyhow!("other")), Kind::Other);
+    }
+
+    #[test]
+    fn usage_marks_flags_an_environment_variable_gives_optional() {
+        let envs = [
+            ("--url".to_owned(), "ACTIOND_URL".to_owned()),
+            ("--database-url".to_owned(), "DATABASE_URL".to_owned()),
+        ];
+        assert_eq!(
+            env_flags_optional("actiond status --url <URL> <ID>", &envs),
+            "actiond status [--url <URL>] <ID>"
+        );
+        assert_eq!(
+            env_flags_optional(
+                "actiond approvals approve --database-url <DATABASE_URL> --as <AS> <ID>",
+                &envs
+            ),
+            "actiond approvals approve [--database-url <DATABASE_URL>] --as <AS> <ID>"
+        );
+        // Already optional, another flag, or no value: as clap wrote it.
+        for u in [
+            "actiond status [OPTIONS] <ID>",
+            "actiond x --url-base <U> <ID>",
+            "actiond x [--url <URL>]",
+            "actiond x --url",
+        ] {
+            assert_eq!(env_flags_optional(u, &envs), u);
+        }
     }
 
     #[test]
