@@ -4,8 +4,11 @@
 //!
 //! Each batch is its own short transaction with `statement_timeout` under one second; the batch
 //! size adapts to stay well below it. Live proposals are out of the role's reach (row-level
-//! security in V6), audit events and seals are never touched (they hold hashes only), so
-//! `actiond audit verify` passes after a purge. Each batch writes one `retention.purged` event.
+//! security in V6), audit events and seals are never touched, so `actiond audit verify` passes
+//! after a purge. Events hold hashes of the params, not the params, but what they carry
+//! themselves stays as long as they do: a decision's reason (which may quote the action name an
+//! agent chose), an approver's comment, an edit's old and new values (docs/audit.md). Each
+//! batch writes one `retention.purged` event.
 
 use crate::{Db, Result, audit};
 use actiond_core::audit::AuditKind;
