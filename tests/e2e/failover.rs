@@ -157,9 +157,13 @@ impl Node {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The status of Patroni's REST `path`; `None` when it does not answer within 2 s (a
+    /// process that took the port may accept and never answer).
     async fn rest_status(&self, path: &str) -> Option<u16> {
-        reqwest::get(format!("http://127.0.0.1:{}{path}", self.rest_port))
+        let url = format!("http://127.0.0.1:{}{path}", self.rest_port);
+        tokio::time::timeout(Duration::from_secs(2), reqwest::get(url))
             .await
+            .ok()?
             .ok()
             .map(|r| r.status().as_u16())
     }
@@ -180,8 +184,18 @@ pub struct HaCluster {
 
 impl HaCluster {
     /// Starts etcd, then `n1` (waits until it is the primary), then `n2` (waits until it is
-    /// the synchronous standby).
+    /// the synchronous standby). A start whose servers lost a port to another process before
+    /// binding it (etcd and Patroni must be told their ports) is stopped and made again on
+    /// fresh ports ([`actiond_testkit::with_free_ports_async`]).
     pub async fn start(test: &str) -> Self {
+        actiond_testkit::with_free_ports_async(6, async |p: &[u16]| Self::try_start(test, p).await)
+            .await
+    }
+
+    /// One start of [`HaCluster::start`] on ports `p` (etcd client and peer, then each node's
+    /// PostgreSQL and REST ports). `Err` carries the logs when a server did not come up in
+    /// time; what was started is stopped when the cluster is dropped on that return.
+    async fn try_start(test: &str, p: &[u16]) -> Result<Self, String> {
         let ids = postgres_ids();
         let dir = Scratch::new("actiond-ha");
         chown(&dir, ids);
@@ -216,7 +230,6 @@ impl HaCluster {
             chown(f, ids);
         }
 
-        let p = free_ports(6);
         let (etcd_client, etcd_peer) = (p[0], p[1]);
         let etcd_dir = dir.join("etcd");
         let etcd_log = logs.join("etcd.log");
@@ -249,14 +262,14 @@ impl HaCluster {
             dir,
         };
         let health = format!("http://127.0.0.1:{etcd_client}/health");
-        c.wait_for("etcd /health", || {
+        c.try_wait_for("etcd /health", || {
             let h = health.clone();
             async move {
                 let r = reqwest::get(&h).await.ok()?;
                 r.status().is_success().then_some(())
             }
         })
-        .await;
+        .await?;
 
         for (i, name) in ["n1", "n2"].into_iter().enumerate() {
             let (pg_port, rest_port) = (p[2 + i], p[4 + i]);
@@ -329,12 +342,12 @@ postgresql:
             c.nodes.push(node);
             let want = if i == 0 { "/primary" } else { "/sync" };
             let n = &c.nodes[i];
-            c.wait_for(&format!("{name} {want}"), || async move {
+            c.try_wait_for(&format!("{name} {want}"), || async move {
                 (n.rest_status(want).await == Some(200)).then_some(())
             })
-            .await;
+            .await?;
         }
-        c
+        Ok(c)
     }
 
     fn spawn_patroni(&self, node: &Node) -> Child {
@@ -353,8 +366,8 @@ postgresql:
             .expect("start patroni")
     }
 
-    /// Waits up to [`T`] for `f`; panics with the stack's logs otherwise.
-    async fn wait_for<F, Fut>(&self, what: &str, mut f: F)
+    /// Waits up to [`T`] for `f`; `Err` with the stack's logs otherwise.
+    async fn try_wait_for<F, Fut>(&self, what: &str, mut f: F) -> Result<(), String>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<()>>,
@@ -362,10 +375,13 @@ postgresql:
         let deadline = Instant::now() + T;
         loop {
             if f().await.is_some() {
-                return;
+                return Ok(());
             }
             if Instant::now() > deadline {
-                panic!("HA cluster: no {what} within {T:?}\n{}", self.logs_tail());
+                return Err(format!(
+                    "HA cluster: no {what} within {T:?}\n{}",
+                    self.logs_tail()
+                ));
             }
             actiond_testkit::poll_pause(Duration::from_millis(100)).await;
         }
