@@ -220,6 +220,17 @@ async fn times(c: &Client, id: uuid::Uuid) -> (Stamp, Option<Stamp>, Stamp, Opti
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
 
+/// A scratch database at version `from` holding a proposal in every state
+/// ([`Scratch::every_state`]), migrated to `to`; asserts the migration moved no row.
+async fn every_state_migrated(from: i32, to: i32) -> Scratch {
+    let s = Scratch::at(from).await;
+    s.every_state().await;
+    let before = s.rows().await;
+    s.db.migrate_to(to).await.unwrap();
+    assert_eq!(before, s.rows().await, "V{to} moves no row");
+    s
+}
+
 /// V28 replaces the regular expressions of the hash checks (`proposals.params_sha256`,
 /// `proposals.intent_hash`, `grants.intent_hash`) with a cheaper test of the same rule: on a
 /// database holding a proposal in every state it moves no row, and afterwards each column
@@ -228,11 +239,7 @@ async fn times(c: &Client, id: uuid::Uuid) -> (Stamp, Option<Stamp>, Stamp, Opti
 /// another script, a space, the empty string) and accepts the values it accepts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v28_refuses_what_v1_refused() {
-    let mut s = Scratch::at(27).await;
-    s.every_state().await;
-    let before = s.rows().await;
-    s.db.migrate_to(28).await.unwrap();
-    assert_eq!(before, s.rows().await, "V28 moves no row");
+    let mut s = every_state_migrated(27, 28).await;
     hash_checks_agree_with(&mut s, "$1::text ~ '^[0-9a-f]{64}$'", "V1").await;
     s.drop_now().await;
 }
@@ -246,11 +253,7 @@ async fn v28_refuses_what_v1_refused() {
 /// constraint, with SQLSTATE 23514.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v48_refuses_what_v47_refused() {
-    let mut s = Scratch::at(47).await;
-    s.every_state().await;
-    let before = s.rows().await;
-    s.db.migrate_to(48).await.unwrap();
-    assert_eq!(before, s.rows().await, "V48 moves no row");
+    let mut s = every_state_migrated(47, 48).await;
     hash_checks_agree_with(
         &mut s,
         "length($1::text) = 64 AND ltrim($1::text, '0123456789abcdef') = ''",
@@ -334,11 +337,7 @@ async fn lists_agree(s: &mut Scratch) {
 /// the amendment columns, the approval round, `grants.doc_sha256`, a grant voided unspent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v50_refuses_what_v49_refused() {
-    let mut s = Scratch::at(49).await;
-    s.every_state().await;
-    let before = s.rows().await;
-    s.db.migrate_to(50).await.unwrap();
-    assert_eq!(before, s.rows().await, "V50 moves no row");
+    let mut s = every_state_migrated(49, 50).await;
     v49_rules_hold(&mut s).await;
     // And the function files, which the migrator applies after the migrations (the file is
     // the definition in force, V50's copy the one it validated the stored rows with).

@@ -352,13 +352,7 @@ async fn approve_hint(db: &Db, p: &approvals::ProposalDetail) -> ApproveHint {
     let params: serde_json::Value = serde_json::from_str(&p.params_json).unwrap_or_default();
     let docs = async {
         let c = db.client().await.ok()?;
-        let at: actiond_core::tenant::TenantDocument =
-            tenants::version(&c, &p.tenant_id, p.doc_version?)
-                .await
-                .ok()
-                .flatten()?
-                .parse()
-                .ok()?;
+        let at = decided_document(&c, p).await?;
         let now: actiond_core::tenant::TenantDocument = tenants::latest(&c, &p.tenant_id)
             .await
             .ok()
@@ -641,15 +635,23 @@ async fn rule_reason_of(db: &Db, p: &approvals::ProposalDetail) -> Option<String
 async fn not_readable_of(db: &Db, p: &approvals::ProposalDetail) -> Option<String> {
     let params: serde_json::Value = serde_json::from_str(&p.params_json).unwrap_or_default();
     let c = db.client().await.ok()?;
-    let doc: actiond_core::tenant::TenantDocument =
-        tenants::version(&c, &p.tenant_id, p.doc_version?)
-            .await
-            .ok()
-            .flatten()?
-            .parse()
-            .ok()?;
+    let doc = decided_document(&c, p).await?;
     let h = doc.handlers.get(&p.action)?;
     actiond_core::effect::not_readable(&p.action, &h.settings, &params)
+}
+
+/// The tenant document version that decided `p` (`doc_version`), parsed; `None` when `p` has
+/// none or it cannot be read or parsed.
+async fn decided_document(
+    c: &actiond_store::Client,
+    p: &approvals::ProposalDetail,
+) -> Option<actiond_core::tenant::TenantDocument> {
+    tenants::version(c, &p.tenant_id, p.doc_version?)
+        .await
+        .ok()
+        .flatten()?
+        .parse()
+        .ok()
 }
 
 /// `actiond approvals approve|deny`: checks the operator is in `approvers.subjects`, records
