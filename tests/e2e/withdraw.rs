@@ -1,4 +1,4 @@
-//! An agent withdraws its own proposal before any approval (MCP `tasks/cancel`), on the
+//! An agent withdraws its own proposal before it is approved (MCP `tasks/cancel`), on the
 //! `actiond_api` role: `pending | escalated → withdrawn` with a `proposal.withdrawn` event naming
 //! the agent; never an approved proposal, never another agent's, never another tenant's, and
 //! the api role may not make any other transition nor write the event in another agent's name.

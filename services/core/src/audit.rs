@@ -57,7 +57,7 @@ pub enum AuditKind {
     /// `detail` names the new proposal (`amended_to`) and the field-by-field `diff`.
     #[serde(rename = "proposal.amended")]
     ProposalAmended,
-    /// The proposal's agent withdrew it before any approval (`pending | escalated → withdrawn`;
+    /// The proposal's agent withdrew it before it was approved (`pending | escalated → withdrawn`;
     /// the actor is `agent:<id>`, `detail.via` says how, e.g. `mcp tasks/cancel`).
     #[serde(rename = "proposal.withdrawn")]
     ProposalWithdrawn,

@@ -101,10 +101,12 @@ impl ProposalState {
     }
 
     /// The transition table (the lifecycle in docs/ARCHITECTURE.md). `pending → denied` happens only
-    /// when a person freezes the proposal's agent (the database checks that the agent is frozen);
+    /// when a person freezes or revokes the proposal's agent (the database checks that the agent
+    /// is frozen or revoked);
     /// `escalated → amended` only when a person approves it with an edit (the database checks
     /// that the proposal amending it exists).
-    /// `→ withdrawn` only when the proposal's own agent withdraws it before any approval;
+    /// `→ withdrawn` only when the proposal's own agent withdraws it before it is approved
+    /// (partial approvals, of N of M or of a stage, do not stop it);
     /// `executing → stale` only when the executor's pre-run read of the provider differs from
     /// the preview the grant is bound to; `executing → escalated` in the same case when the
     /// handler's entry says `on_stale: reapprove` (the database checks that the grant is void,

@@ -1106,7 +1106,8 @@ pub enum Withdrawal {
 }
 
 /// The reason a withdrawn proposal carries (`decision_reason`), shown to approvers and the agent.
-pub const WITHDRAWN_REASON: &str = "withdrawn by the agent that proposed it, before any approval";
+pub const WITHDRAWN_REASON: &str =
+    "withdrawn by the agent that proposed it, before it was approved";
 
 /// Withdraws proposal `id` for the agent that filed it: `pending | escalated → withdrawn`
 /// (V40), with a `proposal.withdrawn` event by `agent:<agent>` whose `detail.via` is `via`, in

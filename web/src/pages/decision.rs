@@ -224,7 +224,7 @@ fn decided_line(state: ProposalState, rows: &[ApprovalRow]) -> String {
         return String::new();
     }
     if state == ProposalState::Withdrawn {
-        return "Withdrawn by its agent before anyone approved it; nothing ran.".to_owned();
+        return "Withdrawn by its agent before it was approved; nothing ran.".to_owned();
     }
     let after = if state == ProposalState::Stale {
         format!(" {}", actiond_core::preview::STALE_CARD)

@@ -504,7 +504,7 @@ pub mod tasks {
         match state {
             Some(ProposalState::Withdrawn) => DetailedTask::new(
                 task.with_status_message(
-                    "Withdrawn by you before anyone approved it: the action did NOT happen and will not.",
+                    "Withdrawn by you before it was approved: the action did NOT happen and will not.",
                 ),
                 TaskPayload::Cancelled,
             ),
@@ -730,7 +730,7 @@ fn state_advice(state: &str, reason: Option<&str>) -> String {
         "denied" => format!("A person denied it: the action did NOT happen and will not.{why} Tell the user why; do not just retry the same request."),
         "expired" => format!("Expired before it was approved and performed: the action did NOT happen.{why} Propose again only if the user still wants it."),
         "stale" => format!("Approved, but NOT performed: what the provider holds changed after the approver's preview, so the approval no longer matched it.{why} Tell the user; propose again only if it is still wanted (a person will see the new state)."),
-        "withdrawn" => "You withdrew it (tasks/cancel) before anyone approved it: the action did NOT happen and will not. Propose again only if the user still wants it.".to_owned(),
+        "withdrawn" => "You withdrew it (tasks/cancel) before it was approved: the action did NOT happen and will not. Propose again only if the user still wants it.".to_owned(),
         _ => "Unknown state; treat the action as NOT performed.".to_owned(),
     }
 }
