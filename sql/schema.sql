@@ -171,6 +171,19 @@ END $$;
 
 
 --
+-- Name: agents_revocation_final(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.agents_revocation_final() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'agent % was revoked at %: a revocation is not undone', OLD.id, OLD.revoked_at
+        USING ERRCODE = 'check_violation';
+END $$;
+
+
+--
 -- Name: approval_passkeys_append_only(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1671,6 +1684,13 @@ CREATE TRIGGER agent_workload_identities_changed AFTER DELETE OR UPDATE OR TRUNC
 --
 
 CREATE TRIGGER agents_changed AFTER DELETE OR UPDATE OR TRUNCATE ON public.agents FOR EACH STATEMENT EXECUTE FUNCTION public.agents_changed_notify();
+
+
+--
+-- Name: agents agents_revocation_final; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER agents_revocation_final BEFORE UPDATE ON public.agents FOR EACH ROW WHEN (((old.revoked_at IS NOT NULL) AND (new.revoked_at IS DISTINCT FROM old.revoked_at))) EXECUTE FUNCTION public.agents_revocation_final();
 
 
 --

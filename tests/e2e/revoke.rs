@@ -3,12 +3,14 @@
 //! approved, unspent grant of it never runs, and the database moves none of its proposals
 //! forward. The operator's `actiond agent freeze` denies like an approver's stop button.
 //! Revocation works the same from the web: a tenant admin's Revoke button on `/admin/agents`
-//! calls the store function the CLI calls; an approver who is not an admin is refused.
+//! calls the store function the CLI calls; an approver who is not an admin is refused. A
+//! revocation is final (V51): the service logins that may revoke cannot take one back.
 
 use crate::support::{Options, Stack, refund};
 use crate::web::hidden;
 use actiond_testkit::cli;
 use std::time::Duration;
+use tokio_postgres::error::SqlState;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -242,6 +244,84 @@ async fn the_database_moves_no_revoked_agents_proposal_forward() {
     let reason: String = row.get("decision_reason");
     assert!(reason.starts_with("its agent was revoked"), "{reason}");
     assert_eq!(grants(&s, pending).await, (0, 0));
+}
+
+/// A revocation is final (V51). The web app's and the operator CLI's logins hold UPDATE
+/// (revoked_at) on `agents` so that they can revoke; taken over, each tries to bring the revoked
+/// agent back (`revoked_at = NULL`) or to move its revocation in time, in the agent's tenant: the
+/// database refuses every attempt (SQLSTATE 23514, naming the rule), so does the owner, the
+/// revocation stays as it was, no audit event appears, and the agent's token is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_login_cannot_undo_a_revocation() {
+    let s = Stack::with(
+        "revoke_final",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let out = revoke(&s).await;
+    assert!(out.contains("revoked; 0 open proposal(s) denied"), "{out}");
+    let (st, v) = s.post(&refund("pi_revoked_before", 100), None).await;
+    assert_eq!(st, 401, "{v}");
+    let su = s.tdb.superuser().await;
+    let before: (String, i64) = {
+        let r = su
+            .query_one(
+                "SELECT revoked_at::text, (SELECT count(*) FROM audit_events) FROM agents WHERE id = $1",
+                &[&s.agent_id],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let undo = [
+        "UPDATE agents SET revoked_at = NULL WHERE id = $1",
+        "UPDATE agents SET revoked_at = revoked_at + interval '100 years' WHERE id = $1",
+        "UPDATE agents SET revoked_at = revoked_at - interval '1 second' WHERE id = $1",
+    ];
+    for role in ["web", "admin"] {
+        let c = s.tdb.as_role(role).await;
+        for sql in undo {
+            c.batch_execute("BEGIN; SELECT set_config('actiond.tenant_ids', 'acme', true)")
+                .await
+                .unwrap();
+            let e = c
+                .execute(sql, &[&s.agent_id])
+                .await
+                .expect_err(&format!("{role} ran {sql}"));
+            assert_eq!(e.code(), Some(&SqlState::CHECK_VIOLATION), "{role}: {e:?}");
+            assert!(
+                format!("{e:?}").contains("a revocation is not undone"),
+                "{role}: {e:?}"
+            );
+            c.batch_execute("ROLLBACK").await.unwrap();
+        }
+    }
+    let e = su
+        .execute(undo[0], &[&s.agent_id])
+        .await
+        .expect_err("the owner undid a revocation");
+    assert_eq!(e.code(), Some(&SqlState::CHECK_VIOLATION), "{e:?}");
+    let r = su
+        .query_one(
+            "SELECT revoked_at::text, (SELECT count(*) FROM audit_events) FROM agents WHERE id = $1",
+            &[&s.agent_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.get::<_, String>(0), r.get::<_, i64>(1)), before);
+    // Freezing, the other update of a revoked agent's row, still works (the trigger fires only
+    // when `revoked_at` changes).
+    su.execute(
+        "UPDATE agents SET frozen_at = now(), frozen_by = 'test' WHERE id = $1",
+        &[&s.agent_id],
+    )
+    .await
+    .unwrap();
+    let (st, v) = s.post(&refund("pi_revoked_after", 100), None).await;
+    assert_eq!(st, 401, "{v}");
 }
 
 /// `actiond agent freeze` denies the agent's open proposals as an approver's stop button does
