@@ -425,13 +425,13 @@ async fn record(
     d: &Deciding<'_>,
     handler: &HandlerEntry,
 ) -> Result<Decided> {
-    record_approval(tx, d).await?;
+    let round = record_approval(tx, d).await?;
     let (to_state, outcome) = match d.verdict {
         Verdict::Deny => deny(tx, d).await?,
-        Verdict::Approve => approve(tx, signer, d, handler).await?,
+        Verdict::Approve => approve(tx, signer, d, handler, round).await?,
     };
     if let Some(to_state) = to_state {
-        write_decided(tx, signer, d, to_state, &outcome).await?;
+        write_decided(tx, signer, d, round, to_state, &outcome).await?;
     }
     Ok(outcome)
 }
@@ -716,19 +716,23 @@ async fn handler_of(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<HandlerEntry
 }
 
 /// Stores this person's approval or denial (the rules in [`check_person`] already passed with
-/// the proposal row locked).
-async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<()> {
+/// the proposal row locked). Returns the approval round the database stored it in (V45's
+/// trigger sets it from the proposal; the passkey evidence gets the same), which the decision's
+/// audit event records.
+async fn record_approval(tx: &crate::Tx<'_>, d: &Deciding<'_>) -> Result<i32> {
     let a = d.approver;
-    tx.execute(
-        "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel, seconds_on_page, stage)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page, &d.stage.as_ref().map(|s| s.stage)],
-    )
-    .await?;
+    let round: i32 = tx
+        .query_one(
+            "INSERT INTO approvals (proposal_id, tenant_id, issuer, subject, email, decision, comment, intent_hash, doc_version, channel, seconds_on_page, stage)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING round",
+            &[&d.id, &d.tenant, &a.issuer, &a.subject, &a.email, &d.verdict.as_str(), &d.comment, &d.proposal.intent_hash, &d.doc_version, &a.channel, &d.seconds_on_page, &d.stage.as_ref().map(|s| s.stage)],
+        )
+        .await?
+        .try_get(0)?;
     if let Some(v) = &d.passkey {
         crate::passkeys::store_for_approval(tx, d.tenant, d.id, a.person(), v).await?;
     }
-    Ok(())
+    Ok(round)
 }
 
 /// A deny is final: the proposal becomes `denied` with the comment (or a default) as reason.
@@ -754,6 +758,7 @@ async fn approve(
     signer: &GrantSigner,
     d: &Deciding<'_>,
     handler: &HandlerEntry,
+    round: i32,
 ) -> Result<(Option<ProposalState>, Decided)> {
     let (have, required): (i64, u32) = match &d.stage {
         Some(s) => (
@@ -776,7 +781,7 @@ async fn approve(
         ),
     };
     if let Tally::NeedsMore { have, need } = rules::tally(have, required) {
-        write_recorded(tx, d, have, need).await?;
+        write_recorded(tx, d, round, have, need).await?;
         return Ok((None, Decided::NeedsMore { have, need }));
     }
     if let Some(s) = &d.stage {
@@ -784,7 +789,7 @@ async fn approve(
         if s.stage < s.of {
             // This approval changes no state, so no `approval.decided` event will name it and
             // its passkey evidence: record it as any approval that does not decide.
-            write_recorded(tx, d, i64::from(required), i64::from(required)).await?;
+            write_recorded(tx, d, round, i64::from(required), i64::from(required)).await?;
         }
         let by = stages::of_proposal(tx, d.id)
             .await?
@@ -853,9 +858,17 @@ async fn approve(
 }
 
 /// The `approval.recorded` event of an approval that leaves the state as it is (more are
-/// needed, or it completed a stage that is not the last): who, the tally of its stage, and the
-/// passkey evidence that `actiond audit verify-passkeys` compares with the stored assertion.
-async fn write_recorded(tx: &crate::Tx<'_>, d: &Deciding<'_>, have: i64, need: i64) -> Result<()> {
+/// needed, or it completed a stage that is not the last): who, the tally of its stage, the
+/// approval round it counts in, and the passkey evidence that `actiond audit verify-passkeys`
+/// compares with the stored assertion of that round
+/// ([`crate::passkeys::verify_all`]).
+async fn write_recorded(
+    tx: &crate::Tx<'_>,
+    d: &Deciding<'_>,
+    round: i32,
+    have: i64,
+    need: i64,
+) -> Result<()> {
     let stage = d.stage.as_ref().map(|s| s.stage);
     audit::write(
         tx,
@@ -863,6 +876,7 @@ async fn write_recorded(tx: &crate::Tx<'_>, d: &Deciding<'_>, have: i64, need: i
             AuditKind::ApprovalRecorded,
             &d.approver.actor(),
             json!({"approver": d.approver.audit_json(), "have": have, "need": need, "stage": stage,
+                   "approval_round": round,
                    "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json)}),
         ),
     )
@@ -870,11 +884,13 @@ async fn write_recorded(tx: &crate::Tx<'_>, d: &Deciding<'_>, have: i64, need: i
     Ok(())
 }
 
-/// The audit event of a final decision (`escalated → approved | denied`).
+/// The audit event of a final decision (`escalated → approved | denied`), with the approval
+/// round it was made in (the round of its passkey evidence, if any).
 async fn write_decided(
     tx: &crate::Tx<'_>,
     signer: &GrantSigner,
     d: &Deciding<'_>,
+    round: i32,
     to_state: ProposalState,
     outcome: &Decided,
 ) -> Result<()> {
@@ -894,6 +910,7 @@ async fn write_decided(
         "comment": d.comment,
         "grant_id": grant_id,
         "key_id": grant_id.map(|_| signer.key_id()),
+        "approval_round": round,
         "passkey": d.passkey.as_ref().map(crate::passkeys::VerifiedPasskey::audit_json),
     });
     audit::write(

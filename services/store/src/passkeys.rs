@@ -722,16 +722,46 @@ pub struct Finding {
 /// the challenge recomputed from the proposal's intent hash (as the proposal row holds it now),
 /// the document version and the nonce; the signature; and the evidence hash the approval's
 /// audit event recorded. Returns how many were checked and what failed, oldest first.
+///
+/// Which audit event is "the approval's": the `approval.recorded` or `approval.decided` event
+/// (the two kinds written with a stored assertion, in its transaction) of the same proposal
+/// and person (issuer and subject) **and the same approval round**. With `on_stale:
+/// reapprove` (V45) a person approves a proposal once per round, so taking that person's first
+/// event compared a round-1 assertion with the round-0 event and reported tampering where
+/// there was none — and would have accepted a round-1 row replaced by the round-0 one. Events
+/// written since record their round (`detail.approval_round`) and are matched by it. Older
+/// events record none; for them the k-th such event of that person on that proposal (by event
+/// id) belongs to the k-th of that person's stored assertions on it (by round). That pairing
+/// holds for every row written before the change: each assertion was stored with exactly one
+/// such event carrying its evidence, in one transaction, and a later round's decision commits
+/// only after the earlier round's did (the run that sent it back to the approvers comes in
+/// between), so ids and rounds run in the same order. An old round's untagged event is never
+/// taken for a newer round that has a tagged one.
 pub async fn verify_all(db: &Db) -> Result<(usize, Vec<Finding>)> {
     let c = db.client().await?;
     let rows = c
         .query(
             "SELECT ap.*, p.intent_hash AS proposal_intent,
-                    (SELECT e.detail->'passkey'->>'evidence_sha256' FROM audit_events e
-                      WHERE e.proposal_id = ap.proposal_id AND e.detail->'approver'->>'subject' = ap.subject
-                        AND e.detail->'passkey'->>'evidence_sha256' IS NOT NULL ORDER BY e.id LIMIT 1) AS audited_sha256
+                    coalesce(
+                      (SELECT e.detail->'passkey'->>'evidence_sha256' FROM audit_events e
+                        WHERE e.proposal_id = ap.proposal_id AND e.kind IN ('approval.recorded', 'approval.decided')
+                          AND e.detail->'approver'->>'issuer' = ap.issuer AND e.detail->'approver'->>'subject' = ap.subject
+                          AND e.detail->'approval_round' = to_jsonb(ap.round)
+                          AND e.detail->'passkey'->>'evidence_sha256' IS NOT NULL
+                        ORDER BY e.id LIMIT 1),
+                      (SELECT u.sha FROM (
+                         SELECT e.detail->'passkey'->>'evidence_sha256' AS sha, row_number() OVER (ORDER BY e.id) AS k
+                         FROM audit_events e
+                         WHERE e.proposal_id = ap.proposal_id AND e.kind IN ('approval.recorded', 'approval.decided')
+                           AND e.detail->'approver'->>'issuer' = ap.issuer AND e.detail->'approver'->>'subject' = ap.subject
+                           AND NOT e.detail ? 'approval_round'
+                           AND e.detail->'passkey'->>'evidence_sha256' IS NOT NULL) u
+                       WHERE u.k = (SELECT count(*) FROM approval_passkeys o
+                                    WHERE o.proposal_id = ap.proposal_id AND o.issuer = ap.issuer
+                                      AND o.subject = ap.subject AND o.round <= ap.round))
+                    ) AS audited_sha256
              FROM approval_passkeys ap LEFT JOIN proposals p ON p.id = ap.proposal_id
-             ORDER BY ap.created_at, ap.proposal_id",
+             ORDER BY ap.created_at, ap.proposal_id, ap.round",
             &[],
         )
         .await?;

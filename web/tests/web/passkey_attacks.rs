@@ -13,7 +13,10 @@
 //!   sign in again) and, for a second passkey, an assertion by the first;
 //! - every registration is announced to the person and the tenant's channels, the user handle
 //!   differs per tenant, and the decision page says when the signing key was registered less
-//!   than a day before.
+//!   than a day before;
+//! - a person who approves again after a run went back to the approvers (`on_stale:
+//!   reapprove`) leaves one assertion per round, and `actiond audit verify-passkeys` compares
+//!   each with the audit event of its own round.
 
 use crate::http::{Dev, hidden};
 use crate::support::*;
@@ -866,4 +869,221 @@ async fn a_tenant_that_requires_attestation_refuses_an_unattested_passkey() {
         "{:?}",
         refusals(&t).await
     );
+}
+
+/// Signs an Approve of `p` as `who` with `key` over a fresh approval challenge; the answer's
+/// status and body.
+async fn approve_with(
+    dev: &Dev,
+    who: &Person,
+    key: &mut Scripted,
+    p: Uuid,
+) -> (StatusCode, String) {
+    let (status, o) = challenge(
+        dev,
+        who,
+        &[("purpose", "approve"), ("proposal", &p.to_string())],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{o}");
+    let mut signed = key.assertion(dev, o["challenge"].as_str().unwrap(), UP | UV, "passkey_");
+    signed.push(("passkey_nonce".into(), o["nonce"].as_str().unwrap().into()));
+    approve(dev, who, p, &signed).await
+}
+
+/// A refund with `on_stale: reapprove` in a tenant where every Approve is passkey-signed: alice
+/// approves it (round 0), the run finds the payment changed and sends it back to the
+/// approvers (as the executor does, through `previews::reescalate`), and alice approves it
+/// again with the same passkey (round 1). Both stored assertions verify, each against the audit
+/// event of its own round (the round-1 one was compared with alice's round-0 event and reported
+/// as tampered). A database owner who swaps the two rounds' assertions — each row still a valid
+/// signature over its own challenge — is caught on both rows, also with events that do not
+/// record their round (written before they did).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_approval_round_is_verified_against_its_own_audit_event() {
+    let t = fresh_db().await;
+    let doc = r#"tenant: acme
+policy:
+  default: escalate
+handlers:
+  billing.refund.issue:
+    credential: payments
+    max_amount: 1000000
+    on_stale: reapprove
+approvers:
+  claim: groups
+  values: [acme-approvers]
+  require_passkey: true
+"#;
+    actiond_store::tenants::apply(&t.db, doc, "test")
+        .await
+        .unwrap();
+    let bot = agent(&t.db, "acme", "refund-bot", "dave").await;
+    let params = json!({"payment_id": "pi_1", "amount": 60_000, "currency": "USD"});
+    let p = escalated(
+        &t.db,
+        "acme",
+        bot,
+        "billing.refund.issue",
+        "pi_1",
+        params.clone(),
+        "Refund.",
+        None,
+        ("", "default"),
+    )
+    .await;
+    let read = |refunded: i64| actiond_store::previews::Read {
+        text: format!("Payment pi_1: {refunded} already refunded"),
+        binding: json!({"amount_refunded": refunded}),
+        warnings: Vec::new(),
+    };
+    let task = actiond_store::previews::PreviewTask {
+        id: p,
+        tenant_id: "acme".into(),
+        action: "billing.refund.issue".into(),
+        params_json: actiond_core::canonical::canonicalize(&params).unwrap(),
+        doc_version: 1,
+        facts: None,
+    };
+    actiond_store::previews::insert(&t.db, &task, Ok(read(0)))
+        .await
+        .unwrap();
+    let (dev, _cap, _creds) = server(&t).await;
+    let alice = sign_in(&dev, "alice", "acme-approvers").await;
+    let mut key = Scripted::new(7);
+    let (status, body) = register(&dev, &alice, &mut key, UP | UV, None, false).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+
+    let (status, body) = approve_with(&dev, &alice, &mut key, p).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(proposal_facts(&t.db, p).await.0, "approved");
+    // The run: the executor spends the grant, reads the payment again, finds it changed and
+    // sends the proposal back to the approvers with its approvals void.
+    let c = t.db.client().await.unwrap();
+    c.execute(
+        "UPDATE grants SET used_at = now(), used_by = 'exec-1' WHERE proposal_id = $1",
+        &[&p],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE proposals SET state = 'executing', lease_owner = 'exec-1',
+                lease_until = now() + interval '1 minute' WHERE id = $1",
+        &[&p],
+    )
+    .await
+    .unwrap();
+    let row = actiond_store::approvals::get(&t.db, None, p)
+        .await
+        .unwrap()
+        .unwrap();
+    let sent_back = actiond_store::previews::reescalate(
+        &t.db,
+        &row,
+        "exec-1",
+        "the payment changed since the preview",
+        json!({"changes": [{"field": "amount_refunded", "before": 0, "now": 5000}]}),
+        read(5000),
+    )
+    .await
+    .unwrap();
+    assert!(sent_back);
+    assert_eq!(proposal_facts(&t.db, p).await.0, "escalated");
+
+    let (status, body) = approve_with(&dev, &alice, &mut key, p).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(proposal_facts(&t.db, p).await.0, "approved");
+    let rounds: Vec<i32> = c
+        .query(
+            "SELECT round FROM approval_passkeys WHERE proposal_id = $1 AND subject = 'alice' ORDER BY round",
+            &[&p],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(rounds, [0, 1], "one stored assertion per round");
+    let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    assert_eq!((checked, findings), (2, Vec::new()));
+
+    // The owner swaps the two rounds' assertions: each row still holds a valid signature over
+    // its own challenge, but not the evidence its round's event recorded.
+    swap_rounds(&c, p).await;
+    let swapped = |findings: Vec<actiond_store::passkeys::Finding>| {
+        assert_eq!(findings.len(), 2, "{findings:?}");
+        for f in &findings {
+            assert_eq!((f.proposal_id, f.subject.as_str()), (p, "alice"));
+            assert_eq!(
+                f.problem, "evidence_sha256: differs from the approval's audit event",
+                "{findings:?}"
+            );
+        }
+    };
+    let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    assert_eq!(checked, 2);
+    swapped(findings);
+    // Events written before they recorded their round (the owner strips it, as those were
+    // written): the k-th event of the person goes with the k-th round of their assertions, so
+    // the swap is still caught, and the rows as they were verify.
+    c.batch_execute(
+        "ALTER TABLE audit_events DISABLE TRIGGER audit_events_no_update;
+         UPDATE audit_events SET detail = detail - 'approval_round'
+          WHERE kind IN ('approval.recorded', 'approval.decided') AND detail ? 'approval_round';
+         ALTER TABLE audit_events ENABLE TRIGGER audit_events_no_update;",
+    )
+    .await
+    .unwrap();
+    let (_, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    swapped(findings);
+    swap_rounds(&c, p).await;
+    let (checked, findings) = actiond_store::passkeys::verify_all(&t.db).await.unwrap();
+    assert_eq!((checked, findings), (2, Vec::new()));
+}
+
+/// Swaps the stored assertions of rounds 0 and 1 of proposal `p` behind the append-only trigger,
+/// as a database owner could (the nonce is unique, so through a placeholder).
+async fn swap_rounds(c: &actiond_store::Client, p: Uuid) {
+    let mut r = c
+        .query(
+            "SELECT credential_id, authenticator_data, client_data_json, signature, sign_count, evidence_sha256, nonce
+             FROM approval_passkeys WHERE proposal_id = $1 ORDER BY round",
+            &[&p],
+        )
+        .await
+        .unwrap();
+    let (r1, r0) = (r.pop().unwrap(), r.pop().unwrap());
+    c.batch_execute("ALTER TABLE approval_passkeys DISABLE TRIGGER approval_passkeys_no_update")
+        .await
+        .unwrap();
+    let set = "UPDATE approval_passkeys SET credential_id = $3, authenticator_data = $4, client_data_json = $5,
+                      signature = $6, sign_count = $7, evidence_sha256 = $8, nonce = $9
+               WHERE proposal_id = $1 AND round = $2";
+    let placeholder = "0".repeat(64);
+    for (round, from, nonce) in [
+        (0, &r1, placeholder),
+        (1, &r0, r0.get::<_, String>(6)),
+        (0, &r1, r1.get::<_, String>(6)),
+    ] {
+        let b = |i: usize| from.get::<_, Vec<u8>>(i);
+        c.execute(
+            set,
+            &[
+                &p,
+                &round,
+                &b(0),
+                &b(1),
+                &b(2),
+                &b(3),
+                &from.get::<_, i64>(4),
+                &from.get::<_, String>(5),
+                &nonce,
+            ],
+        )
+        .await
+        .unwrap();
+    }
+    c.batch_execute("ALTER TABLE approval_passkeys ENABLE TRIGGER approval_passkeys_no_update")
+        .await
+        .unwrap();
 }
