@@ -449,6 +449,115 @@ async fn one_person_counts_once_across_break_glass_and_web() {
     assert_eq!(issued_by(&s, id).await, "dev-operator,bob");
 }
 
+/// "The person is an approver now" holds in the decision's own transaction. alice's decision
+/// page is open and her Approve passes the web app's check at the start of the request; bob's
+/// break-glass command passes the CLI's. Both then wait for the proposal rows (someone else
+/// holds them), and while they wait a new tenant document removes alice and bob from the
+/// approvers. When the rows are free, both decisions are refused, naming the rule, audited,
+/// and nothing is approved: each decision reads the current document after it has locked its
+/// proposal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_removed_while_the_decision_waits_decides_nothing() {
+    let (s, web) = stack("approval_removed_meanwhile", |d| d).await;
+    let on_web = s.propose(&refund("pi_removed_web", 12000)).await;
+    let on_cli = s.propose(&refund("pi_removed_cli", 13000)).await;
+    for id in [on_web, on_cli] {
+        s.wait_state(id, "escalated", T).await;
+    }
+    let alice = web.login(&s, "alice", "", None).await;
+    let form = web.form(&alice, on_web, "approve").await;
+
+    let mut holder = s.tdb.superuser().await;
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "SELECT 1 FROM proposals WHERE id = ANY($1) FOR UPDATE",
+        &[&vec![on_web, on_cli]],
+    )
+    .await
+    .unwrap();
+    let (web_url, http) = (web.url.clone(), alice.http.clone());
+    let web_decision = tokio::spawn(async move {
+        let r = http
+            .post(format!("{web_url}/p/{on_web}/decide"))
+            .header("origin", &web_url)
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.text().await.unwrap())
+    });
+    let intent: String = s.row(on_cli).await.get("intent_hash");
+    let env = s.cli_env().await;
+    let cli_decision = tokio::task::spawn_blocking(move || {
+        let id = on_cli.to_string();
+        cli(
+            &[
+                "approvals",
+                "approve",
+                &id,
+                "--as",
+                "bob",
+                "--intent",
+                &intent[..16],
+            ],
+            &env,
+        )
+    });
+    // Both decisions passed their channel's check and wait for the rows.
+    let watcher = s.tdb.superuser().await;
+    let watcher = &watcher;
+    eventually(
+        T,
+        "the web and CLI decisions waiting for the rows",
+        || async move {
+            let n: i64 = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'
+                   AND usename IN ('actiond_test_web', 'actiond_test_admin')",
+                    &[],
+                )
+                .await
+                .ok()?
+                .get(0);
+            (n == 2).then_some(())
+        },
+    )
+    .await;
+    let doc = TENANT
+        .replace("RECEIVER", &s.recv.url)
+        .replace("WEBHOOK_PATH", "hook")
+        .replace("  subjects: [alice, bob]", "  subjects: [carol]");
+    let actiond_store::tenants::Applied::New(applied) =
+        actiond_store::tenants::apply(&s.tdb.db, &doc, "test")
+            .await
+            .unwrap()
+    else {
+        panic!("the document without alice and bob was not stored as a new version");
+    };
+    held.commit().await.unwrap();
+
+    let (st, body) = web_decision.await.unwrap();
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    let why = format!(
+        "you are not an approver of tenant acme now: its current document (version {}) does not list you under approvers",
+        applied.version
+    );
+    assert!(body.contains(&why), "{body}");
+    let (ok, out, err) = cli_decision.await.unwrap();
+    assert!(!ok, "bob approved after his removal: {out}");
+    assert!(
+        err.contains(&format!("refused (not_an_approver): {why}")),
+        "{err}"
+    );
+    for id in [on_web, on_cli] {
+        assert_eq!(s.state(id).await, "escalated", "{id}");
+        assert_eq!(grants(&s, id).await, 0);
+        assert_eq!(s.approval_count(id).await, 0);
+        assert_eq!(refusals(&s, id).await, ["not_an_approver"]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subject_of_another_issuer_is_not_an_approver() {
     // The tenant's persons are subjects of its pinned issuer; this web app's logins come from

@@ -70,6 +70,19 @@ pub enum ApprovalRefusal {
         "preview: the provider preview shown is not the one read since; reload it and decide again"
     )]
     StalePreview,
+    /// The person is not an approver of the tenant under its current document (`approvers`:
+    /// the pinned issuer, `subjects`, `claim` and `values`; break-glass by `subjects` only),
+    /// as read in the decision's transaction: a document that removed them after the page or
+    /// the command started decides.
+    #[error(
+        "you are not an approver of tenant {tenant} now: its current document (version {version}) does not list you under approvers"
+    )]
+    NotAnApprover {
+        /// The tenant.
+        tenant: String,
+        /// The tenant's current document version, the one that was checked.
+        version: i32,
+    },
     /// The approver owns the proposing agent.
     #[error("you own the agent that proposed this; someone else must approve it")]
     SelfApproval,
@@ -191,6 +204,7 @@ impl ApprovalRefusal {
             Self::StaleIntent => "stale_intent",
             Self::StaleDocVersion => "stale_doc_version",
             Self::StalePreview => "stale_preview",
+            Self::NotAnApprover { .. } => "not_an_approver",
             Self::SelfApproval => "self_approval",
             Self::NoDocVersion => "no_doc_version",
             Self::BreakGlassLimit => "breakglass_limit",

@@ -5,6 +5,10 @@
 //! them in the decision's transaction with the proposal row locked, measuring every age with
 //! the database clock in the locking statement itself:
 //! - only `escalated` proposals can be decided; a second decision learns who decided and when;
+//! - the person is an approver of the tenant under its current document, read after the
+//!   proposal row is locked (a web session's issuer, subject and claims; break-glass by
+//!   subject), so a document that removed them while the page was open or the command ran
+//!   refuses the decision ([`ApprovalRefusal::NotAnApprover`]);
 //! - a decision after the tenant's `escalation_ttl` decides nothing: the proposal becomes
 //!   `expired` right there (the policy sweep only tidies up; it is never the guard);
 //! - the decision names the intent hash (prefix, ≥ 8 hex characters) and, from the web, the
@@ -59,6 +63,11 @@ pub struct Approver {
     /// The session's ID-token claims (stage groups are read from the tenant's
     /// `approvers.claim`); `None` for break-glass.
     pub claims: Option<serde_json::Value>,
+    /// The issuer whose subjects are persons for a tenant whose document pins none
+    /// (`approvers.issuer`): the web app's configured issuer
+    /// ([`actiond_core::approval::may_decide`]). `None` for break-glass, which is an approver
+    /// by `approvers.subjects` alone.
+    pub deployment_issuer: Option<String>,
 }
 
 /// When a web session's claims were read (its login) and when the identity provider last
@@ -265,6 +274,27 @@ impl Approver {
             subject: &self.subject,
         }
     }
+
+    /// Whether this person is an approver under `doc`, by the rule the web app and the CLI
+    /// apply before they decide: a web login by the pinned issuer, `approvers.subjects` and
+    /// `approvers.claim`/`values` ([`actiond_core::approval::may_decide`]); break-glass by
+    /// `approvers.subjects` ([`actiond_core::approval::may_decide_by_subject`]). A web
+    /// approver without claims or the deployment's issuer is none (fail closed).
+    fn is_approver(&self, doc: &TenantDocument) -> bool {
+        if self.is_breakglass() {
+            return actiond_core::approval::may_decide_by_subject(&doc.approvers, &self.subject);
+        }
+        match (&self.claims, &self.deployment_issuer) {
+            (Some(claims), Some(deployment)) => actiond_core::approval::may_decide(
+                &doc.approvers,
+                deployment,
+                &self.issuer,
+                &self.subject,
+                claims,
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// What one call of [`decide`] is deciding, once the proposal is locked and checked.
@@ -320,10 +350,7 @@ pub async fn decide(
             m.moved_to, m.moved_at
         )));
     }
-    let current = tenants::latest(&tx, tenant)
-        .await?
-        .ok_or(StoreError::NotFound("tenant document"))?
-        .parse()?;
+    let (version, current) = current_document(&tx, tenant, id).await?;
     let locked = lock(&tx, tenant, id, &current, approver.session).await?;
     if locked.proposal.state != ProposalState::Escalated {
         let out = already_decided(&tx, locked.proposal.state, id).await?;
@@ -342,7 +369,12 @@ pub async fn decide(
         stage: None,
         passkey: None,
     };
-    let checked = if locked.ttl_passed {
+    let checked = if !approver.is_approver(&current) {
+        Err(ApprovalRefusal::NotAnApprover {
+            tenant: tenant.to_owned(),
+            version,
+        })
+    } else if locked.ttl_passed {
         expire(&tx, &d, locked.ttl_at).await?;
         Err(ApprovalRefusal::Expired {
             at: locked.ttl_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
@@ -574,6 +606,27 @@ async fn check_passkey(
             .await?
             .map_err(|e| ApprovalRefusal::PasskeyRefused { why: e.0 }),
     )
+}
+
+/// Locks proposal `id` of `tenant` (`FOR UPDATE`), then reads the tenant's current document:
+/// its version and the parsed document. In this order, a document applied while this decision
+/// waited for the row (behind another decision, a policy sweep or an operator) is the one the
+/// decision is checked against, not the one before it. `NotFound` when either is missing.
+async fn current_document(
+    tx: &crate::Tx<'_>,
+    tenant: &str,
+    id: Uuid,
+) -> Result<(i32, TenantDocument)> {
+    tx.query_opt(
+        "SELECT 1 FROM proposals WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+        &[&tenant, &id],
+    )
+    .await?
+    .ok_or(StoreError::NotFound("proposal"))?;
+    let stored = tenants::latest(tx, tenant)
+        .await?
+        .ok_or(StoreError::NotFound("tenant document"))?;
+    Ok((stored.version, stored.parse()?))
 }
 
 /// Locks the proposal row for this decision and, in the same statement, judges the tenant's

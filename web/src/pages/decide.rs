@@ -244,9 +244,10 @@ fn read_submission<'f>(
     })
 }
 
-/// `v` as the approver `approvals::decide` records: issuer and subject, the web channel, and
-/// the session's login times and claims.
-fn approver_of(v: &Viewer) -> Approver {
+/// `v` as the approver `approvals::decide` records: issuer and subject, the web channel, the
+/// session's login times and claims, and this app's issuer (the pin of a tenant that sets
+/// none), with which the decision checks again that the person is an approver.
+fn approver_of(state: &AppState, v: &Viewer) -> Approver {
     Approver {
         issuer: v.issuer.clone(),
         subject: v.subject.clone(),
@@ -254,6 +255,7 @@ fn approver_of(v: &Viewer) -> Approver {
         channel: "web",
         session: Some(v.times),
         claims: Some(v.claims.clone()),
+        deployment_issuer: Some(state.person_issuer().to_owned()),
     }
 }
 
@@ -271,7 +273,7 @@ pub(crate) async fn decide(
         .await?
         .ok_or(WebError::NotFound)?;
     let sub = read_submission(&state, &v, &p, &form)?;
-    let approver = approver_of(&v);
+    let approver = approver_of(&state, &v);
     if let Some(edits) = &sub.edits {
         return amend(&state, &v, &p, &approver, &sub.shown(), edits).await;
     }

@@ -730,6 +730,7 @@ async fn operator(
         channel: "breakglass",
         session: None,
         claims: None,
+        deployment_issuer: None,
     };
     Ok((db, signer, p, approver))
 }

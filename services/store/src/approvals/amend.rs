@@ -5,10 +5,11 @@
 //! every rule a decision has (N-of-M, stages, passkey, re-typed values, the agent's owner).
 
 use super::{
-    Approver, Decided, Deciding, Shown, already_decided, check, expire, lock, write_refused,
+    Approver, Decided, Deciding, Shown, already_decided, check, current_document, expire, lock,
+    write_refused,
 };
 use crate::proposals::{PROPOSAL_COLUMNS, ProposalRow};
-use crate::{Db, Result, StoreError, audit, set_tenant, tenants};
+use crate::{Db, Result, StoreError, audit, set_tenant};
 use actiond_core::FieldErrors;
 use actiond_core::amend::Amendment;
 use actiond_core::approval::{ApprovalRefusal, Verdict};
@@ -150,7 +151,8 @@ pub fn describe_diff(diff: &Value) -> String {
 /// their new values (`null` removes an optional one).
 ///
 /// In one transaction, with the original locked: it must be `escalated` (else
-/// [`Amended::AlreadyDecided`]) and within the escalation TTL; the person must pass every rule
+/// [`Amended::AlreadyDecided`]) and within the escalation TTL; the person must be an approver
+/// under the tenant's current document (read after the lock) and pass every rule
 /// an Approve of the original passes ([`super::check`]: shown intent and document version,
 /// not the agent's owner, not decided before, fresh claims and `reauth_within`, the stage's
 /// group, a passkey when approving it needs one), except that the values typed again are
@@ -182,10 +184,7 @@ pub async fn amend(
     let mut c = db.client().await?;
     let tx = c.transaction().await?;
     set_tenant(&tx, tenant).await?;
-    let current = tenants::latest(&tx, tenant)
-        .await?
-        .ok_or(StoreError::NotFound("tenant document"))?
-        .parse()?;
+    let (version, current) = current_document(&tx, tenant, id).await?;
     let locked = lock(&tx, tenant, id, &current, approver.session).await?;
     if locked.proposal.state != ProposalState::Escalated {
         let out = already_decided(&tx, locked.proposal.state, id).await?;
@@ -222,7 +221,12 @@ pub async fn amend(
         stage: None,
         passkey: None,
     };
-    let checked = if locked.ttl_passed {
+    let checked = if !approver.is_approver(&current) {
+        Err(ApprovalRefusal::NotAnApprover {
+            tenant: tenant.to_owned(),
+            version,
+        })
+    } else if locked.ttl_passed {
         d.proposal = original.clone();
         expire(&tx, &d, locked.ttl_at).await?;
         Err(ApprovalRefusal::Expired {
