@@ -1030,6 +1030,87 @@ async fn a_rewritten_document_version_stops_the_grants_decided_under_it() {
     assert!(s.calls().is_empty(), "{:?}", s.calls());
 }
 
+/// A holder of an approver's or break-glass key signs a grant for an escalated proposal that
+/// names a later document version — one whose refund handler takes another credential the
+/// executor holds — with that version's true hash, so `document_changed` does not fire. Every
+/// issuer signs the version that decided the proposal (`proposals.doc_version`, which only
+/// policy writes), so the executor refuses it: `grant.rejected`, reason `intent_mismatch`,
+/// the proposal `blocked`, the grant unspent, nothing sent. Before, the refund ran with the
+/// other version's settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_naming_another_document_version_is_refused() {
+    let s = Stack::new("grant_other_version").await;
+    let id = s.propose(&refund("pi_other_version", 12000)).await;
+    s.wait_state(id, "escalated", T).await;
+    let c = s.tdb.superuser().await;
+    let (decided, source): (Option<i32>, String) = {
+        let r = c
+            .query_one(
+                "SELECT p.doc_version, d.source FROM proposals p
+                 JOIN tenant_documents d ON d.tenant_id = p.tenant_id AND d.version = p.doc_version
+                 WHERE p.id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(decided, Some(1));
+    let other = source.replace("credential: payments", "credential: hooks");
+    assert_ne!(other, source);
+    let other_sha = actiond_core::canonical::sha256_hex(other.as_bytes());
+    c.execute(
+        "INSERT INTO tenant_documents (tenant_id, version, sha256, source, document, applied_by)
+         SELECT tenant_id, 2, $1, $2, document, 'test' FROM tenant_documents
+          WHERE tenant_id = 'acme' AND version = 1",
+        &[&other_sha, &other],
+    )
+    .await
+    .unwrap();
+    let intent: String = s.row(id).await.get(3);
+    let expires_at = db_now_us(&c).await + 60_000_000;
+    let claims = GrantClaims {
+        version: GRANT_VERSION,
+        id: uuid::Uuid::new_v4(),
+        proposal_id: id,
+        tenant_id: "acme".into(),
+        intent_hash: intent.clone(),
+        doc_version: 2,
+        expires_at,
+        key_id: "breakglass-1".into(),
+        preview_sha256: None,
+        doc_sha256: Some(other_sha.clone()),
+    };
+    let sig = s.keys.breakglass.sign(&claims).unwrap();
+    c.execute(
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, doc_sha256)
+         VALUES ($1, $2, 'acme', $3, 2, $4::bigint, 'breakglass-1', $5, 'alice', $6)",
+        &[&claims.id, &id, &intent, &expires_at, &sig, &other_sha],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "UPDATE proposals SET state = 'approved' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    s.wait_state(id, "blocked", T).await;
+    let events = s.audit_kinds(id).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "grant.rejected", "{events:?}");
+    assert_eq!(last.1["reason"], "intent_mismatch", "{events:?}");
+    assert_eq!(last.1["detail"]["grant_doc_version"], 2, "{events:?}");
+    assert_eq!(last.1["detail"]["decided_doc_version"], 1, "{events:?}");
+    assert_eq!(
+        s.row(id).await.get::<_, Option<String>>(1).as_deref(),
+        Some("grant does not match this proposal")
+    );
+    assert!(!s.grant_spent(id).await, "the grant was not spent");
+    s.sentinel().await;
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+}
+
 /// A grant signed by a trusted key whose expiry lies a day ahead — no issuer makes one (every
 /// expiry is the database clock plus a handler's `grant_lifetime`, at most 15 minutes); a
 /// stolen or misused key could mint grants that stay spendable for years. The executor does

@@ -20,8 +20,9 @@
 //! 5. after the commit, when the grant binds a preview, read the provider again with the
 //!    handler's preview code and end `stale` instead of running when a binding field changed
 //!    ([`prerun`]); then run the handler with a timeout, using the handler settings of the
-//!    document version the grant names; record the outcome (outcomes that are ready together
-//!    share one statement, [`finisher`]).
+//!    document version the grant names (checked before the spend: the version that decided
+//!    the proposal, its source still hashing to the grant's `doc_sha256`); record the outcome
+//!    (outcomes that are ready together share one statement, [`finisher`]).
 //!
 //! A sweeper turns `executing` rows whose run lease ran out into `outcome_unknown` (never a
 //! re-run) and `approved` rows whose grant expired unspent into `expired`.

@@ -95,9 +95,16 @@ pub enum Refusal {
     /// The proposal's agent was revoked after the approval (seen at the claim or in the
     /// spend's own statement): the grant stays unspent and nothing runs.
     AgentRevoked,
-    /// The approved document version's source no longer hashes to the SHA-256 the grant
-    /// signed (`GrantClaims::doc_sha256`): the stored document was rewritten after the
-    /// decision, so the handler settings it would run with are not the ones decided under.
+    /// The grant names a document version other than the one that decided the proposal
+    /// (`proposals.doc_version`, which only policy writes): every issuer signs that version,
+    /// so a holder of an approver's or break-glass key could otherwise choose which stored
+    /// version's handler settings (an older URL or credential) the action runs with.
+    VersionMismatch {
+        /// The version the grant signed.
+        signed: i32,
+        /// The version that decided the proposal, if any.
+        decided: Option<i32>,
+    },
     /// The grant's signed expiry lies further ahead of the database clock than the longest
     /// grant lifetime plus the clock skew (`executor_queue::MAX_GRANT_AHEAD_US`): a trusted key
     /// signed a grant no issuer makes. Not spent, nothing runs.
@@ -107,6 +114,9 @@ pub enum Refusal {
         /// Its signed expiry, microseconds since the epoch.
         expires_at_us: i64,
     },
+    /// The approved document version's source no longer hashes to the SHA-256 the grant
+    /// signed (`GrantClaims::doc_sha256`): the stored document was rewritten after the
+    /// decision, so the handler settings it would run with are not the ones decided under.
     DocumentChanged {
         /// The approved version.
         doc_version: i32,
@@ -140,6 +150,7 @@ impl Refusal {
             | Self::UnknownVersion(_)
             | Self::BadSignature(_)
             | Self::IntentMismatch { .. }
+            | Self::VersionMismatch { .. }
             | Self::NoDocument
             | Self::PolicyChanged { .. }
             | Self::ApprovedVersionMissing
@@ -160,7 +171,9 @@ impl Refusal {
             | Self::UnknownVersion(_)
             | Self::BadSignature(_)
             | Self::ExpiresTooFar { .. } => "the grant for this proposal was refused".into(),
-            Self::IntentMismatch { .. } => "grant does not match this proposal".into(),
+            Self::IntentMismatch { .. } | Self::VersionMismatch { .. } => {
+                "grant does not match this proposal".into()
+            }
             Self::NoDocument | Self::PolicyChanged { .. } => "policy changed since approval".into(),
             Self::ApprovedVersionMissing => "the approved policy version is missing".into(),
             Self::NoHandler { action } => format!("no handler for {action}"),
@@ -189,7 +202,7 @@ impl Refusal {
             Self::UntrustedKey(_) => "untrusted_key",
             Self::UnknownVersion(_) => "unknown_version",
             Self::BadSignature(_) => "bad_signature",
-            Self::IntentMismatch { .. } => "intent_mismatch",
+            Self::IntentMismatch { .. } | Self::VersionMismatch { .. } => "intent_mismatch",
             Self::NoDocument | Self::PolicyChanged { .. } => "policy_changed",
             Self::Replayed { .. } => "replayed",
             Self::Expired { .. } => "expired",
@@ -211,6 +224,7 @@ impl Refusal {
             | Self::UnknownVersion(_)
             | Self::BadSignature(_)
             | Self::IntentMismatch { .. }
+            | Self::VersionMismatch { .. }
             | Self::ApprovedVersionMissing
             | Self::NoHandler { .. }
             | Self::Replayed { .. }
@@ -238,6 +252,9 @@ impl Refusal {
                 recomputed,
                 stored,
             } => json!({"grant_intent": grant_intent, "recomputed": recomputed, "stored": stored}),
+            Self::VersionMismatch { signed, decided } => {
+                json!({"grant_doc_version": signed, "decided_doc_version": decided})
+            }
             Self::NoDocument => json!({"error": "no document"}),
             Self::PolicyChanged {
                 effect_now,
@@ -298,6 +315,10 @@ mod tests {
                 grant_intent: "a".into(),
                 recomputed: "b".into(),
                 stored: "c".into(),
+            },
+            Refusal::VersionMismatch {
+                signed: 2,
+                decided: Some(1),
             },
             Refusal::NoDocument,
             Refusal::PolicyChanged {

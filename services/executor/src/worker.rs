@@ -545,7 +545,9 @@ impl Worker {
     }
 
     /// Stage 3: the handler settings of the version the grant names, so a later apply cannot
-    /// redirect an approved action, and only when that version's source still hashes to the
+    /// redirect an approved action, and only when that version is the one that decided the
+    /// proposal (every issuer signs it; only policy writes `proposals.doc_version`), so a key
+    /// holder cannot pick another stored version, and when its source still hashes to the
     /// grant's signed `doc_sha256`, so a rewrite of the stored version cannot either.
     async fn settings(
         &self,
@@ -553,6 +555,14 @@ impl Worker {
         row: &ClaimedRow,
         grant: &StoredGrant,
     ) -> Result<HandlerEntry, Stop> {
+        if row.doc_version != Some(grant.claims.doc_version) {
+            tracing::error!(proposal = %row.id, grant_doc_version = grant.claims.doc_version, decided_doc_version = ?row.doc_version, "ALERT: grant names another document version than the one that decided the proposal");
+            return Err(Refusal::VersionMismatch {
+                signed: grant.claims.doc_version,
+                decided: row.doc_version,
+            }
+            .into());
+        }
         let Some(approved_doc) = self
             .cache
             .version(client, &row.tenant_id, grant.claims.doc_version)
