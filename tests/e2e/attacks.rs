@@ -109,35 +109,54 @@ async fn expired_grant_ends_expired_without_executing() {
 /// trusted break-glass key that expires at `expires_at_us` (microseconds since the epoch).
 /// Returns the grant's id.
 async fn approve_with_signed_grant(s: &Stack, id: uuid::Uuid, expires_at_us: i64) -> uuid::Uuid {
-    let c = s.tdb.superuser().await;
-    let intent: String = s.row(id).await.get(3);
-    let claims = GrantClaims {
+    let claims = breakglass_claims(s, id, expires_at_us).await;
+    approve_with_claims(s, &claims).await;
+    claims.id
+}
+
+/// The claims a break-glass approval of proposal `id` signs: its stored intent hash, version 1
+/// of acme's document (no `doc_sha256`, no preview), expiring at `expires_at_us`.
+async fn breakglass_claims(s: &Stack, id: uuid::Uuid, expires_at_us: i64) -> GrantClaims {
+    GrantClaims {
         version: GRANT_VERSION,
         id: uuid::Uuid::new_v4(),
         proposal_id: id,
         tenant_id: "acme".into(),
-        intent_hash: intent.clone(),
+        intent_hash: s.row(id).await.get(3),
         doc_version: 1,
         expires_at: expires_at_us,
         key_id: "breakglass-1".into(),
         preview_sha256: None,
         doc_sha256: None,
-    };
-    let sig = s.keys.breakglass.sign(&claims).unwrap();
+    }
+}
+
+/// Stores `claims`, signed by the trusted break-glass key, as the grant of their proposal and
+/// moves it to `approved`, as the database's owner can.
+async fn approve_with_claims(s: &Stack, claims: &GrantClaims) {
+    let c = s.tdb.superuser().await;
+    let sig = s.keys.breakglass.sign(claims).unwrap();
     c.execute(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by)
-         VALUES ($1, $2, 'acme', $3, 1, $4, 'breakglass-1', $5, 'alice')",
-        &[&claims.id, &id, &intent, &expires_at_us, &sig],
+        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, doc_sha256)
+         VALUES ($1, $2, 'acme', $3, $4, $5, 'breakglass-1', $6, 'alice', $7)",
+        &[
+            &claims.id,
+            &claims.proposal_id,
+            &claims.intent_hash,
+            &claims.doc_version,
+            &claims.expires_at,
+            &sig,
+            &claims.doc_sha256,
+        ],
     )
     .await
     .unwrap();
     c.execute(
         "UPDATE proposals SET state = 'approved' WHERE id = $1",
-        &[&id],
+        &[&claims.proposal_id],
     )
     .await
     .unwrap();
-    claims.id
 }
 
 /// A writer of the grants table cannot revive an expired, never-spent grant. Its owner (the
@@ -1067,34 +1086,10 @@ async fn a_grant_naming_another_document_version_is_refused() {
     )
     .await
     .unwrap();
-    let intent: String = s.row(id).await.get(3);
-    let expires_at = db_now_us(&c).await + 60_000_000;
-    let claims = GrantClaims {
-        version: GRANT_VERSION,
-        id: uuid::Uuid::new_v4(),
-        proposal_id: id,
-        tenant_id: "acme".into(),
-        intent_hash: intent.clone(),
-        doc_version: 2,
-        expires_at,
-        key_id: "breakglass-1".into(),
-        preview_sha256: None,
-        doc_sha256: Some(other_sha.clone()),
-    };
-    let sig = s.keys.breakglass.sign(&claims).unwrap();
-    c.execute(
-        "INSERT INTO grants (id, proposal_id, tenant_id, intent_hash, doc_version, expires_at_us, key_id, sig, issued_by, doc_sha256)
-         VALUES ($1, $2, 'acme', $3, 2, $4::bigint, 'breakglass-1', $5, 'alice', $6)",
-        &[&claims.id, &id, &intent, &expires_at, &sig, &other_sha],
-    )
-    .await
-    .unwrap();
-    c.execute(
-        "UPDATE proposals SET state = 'approved' WHERE id = $1",
-        &[&id],
-    )
-    .await
-    .unwrap();
+    let mut claims = breakglass_claims(&s, id, db_now_us(&c).await + 60_000_000).await;
+    claims.doc_version = 2;
+    claims.doc_sha256 = Some(other_sha);
+    approve_with_claims(&s, &claims).await;
     s.wait_state(id, "blocked", T).await;
     let events = s.audit_kinds(id).await;
     let last = events.last().unwrap();

@@ -266,7 +266,8 @@ async fn a_service_login_cannot_undo_a_revocation() {
     let (st, v) = s.post(&refund("pi_revoked_before", 100), None).await;
     assert_eq!(st, 401, "{v}");
     let su = s.tdb.superuser().await;
-    let before: (String, i64) = {
+    // The revocation's time and the number of audit events, before and after the attempts.
+    let revocation_and_events = || async {
         let r = su
             .query_one(
                 "SELECT revoked_at::text, (SELECT count(*) FROM audit_events) FROM agents WHERE id = $1",
@@ -274,8 +275,9 @@ async fn a_service_login_cannot_undo_a_revocation() {
             )
             .await
             .unwrap();
-        (r.get(0), r.get(1))
+        (r.get::<_, String>(0), r.get::<_, i64>(1))
     };
+    let before = revocation_and_events().await;
     let undo = [
         "UPDATE agents SET revoked_at = NULL WHERE id = $1",
         "UPDATE agents SET revoked_at = revoked_at + interval '100 years' WHERE id = $1",
@@ -304,14 +306,7 @@ async fn a_service_login_cannot_undo_a_revocation() {
         .await
         .expect_err("the owner undid a revocation");
     assert_eq!(e.code(), Some(&SqlState::CHECK_VIOLATION), "{e:?}");
-    let r = su
-        .query_one(
-            "SELECT revoked_at::text, (SELECT count(*) FROM audit_events) FROM agents WHERE id = $1",
-            &[&s.agent_id],
-        )
-        .await
-        .unwrap();
-    assert_eq!((r.get::<_, String>(0), r.get::<_, i64>(1)), before);
+    assert_eq!(revocation_and_events().await, before);
     // Freezing, the other update of a revoked agent's row, still works (the trigger fires only
     // when `revoked_at` changes).
     su.execute(
