@@ -665,11 +665,14 @@ async fn seed_history(tdb: &TestDb, n: u32) {
                                    intent_hash, params_sha256, detail)
          SELECT 'history', p.id, p.created_at, e.kind, e.actor, e.from_state, e.to_state,
                 p.intent_hash, p.params_sha256, '{{}}'
-         FROM p, (VALUES ('proposal.submitted', 'agent', NULL, 'pending'),
-                         ('proposal.decided', 'policy', 'pending', 'approved'),
-                         ('grant.spent', 'executor', 'approved', 'executing'),
-                         ('proposal.executed', 'executor', 'executing', 'succeeded'))
-                 AS e(kind, actor, from_state, to_state);
+         FROM p, (VALUES (1, 'proposal.submitted', 'agent', NULL, 'pending'),
+                         (2, 'proposal.decided', 'policy', 'pending', 'approved'),
+                         (3, 'grant.spent', 'executor', 'approved', 'executing'),
+                         (4, 'proposal.executed', 'executor', 'executing', 'succeeded'))
+                 AS e(ord, kind, actor, from_state, to_state)
+         -- Ids in time order, as the database writes them: the sealer names an event dated
+         -- more than 60 s before the one before it.
+         ORDER BY p.created_at, e.ord;
          RESET session_replication_role;"
     ))
     .await

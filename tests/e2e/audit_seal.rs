@@ -303,6 +303,62 @@ async fn verify_names_every_tampering() {
     }
 }
 
+/// The database owner writes events with false times before the sealer reaches them (a month
+/// back, a day ahead): the sealer seals them as they are and names them in its report (and its
+/// log and counter), `verify` fails naming the first and counting the rest, and an honest
+/// chain around them still verifies up to there. Before this check both verified silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_written_with_false_times_are_named_by_sealer_and_verify() {
+    let a = Audit::new().await;
+    a.events(6).await;
+    a.seal_all().await;
+    let su = a.tdb.superuser().await;
+    let forged: Vec<i64> = su
+        .query(
+            "INSERT INTO audit_events (tenant_id, kind, actor, at)
+             VALUES ('acme', 'approval.decided', 'mallory', now() - interval '30 days'),
+                    ('beta', 'approval.decided', 'mallory', now() + interval '1 day')
+             RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    a.events(4).await;
+    let mut report = String::new();
+    for _ in 0..10 {
+        report.push_str(&a.seal_once("10s").await);
+        if a.sealed_ids().await == a.all_ids().await {
+            break;
+        }
+    }
+    assert_eq!(a.sealed_ids().await, a.all_ids().await, "{report}");
+    for (id, tenant, what) in [
+        (forged[0], "acme", "back-dated before it was sealed"),
+        (
+            forged[1],
+            "beta",
+            "dated in the future before it was sealed",
+        ),
+    ] {
+        let name = format!("event {id} (tenant {tenant}) is dated ");
+        assert!(
+            report.contains(&name) && report.contains(what),
+            "{name}{what}: {report}"
+        );
+    }
+    let (ok, out) = a.verify().await;
+    assert!(!ok, "verify passed a chain with misdated events: {out}");
+    assert!(
+        out.contains(&format!("event {} (tenant acme) is dated ", forged[0]))
+            && out.contains("back-dated")
+            && out.contains("(and 1 more events or seals whose times do not hold)"),
+        "{out}"
+    );
+}
+
 /// A transaction holding an early id open while later ids commit: nothing at or after its id is
 /// sealed until it commits; then everything is sealed in order, nothing skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

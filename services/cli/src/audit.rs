@@ -249,6 +249,7 @@ struct SealMetrics {
     unsealed: prometheus::GaugeVec,
     seals: prometheus::IntCounterVec,
     events: prometheus::IntCounterVec,
+    misdated: prometheus::IntCounterVec,
 }
 
 fn seal_metrics() -> SealMetrics {
@@ -262,6 +263,11 @@ fn seal_metrics() -> SealMetrics {
         unsealed: metrics.gauge_vec("audit_unsealed_events", "Audit events not sealed yet.", &[]),
         seals: metrics.counter_vec("audit_seals_total", "Seal rows written.", &[]),
         events: metrics.counter_vec("audit_sealed_events_total", "Audit events sealed.", &[]),
+        misdated: metrics.counter_vec(
+            "audit_misdated_events_total",
+            "Audit events sealed whose time does not hold: more than 60 s before the event before them in their tenant's chain (back-dated), or after the seal (dated ahead). Only the database owner writes such a time, or a database clock set back.",
+            &[],
+        ),
         refused: metrics.gauge_vec(
             "audit_seal_refused",
             "1 while the sealer refuses to seal because the database's chain does not continue the head it keeps in its own state (truncated tail, deleted tenant, rewritten or forged seal); 0 otherwise.",
@@ -475,6 +481,17 @@ fn refuse(m: &SealMetrics, refused: &[String]) -> bool {
     !refused.is_empty()
 }
 
+/// Counts and logs the sealed events whose times do not hold (sealed as they are: the chain
+/// keeps the evidence, and `audit verify` names them).
+fn misdated(m: &SealMetrics, r: &actiond_store::seals::SealReport) {
+    m.misdated
+        .with_label_values(&[] as &[&str])
+        .inc_by(r.misdated.len() as u64);
+    for what in &r.misdated {
+        tracing::error!(event = %what, "sealed an audit event whose time does not hold");
+    }
+}
+
 /// One sealing round: seals every event that is final now, in batches of `--batch`, unless the
 /// database's chain does not continue the kept heads (then nothing is sealed, the gauge is 1).
 ///
@@ -496,6 +513,7 @@ async fn seal_round(
         let r = r?;
         m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
         m.events.with_label_values(&[] as &[&str]).inc_by(r.events);
+        misdated(m, &r);
         if r.events > 0 {
             tracing::info!(
                 seals = r.seals,
@@ -542,6 +560,7 @@ async fn seal_once(
     save(sealer, kept, a)?;
     let r = r?;
     m.seals.with_label_values(&[] as &[&str]).inc_by(r.seals);
+    misdated(m, &r);
     say(&serde_json::to_string(&r)?);
     Ok(())
 }

@@ -18,6 +18,17 @@
 //! (edited, swapped), an event that is sealed but missing (deleted), an event inside a sealed
 //! range the seal does not list (inserted), a seal whose signature, sequence, links or counts do
 //! not hold (forged, re-signed, truncated tail).
+//!
+//! **Times.** An event's `at` is the database clock when the row was written (its id comes from
+//! the same insert), so along a tenant's chain the times rise with the ids, and every sealed
+//! event was written before its seal's `sealed_at`. The database owner can write a row with any
+//! `at` before it is sealed; the seal would then sign the false time. So the sealer refuses,
+//! and verification reports, an event dated more than [`CHAIN_CLOCK_SKEW`] before the event
+//! before it in its tenant's chain (back-dated) or after the seal that covers it (dated in the
+//! future), and a seal dated more than that before the seal before it ([`event_time`]). The
+//! skew absorbs concurrent inserts (an id taken just before another insert's time) and a
+//! database clock stepped back by NTP; a tenant moved from another cell carries that cell's
+//! clock until its first seal here.
 
 use crate::canonical::canonicalize;
 use base64::Engine as _;
@@ -27,6 +38,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+
+/// How far an event's time may fall behind the event before it in its tenant's chain, or lie
+/// after the `sealed_at` of its seal, and how far a seal's `sealed_at` may fall behind the seal
+/// before it: 60 s, the skew actiond allows every clock it compares
+/// ([`crate::external_time::CLOCK_SKEW`]).
+pub const CHAIN_CLOCK_SKEW: std::time::Duration = crate::external_time::CLOCK_SKEW;
 
 /// Domain separation prefix of a seal's signing input.
 pub const SEAL_SIGNING_PREFIX: &[u8] = b"actiond-audit-seal-v1\n";
@@ -60,6 +77,49 @@ pub struct ChainEvent {
     pub params_sha256: Option<String>,
     /// Anything else the writer recorded (never params).
     pub detail: Value,
+}
+
+/// Parses a chain time (`at`, `sealed_at`: RFC 3339, UTC with microseconds as the store writes
+/// them). Errors: the text is not an RFC 3339 time.
+pub fn parse_chain_time(t: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.to_utc())
+        .map_err(|_| format!("{t:?} is not an RFC 3339 time"))
+}
+
+fn skew() -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(CHAIN_CLOCK_SKEW).unwrap_or(chrono::TimeDelta::MAX)
+}
+
+/// Checks one event's time against the chain around it (see the module's **Times**): `prev`
+/// is the time of the event before it in its tenant's chain (None for the first), `sealed_at`
+/// the time of the seal that covers it (or will). Returns the event's time, the next event's
+/// `prev`. Errors: one sentence naming the event, both times and what it means.
+pub fn event_time(
+    ev: &ChainEvent,
+    prev: Option<chrono::DateTime<chrono::Utc>>,
+    sealed_at: &str,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let name = format!("event {} (tenant {})", ev.id, ev.tenant_id);
+    let at = parse_chain_time(&ev.at).map_err(|e| format!("{name}: its time {e}"))?;
+    if let Some(prev) = prev
+        && at < prev - skew()
+    {
+        return Err(format!(
+            "{name} is dated {}, {} s before the event before it in the chain ({}): back-dated before it was sealed, or the database clock was set back",
+            ev.at,
+            (prev - at).num_seconds(),
+            prev.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        ));
+    }
+    let sealed = parse_chain_time(sealed_at).map_err(|e| format!("{name}: its seal's time {e}"))?;
+    if at > sealed + skew() {
+        return Err(format!(
+            "{name} is dated {}, after its seal's time {sealed_at}: dated in the future before it was sealed",
+            ev.at
+        ));
+    }
+    Ok(at)
 }
 
 /// Errors building chain or seal values.
@@ -258,6 +318,8 @@ struct TenantState {
     running: String,
     count: i64,
     started: bool,
+    /// Time of the last event verified in this tenant's chain.
+    last_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Verifies seals and events with one public key. Feed every seal first ([`Verifier::seal`]),
@@ -271,6 +333,10 @@ pub struct Verifier {
     pub events_verified: u64,
     /// Events present but not sealed yet (after the last seal of their tenant).
     pub events_unsealed: u64,
+    /// Events and seals whose times do not hold ([`event_time`]), in the order found. They do
+    /// not stop verification (one back-dated row must not hide what follows it);
+    /// [`Verifier::finish`] fails with the first.
+    pub misdated: Vec<String>,
 }
 
 impl Verifier {
@@ -292,6 +358,7 @@ impl Verifier {
             require_genesis,
             events_verified: 0,
             events_unsealed: 0,
+            misdated: Vec::new(),
         })
     }
 
@@ -328,6 +395,7 @@ impl Verifier {
             let mut sorted = st.seals.clone();
             sorted.sort_by_key(|s| s.payload.seq);
             check_links(&sorted, self.require_genesis)?;
+            self.misdated.extend(seal_times(&sorted));
             n += sorted.len() as u64;
         }
         for st in self.tenants.values_mut() {
@@ -456,6 +524,10 @@ impl Verifier {
                 false,
             ));
         }
+        match event_time(ev, st.last_at, &seal.payload.sealed_at) {
+            Ok(at) => st.last_at = Some(at),
+            Err(what) => self.misdated.push(what),
+        }
         st.running = h;
         st.count += 1;
         self.events_verified += 1;
@@ -501,7 +573,16 @@ impl Verifier {
                 }
             }
         }
-        Ok(())
+        match self.misdated.as_slice() {
+            [] => Ok(()),
+            [first, rest @ ..] => Err(Mismatch {
+                at,
+                what: match rest.len() {
+                    0 => first.clone(),
+                    n => format!("{first} (and {n} more events or seals whose times do not hold)"),
+                },
+            }),
+        }
     }
 }
 
@@ -604,6 +685,37 @@ fn check_links(sorted: &[Seal], require_genesis: bool) -> Result<(), Mismatch> {
     Ok(())
 }
 
+/// The seals of one tenant (sorted by `seq`) whose `sealed_at` is not a time or falls more than
+/// [`CHAIN_CLOCK_SKEW`] behind the seal before it, as sentences.
+fn seal_times(sorted: &[Seal]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut prev: Option<(&SealPayload, chrono::DateTime<chrono::Utc>)> = None;
+    for s in sorted {
+        let p = &s.payload;
+        let t = match parse_chain_time(&p.sealed_at) {
+            Ok(t) => t,
+            Err(e) => {
+                out.push(format!("{}: sealed_at {e}", seal_name(p)));
+                continue;
+            }
+        };
+        if let Some((q, qt)) = prev
+            && t < qt - skew()
+        {
+            out.push(format!(
+                "{}: sealed at {}, {} s before seal {} (sealed at {}): the seals' times go backwards",
+                seal_name(p),
+                p.sealed_at,
+                (qt - t).num_seconds(),
+                q.seq,
+                q.sealed_at
+            ));
+        }
+        prev = Some((p, t));
+    }
+    out
+}
+
 /// Generates a new sealer key: (base64 PKCS#8 secret, base64 raw public key).
 pub fn generate_seal_key() -> Result<(String, String), ChainError> {
     let g = crate::grant::generate_key().map_err(|e| ChainError::BadKey(e.to_string()))?;
@@ -636,6 +748,16 @@ mod tests {
         events: &[ChainEvent],
         prev: Option<&Seal>,
     ) -> (Vec<ChainItem>, Seal) {
+        seal_at(signer, events, prev, "2026-12-01T00:00:01Z")
+    }
+
+    /// [`seal_of`] with the seal's time.
+    fn seal_at(
+        signer: &SealSigner,
+        events: &[ChainEvent],
+        prev: Option<&Seal>,
+        sealed_at: &str,
+    ) -> (Vec<ChainItem>, Seal) {
         let seq = prev.map_or(1, |p| p.payload.seq + 1);
         let start = prev.map_or(GENESIS_HASH.to_owned(), |p| p.payload.head_hash.clone());
         let mut running = start.clone();
@@ -660,7 +782,7 @@ mod tests {
             head_hash: running,
             prev_seal_hash: prev.map_or(GENESIS_HASH.to_owned(), |p| p.payload.hash().unwrap()),
             key_id: signer.key_id().into(),
-            sealed_at: "2026-12-01T00:00:01Z".into(),
+            sealed_at: sealed_at.into(),
         };
         (items, signer.sign(&p).unwrap())
     }
@@ -722,6 +844,133 @@ mod tests {
         assert!(e.what.contains("signature"), "{e}");
         // A wrong public key is refused cleanly.
         assert!(Verifier::new("AAAA", true).is_err());
+    }
+
+    /// Times the database owner wrote before the sealer signed them: an event dated more than a
+    /// minute before the event before it (back-dated) or after its seal (dated ahead), and a
+    /// seal dated before the seal before it, fail verification; times within the skew (an id
+    /// taken just before another insert's time) verify.
+    #[test]
+    fn names_misdated_events_and_seals() {
+        let (sk, pk) = generate_seal_key().unwrap();
+        let signer = SealSigner::from_pkcs8_b64("sealer-1", &sk).unwrap();
+        let at = |id: i64, t: &str| ChainEvent {
+            at: t.into(),
+            ..ev(id, "a", "x")
+        };
+        let chain = |times: [&str; 4], sealed: [&str; 2]| {
+            let e: Vec<_> = times.iter().zip(1..).map(|(t, i)| at(i, t)).collect();
+            let (mut items, s1) = seal_at(&signer, &e[..2], None, sealed[0]);
+            let (i2, s2) = seal_at(&signer, &e[2..], Some(&s1), sealed[1]);
+            items.extend(i2);
+            run(&pk, &[s1, s2], &items).map_err(|m| m.what)
+        };
+        let seals = ["2026-12-01T10:00:00.000000Z", "2026-12-01T10:05:00.000000Z"];
+        // In order, and 59 s out of order (concurrent inserts, a clock stepped back a little).
+        chain(
+            [
+                "2026-12-01T09:59:00.000000Z",
+                "2026-12-01T09:59:58.000000Z",
+                "2026-12-01T09:58:59.000000Z",
+                "2026-12-01T10:05:59.000000Z",
+            ],
+            seals,
+        )
+        .unwrap();
+        // Back-dated by a month, across a seal's boundary.
+        let e = chain(
+            [
+                "2026-12-01T09:59:00.000000Z",
+                "2026-12-01T09:59:58.000000Z",
+                "2026-11-01T10:01:00.000000Z",
+                "2026-12-01T10:02:00.000000Z",
+            ],
+            seals,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "event 3 (tenant a) is dated 2026-11-01T10:01:00.000000Z, 2591938 s before the event before it in the chain (2026-12-01T09:59:58.000000Z): back-dated before it was sealed, or the database clock was set back"
+        );
+        // Dated after the seal that covers it.
+        let e = chain(
+            [
+                "2026-12-01T09:59:00.000000Z",
+                "2026-12-01T10:01:01.000000Z",
+                "2026-12-01T10:02:00.000000Z",
+                "2026-12-01T10:03:00.000000Z",
+            ],
+            seals,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "event 2 (tenant a) is dated 2026-12-01T10:01:01.000000Z, after its seal's time 2026-12-01T10:00:00.000000Z: dated in the future before it was sealed"
+        );
+        // A seal dated before the seal before it.
+        let e = chain(
+            [
+                "2026-12-01T09:00:00.000000Z",
+                "2026-12-01T09:01:00.000000Z",
+                "2026-12-01T09:02:00.000000Z",
+                "2026-12-01T09:03:00.000000Z",
+            ],
+            ["2026-12-01T10:00:00.000000Z", "2026-12-01T09:58:59.000000Z"],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "seal 2 of tenant a (events 3..=4): sealed at 2026-12-01T09:58:59.000000Z, 61 s before seal 1 (sealed at 2026-12-01T10:00:00.000000Z): the seals' times go backwards"
+        );
+        // Every finding is counted, none stops the verification.
+        let e = chain(
+            [
+                "2026-12-01T09:59:00.000000Z",
+                "2026-11-01T09:00:00.000000Z",
+                "2026-11-01T09:00:00.000000Z",
+                "2026-12-01T10:06:01.000000Z",
+            ],
+            seals,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("event 2 (tenant a) is dated 2026-11-01T09:00:00.000000Z"),
+            "{e}"
+        );
+        // Event 3 is back-dated too (against event 1, the last well-dated one) and event 4 lies
+        // after its seal.
+        assert!(
+            e.ends_with("(and 2 more events or seals whose times do not hold)"),
+            "{e}"
+        );
+        // A back-dated event does not hide a later edit: the edit is named.
+        let e: Vec<_> = ["2026-12-01T09:59:00Z", "2026-11-01T09:00:00Z"]
+            .iter()
+            .zip(1..)
+            .map(|(t, i)| at(i, t))
+            .collect();
+        let (mut items, s1) = seal_at(&signer, &e, None, seals[0]);
+        items[1].event.as_mut().unwrap().actor = "mallory".into();
+        let e = run(&pk, &[s1], &items).unwrap_err().what;
+        assert!(
+            e.contains("event 2 (tenant a) differs from what seal 1"),
+            "{e}"
+        );
+        // A time that is not RFC 3339.
+        let e = chain(
+            [
+                "yesterday",
+                "2026-12-01T09:01:00Z",
+                "2026-12-01T09:02:00Z",
+                "2026-12-01T09:03:00Z",
+            ],
+            seals,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "event 1 (tenant a): its time \"yesterday\" is not an RFC 3339 time"
+        );
     }
 
     /// An event moved to another tenant is named as such: from the database (which records the

@@ -23,7 +23,8 @@
 
 use crate::{Db, Result, StoreError};
 use actiond_core::audit_chain::{
-    ChainEvent, GENESIS_HASH, Seal, SealPayload, SealSigner, chain_hash,
+    ChainEvent, GENESIS_HASH, Seal, SealPayload, SealSigner, chain_hash, event_time,
+    parse_chain_time,
 };
 use actiond_core::audit_head::{KeptHead, continue_head};
 use std::collections::{BTreeMap, VecDeque};
@@ -55,7 +56,7 @@ pub fn event_from_row(r: &tokio_postgres::Row, offset: usize) -> ChainEvent {
 }
 
 /// What one [`Sealer::seal_through`] call did.
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct SealReport {
     /// Seal rows written.
     pub seals: u64,
@@ -63,6 +64,11 @@ pub struct SealReport {
     pub events: u64,
     /// Highest event id sealed so far (0: none).
     pub sealed_through: i64,
+    /// Events sealed whose times do not hold ([`actiond_core::audit_chain::event_time`]:
+    /// back-dated or dated after the seal), one sentence each. They are sealed as they are —
+    /// the seal keeps the false time as evidence, and `audit verify` reports it — and the
+    /// caller raises the alarm.
+    pub misdated: Vec<String>,
 }
 
 /// A working sealer: holds the lock on its own connection.
@@ -270,17 +276,18 @@ impl Sealer {
     pub async fn seal_through(&mut self, bound: i64, batch: i64) -> Result<SealReport> {
         let mut report = SealReport::default();
         loop {
-            let (seals, events, through) = self.seal_batch(bound, batch).await?;
+            let (seals, events, through, misdated) = self.seal_batch(bound, batch).await?;
             report.seals += seals;
             report.events += events;
             report.sealed_through = through;
+            report.misdated.extend(misdated);
             if events < batch as u64 {
                 return Ok(report);
             }
         }
     }
 
-    async fn seal_batch(&mut self, bound: i64, batch: i64) -> Result<(u64, u64, i64)> {
+    async fn seal_batch(&mut self, bound: i64, batch: i64) -> Result<(u64, u64, i64, Vec<String>)> {
         let tx = self.client.transaction().await?;
         let from: i64 = tx
             .query_one(
@@ -305,12 +312,16 @@ impl Sealer {
         let sealed_at = now_rfc3339(&tx).await?;
         let mut seals = 0;
         let mut written = Vec::with_capacity(by_tenant.len());
+        let mut misdated = Vec::new();
         for (tenant, events) in &by_tenant {
             let kept = match &self.heads {
                 None => Kept::Nothing,
                 Some(h) => h.get(tenant).map_or(Kept::New, Kept::At),
             };
-            written.push(seal_tenant(&self.signer, &tx, tenant, events, &sealed_at, kept).await?);
+            let (seal, m) =
+                seal_tenant(&self.signer, &tx, tenant, events, &sealed_at, kept).await?;
+            written.push(seal);
+            misdated.extend(m);
             seals += 1;
         }
         tx.commit().await?;
@@ -325,7 +336,7 @@ impl Sealer {
         }
         self.written.extend(written);
         let through = rows.last().map_or(from, |r| r.get(0));
-        Ok((seals, rows.len() as u64, through))
+        Ok((seals, rows.len() as u64, through, misdated))
     }
 }
 
@@ -399,8 +410,29 @@ async fn seal_tenant(
     events: &[ChainEvent],
     sealed_at: &str,
     kept: Kept<'_>,
-) -> Result<Seal> {
+) -> Result<(Seal, Vec<String>)> {
     let last = extended_seal(signer, tx, tenant, kept).await?;
+    // The time of the event before these in the tenant's chain: the previous seal's last event
+    // (absent for a tenant moved here, whose earlier events are in `audit_moved_events`).
+    let mut prev_at = match &last {
+        Some(p) => tx
+            .query_opt(
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM audit_events e WHERE e.id = $1 AND e.tenant_id = $2"
+                ),
+                &[&p.last_event_id, &tenant],
+            )
+            .await?
+            .and_then(|r| parse_chain_time(&event_from_row(&r, 0).at).ok()),
+        None => None,
+    };
+    let mut misdated = Vec::new();
+    for e in events {
+        match event_time(e, prev_at, sealed_at) {
+            Ok(at) => prev_at = Some(at),
+            Err(what) => misdated.push(what),
+        }
+    }
     let (seq, start, prev_hash) = match &last {
         Some(p) => (p.seq + 1, p.head_hash.clone(), p.hash().map_err(chain_err)?),
         None => (1, GENESIS_HASH.to_owned(), GENESIS_HASH.to_owned()),
@@ -441,7 +473,7 @@ async fn seal_tenant(
         &[&ids, &tenant, &seq, &hashes],
     )
     .await?;
-    Ok(seal)
+    Ok((seal, misdated))
 }
 
 async fn now_rfc3339(tx: &tokio_postgres::Transaction<'_>) -> Result<String> {
