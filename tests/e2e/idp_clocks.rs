@@ -333,6 +333,36 @@ async fn an_identity_provider_clock_makes_no_sign_in_fresh_and_no_token_reaches_
         refusals(&s, id).await,
         ["auth_time_future", "auth_time_future"]
     );
+
+    // The session row itself dated hours ahead (a writer of the sessions table): its claims
+    // would stay "fresh" past max_claims_age until then. Refused, and the rule is named.
+    c.execute(
+        "UPDATE web_sessions SET auth_time = now() - interval '1 minute',
+                                 created_at = now() + interval '3 hours' WHERE subject = 'eve'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let (st, loc, body) = web.decide(&eve, id, "approve", &[]).await;
+    assert_eq!(st, StatusCode::SEE_OTHER, "{body}");
+    assert!(
+        loc.starts_with("/login/oidc?next=%2Fp%2F"),
+        "sent to sign in again, got {loc}"
+    );
+    assert_eq!(
+        (s.state(id).await, grants(&s, id).await),
+        ("escalated".into(), 0)
+    );
+    assert_eq!(
+        refusals(&s, id).await,
+        ["auth_time_future", "auth_time_future", "claims_future"]
+    );
+    c.execute(
+        "UPDATE web_sessions SET created_at = now() WHERE subject = 'eve'",
+        &[],
+    )
+    .await
+    .unwrap();
     s.sentinel().await;
     assert!(s.calls().is_empty(), "nothing ran");
 

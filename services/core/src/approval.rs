@@ -116,6 +116,21 @@ pub enum ApprovalRefusal {
         /// `approvers.max_claims_age` in seconds.
         max_secs: u64,
     },
+    /// The session that holds the claims is dated in the future by more than
+    /// [`CLOCK_SKEW`](crate::external_time::CLOCK_SKEW), by the database clock: only a writer
+    /// of the sessions table (the web app's login, the database owner) dates one so, and such
+    /// claims would stay "fresh" past `approvers.max_claims_age` until that future comes.
+    #[error(
+        "your sign-in details are dated {ahead_secs} s in the future, more than the {skew_secs} s clock skew allowed (approvers.max_claims_age cannot judge them); sign in again, then approve"
+    )]
+    ClaimsAhead {
+        /// Seconds ahead of the database clock.
+        ahead_secs: u64,
+        /// The allowed skew in seconds.
+        skew_secs: u64,
+        /// `approvers.max_claims_age` in seconds.
+        max_secs: u64,
+    },
     /// The handler's `reauth_within` needs a more recent authentication (ID token `auth_time`).
     #[error(
         "this action needs a sign-in within the last {within_secs} s (reauth_within); sign in again, then approve"
@@ -211,6 +226,7 @@ impl ApprovalRefusal {
             Self::Expired { .. } => "escalation_ttl",
             Self::SamePerson { .. } => "same_person",
             Self::ClaimsTooOld { .. } => "max_claims_age",
+            Self::ClaimsAhead { .. } => "claims_future",
             Self::ReauthRequired { .. } => "reauth_within",
             Self::AuthTimeAhead { .. } => "auth_time_future",
             Self::ConfirmMissing { .. } => "confirm_missing",
@@ -227,7 +243,7 @@ impl ApprovalRefusal {
     /// in again is the way out (`max_claims_age`, `reauth_within`).
     pub fn sign_in_max_age(&self) -> Option<u64> {
         match self {
-            Self::ClaimsTooOld { max_secs } => Some(*max_secs),
+            Self::ClaimsTooOld { max_secs } | Self::ClaimsAhead { max_secs, .. } => Some(*max_secs),
             Self::ReauthRequired { within_secs } | Self::AuthTimeAhead { within_secs, .. } => {
                 Some(*within_secs)
             }
@@ -323,7 +339,9 @@ pub struct Freshness {
     pub auth_age: Option<f64>,
 }
 
-/// An Approve from the web counts only with claims younger than `max_claims_age` and, when the
+/// An Approve from the web counts only with claims younger than `max_claims_age` (and not dated
+/// in the future by more than [`CLOCK_SKEW`](crate::external_time::CLOCK_SKEW):
+/// [`ApprovalRefusal::ClaimsAhead`]) and, when the
 /// handler sets `reauth_within`, an `auth_time` at most that old and not in the future by more
 /// than [`CLOCK_SKEW`](crate::external_time::CLOCK_SKEW) (a future `auth_time` would make the
 /// session "fresh" until that future comes: [`ApprovalRefusal::AuthTimeAhead`]). A Deny never needs either
@@ -339,10 +357,24 @@ pub fn check_fresh(
     if verdict == Verdict::Deny {
         return Ok(());
     }
-    if f.claims_age > max_claims_age.as_secs_f64() {
-        return Err(ApprovalRefusal::ClaimsTooOld {
-            max_secs: max_claims_age.as_secs(),
-        });
+    match TimeBound::new("claims", max_claims_age).check_age(f.claims_age) {
+        Ok(()) => {}
+        Err(TimeRefused::Ahead {
+            ahead_secs,
+            skew_secs,
+            ..
+        }) => {
+            return Err(ApprovalRefusal::ClaimsAhead {
+                ahead_secs,
+                skew_secs,
+                max_secs: max_claims_age.as_secs(),
+            });
+        }
+        Err(_) => {
+            return Err(ApprovalRefusal::ClaimsTooOld {
+                max_secs: max_claims_age.as_secs(),
+            });
+        }
     }
     if let Some(w) = reauth_within {
         let reauth = || ApprovalRefusal::ReauthRequired {
@@ -561,9 +593,23 @@ mod tests {
             Option<Duration>,
             Result<(), ApprovalRefusal>,
         );
-        let cases: [Case; 14] = [
+        let cases: [Case; 17] = [
             (Approve, f(10.0, Some(10.0)), None, Ok(())),
             (Approve, f(3599.0, None), None, Ok(())),
+            // Claims dated ahead: within the skew they count, past it never (a session row
+            // dated hours ahead would stay "fresh" until then); a Deny is never refused.
+            (Approve, f(-59.0, None), None, Ok(())),
+            (
+                Approve,
+                f(-3.0 * 3600.0, Some(1.0)),
+                None,
+                Err(ApprovalRefusal::ClaimsAhead {
+                    ahead_secs: 10800,
+                    skew_secs: 60,
+                    max_secs: 3600,
+                }),
+            ),
+            (Deny, f(-3.0 * 3600.0, None), None, Ok(())),
             (
                 Approve,
                 f(3601.0, Some(1.0)),
