@@ -465,6 +465,25 @@ mod tests {
         assert!(roots_from_pem("nothing").is_err());
     }
 
+    /// The chain is judged at the time given (the registration's database clock): before the
+    /// certificates' notBefore and after their notAfter it is refused, naming the rule.
+    #[test]
+    fn a_certificate_outside_its_validity_at_the_given_time_is_refused() {
+        let (root, issuer) = ca("Test Attestation Root");
+        let (cert, key) = leaf(&issuer, ATTESTATION_OU, Some(MODEL));
+        let obj = object("packed", Some(&key), Some(vec![cert]));
+        // 2019-01-01 (before 2020-01-01) and 2091-01-01 (after 2090-01-01).
+        for now in [1_546_300_800, 3_818_448_000] {
+            let e = check_attestation(&policy(&root), CLIENT_DATA, &obj, &MODEL, now)
+                .unwrap_err()
+                .0;
+            assert!(
+                e.starts_with("attStmt.x5c: the attestation certificate does not chain to a trusted attestation root"),
+                "{now}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn every_weaker_attestation_is_refused_naming_the_rule() {
         let (root, issuer) = ca("Test Attestation Root");

@@ -208,10 +208,13 @@ async fn checked_registration(
             Err(e) => return Ok(Err(e)),
         };
     if let Some(policy) = r.attestation {
-        let now = actiond_runtime::clock::now_system()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        // The attestation certificates' validity is judged by the database clock, like every
+        // other time of the registration (not the web host's clock).
+        let now: i64 = tx
+            .query_one("SELECT extract(epoch FROM now())::int8", &[])
+            .await?
+            .get(0);
+        let now = u64::try_from(now).unwrap_or(0);
         if let Err(e) = actiond_core::passkey_attestation::check_attestation(
             policy,
             r.client_data_json,
