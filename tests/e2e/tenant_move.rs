@@ -281,3 +281,80 @@ async fn a_moved_tenant_runs_its_approved_grant_once_on_the_target_and_never_on_
     assert!(kinds.iter().any(|k| k == "grant.spent"), "{kinds:?}");
     sealer_a.terminate();
 }
+
+/// The source database's owner dates a row after the export (a proposal "created tomorrow",
+/// whose escalation would never expire on the target): the rows travel with the triggers off,
+/// so the import judges every recorded time against the sealed export time and refuses the
+/// file, naming the line, table and column, before anything is written. Before this check the
+/// row was imported as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_refuses_a_row_dated_after_the_export() {
+    let mut a = Stack::with(
+        "tenant_move_times",
+        Options {
+            executor: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let b = TestDb::new().await;
+    let dir = std::env::temp_dir().join(format!("actiond-move-{}", uuid::Uuid::new_v4()));
+    let (ok, _, err) = cli(
+        &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let pubkey = dir.join("sealer-1.pub").display().to_string();
+    let sealer_a = sealer(&a.tdb, &dir, &a.logs, "sealer-a").await;
+    a.services.push(sealer_a);
+    let escalated = a.propose(&refund("pi_moved_late", 9000)).await;
+    a.wait_state(escalated, "escalated", Duration::from_secs(20))
+        .await;
+    a.tdb
+        .superuser()
+        .await
+        .execute(
+            "UPDATE proposals SET created_at = now() + interval '1 day' WHERE id = $1",
+            &[&escalated],
+        )
+        .await
+        .unwrap();
+    let anchor = eventually(Duration::from_secs(30), "acme sealed", || async {
+        acme_head(&a.tdb, &pubkey).await
+    })
+    .await;
+    let file = dir.join("acme.jsonl");
+    let (ok, out, err) = cli(
+        &[
+            "tenant",
+            "export",
+            "acme",
+            "--to",
+            "cell-b",
+            "--out",
+            file.to_str().unwrap(),
+            "--as",
+            "ops",
+            "--wait",
+            "30s",
+        ],
+        &[("DATABASE_URL", a.tdb.url.clone())],
+    );
+    assert!(ok, "export failed: {out}{err}");
+    let (ok, out) = import(&b, &file, &pubkey, &anchor);
+    assert!(!ok, "imported a row dated after the export: {out}");
+    assert!(
+        out.contains("proposals.created_at is ")
+            && out.contains("after the export (")
+            && out.contains("the source database's owner wrote"),
+        "{out}"
+    );
+    let n: i64 = b
+        .superuser()
+        .await
+        .query_one("SELECT count(*) FROM tenants", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "a refused file wrote something");
+}

@@ -96,6 +96,53 @@ pub struct CheckedFile {
     pub data_sha256: String,
     /// The chain's newest seal as an anchor (`tenant:seq:head`).
     pub head: String,
+    /// The source database's clock when it exported the tenant: the `at` of the sealed
+    /// `tenant.exported` event (RFC 3339, UTC). The import refuses a file whose export lies in
+    /// the future of its own clock.
+    pub exported_at: String,
+}
+
+/// Columns of the moved tables that hold a time still to come (an expiry, a lease, a deadline,
+/// a retry): every other column whose name ends in `_at` records something that happened,
+/// so it may not lie after the export (see [`check_row_times`]).
+pub const FUTURE_TIME_COLUMNS: &[&str] = &[
+    "expires_at",
+    "lease_until",
+    "due_at",
+    "next_try_at",
+    "next_attempt_at",
+];
+
+/// Every time of the file's rows that records something that happened (a column ending in
+/// `_at` and not in [`FUTURE_TIME_COLUMNS`]) must lie no later than the sealed export time
+/// plus [`crate::external_time::CLOCK_SKEW`]: the export read the rows and wrote its event in
+/// one transaction, by one clock. Rows travel with the database triggers off, so nothing on the
+/// import side would stamp them again; a row dated later (say a proposal created "tomorrow",
+/// whose escalation would then never expire) was written by the source database's owner.
+/// `rows` are `(table, row, line)`. Errors: one sentence naming the line, table, column and
+/// both times.
+pub fn check_row_times(rows: &[(&str, &Value, usize)], exported_at: &str) -> Result<(), String> {
+    let exported = crate::audit_chain::parse_chain_time(exported_at)
+        .map_err(|e| format!("the sealed {EXPORTED_KIND} event's time {e}"))?;
+    let skew = chrono::TimeDelta::from_std(crate::external_time::CLOCK_SKEW)
+        .unwrap_or(chrono::TimeDelta::MAX);
+    for (table, row, n) in rows {
+        let Some(obj) = row.as_object() else { continue };
+        for (col, v) in obj {
+            if !col.ends_with("_at") || FUTURE_TIME_COLUMNS.contains(&col.as_str()) {
+                continue;
+            }
+            let Some(t) = v.as_str() else { continue };
+            let at = crate::audit_chain::parse_chain_time(t)
+                .map_err(|e| format!("line {n}: {table}.{col}: {e}"))?;
+            if at > exported + skew {
+                return Err(format!(
+                    "line {n}: {table}.{col} is {t}, after the export ({exported_at}, the sealed {EXPORTED_KIND} event): a time the source database's owner wrote, not one it recorded"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads and checks a whole file (`lines` without their newlines) with the source sealer's
@@ -110,6 +157,7 @@ pub fn check_file(
     let body = check_trailer(lines)?;
     let mut digest = DataDigest::default();
     let mut rows = Vec::new();
+    let mut row_lines = Vec::new();
     let mut seals = Vec::new();
     let mut events = Vec::new();
     for (i, line) in body.iter().enumerate().skip(1) {
@@ -121,6 +169,7 @@ pub fn check_file(
                 return Err(format!("line {n}: a data row after the audit chain began"));
             }
             rows.push(parse_row(&v, &header.tenant).map_err(|e| format!("line {n}: {e}"))?);
+            row_lines.push(n);
             digest.add(line);
             continue;
         }
@@ -131,7 +180,13 @@ pub fn check_file(
     }
     let data_sha256 = digest.finish();
     let head = verify_chain(&header.tenant, &seals, &events, public_b64, anchors)?;
-    check_digest(&events, &data_sha256, rows.len())?;
+    let exported_at = check_digest(&events, &data_sha256, rows.len())?;
+    let timed: Vec<(&str, &Value, usize)> = rows
+        .iter()
+        .zip(&row_lines)
+        .map(|((t, r), n)| (t.as_str(), r, *n))
+        .collect();
+    check_row_times(&timed, &exported_at)?;
     Ok(CheckedFile {
         header,
         rows,
@@ -139,6 +194,7 @@ pub fn check_file(
         events: events.into_iter().map(|(e, s, h, _)| (e, s, h)).collect(),
         data_sha256,
         head,
+        exported_at,
     })
 }
 
@@ -271,12 +327,12 @@ fn verify_chain(
         .ok_or_else(|| "the file holds no seal: its chain cannot be checked".to_owned())
 }
 
-/// The newest `tenant.exported` event names this data.
+/// The newest `tenant.exported` event names this data. Returns its time.
 fn check_digest(
     events: &[(ChainEvent, i64, String, usize)],
     data_sha256: &str,
     rows: usize,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let Some((e, _, _, n)) = events.iter().rev().find(|(e, ..)| e.kind == EXPORTED_KIND) else {
         return Err(format!(
             "no sealed {EXPORTED_KIND} event: the file's data cannot be checked against the chain"
@@ -298,12 +354,36 @@ fn check_digest(
             counted.map_or_else(|| "(none)".to_owned(), |n| n.to_string())
         ));
     }
-    Ok(())
+    Ok(e.at.clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row's recorded time after the export is refused, naming line, table and column;
+    /// times still to come (expiries, leases, deadlines) and times within the skew pass.
+    #[test]
+    fn row_times_after_the_export_are_refused() {
+        let exported = "2026-12-06T10:00:00.000000Z";
+        let ok = serde_json::json!({"created_at": "2026-12-06T10:00:59.000000+00:00",
+                                    "expires_at": "2027-01-01T00:00:00+00:00",
+                                    "due_at": "2027-01-01T00:00:00+00:00",
+                                    "lease_until": "2027-01-01T00:00:00+00:00",
+                                    "decided_at": null, "id": "x"});
+        check_row_times(&[("proposals", &ok, 3)], exported).unwrap();
+        let bad = serde_json::json!({"created_at": "2026-12-07T10:00:00+00:00"});
+        assert_eq!(
+            check_row_times(&[("proposals", &ok, 3), ("proposals", &bad, 4)], exported)
+                .unwrap_err(),
+            "line 4: proposals.created_at is 2026-12-07T10:00:00+00:00, after the export (2026-12-06T10:00:00.000000Z, the sealed tenant.exported event): a time the source database's owner wrote, not one it recorded"
+        );
+        let bad = serde_json::json!({"opened_at": "soon"});
+        assert_eq!(
+            check_row_times(&[("approval_stages", &bad, 7)], exported).unwrap_err(),
+            "line 7: approval_stages.opened_at: \"soon\" is not an RFC 3339 time"
+        );
+    }
 
     #[test]
     fn unknown_versions_and_truncated_files_are_refused() {

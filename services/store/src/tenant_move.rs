@@ -281,6 +281,24 @@ pub async fn import(db: &Db, f: &CheckedFile, by: &str) -> Result<Imported> {
             "tenant {tenant} already exists on this cluster: a move loads a tenant only into a cluster that never held it"
         )));
     }
+    // The rows' times are the source's clock (checked against its sealed export time by
+    // `check_file`); an export dated in this database's future means the source's clock runs
+    // ahead, and its grants' signed expiries and its rows' times would be judged wrongly here.
+    let ahead: f64 = tx
+        .query_one(
+            "SELECT extract(epoch FROM $1::text::timestamptz - now())::float8",
+            &[&f.exported_at],
+        )
+        .await?
+        .get(0);
+    if ahead > actiond_core::external_time::CLOCK_SKEW.as_secs_f64() {
+        return Err(StoreError::Conflict(format!(
+            "the file was exported at {}, {} s ahead of this database's clock (more than the {} s skew allowed): the source cell's clock runs ahead; set both clocks right, then import",
+            f.exported_at,
+            ahead.ceil() as i64,
+            actiond_core::external_time::CLOCK_SKEW.as_secs()
+        )));
+    }
     tx.batch_execute("SET LOCAL session_replication_role = replica")
         .await?;
     let mut counts = Vec::new();
