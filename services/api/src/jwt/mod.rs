@@ -427,6 +427,16 @@ mod tests {
             Err(Rejection::NotYetValid)
         );
         assert_eq!(at(json!({"exp": now - 61.0})), Err(Rejection::Expired));
+        // Without iat the lifetime is judged from now: exp an hour and more ahead is refused.
+        assert_eq!(at(json!({"exp": now + 3600.0})), Ok(()));
+        assert_eq!(
+            at(json!({"exp": now + 3601.0})),
+            Err(Rejection::LifetimeTooLong)
+        );
+        assert_eq!(
+            at(json!({"exp": now + 30.0 * 86400.0})),
+            Err(Rejection::LifetimeTooLong)
+        );
         // iat in milliseconds.
         assert_eq!(
             at(json!({"exp": now + 300.0, "iat": now * 1000.0})),
