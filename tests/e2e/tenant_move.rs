@@ -40,6 +40,27 @@ async fn sealer(tdb: &TestDb, dir: &Path, logs: &Path, name: &str) -> Service {
     Service::spawn("audit", name, &args, &env, logs)
 }
 
+/// `actiond tenant export acme --to cell-b` from `tdb` as its owner, into `file`.
+fn export(tdb: &TestDb, file: &Path) {
+    let (ok, out, err) = cli(
+        &[
+            "tenant",
+            "export",
+            "acme",
+            "--to",
+            "cell-b",
+            "--out",
+            file.to_str().unwrap(),
+            "--as",
+            "ops",
+            "--wait",
+            "30s",
+        ],
+        &[("DATABASE_URL", tdb.url.clone())],
+    );
+    assert!(ok, "export failed: {out}{err}");
+}
+
 /// `actiond tenant import FILE` into `tdb` as its owner.
 fn import(tdb: &TestDb, file: &Path, pubkey: &str, anchor: &str) -> (bool, String) {
     let (ok, out, err) = cli(
@@ -111,23 +132,7 @@ async fn a_moved_tenant_runs_its_approved_grant_once_on_the_target_and_never_on_
 
     // Export: freezes the tenant on the source first.
     let file = dir.join("acme.jsonl");
-    let (ok, out, err) = cli(
-        &[
-            "tenant",
-            "export",
-            "acme",
-            "--to",
-            "cell-b",
-            "--out",
-            file.to_str().unwrap(),
-            "--as",
-            "ops",
-            "--wait",
-            "30s",
-        ],
-        &[("DATABASE_URL", a.tdb.url.clone())],
-    );
-    assert!(ok, "export failed: {out}{err}");
+    export(&a.tdb, &file);
     let text = std::fs::read_to_string(&file).unwrap();
     for secret in ["secret-payments", "PRIVATE KEY", &a.token] {
         assert!(!text.contains(secret), "the file holds {secret:?}");
@@ -324,23 +329,7 @@ async fn an_import_refuses_a_row_dated_after_the_export() {
     })
     .await;
     let file = dir.join("acme.jsonl");
-    let (ok, out, err) = cli(
-        &[
-            "tenant",
-            "export",
-            "acme",
-            "--to",
-            "cell-b",
-            "--out",
-            file.to_str().unwrap(),
-            "--as",
-            "ops",
-            "--wait",
-            "30s",
-        ],
-        &[("DATABASE_URL", a.tdb.url.clone())],
-    );
-    assert!(ok, "export failed: {out}{err}");
+    export(&a.tdb, &file);
     let (ok, out) = import(&b, &file, &pubkey, &anchor);
     assert!(!ok, "imported a row dated after the export: {out}");
     assert!(
