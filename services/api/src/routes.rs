@@ -6,7 +6,6 @@ use actiond_runtime::Metrics;
 use actiond_store::agent_cache::{AgentCache, AgentKey};
 use actiond_store::policy_cache::PolicyCache;
 use actiond_store::{Db, agents, proposals};
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -383,22 +382,15 @@ async fn authenticate_jwt(
 
 async fn create_proposal(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    request: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    // The token and the headers are judged before a byte of the body is read: an anonymous or
+    // malformed request is answered at once, never held while it trickles its body in.
     let agent = match authenticate_for_submit(&state, &headers).await {
         Ok(a) => a,
         Err(p) => return p.into_response(),
-    };
-    let body = match body {
-        Ok(b) => b,
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return SubmitError::BodyTooLarge {
-                limit: MAX_BODY_BYTES,
-            }
-            .into_response();
-        }
-        Err(e) => return SubmitError::field("body", e.body_text()).into_response(),
     };
     if headers.get_all(header::CONTENT_TYPE).iter().count() > 1 {
         // Only one is read: a second one must not ride along unchecked.
@@ -435,6 +427,30 @@ async fn create_proposal(
             }
         },
     };
+    // A declared length over the limit is refused without waiting for the body.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return SubmitError::BodyTooLarge {
+            limit: MAX_BODY_BYTES,
+        }
+        .into_response();
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(e) if too_large(&e) => {
+            return SubmitError::BodyTooLarge {
+                limit: MAX_BODY_BYTES,
+            }
+            .into_response();
+        }
+        Err(e) => {
+            return SubmitError::field("body", format!("Failed to buffer the request body: {e}"))
+                .into_response();
+        }
+    };
     let req = match submit::SubmitRequest::from_json_bytes(&body) {
         Ok(r) => r,
         Err(p) => {
@@ -460,6 +476,19 @@ async fn create_proposal(
         }
         Err(p) => p.into_response(),
     }
+}
+
+/// Whether reading a body failed on the size limit (`http_body_util::LengthLimitError`
+/// anywhere in the error's chain).
+fn too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The 400 for a query parameter a route does not take: the field is the parameter's name (at
