@@ -22,10 +22,14 @@ use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
 
+/// The longest note a Deny takes, in characters (the decision page's `maxlength`).
+pub const MAX_NOTE_CHARS: usize = 200;
+
 /// The comment stored with a Deny: the quick pick and the note, "looks injected: ticket
 /// #4411 asks to ignore instructions"; `None` for an Approve or when both are empty.
 /// Errors: a `reason` that is neither empty nor one of [`DENY_REASONS`] (a forged form) is a
-/// 400 naming `reason` and the allowed values, so nothing is decided on a reason nobody chose.
+/// 400 naming `reason` and the allowed values, so nothing is decided on a reason nobody chose;
+/// a `note` over [`MAX_NOTE_CHARS`] is a 400 naming `note`.
 fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> WebResult<Option<String>> {
     if verdict != Verdict::Deny {
         return Ok(None);
@@ -43,14 +47,21 @@ fn deny_comment(form: &HashMap<String, String>, verdict: Verdict) -> WebResult<O
             DENY_REASONS.join(", ")
         )));
     }
+    // A control character (a pasted tab or line break) becomes a space; a note longer than
+    // the page's 200 characters is refused, never cut: what is stored is what was written.
     let note: String = form
         .get("note")
         .map(|s| s.trim())
         .unwrap_or_default()
         .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
+    let written = note.chars().count();
+    if written > MAX_NOTE_CHARS {
+        return Err(WebError::BadRequest(format!(
+            "note: at most {MAX_NOTE_CHARS} characters, this one has {written}; shorten it and deny again"
+        )));
+    }
     Ok(match (pick, note.is_empty()) {
         (Some(p), true) => Some(p.to_owned()),
         (Some(p), false) => Some(format!("{p}: {note}")),
@@ -413,5 +424,42 @@ async fn amend(
                 .inc();
             refused(state, v, &p.tenant_id, p.id, r).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_deny_note_is_stored_as_written_or_refused() {
+        let deny = |f: &[(&str, &str)]| deny_comment(&form(f), Verdict::Deny);
+        let pick = DENY_REASONS[0];
+        assert_eq!(
+            deny(&[("reason", pick), ("note", " ticket\t#4411 ")]).unwrap(),
+            Some(format!("{pick}: ticket #4411"))
+        );
+        let full = "x".repeat(MAX_NOTE_CHARS);
+        assert_eq!(deny(&[("note", &full)]).unwrap(), Some(full.clone()));
+        let long = "x".repeat(5000);
+        match deny(&[("note", &long)]) {
+            Err(WebError::BadRequest(m)) => assert_eq!(
+                m,
+                "note: at most 200 characters, this one has 5000; shorten it and deny again"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(deny(&[]).unwrap(), None);
+        assert_eq!(
+            deny_comment(&form(&[("note", &long)]), Verdict::Approve).unwrap(),
+            None
+        );
     }
 }
