@@ -675,6 +675,40 @@ async fn propose_wait_prints_one_json_document() {
     assert_eq!(s.state(id).await, "approved");
     // Without --wait, the submission's answer alone.
     assert_eq!(propose("pi_nowait", &[])["state"], "pending");
+
+    // Malformed params are named in what was typed (column 51 of the 51 characters), not in
+    // the body the client builds around them (a column past 90); a token with a line break
+    // is named as the token's fault, not the URL's. Neither reaches the API.
+    let typed = r#"{"payment_id":"pi_1","amount":2500,"currency":"USD""#;
+    let (code, _, err) = run(
+        &[
+            "propose",
+            "--action",
+            "billing.refund.issue",
+            "--params",
+            typed,
+        ],
+        &api,
+    );
+    assert_ne!(code, 0);
+    assert_eq!(
+        err.trim(),
+        "actiond: error: --params is not valid JSON: EOF while parsing an object at line 1 column 51"
+    );
+    let broken = format!("{}\nInjected: 1", s.token);
+    let (code, _, err) = run(
+        &["status", &id.to_string()],
+        &[
+            ("ACTIOND_URL", s.api_url.as_str()),
+            ("ACTIOND_TOKEN", &broken),
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("ACTIOND_TOKEN holds a control or non-ASCII character")
+            && !err.contains(&s.token),
+        "{err}"
+    );
 }
 
 /// A gateway with the api and policy running and no executor.

@@ -28,19 +28,34 @@ fn api_url(s: &str) -> Result<String, String> {
 }
 
 impl Conn {
+    /// The agent token, from `--token-file` or `ACTIOND_TOKEN`, trimmed. Errors (one line, the
+    /// token never shown): none given, or one holding a character an HTTP header cannot carry
+    /// (a line break or other control character inside it).
     fn token(&self) -> anyhow::Result<String> {
-        if let Some(p) = &self.token_file {
-            return Ok(std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?
-                .trim()
-                .to_owned());
+        let (token, from) = if let Some(p) = &self.token_file {
+            (
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read {}", p.display()))?
+                    .trim()
+                    .to_owned(),
+                format!("the token in {}", p.display()),
+            )
+        } else {
+            match std::env::var("ACTIOND_TOKEN") {
+                Ok(t) if !t.trim().is_empty() => (t.trim().to_owned(), "ACTIOND_TOKEN".to_owned()),
+                _ => {
+                    return Err(crate::exit::invalid(
+                        "no agent token: pass --token-file FILE or set ACTIOND_TOKEN",
+                    ));
+                }
+            }
+        };
+        if token.chars().any(|c| c.is_control() || !c.is_ascii()) {
+            return Err(crate::exit::invalid(format!(
+                "{from} holds a control or non-ASCII character (a line break inside it?): an agent token is one line of printable ASCII"
+            )));
         }
-        match std::env::var("ACTIOND_TOKEN") {
-            Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
-            _ => Err(crate::exit::invalid(
-                "no agent token: pass --token-file FILE or set ACTIOND_TOKEN",
-            )),
-        }
+        Ok(token)
     }
 }
 
@@ -181,6 +196,13 @@ pub async fn propose(a: ProposeArgs) -> anyhow::Result<()> {
     let params_raw = a.params.trim();
     if !params_raw.starts_with('{') {
         return Err(crate::exit::invalid("--params must be a JSON object"));
+    }
+    // Its syntax is checked here, so an error points into what was typed, not into the body
+    // built around it; the rest (duplicate keys, number ranges) is the server's to judge.
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(params_raw) {
+        return Err(crate::exit::invalid(format!(
+            "--params is not valid JSON: {e}"
+        )));
     }
     let mut body = format!(
         "{{\"action\":{},\"params\":{params_raw}",
