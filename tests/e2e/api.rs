@@ -183,6 +183,25 @@ async fn body_limit_auth_and_content_type() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
+    // A compressed body is refused naming the encoding (it was read as JSON and failed at
+    // "line 1 column 1").
+    let r = s
+        .http
+        .post(format!("{}/v1/proposals", s.api_url))
+        .bearer_auth(&s.token)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(vec![0x1f_u8, 0x8b, 0x08, 0x00])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        v["detail"],
+        "Content-Encoding: \"gzip\" is not accepted: send the body uncompressed (no Content-Encoding, or identity)",
+        "{v}"
+    );
     // Two Idempotency-Key headers: which one was meant is unknowable, so neither is used.
     let r = s
         .http

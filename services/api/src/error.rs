@@ -50,6 +50,10 @@ pub enum SubmitError {
     },
     /// The body is not sent as `application/json` (415).
     UnsupportedMediaType,
+    /// The body is sent with a `Content-Encoding` other than `identity` (415, RFC 9110
+    /// §15.5.16): bodies are not decompressed. Holds the encoding as sent (at most 64
+    /// characters).
+    UnsupportedContentEncoding(String),
     /// The idempotency key was already used with a different request body (422).
     IdempotencyKeyReused,
     /// The agent already has `cap` proposals waiting for a person (429, retry after a minute).

@@ -165,6 +165,14 @@ impl From<SubmitError> for Problem {
                 "Unsupported media type",
                 "send Content-Type: application/json",
             ),
+            SubmitError::UnsupportedContentEncoding(enc) => Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+                format!(
+                    "Content-Encoding: {enc:?} is not accepted: send the body uncompressed (no Content-Encoding, or identity)"
+                ),
+            ),
             SubmitError::IdempotencyKeyReused => Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",

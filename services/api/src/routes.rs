@@ -405,6 +405,15 @@ async fn create_proposal(
     {
         return SubmitError::UnsupportedMediaType.into_response();
     }
+    if let Some(enc) = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
+        .find(|v| !v.eq_ignore_ascii_case("identity"))
+    {
+        let shown: String = enc.chars().take(64).collect();
+        return SubmitError::UnsupportedContentEncoding(shown).into_response();
+    }
     if headers.get_all("idempotency-key").iter().count() > 1 {
         return SubmitError::field("Idempotency-Key", "must be sent once").into_response();
     }

@@ -796,6 +796,7 @@ pub fn tool_result(tool: Failed, e: SubmitError) -> CallToolResult {
         | SubmitError::TenantMoved { .. }
         | SubmitError::BodyTooLarge { .. }
         | SubmitError::UnsupportedMediaType
+        | SubmitError::UnsupportedContentEncoding(_)
         | SubmitError::IdempotencyKeyReused
         | SubmitError::TooManyOpenEscalations { .. } => NextStep::Refused,
         SubmitError::Store(_) => NextStep::RetrySameKey,
