@@ -13,6 +13,8 @@
 //! - **DNS rebinding**: rmcp validates `Host` against the configured public origins' authorities
 //!   and `Origin` against the origins themselves (403 otherwise); the default is loopback only.
 //!   rmcp 3.11.0 contains the fix for GHSA-89vp-x53w-74fx (Host validation, rmcp ≥ 1.4.0).
+//!   Before that, `Host` must be an authority with a numeric port, if any (400 naming `Host`):
+//!   rmcp ignores what follows the host's last `:`, so `127.0.0.1:8080.evil.com` passed.
 //! - **Strict JSON**: the request body is read with the same strict parser as REST
 //!   (duplicate keys, unsafe integers and non-finite numbers are refused, naming the path), so
 //!   the same input is accepted or refused the same way on both paths; on `/mcp` the refusal
@@ -228,6 +230,13 @@ async fn endpoint(state: AppState, service: McpService, request: Request) -> Res
     };
     if let Some(name) = repeated_header(request.headers()) {
         return SubmitError::field(name, "must be sent once").into_response();
+    }
+    if !host_is_an_authority(request.headers()) {
+        return SubmitError::field(
+            "Host",
+            "must be host or host:port with a numeric port (RFC 9110 §7.2)",
+        )
+        .into_response();
     }
     if let Err(p) = check_media_types(request.headers()) {
         return p.into_response();
@@ -611,6 +620,39 @@ fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
     .map(|(_, name)| name)
 }
 
+/// Whether `Host` (when sent) parses as an authority without user info and with a numeric port,
+/// if any. rmcp compares the host part with the allowed hosts and ignores what follows its
+/// last `:`, so `127.0.0.1:8080.evil.com` would pass as `127.0.0.1`.
+fn host_is_an_authority(headers: &HeaderMap) -> bool {
+    let Some(v) = headers.get(header::HOST) else {
+        return true;
+    };
+    let Ok(text) = v.to_str() else { return false };
+    let port_ok = |p: &str| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit());
+    let name_ok = |h: &str| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+    };
+    if let Some(rest) = text.strip_prefix('[') {
+        // An IPv6 literal: `[addr]` or `[addr]:port`.
+        return match rest.split_once(']') {
+            Some((addr, tail)) => {
+                !addr.is_empty()
+                    && addr
+                        .bytes()
+                        .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+                    && (tail.is_empty() || tail.strip_prefix(':').is_some_and(port_ok))
+            }
+            None => false,
+        };
+    }
+    match text.split_once(':') {
+        None => name_ok(text),
+        Some((h, p)) => name_ok(h) && port_ok(p),
+    }
+}
+
 fn check_media_types(headers: &HeaderMap) -> Result<(), Box<Problem>> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         // Parsed as on REST: `Application/JSON; charset=utf-8` is JSON, `application/jsonp` not.
@@ -699,6 +741,32 @@ mod tests {
             c.allowed_origins,
             vec!["https://actiond.example.com:443", "http://10.0.0.5:8080"]
         );
+    }
+
+    #[test]
+    fn host_must_be_an_authority_with_a_numeric_port() {
+        let with = |h: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::HOST, HeaderValue::from_str(h).unwrap());
+            host_is_an_authority(&m)
+        };
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost",
+            "[::1]:3000",
+            "api.example.com",
+        ] {
+            assert!(with(ok), "{ok}");
+        }
+        for bad in [
+            "127.0.0.1:8080.evil.com",
+            "a@127.0.0.1:8080",
+            "127.0.0.1:",
+            "x y",
+        ] {
+            assert!(!with(bad), "{bad}");
+        }
+        assert!(host_is_an_authority(&HeaderMap::new()));
     }
 
     #[test]
