@@ -294,8 +294,14 @@ fn check_params(obj: &Map<String, Value>, settings: &Value, errs: &mut Vec<Field
         return;
     };
     let text = |k: &str| tpl.get(k).and_then(Value::as_str).unwrap_or_default();
+    // Each placeholder once, whether the subject, the body or both use it (a missing variable
+    // used in both was named twice).
     let mut used = placeholders(text("subject"));
-    used.extend(placeholders(text("body")));
+    for name in placeholders(text("body")) {
+        if !used.contains(&name) {
+            used.push(name);
+        }
+    }
     let empty = Map::new();
     let vars = match obj.get("variables") {
         None => &empty,
@@ -702,6 +708,12 @@ mod tests {
             (
                 json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"ticket": "1"}}),
                 "params.variables.name",
+                "is required by the template",
+            ),
+            // Used in the subject and the body: named once.
+            (
+                json!({"recipients": ["ann@acme.example"], "template": "ticket-reply", "variables": {"name": "x"}}),
+                "params.variables.ticket",
                 "is required by the template",
             ),
             (
