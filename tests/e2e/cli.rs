@@ -1442,10 +1442,12 @@ async fn status_wait_returns_at_once_for_an_escalated_proposal() {
     assert_eq!(v["state"], "escalated", "{out}");
     assert!(v["proposal_id"].is_string(), "{out}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    for bad in ["2h", "ten", "1y", "3601"] {
+    // A negative value is a value of --wait, judged by its rule (clap took "-5" for an unknown
+    // flag: "unexpected argument '-5' found").
+    for bad in ["2h", "ten", "1y", "3601", "-5"] {
         let (code, _, err) = run(&["status", &id.to_string(), "--wait", bad], &api);
         assert_eq!(code, 2, "{bad}: {err}");
-        assert!(err.contains("--wait"), "{err}");
+        assert!(err.contains("for '--wait <WAIT>'"), "{err}");
     }
 }
 

@@ -69,7 +69,7 @@ pub struct SealArgs {
     once: bool,
     /// With --once: how long to wait for transactions running now to end (`30s`, `2m`, or a
     /// number of seconds; at most 1h).
-    #[arg(long, default_value = "30s", value_parser = crate::args::wait)]
+    #[arg(long, default_value = "30s", value_parser = crate::args::wait, allow_negative_numbers = true)]
     wait: Duration,
     /// Time between sealing rounds.
     #[arg(long, env = "ACTIOND_SEALER_INTERVAL", default_value = "5s", value_parser = parse_duration)]

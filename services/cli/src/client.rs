@@ -87,7 +87,7 @@ pub struct ProposeArgs {
     /// document: the proposal as `actiond status` shows it, with the submission's
     /// `proposal_id` (without it, the submission's answer: `proposal_id` and `state`). It
     /// returns at once when the proposal waits for a person (`escalated`) or has ended.
-    #[arg(long, default_value = "0", value_parser = crate::args::wait)]
+    #[arg(long, default_value = "0", value_parser = crate::args::wait, allow_negative_numbers = true)]
     wait: Duration,
     #[command(flatten)]
     out: crate::output::OutputJson,
@@ -271,7 +271,7 @@ pub struct StatusArgs {
     /// Wait up to this long (`10s`, `2m`, or a number of seconds; at most 1h) while actiond
     /// is still working on the proposal (`pending`, `approved`, `executing`). It returns at
     /// once when the proposal waits for a person (`escalated`) or has ended.
-    #[arg(long, default_value = "0", value_parser = crate::args::wait)]
+    #[arg(long, default_value = "0", value_parser = crate::args::wait, allow_negative_numbers = true)]
     wait: Duration,
     #[command(flatten)]
     out: crate::output::OutputJson,

@@ -50,7 +50,7 @@ pub enum ApprovalsCmd {
         #[arg(long, value_parser = crate::args::since)]
         since: Option<chrono::DateTime<chrono::Utc>>,
         /// At most this many rows (1 to 10000).
-        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=10_000), allow_negative_numbers = true)]
         limit: i64,
         #[command(flatten)]
         out: crate::output::Output,

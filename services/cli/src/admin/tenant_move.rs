@@ -29,7 +29,7 @@ pub struct ExportArgs {
     pub by: String,
     /// How long to wait for handlers still running and for the sealer to seal the export
     /// (the sealer must be running: `actiond audit seal`).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Duration,
     #[command(flatten)]
     pub db: DbArgs,
