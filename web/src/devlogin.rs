@@ -52,6 +52,11 @@ pub(crate) async fn submit(
             "The sign-in form expired or came from elsewhere; reload the sign-in page.".into(),
         ));
     }
+    if get("code").trim().is_empty() {
+        return Err(WebError::BadRequest(
+            "code: the one-time code is required; it is on the terminal running actiond web".into(),
+        ));
+    }
     if !dev.check(&get("code")) {
         state
             .metrics
@@ -82,9 +87,15 @@ pub(crate) async fn submit(
         .filter(|g| !g.is_empty())
         .map(str::to_owned)
         .collect();
-    if groups.len() > 50 || groups.iter().any(|g| !valid_text(g, 128)) {
+    if groups.len() > 50 {
+        return Err(WebError::BadRequest(format!(
+            "groups: at most 50 comma-separated names, this has {}",
+            groups.len()
+        )));
+    }
+    if groups.iter().any(|g| !valid_text(g, 128)) {
         return Err(WebError::BadRequest(
-            "groups: at most 50 comma-separated names of visible characters".into(),
+            "groups: each name at most 128 visible characters".into(),
         ));
     }
     let claims = json!({"groups": groups});

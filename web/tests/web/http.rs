@@ -289,6 +289,26 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // No code at all is named as a missing field, not as a wrong one.
+    let r = dev
+        .http
+        .post(format!("{base}/dev-login"))
+        .header("cookie", &pre)
+        .form(&[
+            ("prelogin", hidden(&html, "prelogin")),
+            ("subject", "x".into()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("code: the one-time code is required"),
+        "a missing code"
+    );
     let old_code = dev.state.dev_login_code().unwrap();
     let approver = dev
         .login("approver-1", "a1@acme.test", "acme-approvers, staff")
