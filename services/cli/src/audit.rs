@@ -278,6 +278,7 @@ fn seal_metrics() -> SealMetrics {
     // Label-less counters exist at 0 from the first scrape, not from the first seal.
     m.seals.with_label_values::<&str>(&[]);
     m.events.with_label_values::<&str>(&[]);
+    m.misdated.with_label_values::<&str>(&[]);
     m
 }
 
