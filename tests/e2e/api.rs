@@ -692,6 +692,19 @@ fn problem_cases() -> Vec<Case> {
             ("/error/data/errors/0/field", json!("params.clientInfo")),
         ),
         c(
+            "initialize with a capability that is not an object on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":5},"clientInfo":{"name":"x","version":"1"}}}"#,
+            200,
+            RPC,
+            (
+                "/error/data/errors/0/field",
+                json!("params.capabilities.roots"),
+            ),
+        ),
+        c(
             "a batch member with unreadable params is answered in place",
             "POST",
             "/mcp",

@@ -530,8 +530,10 @@ fn json_kind(v: &Value) -> &'static str {
 ///   an object nor null: -32602 naming the field (MCP `CallToolRequestParams`);
 /// - `tasks/get` or `tasks/cancel` without a string `params.taskId`: -32602 naming it;
 /// - `initialize` without `params`, a string `params.protocolVersion`, an object
-///   `params.capabilities`, or an object `params.clientInfo` with string `name` and `version`:
-///   -32602 naming the field (MCP `InitializeRequestParams`).
+///   `params.capabilities`, or an object `params.clientInfo` with string `name` and `version`,
+///   or with a capability MCP defines (`experimental`, `roots`, `sampling`, `elicitation`,
+///   `tasks`) that is not an object, or `roots.listChanged` not a boolean: -32602 naming the
+///   field (MCP `InitializeRequestParams`, `ClientCapabilities`).
 fn check_call(message: &Value) -> Option<Value> {
     let id = message.get("id")?.clone();
     let method = message.get("method")?.as_str()?;
@@ -583,6 +585,26 @@ fn check_call(message: &Value) -> Option<Value> {
                         "is required: a string",
                     );
                 }
+            }
+            // The capabilities MCP defines are objects; rmcp answered a wrongly typed one as
+            // if `initialize` did not exist.
+            let capability = |name: &str| field("capabilities").and_then(|c| c.get(name));
+            for name in ["experimental", "roots", "sampling", "elicitation", "tasks"] {
+                if capability(name).is_some_and(|v| !(v.is_object() || v.is_null())) {
+                    return wrong(
+                        &format!("params.capabilities.{name}"),
+                        "must be a JSON object when present",
+                    );
+                }
+            }
+            if capability("roots")
+                .and_then(|r| r.get("listChanged"))
+                .is_some_and(|v| !(v.is_boolean() || v.is_null()))
+            {
+                return wrong(
+                    "params.capabilities.roots.listChanged",
+                    "must be true or false when present",
+                );
             }
             None
         }
