@@ -32,6 +32,18 @@ async fn acme_head(tdb: &TestDb, pubkey: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A fresh directory holding a sealer key (`actiond audit keygen`), and its public key's path.
+fn sealer_key() -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("actiond-move-{}", uuid::Uuid::new_v4()));
+    let (ok, _, err) = cli(
+        &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let pubkey = dir.join("sealer-1.pub").display().to_string();
+    (dir, pubkey)
+}
+
 /// A sealer on `tdb` with the key in `dir`.
 async fn sealer(tdb: &TestDb, dir: &Path, logs: &Path, name: &str) -> Service {
     let dir = dir.to_str().unwrap().to_owned();
@@ -93,13 +105,7 @@ async fn a_moved_tenant_runs_its_approved_grant_once_on_the_target_and_never_on_
     )
     .await;
     let b = TestDb::new_on(&cluster_b.admin_url()).await;
-    let dir = std::env::temp_dir().join(format!("actiond-move-{}", uuid::Uuid::new_v4()));
-    let (ok, _, err) = cli(
-        &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let pubkey = dir.join("sealer-1.pub").display().to_string();
+    let (dir, pubkey) = sealer_key();
     let mut sealer_a = sealer(&a.tdb, &dir, &a.logs, "sealer-a").await;
 
     // On the source: one refund allowed by policy (approved, grant unspent: no executor runs
@@ -303,13 +309,7 @@ async fn an_import_refuses_a_row_dated_after_the_export() {
     )
     .await;
     let b = TestDb::new().await;
-    let dir = std::env::temp_dir().join(format!("actiond-move-{}", uuid::Uuid::new_v4()));
-    let (ok, _, err) = cli(
-        &["audit", "keygen", "--out-dir", dir.to_str().unwrap()],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let pubkey = dir.join("sealer-1.pub").display().to_string();
+    let (dir, pubkey) = sealer_key();
     let sealer_a = sealer(&a.tdb, &dir, &a.logs, "sealer-a").await;
     a.services.push(sealer_a);
     let escalated = a.propose(&refund("pi_moved_late", 9000)).await;

@@ -88,7 +88,7 @@ pub fn parse_chain_time(t: &str) -> Result<chrono::DateTime<chrono::Utc>, String
 }
 
 fn skew() -> chrono::TimeDelta {
-    chrono::TimeDelta::from_std(CHAIN_CLOCK_SKEW).unwrap_or(chrono::TimeDelta::MAX)
+    crate::external_time::clock_skew_delta()
 }
 
 /// Checks one event's time against the chain around it (see the module's **Times**): `prev`

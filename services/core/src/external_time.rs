@@ -22,6 +22,11 @@ use std::time::Duration;
 /// a wrong clock or a wrong unit.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
+/// [`CLOCK_SKEW`] as a `chrono` duration, for comparing parsed times.
+pub fn clock_skew_delta() -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(CLOCK_SKEW).unwrap_or(chrono::TimeDelta::MAX)
+}
+
 /// A refused time from outside; the message names the field and the rule.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TimeRefused {

@@ -113,6 +113,27 @@ pub const FUTURE_TIME_COLUMNS: &[&str] = &[
     "next_attempt_at",
 ];
 
+/// The sealed export time (`exported_at`) against the importing database's clock (`now`): an
+/// export dated more than [`crate::external_time::CLOCK_SKEW`] ahead means the source cell's
+/// clock runs ahead, and the moved grants' signed expiries and the rows' times would be judged
+/// wrongly here. Errors: one sentence with both times and what to do.
+pub fn check_export_time(
+    exported_at: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), String> {
+    let exported = crate::audit_chain::parse_chain_time(exported_at)
+        .map_err(|e| format!("the sealed {EXPORTED_KIND} event's time {e}"))?;
+    let ahead = exported - now;
+    if ahead > crate::external_time::clock_skew_delta() {
+        return Err(format!(
+            "the file was exported at {exported_at}, {} s ahead of this database's clock (more than the {} s skew allowed): the source cell's clock runs ahead; set both clocks right, then import",
+            ahead.num_seconds(),
+            crate::external_time::CLOCK_SKEW.as_secs()
+        ));
+    }
+    Ok(())
+}
+
 /// Every time of the file's rows that records something that happened (a column ending in
 /// `_at` and not in [`FUTURE_TIME_COLUMNS`]) must lie no later than the sealed export time
 /// plus [`crate::external_time::CLOCK_SKEW`]: the export read the rows and wrote its event in
@@ -124,8 +145,7 @@ pub const FUTURE_TIME_COLUMNS: &[&str] = &[
 pub fn check_row_times(rows: &[(&str, &Value, usize)], exported_at: &str) -> Result<(), String> {
     let exported = crate::audit_chain::parse_chain_time(exported_at)
         .map_err(|e| format!("the sealed {EXPORTED_KIND} event's time {e}"))?;
-    let skew = chrono::TimeDelta::from_std(crate::external_time::CLOCK_SKEW)
-        .unwrap_or(chrono::TimeDelta::MAX);
+    let skew = crate::external_time::clock_skew_delta();
     for (table, row, n) in rows {
         let Some(obj) = row.as_object() else { continue };
         for (col, v) in obj {
@@ -382,6 +402,19 @@ mod tests {
         assert_eq!(
             check_row_times(&[("approval_stages", &bad, 7)], exported).unwrap_err(),
             "line 7: approval_stages.opened_at: \"soon\" is not an RFC 3339 time"
+        );
+    }
+
+    /// An export dated more than the skew ahead of the importing database is refused, naming
+    /// both clocks; one a minute ahead or in the past passes.
+    #[test]
+    fn an_export_from_a_clock_running_ahead_is_refused() {
+        let now = crate::audit_chain::parse_chain_time("2026-12-06T10:00:00Z").unwrap();
+        check_export_time("2026-12-06T10:01:00.000000Z", now).unwrap();
+        check_export_time("2026-12-05T10:00:00.000000Z", now).unwrap();
+        assert_eq!(
+            check_export_time("2026-12-06T10:05:00.000000Z", now).unwrap_err(),
+            "the file was exported at 2026-12-06T10:05:00.000000Z, 300 s ahead of this database's clock (more than the 60 s skew allowed): the source cell's clock runs ahead; set both clocks right, then import"
         );
     }
 

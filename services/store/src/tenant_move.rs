@@ -282,23 +282,10 @@ pub async fn import(db: &Db, f: &CheckedFile, by: &str) -> Result<Imported> {
         )));
     }
     // The rows' times are the source's clock (checked against its sealed export time by
-    // `check_file`); an export dated in this database's future means the source's clock runs
-    // ahead, and its grants' signed expiries and its rows' times would be judged wrongly here.
-    let ahead: f64 = tx
-        .query_one(
-            "SELECT extract(epoch FROM $1::text::timestamptz - now())::float8",
-            &[&f.exported_at],
-        )
-        .await?
-        .get(0);
-    if ahead > actiond_core::external_time::CLOCK_SKEW.as_secs_f64() {
-        return Err(StoreError::Conflict(format!(
-            "the file was exported at {}, {} s ahead of this database's clock (more than the {} s skew allowed): the source cell's clock runs ahead; set both clocks right, then import",
-            f.exported_at,
-            ahead.ceil() as i64,
-            actiond_core::external_time::CLOCK_SKEW.as_secs()
-        )));
-    }
+    // `check_file`); the export time itself is judged against this database's clock.
+    let now: chrono::DateTime<chrono::Utc> = tx.query_one("SELECT now()", &[]).await?.get(0);
+    actiond_core::tenant_move::check_export_time(&f.exported_at, now)
+        .map_err(StoreError::Conflict)?;
     tx.batch_execute("SET LOCAL session_replication_role = replica")
         .await?;
     let mut counts = Vec::new();
