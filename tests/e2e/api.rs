@@ -218,6 +218,18 @@ async fn body_limit_auth_and_content_type() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["errors"][0]["field"], "Idempotency-Key", "{v}");
     assert_eq!(v["errors"][0]["rule"], "must be sent once", "{v}");
+    // None of the refusals above stored anything.
+    let stored: i64 = s
+        .tdb
+        .db
+        .client()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "a refused request stored a proposal");
     // A frozen agent (an approver stopped it from the web app) is refused with 403 at once,
     // and proposes again once unfrozen.
     s.freeze_agent().await;
@@ -570,6 +582,17 @@ fn problem_cases() -> Vec<Case> {
             403,
             PROBLEM,
             ("/status", json!(403)),
+        ),
+        c(
+            // rmcp compares only what precedes the last colon: this passed as 127.0.0.1.
+            "400 a Host whose port is not a number on /mcp",
+            "POST",
+            "/mcp",
+            &[JSON, RPC_ACCEPT, ("host", "127.0.0.1:8080.evil.com")],
+            PING,
+            400,
+            PROBLEM,
+            ("/errors/0/field", json!("Host")),
         ),
         c(
             "Accept */* on /mcp",

@@ -695,6 +695,17 @@ async fn propose_wait_prints_one_json_document() {
         err.trim(),
         "actiond: error: --params is not valid JSON: EOF while parsing an object at line 1 column 51"
     );
+    let stored: i64 = s
+        .tdb
+        .db
+        .client()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM proposals", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 2, "only pi_wait and pi_nowait were filed");
     let broken = format!("{}\nInjected: 1", s.token);
     let (code, _, err) = run(
         &["status", &id.to_string()],

@@ -439,10 +439,21 @@ async fn dev_login_decisions_csrf_isolation_and_notifications() {
     forged.push(("shown", forged_stamp.as_str()));
     let mut twice = good.clone();
     twice.push(("verdict", "deny"));
+    // A Deny note longer than the page allows is refused, not cut (it was stored as its first
+    // 200 characters).
+    let long = "x".repeat(5000);
+    let mut long_note = good.clone();
+    long_note[0] = ("verdict", "deny");
+    long_note.push(("note", long.as_str()));
     for (name, form, says) in [
         ("missing stamp", &without, "signed render time is missing"),
         ("forged stamp", &forged, "signed render time is missing"),
         ("verdict twice", &twice, "verdict: given more than once"),
+        (
+            "deny note too long",
+            &long_note,
+            "note: at most 200 characters, this one has 5000",
+        ),
     ] {
         let (st, _, body) = dev.post(&approver, &p, form, None).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{name}: {body}");
